@@ -1,0 +1,66 @@
+"""Scoped configuration (no global mutable state).
+
+>>> import stirgpu
+>>> with stirgpu.config(backend="cpu", gpu_memory_budget=2**30):
+...     ...  # projectors created or called here see these settings
+
+Settings live in a :class:`contextvars.ContextVar`, so they are per thread /
+per task and restored on exit.  Explicit arguments to a function always win
+over the configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from typing import Iterator
+
+from .errors import StirGpuError
+
+__all__ = ["Config", "config", "get_config"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    #: "auto" (cuda when cupy and a GPU are present, else cpu), "cpu" or "cuda"
+    backend: str = "auto"
+    #: GPU ids to use (None: all visible GPUs); CPU backend: number of workers is len(devices)
+    devices: tuple[int, ...] | None = None
+    #: bytes of GPU memory a projector may use per device (None: free memory less a reserve)
+    gpu_memory_budget: int | None = None
+    #: bytes of host memory for staging buffers (None: a fraction of available memory)
+    host_memory_budget: int | None = None
+    #: upper bound on views per chunk (None: as many as the budgets allow)
+    max_views_per_chunk: int | None = None
+    #: show progress bars (the CLI turns this on; library use is quiet)
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("auto", "cpu", "cuda"):
+            raise StirGpuError(f"config: backend must be 'auto', 'cpu' or 'cuda', not {self.backend!r}")
+        for name in ("gpu_memory_budget", "host_memory_budget", "max_views_per_chunk"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v <= 0):
+                raise StirGpuError(f"config: {name} must be a positive integer, not {v!r}")
+        if self.devices is not None:
+            object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
+
+
+_CURRENT: contextvars.ContextVar[Config] = contextvars.ContextVar("stirgpu_config", default=Config())
+
+
+def get_config() -> Config:
+    """The configuration in force in this thread/task."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def config(**changes) -> Iterator[Config]:
+    """Override configuration fields inside a ``with`` block."""
+    new = dataclasses.replace(_CURRENT.get(), **changes)
+    token = _CURRENT.set(new)
+    try:
+        yield new
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,598 @@
+"""Projection-data geometry of cylindrical scanners (STIR's ``ProjDataInfoCylindrical``).
+
+Both STIR flavours are covered: not arc-corrected (``ProjDataInfoCylindricalNoArcCorr``:
+tangential positions equally spaced in angle) and arc-corrected
+(``ProjDataInfoCylindricalArcCorr``: equally spaced in mm).  Every formula is in
+``docs/conventions.md``; STIR's sources are the final word.
+
+Values are immutable.  Subsets are *selections* of views
+(:meth:`ProjDataInfo.select`), so a subset is just another view of the same
+geometry, never a copy of data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import GeometryError
+from .scanner import Scanner
+
+__all__ = ["ProjDataInfo", "SegmentInfo", "ChunkTables", "Selection"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentInfo:
+    """One segment: its ring-difference range and axial sampling."""
+
+    segment_num: int
+    min_ring_diff: int
+    max_ring_diff: int
+    num_axial_poss: int
+    #: axial distance between consecutive axial positions (mm)
+    sampling_in_m: float
+    #: m = axial_pos * sampling_in_m - m_offset   (m is centred on the scanner)
+    m_offset: float
+
+    @property
+    def average_ring_difference(self) -> float:
+        return 0.5 * (self.min_ring_diff + self.max_ring_diff)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChunkTables:
+    """The small per-chunk tables from which a kernel computes every LOR of a chunk.
+
+    A chunk is one segment, a list of views, and ranges of axial and tangential
+    positions; its bins are ordered [view][axial][tangential].  For view ``i``,
+    axial position ``k`` and tangential position ``j`` the LOR, clipped to the
+    cylinder of radius ``radius``, runs from ``a = -half_chord[j]`` (start) to
+    ``a = +half_chord[j]`` (end) where, in the gantry frame (mm)::
+
+        x = s[j] * cos_phi[i] + a * sin_phi[i]
+        y = s[j] * sin_phi[i] - a * cos_phi[i]
+        z = m[k] - a * tantheta[j]
+
+    ``half_chord[j] == 0`` marks a LOR that misses the cylinder (|s| >= radius):
+    its line integral is 0.  All arrays are float64 and read-only.
+    """
+
+    segment: int
+    views: np.ndarray
+    axial_poss: np.ndarray
+    tangential_poss: np.ndarray
+    cos_phi: np.ndarray
+    sin_phi: np.ndarray
+    s: np.ndarray
+    half_chord: np.ndarray
+    tantheta: np.ndarray
+    m: np.ndarray
+    radius: float
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(num views, num axial positions, num tangential positions)."""
+        return (len(self.views), len(self.m), len(self.s))
+
+    @property
+    def num_lors(self) -> int:
+        nv, na, nt = self.shape
+        return nv * na * nt
+
+
+class ProjDataInfo:
+    """Geometry of (non-TOF or TOF) projection data of a cylindrical scanner.
+
+    Parameters
+    ----------
+    scanner
+        The :class:`Scanner`.
+    min_ring_diff, max_ring_diff
+        Ring-difference range of each segment, in ascending order.  The segment
+        containing ring difference 0 is segment 0; the others are numbered
+        outwards (-1, +1, ...), as in STIR.
+    num_views, num_tangential_poss
+        Views (mashing = num_detectors_per_ring / 2 / num_views) and tangential positions.
+    arc_corrected
+        ``True`` for STIR's ``ArcCorr`` flavour (``s = t * tangential_sampling``),
+        ``False`` for ``NoArcCorr`` (``s = R sin(t pi / N_det)``).
+    num_axial_poss
+        Per segment; derived from the ring differences when ``None`` (given values must
+        agree with them).
+    tangential_sampling
+        Arc-corrected bin size in mm (STIR's ``effective central bin size``); default the
+        scanner's default bin size.  Ignored for non-arc-corrected data.
+    min_tangential_pos_num
+        Default ``-(num_tangential_poss // 2)``.
+    num_tof_poss
+        Number of TOF positions (1: non-TOF).
+    """
+
+    __slots__ = ("_scanner", "_segments", "_seg_index", "_num_views", "_num_tang", "_min_tang",
+                 "_arc_corrected", "_tang_sampling", "_num_tof_poss", "_phi_offset")
+
+    def __init__(self, scanner: Scanner, min_ring_diff: Sequence[int], max_ring_diff: Sequence[int],
+                 num_views: int, num_tangential_poss: int, arc_corrected: bool,
+                 num_axial_poss: Sequence[int] | None = None,
+                 tangential_sampling: float | None = None,
+                 min_tangential_pos_num: int | None = None, num_tof_poss: int = 1):
+        if not isinstance(scanner, Scanner):
+            raise GeometryError(f"ProjDataInfo: scanner must be a stirgpu Scanner, not {type(scanner).__name__}")
+        if scanner.scanner_geometry.lower() != "cylindrical":
+            raise GeometryError(f"ProjDataInfo: scanner {scanner.name!r} has geometry "
+                                f"{scanner.scanner_geometry!r}; stirgpu supports cylindrical scanners only")
+        rd_min = [int(v) for v in min_ring_diff]
+        rd_max = [int(v) for v in max_ring_diff]
+        if len(rd_min) != len(rd_max) or not rd_min:
+            raise GeometryError("ProjDataInfo: min_ring_diff and max_ring_diff must be non-empty and of "
+                                f"equal length (got {len(rd_min)} and {len(rd_max)})")
+        n_rings = scanner.num_rings
+        for i, (a, b) in enumerate(zip(rd_min, rd_max)):
+            if a > b:
+                raise GeometryError(f"ProjDataInfo: segment {i} (in file order) has min ring difference "
+                                    f"{a} > max ring difference {b}")
+            if max(abs(a), abs(b)) >= n_rings:
+                raise GeometryError(f"ProjDataInfo: ring difference range [{a}, {b}] impossible for a "
+                                    f"scanner with {n_rings} rings")
+            if i and a != rd_max[i - 1] + 1:
+                raise GeometryError("ProjDataInfo: segments must be listed in ascending, contiguous "
+                                    f"ring-difference order; [{rd_min[i-1]}, {rd_max[i-1]}] is followed "
+                                    f"by [{a}, {b}]")
+        zero = [i for i, (a, b) in enumerate(zip(rd_min, rd_max)) if a <= 0 <= b]
+        if not zero:
+            raise GeometryError("ProjDataInfo: no segment contains ring difference 0 "
+                                f"(ranges {list(zip(rd_min, rd_max))})")
+        i0 = zero[0]
+        num_views = int(num_views)
+        n_half = scanner.num_detectors_per_ring // 2
+        if num_views < 1 or n_half % num_views:
+            raise GeometryError(f"ProjDataInfo: num_views={num_views} must divide "
+                                f"num_detectors_per_ring/2 = {n_half} (view mashing is by an integer factor)")
+        num_tangential_poss = int(num_tangential_poss)
+        if num_tangential_poss < 1:
+            raise GeometryError(f"ProjDataInfo: num_tangential_poss must be >= 1 (got {num_tangential_poss})")
+        num_tof_poss = int(num_tof_poss)
+        if num_tof_poss < 1:
+            raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")
+
+        spacing = scanner.ring_spacing
+        segments = []
+        for i, (a, b) in enumerate(zip(rd_min, rd_max)):
+            seg = i - i0
+            if a == b:
+                nax = n_rings - abs(a)
+                sampling = spacing
+            else:
+                nax = 2 * n_rings - 1 - (0 if a <= 0 <= b else 2 * min(abs(a), abs(b)))
+                sampling = spacing / 2
+            if num_axial_poss is not None:
+                given = list(num_axial_poss)
+                if len(given) != len(rd_min):
+                    raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(given)} entries for "
+                                        f"{len(rd_min)} segments")
+                if int(given[i]) != nax:
+                    raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) has "
+                                        f"{nax} axial positions for a {n_rings}-ring scanner, not {given[i]}")
+            segments.append(SegmentInfo(seg, a, b, nax, sampling, (nax - 1) * sampling / 2))
+
+        self._scanner = scanner
+        self._segments = tuple(segments)
+        self._seg_index = {s.segment_num: k for k, s in enumerate(segments)}
+        self._num_views = num_views
+        self._num_tang = num_tangential_poss
+        self._min_tang = (-(num_tangential_poss // 2) if min_tangential_pos_num is None
+                          else int(min_tangential_pos_num))
+        self._arc_corrected = bool(arc_corrected)
+        ts = scanner.default_bin_size if tangential_sampling is None else float(tangential_sampling)
+        if not ts > 0:
+            raise GeometryError(f"ProjDataInfo: tangential_sampling must be positive (got {ts})")
+        self._tang_sampling = ts
+        self._num_tof_poss = num_tof_poss
+        mash = n_half // num_views
+        # STIR: the scanner's intrinsic tilt, plus half a mash for view-mashed data
+        self._phi_offset = scanner.intrinsic_azimuthal_tilt + (math.pi / n_half) * (mash - 1) / 2
+
+    # -- construction like STIR ---------------------------------------------------------
+    @classmethod
+    def construct(cls, scanner: Scanner, span: int, max_ring_diff: int, num_views: int | None = None,
+                  num_tangential_poss: int | None = None, arc_corrected: bool = False,
+                  num_tof_poss: int = 1) -> "ProjDataInfo":
+        """Like STIR's ``ProjDataInfo::construct_proj_data_info(scanner, span, max_delta,
+        num_views, num_tangential_poss, arc_corrected)``.
+
+        Span ``S`` (odd): segment 0 covers ring differences [-(S-1)/2, (S-1)/2], each further
+        segment the next ``S`` ring differences, the last one clipped at ``max_ring_diff``.
+        Defaults: all views (no mashing), the scanner's maximum number of tangential positions
+        (non-arc-corrected) or default number of arc-corrected bins.
+        """
+        span, max_ring_diff = int(span), int(max_ring_diff)
+        if span < 1 or span % 2 == 0:
+            raise GeometryError(f"construct: span must be a positive odd number (got {span})")
+        if not 0 <= max_ring_diff < scanner.num_rings:
+            raise GeometryError(f"construct: max_ring_diff must be in [0, {scanner.num_rings - 1}] "
+                                f"for {scanner.name!r} (got {max_ring_diff})")
+        if span > 1 and max_ring_diff < (span - 1) // 2:
+            raise GeometryError(f"construct: max_ring_diff {max_ring_diff} is smaller than "
+                                f"(span-1)/2 = {(span - 1) // 2}")
+        if span == 1:
+            lo = list(range(-max_ring_diff, max_ring_diff + 1))
+            hi = list(lo)
+        else:
+            half = (span - 1) // 2
+            pos = [(-half, half)]
+            while pos[-1][1] < max_ring_diff:
+                a = pos[-1][1] + 1
+                pos.append((a, min(a + span - 1, max_ring_diff)))
+            neg = [(-b, -a) for a, b in reversed(pos[1:])]
+            ranges = neg + pos
+            lo = [a for a, _ in ranges]
+            hi = [b for _, b in ranges]
+        if num_views is None:
+            num_views = scanner.num_views_unmashed
+        if num_tangential_poss is None:
+            num_tangential_poss = (scanner.default_num_arccorrected_bins if arc_corrected
+                                   else scanner.max_num_non_arccorrected_bins)
+        return cls(scanner, lo, hi, num_views, num_tangential_poss, arc_corrected,
+                   num_tof_poss=num_tof_poss)
+
+    def replace(self, **changes) -> "ProjDataInfo":
+        """A copy with constructor arguments changed."""
+        kw = dict(scanner=self._scanner,
+                  min_ring_diff=[s.min_ring_diff for s in self._segments],
+                  max_ring_diff=[s.max_ring_diff for s in self._segments],
+                  num_views=self._num_views, num_tangential_poss=self._num_tang,
+                  arc_corrected=self._arc_corrected, tangential_sampling=self._tang_sampling,
+                  min_tangential_pos_num=self._min_tang, num_tof_poss=self._num_tof_poss)
+        if "num_tangential_poss" in changes and "min_tangential_pos_num" not in changes:
+            kw["min_tangential_pos_num"] = None
+        kw.update(changes)
+        return ProjDataInfo(**kw)
+
+    def reduce_segment_range(self, min_segment_num: int, max_segment_num: int) -> "ProjDataInfo":
+        """STIR's ``reduce_segment_range``: keep segments min..max (must include 0)."""
+        if not (self.get_min_segment_num() <= min_segment_num <= 0 <= max_segment_num
+                <= self.get_max_segment_num()):
+            raise GeometryError(f"reduce_segment_range: [{min_segment_num}, {max_segment_num}] must "
+                                f"contain 0 and lie in [{self.get_min_segment_num()}, "
+                                f"{self.get_max_segment_num()}]")
+        keep = [s for s in self._segments if min_segment_num <= s.segment_num <= max_segment_num]
+        return self.replace(min_ring_diff=[s.min_ring_diff for s in keep],
+                            max_ring_diff=[s.max_ring_diff for s in keep])
+
+    # -- value semantics ---------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProjDataInfo):
+            return NotImplemented
+        return (self._scanner == other._scanner and self._segments == other._segments
+                and self._num_views == other._num_views and self._num_tang == other._num_tang
+                and self._min_tang == other._min_tang and self._arc_corrected == other._arc_corrected
+                and self._num_tof_poss == other._num_tof_poss
+                and (not self._arc_corrected
+                     or math.isclose(self._tang_sampling, other._tang_sampling, rel_tol=2e-6)))
+
+    def __hash__(self) -> int:
+        return hash((self._num_views, self._num_tang, len(self._segments), self._arc_corrected))
+
+    def __repr__(self) -> str:
+        return (f"ProjDataInfo(Scanner.from_name({self._scanner.name!r}), "
+                f"min_ring_diff={[s.min_ring_diff for s in self._segments]}, "
+                f"max_ring_diff={[s.max_ring_diff for s in self._segments]}, "
+                f"num_views={self._num_views}, num_tangential_poss={self._num_tang}, "
+                f"arc_corrected={self._arc_corrected}"
+                + (f", tangential_sampling={self._tang_sampling!r}" if self._arc_corrected else "")
+                + (f", num_tof_poss={self._num_tof_poss}" if self._num_tof_poss > 1 else "") + ")")
+
+    # -- STIR accessors ----------------------------------------------------------------
+    def get_scanner(self) -> Scanner:
+        return self._scanner
+
+    @property
+    def scanner(self) -> Scanner:
+        return self._scanner
+
+    @property
+    def segments(self) -> tuple[SegmentInfo, ...]:
+        """Segments in ascending ring-difference order (the order of Interfile files)."""
+        return self._segments
+
+    @property
+    def segment_nums(self) -> tuple[int, ...]:
+        return tuple(s.segment_num for s in self._segments)
+
+    @property
+    def segment_nums_stir_order(self) -> tuple[int, ...]:
+        """0, +1, -1, +2, -2, ...: the order of ``as_array()`` and ProjDataInMemory."""
+        out = [0]
+        for k in range(1, max(-self.get_min_segment_num(), self.get_max_segment_num()) + 1):
+            out += [s for s in (k, -k) if s in self._seg_index]
+        return tuple(out)
+
+    def segment(self, segment_num: int) -> SegmentInfo:
+        try:
+            return self._segments[self._seg_index[int(segment_num)]]
+        except KeyError:
+            raise GeometryError(f"segment {segment_num} out of range [{self.get_min_segment_num()}, "
+                                f"{self.get_max_segment_num()}]") from None
+
+    def get_min_segment_num(self) -> int:
+        return self._segments[0].segment_num
+
+    def get_max_segment_num(self) -> int:
+        return self._segments[-1].segment_num
+
+    def get_num_segments(self) -> int:
+        return len(self._segments)
+
+    def get_num_views(self) -> int:
+        return self._num_views
+
+    def get_min_view_num(self) -> int:
+        return 0
+
+    def get_max_view_num(self) -> int:
+        return self._num_views - 1
+
+    def get_view_mashing_factor(self) -> int:
+        return self._scanner.num_views_unmashed // self._num_views
+
+    def get_num_tangential_poss(self) -> int:
+        return self._num_tang
+
+    def get_min_tangential_pos_num(self) -> int:
+        return self._min_tang
+
+    def get_max_tangential_pos_num(self) -> int:
+        return self._min_tang + self._num_tang - 1
+
+    def get_num_axial_poss(self, segment_num: int) -> int:
+        return self.segment(segment_num).num_axial_poss
+
+    def get_min_axial_pos_num(self, segment_num: int) -> int:
+        self.segment(segment_num)
+        return 0
+
+    def get_max_axial_pos_num(self, segment_num: int) -> int:
+        return self.segment(segment_num).num_axial_poss - 1
+
+    def get_min_ring_difference(self, segment_num: int) -> int:
+        return self.segment(segment_num).min_ring_diff
+
+    def get_max_ring_difference(self, segment_num: int) -> int:
+        return self.segment(segment_num).max_ring_diff
+
+    def get_max_ring_difference_overall(self) -> int:
+        return max(max(abs(s.min_ring_diff), abs(s.max_ring_diff)) for s in self._segments)
+
+    def get_num_tof_poss(self) -> int:
+        return self._num_tof_poss
+
+    def is_tof_data(self) -> bool:
+        return self._num_tof_poss > 1
+
+    def is_arc_corrected(self) -> bool:
+        return self._arc_corrected
+
+    @property
+    def arc_corrected(self) -> bool:
+        return self._arc_corrected
+
+    def get_tangential_sampling(self) -> float:
+        """Arc-corrected bin size (mm); for non-arc-corrected data, the central bin size."""
+        if self._arc_corrected:
+            return self._tang_sampling
+        return self._scanner.effective_ring_radius * math.sin(math.pi / self._scanner.num_detectors_per_ring)
+
+    def get_sampling_in_s(self) -> float:
+        return self.get_tangential_sampling()
+
+    def get_sampling_in_m(self, segment_num: int) -> float:
+        return self.segment(segment_num).sampling_in_m
+
+    def get_azimuthal_angle_offset(self) -> float:
+        return self._phi_offset
+
+    def get_azimuthal_angle_sampling(self) -> float:
+        return math.pi / self._num_views
+
+    def get_num_axial_poss_total(self) -> int:
+        return sum(s.num_axial_poss for s in self._segments)
+
+    def get_num_sinograms(self) -> int:
+        """Sinograms over all segments (and TOF positions), as STIR counts them."""
+        return self.get_num_axial_poss_total() * self._num_tof_poss
+
+    def num_bins(self, segment_num: int | None = None) -> int:
+        """Bins in one segment (one TOF position), or in all data when ``segment_num`` is None."""
+        if segment_num is None:
+            return self.get_num_sinograms() * self._num_views * self._num_tang
+        return self.get_num_axial_poss(segment_num) * self._num_views * self._num_tang
+
+    @property
+    def total_num_bins(self) -> int:
+        return self.num_bins()
+
+    # -- coordinates (vectorised, float64) -----------------------------------------------
+    def _check_range(self, name: str, idx: np.ndarray, lo: int, hi: int) -> None:
+        if idx.size and (idx.min() < lo or idx.max() > hi):
+            raise GeometryError(f"{name} out of range [{lo}, {hi}]: got values in "
+                                f"[{idx.min()}, {idx.max()}]")
+
+    def get_phi(self, view) -> np.ndarray | float:
+        """Azimuthal angle (radians) of view(s)."""
+        v = np.asarray(view)
+        self._check_range("view", v, 0, self._num_views - 1)
+        out = v * (math.pi / self._num_views) + self._phi_offset
+        return float(out) if out.ndim == 0 else out
+
+    def get_s(self, tangential_pos) -> np.ndarray | float:
+        """Signed distance (mm) of the LOR from the scanner axis."""
+        t = np.asarray(tangential_pos)
+        self._check_range("tangential position", t, self._min_tang, self.get_max_tangential_pos_num())
+        if self._arc_corrected:
+            out = t * self._tang_sampling
+        else:
+            out = self._scanner.effective_ring_radius * np.sin(t * (math.pi / self._scanner.num_detectors_per_ring))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def get_m(self, segment_num: int, axial_pos) -> np.ndarray | float:
+        """Axial position (mm) of the LOR's centre, relative to the scanner's axial centre."""
+        seg = self.segment(segment_num)
+        a = np.asarray(axial_pos)
+        self._check_range(f"axial position of segment {segment_num}", a, 0, seg.num_axial_poss - 1)
+        out = a * seg.sampling_in_m - seg.m_offset
+        return float(out) if out.ndim == 0 else out
+
+    def get_tantheta(self, segment_num: int, tangential_pos) -> np.ndarray | float:
+        """tan of the polar angle: Delta * ring_spacing / (2 sqrt(R^2 - s^2))."""
+        seg = self.segment(segment_num)
+        s = np.asarray(self.get_s(tangential_pos))
+        R = self._scanner.effective_ring_radius
+        out = (seg.average_ring_difference * self._scanner.ring_spacing) / (2.0 * np.sqrt(R * R - s * s))
+        return float(out) if out.ndim == 0 else out
+
+    def lor_endpoints(self, segment_num: int, view, axial_pos, tangential_pos,
+                      radius: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Endpoints of the LORs of the given bins (indices broadcast together).
+
+        Returns ``(start, end)``, float64 arrays of shape ``broadcast + (3,)`` in the
+        axis order **(z, y, x)**, mm, gantry frame, clipped to the cylinder of ``radius``
+        (default: the scanner's max FOV radius).  A LOR with ``|s| >= radius`` has
+        ``start == end`` (zero length).  Same formulas as :class:`ChunkTables`.
+        """
+        r = self._scanner.max_FOV_radius if radius is None else float(radius)
+        v, a, t = np.broadcast_arrays(np.asarray(view), np.asarray(axial_pos), np.asarray(tangential_pos))
+        phi = np.asarray(self.get_phi(v), dtype=np.float64)
+        s = np.asarray(self.get_s(t), dtype=np.float64)
+        m = np.asarray(self.get_m(segment_num, a), dtype=np.float64)
+        tt = np.asarray(self.get_tantheta(segment_num, t), dtype=np.float64)
+        h = np.sqrt(np.maximum(r * r - s * s, 0.0))
+        c, sn = np.cos(phi), np.sin(phi)
+        ends = []
+        for sign in (-1.0, 1.0):
+            aa = sign * h
+            ends.append(np.stack([m - aa * tt, s * sn - aa * c, s * c + aa * sn], axis=-1))
+        return ends[0], ends[1]
+
+    def chunk_tables(self, segment_num: int, views: Iterable[int] | None = None,
+                     radius: float | None = None, axial_poss: Iterable[int] | None = None,
+                     tangential_poss: Iterable[int] | None = None) -> ChunkTables:
+        """Tables for a geometry-aware kernel: one segment, some views (default all), optional
+        sub-ranges of axial and tangential positions.  See :class:`ChunkTables`."""
+        seg = self.segment(segment_num)
+        r = self._scanner.max_FOV_radius if radius is None else float(radius)
+        if not r > 0:
+            raise GeometryError(f"chunk_tables: radius must be positive (got {r})")
+        v = np.arange(self._num_views) if views is None else np.asarray(list(views), dtype=np.int64)
+        ax = np.arange(seg.num_axial_poss) if axial_poss is None else np.asarray(list(axial_poss), dtype=np.int64)
+        tg = (np.arange(self._min_tang, self._min_tang + self._num_tang) if tangential_poss is None
+              else np.asarray(list(tangential_poss), dtype=np.int64))
+        phi = np.atleast_1d(np.asarray(self.get_phi(v), dtype=np.float64))
+        s = np.atleast_1d(np.asarray(self.get_s(tg), dtype=np.float64))
+        return ChunkTables(
+            segment=seg.segment_num,
+            views=_readonly(v.astype(np.int64)),
+            axial_poss=_readonly(ax.astype(np.int64)),
+            tangential_poss=_readonly(tg.astype(np.int64)),
+            cos_phi=_readonly(np.cos(phi)),
+            sin_phi=_readonly(np.sin(phi)),
+            s=_readonly(s),
+            half_chord=_readonly(np.sqrt(np.maximum(r * r - s * s, 0.0))),
+            tantheta=_readonly(np.atleast_1d(np.asarray(self.get_tantheta(seg.segment_num, tg), dtype=np.float64))),
+            m=_readonly(np.atleast_1d(np.asarray(self.get_m(seg.segment_num, ax), dtype=np.float64))),
+            radius=r,
+        )
+
+    # -- subsets and selections ----------------------------------------------------------
+    def subset_views(self, subset_num: int, num_subsets: int) -> np.ndarray:
+        """Views of subset ``subset_num`` of ``num_subsets``, exactly as STIR assigns them
+        (trivial symmetries): views v with (v - min_view) % num_subsets == subset_num."""
+        subset_num, num_subsets = int(subset_num), int(num_subsets)
+        if num_subsets < 1 or not 0 <= subset_num < num_subsets:
+            raise GeometryError(f"subset {subset_num} of {num_subsets}: need num_subsets >= 1 and "
+                                f"0 <= subset_num < num_subsets")
+        if num_subsets > self._num_views:
+            raise GeometryError(f"{num_subsets} subsets but only {self._num_views} views")
+        return np.arange(subset_num, self._num_views, num_subsets, dtype=np.int64)
+
+    def subsets_are_balanced(self, num_subsets: int) -> bool:
+        """True when every subset has the same number of views (OSMAPOSL's requirement
+        unless subset sensitivities are used)."""
+        return self._num_views % int(num_subsets) == 0
+
+    def select(self, segments: Iterable[int] | None = None, views: Iterable[int] | None = None) -> "Selection":
+        """A selection of segments and views of this geometry (a subset is one)."""
+        return Selection.of(self, segments, views)
+
+    def subset(self, subset_num: int, num_subsets: int, segments: Iterable[int] | None = None) -> "Selection":
+        return self.select(segments, self.subset_views(subset_num, num_subsets))
+
+    def __getitem__(self, key) -> "Selection":
+        """``pdi[segments, views]`` with ints, slices or sequences (tomosipo-style slicing)."""
+        if not isinstance(key, tuple):
+            key = (key, slice(None))
+        if len(key) != 2:
+            raise GeometryError("ProjDataInfo[...] takes (segments, views)")
+        seg_key, view_key = key
+        all_segs = np.array(self.segment_nums)
+        if isinstance(seg_key, slice):
+            lo = self.get_min_segment_num() if seg_key.start is None else seg_key.start
+            hi = self.get_max_segment_num() + 1 if seg_key.stop is None else seg_key.stop
+            segs = [s for s in all_segs[(all_segs >= lo) & (all_segs < hi)]][::seg_key.step or 1]
+        else:
+            segs = np.atleast_1d(seg_key).tolist()
+        views = (np.arange(self._num_views)[view_key] if isinstance(view_key, slice)
+                 else np.atleast_1d(view_key))
+        return self.select(segs, views)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Selection:
+    """Some segments and some views of a :class:`ProjDataInfo` (all axial and tangential
+    positions).  Subsets are selections; nothing is copied."""
+
+    proj_data_info: ProjDataInfo
+    segments: tuple[int, ...]
+    views: np.ndarray
+
+    @classmethod
+    def of(cls, pdi: ProjDataInfo, segments=None, views=None) -> "Selection":
+        segs = pdi.segment_nums if segments is None else tuple(int(s) for s in segments)
+        for s in segs:
+            pdi.segment(s)  # validates
+        if len(set(segs)) != len(segs):
+            raise GeometryError(f"selection: repeated segments in {segs}")
+        v = np.arange(pdi.get_num_views(), dtype=np.int64) if views is None else np.asarray(
+            list(views), dtype=np.int64)
+        if v.size and (v.min() < 0 or v.max() >= pdi.get_num_views()):
+            raise GeometryError(f"selection: views must be in [0, {pdi.get_num_views() - 1}]")
+        if len(np.unique(v)) != len(v):
+            raise GeometryError("selection: repeated views")
+        return cls(pdi, segs, _readonly(np.sort(v)))
+
+    @property
+    def num_bins(self) -> int:
+        p = self.proj_data_info
+        return sum(p.get_num_axial_poss(s) for s in self.segments) * len(self.views) * p.get_num_tangential_poss()
+
+    def is_everything(self) -> bool:
+        p = self.proj_data_info
+        return len(self.views) == p.get_num_views() and len(self.segments) == p.get_num_segments()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Selection):
+            return NotImplemented
+        return (self.proj_data_info == other.proj_data_info and self.segments == other.segments
+                and np.array_equal(self.views, other.views))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Selection(segments={list(self.segments)}, views={self.views.tolist()})"

@@ -1,0 +1,66 @@
+"""Shared test helpers.
+
+* ``stir_fixtures`` -- the one way tests reach ``../shared/fixtures`` (STIR-written
+  files).  They exist beside the checkout and in CI, not in a user's clone, so
+  tests using them skip with a clear reason where they are absent.  Set
+  ``STIRGPU_FIXTURES`` to point elsewhere.
+* ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
+  carry the ``gpu`` marker and skip themselves where no GPU is usable.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def fixtures_dir() -> Path | None:
+    env = os.environ.get("STIRGPU_FIXTURES")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO_ROOT.parent / "shared" / "fixtures")
+    candidates.append(REPO_ROOT / "shared" / "fixtures")
+    for c in candidates:
+        if (c / "stir_scanners.json").is_file():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def stir_fixtures() -> Path:
+    d = fixtures_dir()
+    if d is None:
+        pytest.skip("STIR fixtures not found (expected ../shared/fixtures beside the checkout, "
+                    "or set STIRGPU_FIXTURES)")
+    return d
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_device_count() -> int:
+    """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing)."""
+    try:
+        import cupy  # noqa: F401
+        from cupy.cuda import runtime
+        return int(runtime.getDeviceCount())
+    except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    n = cuda_device_count()
+    skip_gpu = pytest.mark.skip(reason="no CUDA GPU usable through cupy on this machine")
+    skip_multi = pytest.mark.skip(reason=f"needs >= 2 CUDA GPUs, found {n}")
+    for item in items:
+        if "gpu" in item.keywords and n < 1:
+            item.add_marker(skip_gpu)
+        elif "multi_gpu" in item.keywords and n < 2:
+            item.add_marker(skip_multi)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def backend(request) -> str:
+    return request.param
