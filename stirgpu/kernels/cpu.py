@@ -1,0 +1,350 @@
+"""CPU backend of the Joseph projector (numba, parallel over LORs).
+
+This is the reference implementation: ``cuda/*.cu`` mirrors it line for line and
+``docs/joseph.md`` states the algorithm in words.  The numerics are those of
+libparallelproj 2.0.3's ``joseph3d_fwd`` / ``joseph3d_back`` (what STIR's
+Parallelproj projector calls).
+
+Precision (see docs/joseph.md, "Precision"): everything geometric -- endpoints,
+clipping, principal axis, plane range, interpolation coordinates and weights --
+is float64; image samples are float32 promoted to float64 and a LOR's sum is
+accumulated in float64, then stored as float32.  Back projection adds
+``float32(value * cf * scale * weight)`` into a float32 image.
+
+Nothing here compiles at import: ``@njit`` without signatures compiles on the
+first call (per argument types) and caches the machine code on disk
+(``cache=True``).  All voxel and LOR indices are int64.
+
+Back projection is race-free by giving each of K workers its own float32 image:
+worker 0 adds into the output itself, workers 1..K-1 into zeroed extra images
+(LORs are dealt out round-robin, so neighbouring LORs -- similar lengths -- go to
+different workers and the load stays balanced); the extra images are then added
+to the output in a parallel loop over voxels.  This costs K-1 extra images of
+memory (:func:`extra_slabs` caps K by a byte budget) but needs no atomics, which
+numba does not have for floats on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+__all__ = [
+    "forward_lors",
+    "back_lors",
+    "forward_tables",
+    "back_tables",
+    "reduce_slabs",
+    "extra_slabs",
+    "back_project",
+]
+
+
+# --------------------------------------------------------------------------------------
+# per-LOR building blocks (docs/joseph.md, steps 1-6)
+# --------------------------------------------------------------------------------------
+@njit(cache=True, fastmath=False)
+def _lor_setup(p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx):
+    """Clip a LOR to the image box and derive its Joseph stepping parameters.
+
+    Returns ``(direction, istart, iend, cf, a_u, b_u, a_w, b_w)``; ``istart > iend``
+    means "no plane is crossed" (the line integral is 0).  ``direction`` is the
+    principal axis (0=z, 1=y, 2=x); ``u`` < ``w`` are the two other axes.  In plane
+    ``i`` of the principal axis the ray is at index coordinates
+    ``(i*a_u + b_u, i*a_w + b_w)`` along (u, w).  ``cf`` = voxel size along the
+    principal axis / |cos(angle to that axis)|.
+    """
+    p0 = (p0z, p0y, p0x)
+    d = (p1z - p0z, p1y - p0y, p1x - p0x)
+    o = (oz, oy, ox)
+    v = (vz, vy, vx)
+    n = (nz, ny, nx)
+
+    # zero-length LOR (e.g. |s| >= FOV radius): no direction, integral 0
+    if d[0] == 0.0 and d[1] == 0.0 and d[2] == 0.0:
+        return 0, 0, -1, 0.0, 0.0, 0.0, 0.0, 0.0
+
+    # 1. slab clipping of p0 + t d, t in [0, 1], to the box of voxel *edges*
+    tmin = 0.0
+    tmax = 1.0
+    for k in range(3):
+        lo = o[k] - 0.5 * v[k]
+        hi = lo + n[k] * v[k]
+        if d[k] != 0.0:
+            t1 = (lo - p0[k]) / d[k]
+            t2 = (hi - p0[k]) / d[k]
+            tmin = max(tmin, min(t1, t2))
+            tmax = min(tmax, max(t1, t2))
+        elif not (lo < p0[k] < hi):
+            # parallel to axis k and not strictly inside the slab (2.0.3's inf/NaN
+            # arithmetic treats a ray lying exactly on a face as a miss too)
+            return 0, 0, -1, 0.0, 0.0, 0.0, 0.0, 0.0
+    if tmax < tmin:
+        return 0, 0, -1, 0.0, 0.0, 0.0, 0.0, 0.0
+
+    # 2. principal axis = largest squared direction cosine; ties prefer y, then x, over z
+    ss = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    c0 = d[0] * d[0] / ss
+    c1 = d[1] * d[1] / ss
+    c2 = d[2] * d[2] / ss
+    if c1 >= c0 and c1 >= c2:
+        di = 1
+    elif c2 >= c0 and c2 >= c1:
+        di = 2
+    else:
+        di = 0
+    cosq = c0 if di == 0 else (c1 if di == 1 else c2)
+    cf = v[di] / math.sqrt(cosq)
+
+    # 3. planes of the principal axis crossed between the clipped entry and exit
+    f1 = (p0[di] + tmin * d[di] - o[di]) / v[di]
+    f2 = (p0[di] + tmax * d[di] - o[di]) / v[di]
+    # 2.0.3 compares the *truncated* (toward zero) plane coordinates; see docs
+    if int(f1) == int(f2):
+        return di, 0, -1, cf, 0.0, 0.0, 0.0, 0.0
+    if f1 > f2:
+        f1, f2 = f2, f1
+    istart = int(math.floor(f1)) + 1
+    iend = int(math.floor(f2))
+    # no-ops for rays that really intersect the box; they guard memory against rounding
+    if istart < 0:
+        istart = 0
+    if iend > n[di] - 1:
+        iend = n[di] - 1
+
+    # 4. index coordinates of the ray in plane i along the two other axes
+    if di == 0:
+        u = 1
+        w = 2
+    elif di == 1:
+        u = 0
+        w = 2
+    else:
+        u = 0
+        w = 1
+    a_u = (d[u] * v[di]) / (v[u] * d[di])
+    b_u = (p0[u] - o[u] + d[u] * (o[di] - p0[di]) / d[di]) / v[u]
+    a_w = (d[w] * v[di]) / (v[w] * d[di])
+    b_w = (p0[w] - o[w] + d[w] * (o[di] - p0[di]) / d[di]) / v[w]
+    return di, istart, iend, cf, a_u, b_u, a_w, b_w
+
+
+@njit(cache=True, fastmath=False)
+def _strides(di, nz, ny, nx):
+    """(stride of the principal axis, stride of u, extent of u, stride of w, extent of w)
+    in elements of the C-ordered (z, y, x) image."""
+    sz = np.int64(ny) * np.int64(nx)
+    sy = np.int64(nx)
+    if di == 0:
+        return sz, sy, ny, np.int64(1), nx
+    elif di == 1:
+        return sy, sz, nz, np.int64(1), nx
+    return np.int64(1), sz, nz, sy, ny
+
+
+@njit(cache=True, fastmath=False)
+def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
+    """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6)."""
+    di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
+        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+    if istart > iend:
+        return 0.0
+    sd, su, nu, sw, nw = _strides(di, nz, ny, nx)
+    acc = 0.0
+    for i in range(istart, iend + 1):
+        fu = i * a_u + b_u
+        fw = i * a_w + b_w
+        iu = np.int64(math.floor(fu))
+        iw = np.int64(math.floor(fw))
+        wu = fu - iu
+        ww = fw - iw
+        base = np.int64(i) * sd
+        # bilinear interpolation; corners outside the image contribute 0
+        if 0 <= iu < nu:
+            if 0 <= iw < nw:
+                acc += (1.0 - wu) * (1.0 - ww) * img[base + iu * su + iw * sw]
+            if 0 <= iw + 1 < nw:
+                acc += (1.0 - wu) * ww * img[base + iu * su + (iw + 1) * sw]
+        if 0 <= iu + 1 < nu:
+            if 0 <= iw < nw:
+                acc += wu * (1.0 - ww) * img[base + (iu + 1) * su + iw * sw]
+            if 0 <= iw + 1 < nw:
+                acc += wu * ww * img[base + (iu + 1) * su + (iw + 1) * sw]
+    return cf * acc
+
+
+@njit(cache=True, fastmath=False)
+def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
+    """Add ``value`` times the Joseph weights of one LOR into the flat float32 ``img``
+    (the exact adjoint of :func:`_forward_one`)."""
+    di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
+        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+    if istart > iend:
+        return
+    sd, su, nu, sw, nw = _strides(di, nz, ny, nx)
+    val = cf * value
+    for i in range(istart, iend + 1):
+        fu = i * a_u + b_u
+        fw = i * a_w + b_w
+        iu = np.int64(math.floor(fu))
+        iw = np.int64(math.floor(fw))
+        wu = fu - iu
+        ww = fw - iw
+        base = np.int64(i) * sd
+        if 0 <= iu < nu:
+            if 0 <= iw < nw:
+                img[base + iu * su + iw * sw] += np.float32(val * ((1.0 - wu) * (1.0 - ww)))
+            if 0 <= iw + 1 < nw:
+                img[base + iu * su + (iw + 1) * sw] += np.float32(val * ((1.0 - wu) * ww))
+        if 0 <= iu + 1 < nu:
+            if 0 <= iw < nw:
+                img[base + (iu + 1) * su + iw * sw] += np.float32(val * (wu * (1.0 - ww)))
+            if 0 <= iw + 1 < nw:
+                img[base + (iu + 1) * su + (iw + 1) * sw] += np.float32(val * (wu * ww))
+
+
+@njit(cache=True, fastmath=False)
+def _table_endpoints(tables_f64, iv, ia, it):
+    """Endpoints of bin (view iv, axial ia, tangential it) of a chunk, from the packed
+    ChunkTables (geometry.ChunkTables docstring): start at a = -half_chord, end at +."""
+    cos_phi, sin_phi, s, half_chord, tantheta, m = tables_f64
+    h = half_chord[it]
+    c = cos_phi[iv]
+    sn = sin_phi[iv]
+    sj = s[it]
+    tt = tantheta[it]
+    mk = m[ia]
+    xc = sj * c
+    yc = sj * sn
+    # a = -h
+    p0x = xc - h * sn
+    p0y = yc + h * c
+    p0z = mk + h * tt
+    # a = +h
+    p1x = xc + h * sn
+    p1y = yc - h * c
+    p1z = mk - h * tt
+    return p0z, p0y, p0x, p1z, p1y, p1x
+
+
+# --------------------------------------------------------------------------------------
+# explicit endpoints: parallel over LORs
+# --------------------------------------------------------------------------------------
+@njit(parallel=True, cache=True, fastmath=False)
+def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
+    """``out[i] = scale * line integral of LOR i``; xstart/xend (N, 3) (z, y, x)."""
+    n = xstart.shape[0]
+    for i in prange(n):
+        r = _forward_one(np.float64(xstart[i, 0]), np.float64(xstart[i, 1]), np.float64(xstart[i, 2]),
+                         np.float64(xend[i, 0]), np.float64(xend[i, 1]), np.float64(xend[i, 2]),
+                         img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+        out[i] = np.float32(scale * r)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
+    """Back project ``values`` (N,) with K = 1 + len(extra) workers: worker k takes LORs
+    k, k+K, k+2K, ... and adds into its own image -- worker 0 into ``out`` (flat), worker
+    k > 0 into ``extra[k-1]`` -- so no two threads write the same memory."""
+    n = xstart.shape[0]
+    nk = extra.shape[0] + 1
+    for k in prange(nk):
+        img = out if k == 0 else extra[k - 1]
+        for i in range(k, n, nk):
+            y = values[i]
+            if y == 0.0:
+                continue
+            _back_one(np.float64(xstart[i, 0]), np.float64(xstart[i, 1]), np.float64(xstart[i, 2]),
+                      np.float64(xend[i, 0]), np.float64(xend[i, 1]), np.float64(xend[i, 2]),
+                      scale * np.float64(y), img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+
+
+# --------------------------------------------------------------------------------------
+# geometry-aware chunks: endpoints computed per LOR from ChunkTables
+# --------------------------------------------------------------------------------------
+@njit(parallel=True, cache=True, fastmath=False)
+def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
+    """``out`` (nv*na*nt,) flat in [view][axial][tangential] order."""
+    nv = tables_f64[0].shape[0]
+    na = tables_f64[5].shape[0]
+    nt = tables_f64[2].shape[0]
+    total = np.int64(nv) * np.int64(na) * np.int64(nt)
+    for idx in prange(total):
+        it = idx % nt
+        rest = idx // nt
+        ia = rest % na
+        iv = rest // na
+        if tables_f64[3][it] == 0.0:   # LOR misses the FOV cylinder
+            out[idx] = np.float32(0.0)
+            continue
+        p0z, p0y, p0x, p1z, p1y, p1x = _table_endpoints(tables_f64, iv, ia, it)
+        r = _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+        out[idx] = np.float32(scale * r)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
+    """Back project flat ``values`` ([view][axial][tangential]); workers as in
+    :func:`back_lors`."""
+    nv = tables_f64[0].shape[0]
+    na = tables_f64[5].shape[0]
+    nt = tables_f64[2].shape[0]
+    total = np.int64(nv) * np.int64(na) * np.int64(nt)
+    nk = extra.shape[0] + 1
+    for k in prange(nk):
+        img = out if k == 0 else extra[k - 1]
+        for idx in range(np.int64(k), total, np.int64(nk)):
+            y = values[idx]
+            if y == 0.0:
+                continue
+            it = idx % nt
+            rest = idx // nt
+            ia = rest % na
+            iv = rest // na
+            if tables_f64[3][it] == 0.0:
+                continue
+            p0z, p0y, p0x, p1z, p1y, p1x = _table_endpoints(tables_f64, iv, ia, it)
+            _back_one(p0z, p0y, p0x, p1z, p1y, p1x, scale * np.float64(y), img,
+                      oz, oy, ox, vz, vy, vx, nz, ny, nx)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def reduce_slabs(extra, out):
+    """``out += sum_k extra[k]`` (the sum formed in float64, added once per voxel)."""
+    nk = extra.shape[0]
+    nvox = out.shape[0]
+    for j in prange(nvox):
+        acc = 0.0
+        for k in range(nk):
+            acc += extra[k, j]
+        out[j] = np.float32(out[j] + acc)
+
+
+# --------------------------------------------------------------------------------------
+# host-side helpers (plain Python)
+# --------------------------------------------------------------------------------------
+#: default byte budget for the extra per-worker images of a back projection
+DEFAULT_SLAB_BYTES = 1 << 30
+
+
+def extra_slabs(nvox: int, num_lors: int, max_slab_bytes: int = DEFAULT_SLAB_BYTES) -> np.ndarray:
+    """Zeroed (K-1, nvox) float32 images for the workers k >= 1 of a back projection
+    (worker 0 writes into the output itself).
+
+    K = min(numba threads, LORs, 1 + images that fit in ``max_slab_bytes``), at least 1;
+    with K == 1 the result has no rows and nothing needs reducing.
+    """
+    k = min(get_num_threads(), max(int(num_lors), 1), 1 + int(max_slab_bytes) // max(4 * int(nvox), 1))
+    return np.zeros((max(k, 1) - 1, int(nvox)), dtype=np.float32)
+
+
+def back_project(kernel, args_before, out_flat: np.ndarray, num_lors: int, args_after,
+                 max_slab_bytes: int = DEFAULT_SLAB_BYTES) -> None:
+    """Run a back-projection kernel (:func:`back_lors` or :func:`back_tables`) race-free:
+    ``kernel(*args_before, out_flat, extra, *args_after)``, then add the extra images."""
+    extra = extra_slabs(out_flat.shape[0], num_lors, max_slab_bytes)
+    kernel(*args_before, out_flat, extra, *args_after)
+    if extra.shape[0]:
+        reduce_slabs(extra, out_flat)

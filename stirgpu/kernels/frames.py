@@ -1,0 +1,51 @@
+"""The one place that maps an image's geometry to the kernels' frame and units.
+
+STIR's Parallelproj bridge works in "x-voxel" units: it divides LOR endpoints, the
+image origin and the voxel sizes by the x voxel size before calling libparallelproj,
+so line integrals come out in units of vx, not mm.  Joseph's algorithm is
+scale-invariant (every plane choice, weight and interpolation coordinate is a ratio
+of lengths), so projecting in mm and multiplying by 1/vx gives the same numbers;
+the kernels therefore take mm and a ``scale`` factor.
+
+The image sits in the gantry frame (z = 0 at the scanner's axial centre) with the
+centre of array element [0, 0, 0] at :attr:`stirgpu.geometry.ImageInfo.gantry_origin`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import GeometryError
+
+__all__ = ["KernelGeometry", "stir_scaled_geometry"]
+
+
+@dataclass(frozen=True)
+class KernelGeometry:
+    """What :func:`stirgpu.kernels.forward_chunk` / :func:`back_chunk` need besides tables
+    and arrays: ``origin`` and ``voxel_size`` (z, y, x) in mm, gantry frame, and ``scale``
+    (multiplies every line integral)."""
+
+    origin: tuple[float, float, float]
+    voxel_size: tuple[float, float, float]
+    scale: float
+
+    def as_kwargs(self) -> dict:
+        return {"origin": self.origin, "voxel_size": self.voxel_size, "scale": self.scale}
+
+
+def stir_scaled_geometry(image_info, stir_units: bool = True) -> KernelGeometry:
+    """Kernel geometry of ``image_info`` (a :class:`stirgpu.geometry.ImageInfo`).
+
+    With ``stir_units`` (the default) results equal STIR's Parallelproj projector:
+    line integrals in units of the x voxel size (``scale = 1 / vx``).  With
+    ``stir_units=False`` they are in mm (``scale = 1``).
+    """
+    try:
+        origin = tuple(float(v) for v in image_info.gantry_origin)
+        vox = tuple(float(v) for v in image_info.voxel_size)
+    except AttributeError as e:
+        raise GeometryError(f"image_info: expected stirgpu.geometry.ImageInfo ({e})") from None
+    if len(origin) != 3 or len(vox) != 3 or not all(v > 0 for v in vox):
+        raise GeometryError(f"image_info: bad origin {origin} or voxel size {vox}")
+    return KernelGeometry(origin, vox, 1.0 / vox[2] if stir_units else 1.0)
