@@ -1,0 +1,23 @@
+"""STIR parameter files: the grammar (:mod:`.grammar`) and typed, validated settings for
+OSMAPOSL (:mod:`.osmaposl`) and projectors (:mod:`.projectors`).
+
+>>> from stirgpu.parfile import read_osmaposl_par, read_projector_par
+>>> settings = read_osmaposl_par("osem.par")          # doctest: +SKIP
+>>> settings.num_subsets, settings.projectors.pair_type  # doctest: +SKIP
+(4, 'Parallelproj')
+
+Anything stirgpu does not support is refused with a :class:`~stirgpu.errors.ParFileError`
+naming the file and line, before any work.
+"""
+
+from .grammar import Block, Entry, canonical_key, parse_par_file, parse_par_string, split_list
+from .osmaposl import (OBJECTIVE_FUNCTION, FilenamePattern, OsmaposlSettings, osmaposl_settings_from_block,
+                       read_osmaposl_par)
+from .projectors import ProjectorOptions, ProjectorSettings, projector_settings_from_block, read_projector_par
+
+__all__ = [
+    "Block", "Entry", "canonical_key", "parse_par_file", "parse_par_string", "split_list",
+    "OsmaposlSettings", "FilenamePattern", "read_osmaposl_par", "osmaposl_settings_from_block",
+    "OBJECTIVE_FUNCTION",
+    "ProjectorOptions", "ProjectorSettings", "read_projector_par", "projector_settings_from_block",
+]

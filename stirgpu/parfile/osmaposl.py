@@ -1,0 +1,541 @@
+"""OSMAPOSL parameter files -> :class:`OsmaposlSettings` (typed, validated, STIR's defaults).
+
+The accepted keys are those of STIR's ``OSMAPOSLReconstruction``, ``IterativeReconstruction``,
+``Reconstruction`` and ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` (and its
+``PoissonLogLikelihoodWithLinearModelForMean`` / ``GeneralisedObjectiveFunction`` bases), with
+STIR's defaults.  What stirgpu cannot reproduce is refused with the file and line *before any
+work*: other objective functions, priors, enabled inter-update / inter-iteration filters,
+post-filters, projectors other than Parallelproj/stirgpu, normalisations other than
+``From ProjData``, random subset order, update images, non-float output.  Keys that do not
+change the result (``verbosity``, ``disable output``, ``report objective function values
+interval``) are accepted.
+
+File names: STIR opens them as written, i.e. relative to the current directory of the
+process (not to the parameter file); :func:`read_osmaposl_par` does the same unless
+``base_dir`` is given.  They are stored as absolute paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ParFileError
+from .grammar import Block, canonical_key, parse_par_file
+from .keymap import (Choice, Context, Found, Key, Problem, TypeKey, as_bool, as_float, as_path, as_str,
+                     int_at_least, read_block)
+from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
+
+__all__ = ["OsmaposlSettings", "FilenamePattern", "read_osmaposl_par", "osmaposl_settings_from_block",
+           "OBJECTIVE_FUNCTION"]
+
+OBJECTIVE_FUNCTION = "PoissonLogLikelihoodWithLinearModelForMeanAndProjData"
+#: STIR's default 'maximum relative change' (the largest float32: no clipping)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+_DIRECTIVE = re.compile(r"%(%|1%|[-+ 0#]*\d*[dis])")
+
+
+@dataclasses.dataclass(frozen=True)
+class FilenamePattern:
+    """STIR's ``subset sensitivity filenames``: a boost::format pattern with one subset number
+    (``sens_%d.hv``, ``sens_%02d.hv`` or ``sens_%1%.hv``).  Use :meth:`resolve` to make a
+    relative pattern absolute (a ``%`` in the folder part is escaped as ``%%``)."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        directives = [m.group(1) for m in _DIRECTIVE.finditer(self.pattern) if m.group(1) != "%"]
+        if "%" in _DIRECTIVE.sub("", self.pattern):
+            raise ValueError(f"'%' that is not a format directive in {self.pattern!r} (write '%%' for '%')")
+        if not directives:
+            raise ValueError(f"no subset number directive such as '%d' in {self.pattern!r}")
+        if len(directives) > 1 and any(d != "1%" for d in directives):
+            raise ValueError(f"more than one directive in {self.pattern!r}: STIR passes one number (the subset)")
+
+    @classmethod
+    def resolve(cls, pattern: str, base_dir: str | os.PathLike) -> "FilenamePattern":
+        if os.path.isabs(pattern):
+            return cls(pattern)
+        base = os.path.abspath(base_dir).replace("%", "%%")
+        return cls(os.path.normpath(os.path.join(base, pattern)))
+
+    def format(self, subset: int) -> Path:
+        """The file of subset ``subset``."""
+        def repl(m: re.Match) -> str:
+            d = m.group(1)
+            if d == "%":
+                return "%"
+            if d == "1%":
+                return str(subset)
+            return ("%" + d) % subset
+        return Path(_DIRECTIVE.sub(repl, self.pattern))
+
+    def __str__(self) -> str:
+        return self.pattern
+
+
+@dataclasses.dataclass(frozen=True)
+class OsmaposlSettings:
+    """Everything an OSMAPOSL (OSEM) run needs, with STIR's defaults and STIR's meaning.
+
+    File names are absolute :class:`~pathlib.Path` objects.  ``lines`` records the line each
+    field was read from (use :meth:`line`, :meth:`where`, :meth:`error`); ``path`` is the file.
+    Neither takes part in comparisons.  Instances are immutable and picklable.
+    """
+
+    # --- the objective function (PoissonLogLikelihoodWithLinearModelForMeanAndProjData) ---
+    input_file: Path
+    #: default: STIR's Parallelproj pair (a file must say so explicitly, see read_osmaposl_par)
+    projectors: ProjectorSettings = dataclasses.field(default_factory=lambda: ProjectorSettings(
+        "pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj"))
+    #: STIR's 'additive sinogram' (measured-data units); None: no additive term (STIR's "0")
+    additive_sinogram: Path | None = None
+    #: 'Bin Normalisation type := From ProjData' file of correction factors f (mean = A x / f + a);
+    #: None: 'Bin Normalisation type := None' (the default)
+    normalisation: Path | None = None
+    #: None: all segments (STIR's -1)
+    max_segment_num_to_process: int | None = None
+    zero_end_planes_of_segment_0: bool = False
+    zoom: float = 1.0
+    xy_output_image_size: int | None = None   #: None: STIR's default size (its -1)
+    z_output_image_size: int | None = None
+    z_offset_mm: float = 0.0                  #: STIR's 'Z offset (in mm)': the image origin's z
+    time_frame_definition_filename: Path | None = None
+    time_frame_number: int = 1
+    #: 'sensitivity filename' (read when not recomputing and not using subset sensitivities,
+    #: else written if given)
+    sensitivity_filename: Path | None = None
+    subset_sensitivity_filenames: FilenamePattern | None = None
+    recompute_sensitivity: bool = False
+    use_subset_sensitivities: bool = False
+    # --- the iterations (IterativeReconstruction, OSMAPOSLReconstruction) ---
+    num_subsets: int = 1
+    num_subiterations: int = 1
+    start_subiteration_num: int = 1
+    start_subset_num: int = 0
+    save_interval: int = 1
+    #: an image file, or STIR's constants: 1.0 (``initial estimate := 1``, the default) or 0.0
+    initial_estimate: Path | float = 1.0
+    enforce_initial_positivity: bool = True
+    map_model: str = "additive"
+    #: the multiplicative update is clipped into [minimum, maximum] from subiteration 2 on (STIR)
+    maximum_relative_change: float = FLOAT32_MAX
+    minimum_relative_change: float = 0.0
+    # --- output and reporting (Reconstruction) ---
+    output_filename_prefix: Path | None = None
+    disable_output: bool = False
+    verbosity: int | None = None              #: None: not given (STIR's -1: leave as is)
+    report_objective_function_values_interval: int = 0
+    objective_function: str = OBJECTIVE_FUNCTION
+    path: Path | None = dataclasses.field(default=None, compare=False)
+    #: ``((field, line), ...)`` for the keys given in the file (a mapping is accepted too)
+    lines: tuple[tuple[str, int], ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        items = self.lines.items() if isinstance(self.lines, Mapping) else self.lines
+        object.__setattr__(self, "lines", tuple(sorted((str(k), int(v)) for k, v in items)))
+        # the reader reports these with file and line; this guards settings built in code
+        checks = [
+            (self.projectors.role == "pair", "projectors must be a projector pair"),
+            (self.num_subsets >= 1 and self.num_subiterations >= 1 and self.start_subiteration_num >= 1,
+             "num_subsets, num_subiterations and start_subiteration_num must be >= 1"),
+            (0 <= self.start_subset_num < self.num_subsets, "start_subset_num must be in [0, num_subsets)"),
+            (1 <= self.save_interval <= self.num_subiterations, "save_interval must be in [1, num_subiterations]"),
+            (self.zoom > 0, "zoom must be positive"),
+            (all(v is None or v >= 1 for v in (self.xy_output_image_size, self.z_output_image_size)),
+             "image sizes must be None or >= 1"),
+            (self.max_segment_num_to_process is None or self.max_segment_num_to_process >= 0,
+             "max_segment_num_to_process must be None or >= 0"),
+            (isinstance(self.initial_estimate, Path) or self.initial_estimate in (0.0, 1.0),
+             "initial_estimate must be a Path, 1.0 or 0.0 (STIR's constants)"),
+            (self.map_model in ("additive", "multiplicative"), "map_model must be 'additive' or 'multiplicative'"),
+            (0 <= self.minimum_relative_change <= self.maximum_relative_change,
+             "need 0 <= minimum_relative_change <= maximum_relative_change"),
+            (self.output_filename_prefix is not None or self.disable_output,
+             "output_filename_prefix is required unless disable_output"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"OsmaposlSettings: {message}")
+
+    # ------------------------------------------------------------------ locating problems
+    def line(self, field: str) -> int | None:
+        """The line ``field`` was read from; None where STIR's default applies."""
+        return dict(self.lines).get(field)
+
+    def where(self, field: str) -> tuple[Path | None, int | None]:
+        """(file, line) a field was read from; line None where the default applies."""
+        return self.path, self.line(field)
+
+    def error(self, field: str, message: str) -> ParFileError:
+        """A :class:`ParFileError` pointing at the line of ``field`` (for problems found later,
+        e.g. unbalanced subsets once the projection data are known)."""
+        return ParFileError(message, self.path, self.line(field))
+
+    # ------------------------------------------------------------------ helpers for the run
+    def subset_sensitivity_filename(self, subset: int) -> Path:
+        if self.subset_sensitivity_filenames is None:
+            raise self.error("use_subset_sensitivities", "no 'subset sensitivity filenames' given")
+        if not 0 <= subset < self.num_subsets:
+            raise ValueError(f"subset {subset} out of range 0..{self.num_subsets - 1}")
+        return self.subset_sensitivity_filenames.format(subset)
+
+    @property
+    def sensitivity_must_be_computed(self) -> bool:
+        """STIR computes the sensitivity when asked to, and also when no file to read it from is
+        given (it warns)."""
+        if self.recompute_sensitivity:
+            return True
+        if self.use_subset_sensitivities:
+            return self.subset_sensitivity_filenames is None
+        return self.sensitivity_filename is None
+
+    def image_info(self, proj_data_info):
+        """STIR's image for this reconstruction: ``ImageInfo.default_for(proj_data_info, zoom,
+        xy size, z size, origin (z offset, 0, 0))``."""
+        from ..geometry import ImageInfo
+        return ImageInfo.default_for(proj_data_info, zoom=self.zoom, xy_size=self.xy_output_image_size,
+                                     z_size=self.z_output_image_size, origin=(self.z_offset_mm, 0.0, 0.0))
+
+    def input_files(self) -> dict[str, list[Path]]:
+        """The files the run reads, by field."""
+        out: dict[str, list[Path]] = {"input_file": [self.input_file]}
+        for f in ("additive_sinogram", "normalisation", "time_frame_definition_filename"):
+            if getattr(self, f) is not None:
+                out[f] = [getattr(self, f)]
+        if isinstance(self.initial_estimate, Path):
+            out["initial_estimate"] = [self.initial_estimate]
+        if not self.sensitivity_must_be_computed:
+            if self.use_subset_sensitivities:
+                out["subset_sensitivity_filenames"] = [self.subset_sensitivity_filename(k)
+                                                       for k in range(self.num_subsets)]
+            else:
+                out["sensitivity_filename"] = [self.sensitivity_filename]
+        return out
+
+    def check_input_files(self) -> None:
+        """Raise :class:`ParFileError` (with the line of the key) for the first input file that
+        does not exist."""
+        for field, files in self.input_files().items():
+            for f in files:
+                if not f.is_file():
+                    raise self.error(field, f"file not found: {f}")
+
+    # ------------------------------------------------------------------ writing
+    def to_par(self) -> str:
+        """An OSMAPOSL parameter file STIR reads the same way (absolute file names), and
+        :func:`read_osmaposl_par` reads back into equal settings."""
+        def fmt(v: Any) -> str:
+            s = str(int(v)) if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+            if ";" in s or "${" in s or "\n" in s:
+                raise ParFileError(f"cannot write {s!r} into a parameter file (';', '${{' and newlines "
+                                   f"have a meaning there)", self.path)
+            return s
+
+        obj = [f"input file := {fmt(self.input_file)}",
+               f"maximum absolute segment number to process := "
+               f"{-1 if self.max_segment_num_to_process is None else self.max_segment_num_to_process}",
+               f"zero end planes of segment 0 := {fmt(self.zero_end_planes_of_segment_0)}",
+               f"zoom := {fmt(self.zoom)}",
+               f"XY output image size (in pixels) := {self.xy_output_image_size or -1}",
+               f"Z output image size (in pixels) := {self.z_output_image_size or -1}",
+               f"Z offset (in mm) := {fmt(self.z_offset_mm)}",
+               *self.projectors.pair_lines(),
+               f"additive sinogram := {fmt(self.additive_sinogram or 0)}"]
+        if self.normalisation is None:
+            obj.append("Bin Normalisation type := None")
+        else:
+            obj += ["Bin Normalisation type := From ProjData", "Bin Normalisation From ProjData :=",
+                    f"  normalisation projdata filename := {fmt(self.normalisation)}",
+                    "End Bin Normalisation From ProjData :="]
+        if self.time_frame_definition_filename is not None:
+            obj.append(f"time frame definition filename := {fmt(self.time_frame_definition_filename)}")
+        obj.append(f"time frame number := {self.time_frame_number}")
+        if self.sensitivity_filename is not None:
+            obj.append(f"sensitivity filename := {fmt(self.sensitivity_filename)}")
+        if self.subset_sensitivity_filenames is not None:
+            obj.append(f"subset sensitivity filenames := {fmt(self.subset_sensitivity_filenames)}")
+        obj += [f"recompute sensitivity := {fmt(self.recompute_sensitivity)}",
+                f"use subset sensitivities := {fmt(self.use_subset_sensitivities)}",
+                "prior type := None"]
+        top = [f"objective function type := {self.objective_function}",
+               f"{OBJECTIVE_FUNCTION} Parameters :=", *("  " + s for s in obj),
+               f"End {OBJECTIVE_FUNCTION} Parameters :="]
+        if self.output_filename_prefix is not None:
+            top.append(f"output filename prefix := {fmt(self.output_filename_prefix)}")
+        top.append(f"disable output := {fmt(self.disable_output)}")
+        if self.verbosity is not None:
+            top.append(f"verbosity := {self.verbosity}")
+        init = fmt(int(self.initial_estimate)) if isinstance(self.initial_estimate, float) else fmt(self.initial_estimate)
+        top += [f"number of subsets := {self.num_subsets}",
+                f"start at subset := {self.start_subset_num}",
+                f"number of subiterations := {self.num_subiterations}",
+                f"start at subiteration number := {self.start_subiteration_num}",
+                f"save estimates at subiteration intervals := {self.save_interval}",
+                f"initial estimate := {init}",
+                f"enforce initial positivity condition := {fmt(self.enforce_initial_positivity)}",
+                f"MAP model := {self.map_model}",
+                f"maximum relative change := {fmt(self.maximum_relative_change)}",
+                f"minimum relative change := {fmt(self.minimum_relative_change)}",
+                f"report objective function values interval := {self.report_objective_function_values_interval}"]
+        return "\n".join(["OSMAPOSLParameters :=", *("  " + s for s in top), "END :=", ""])
+
+
+# ---------------------------------------------------------------------------------------------
+# value parsers specific to OSMAPOSL
+
+
+def _file(text: str, ctx: Context) -> Path:
+    return as_path(text, ctx)
+
+
+def _optional_file(text: str, ctx: Context) -> Path | None:
+    return None if text == "0" else as_path(text, ctx)  # STIR: "0" means none
+
+
+def _initial_estimate(text: str, ctx: Context) -> Path | float:
+    return {"0": 0.0, "1": 1.0}[text] if text in ("0", "1") else as_path(text, ctx)
+
+
+def _sensitivity(text: str, ctx: Context) -> Path:
+    if text == "1":
+        raise Problem("'1' (STIR's sensitivity forced to all ones) is not supported by stirgpu; give a file "
+                      "or let stirgpu compute the sensitivity")
+    return as_path(text, ctx)
+
+
+def _pattern(text: str, ctx: Context) -> FilenamePattern:
+    try:
+        return FilenamePattern.resolve(text, ctx.base_dir)
+    except ValueError as exc:
+        raise Problem(str(exc)) from None
+
+
+def _positive_float(text: str, ctx: Context) -> float:
+    v = as_float(text, ctx)
+    if v <= 0:
+        raise Problem(f"must be positive, got {text!r}")
+    return v
+
+
+def _non_negative_float(text: str, ctx: Context) -> float:
+    v = as_float(text, ctx)
+    if v < 0:
+        raise Problem(f"must be >= 0, got {text!r}")
+    return v
+
+
+def _map_model(text: str, ctx: Context) -> str:
+    v = text.strip().lower()
+    if v not in ("additive", "multiplicative"):
+        raise Problem(f"must be 'additive' or 'multiplicative', got {text!r}")
+    return v
+
+
+def _int_any(text: str, ctx: Context) -> int:
+    return int_at_least(-(2 ** 31))(text, ctx)
+
+
+def _refuse_true(what: str):
+    def parse(text: str, ctx: Context) -> bool:
+        if as_bool(text, ctx):
+            raise Problem(f"is not supported by stirgpu ({what}); set it to 0")
+        return False
+    return parse
+
+
+def _refuse(what: str):
+    def other(value: str, line: int, nxt: Block | None, ctx: Context):
+        raise Problem(what)
+    return other
+
+
+@dataclasses.dataclass(frozen=True)
+class _Filter:
+    """An inter-update / inter-iteration filter: accepted only while its interval is 0 (then
+    STIR never applies it either)."""
+
+    name: str
+
+
+def _filter(value: str, line: int, nxt: Block | None, ctx: Context) -> tuple[_Filter, bool]:
+    return _Filter(value), nxt is not None  # its block (if any) belongs to it
+
+
+def _norm_block(block: Block, ctx: Context) -> Path:
+    found = read_block(block, (Key("normalisation projdata filename", "file", _file),), ctx)
+    if "file" not in found:
+        raise ctx.error(f"'{block.raw_key}' needs 'normalisation projdata filename :='", block.line)
+    return found["file"].value
+
+
+def _interfile_block(block: Block, ctx: Context) -> str:
+    def number_format(text: str, c: Context) -> str:
+        if canonical_key(text) != "float":
+            raise Problem(f"only 'float' output is supported by stirgpu, got {text!r}")
+        return "float"
+
+    def bytes_per_pixel(text: str, c: Context) -> int:
+        if int_at_least(1)(text, c) != 4:
+            raise Problem(f"only 4-byte float output is supported by stirgpu, got {text!r}")
+        return 4
+    read_block(block, (Key("number format", "number_format", number_format),
+                       Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel)), ctx)
+    return "Interfile"
+
+
+_NORMALISATION = TypeKey("Bin Normalisation type", "normalisation", (
+    Choice("None"),
+    Choice("From ProjData", "Bin Normalisation From ProjData", _norm_block),
+), other=_refuse("stirgpu supports 'From ProjData' (correction factors stored as projection data) and 'None'; "
+                 "convert other normalisations to projection data first"))
+
+_OBJECTIVE_KEYS = (
+    Key("input file", "input_file", _file),
+    Key("maximum absolute segment number to process", "max_segment_num_to_process", int_at_least(0, special=-1)),
+    Key("zero end planes of segment 0", "zero_end_planes_of_segment_0", as_bool),
+    Key("zoom", "zoom", _positive_float),
+    Key("XY output image size (in pixels)", "xy_output_image_size", int_at_least(1, special=-1)),
+    Key("Z output image size (in pixels)", "z_output_image_size", int_at_least(1, special=-1)),
+    Key("Z offset (in mm)", "z_offset_mm", as_float),
+    PAIR_TYPE,
+    Key("additive sinogram", "additive_sinogram", _optional_file),
+    Key("time frame definition filename", "time_frame_definition_filename", _file),
+    Key("time frame number", "time_frame_number", int_at_least(1)),
+    _NORMALISATION,
+    Key("sensitivity filename", "sensitivity_filename", _sensitivity),
+    Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
+    Key("recompute sensitivity", "recompute_sensitivity", as_bool),
+    Key("use subset sensitivities", "use_subset_sensitivities", as_bool),
+    TypeKey("prior type", "prior", (Choice("None"),),
+            other=_refuse("priors are not supported by stirgpu (it runs OSEM, i.e. OSMAPOSL without a prior); "
+                          "use 'prior type := None'")),
+)
+
+# OSMAPOSLParameters keys other than 'objective function type' (added below, with its reader)
+_TOP_PLAIN_KEYS = (
+    Key("output filename prefix", "output_filename_prefix", as_str),
+    TypeKey("output file format type", "output_file_format", (
+        Choice("Interfile", "Interfile Output File Format Parameters", _interfile_block),),
+        other=_refuse("stirgpu writes Interfile images only")),
+    TypeKey("post-filter type", "post_filter", (Choice("None"),),
+            other=_refuse("post-filtering is not supported by stirgpu; filter the output image afterwards")),
+    Key("disable output", "disable_output", as_bool),
+    Key("verbosity", "verbosity", _int_any),
+    Key("number of subiterations", "num_subiterations", int_at_least(1)),
+    Key("start at subiteration number", "start_subiteration_num", int_at_least(1)),
+    Key("save estimates at subiteration intervals", "save_interval", int_at_least(1)),
+    Key("initial estimate", "initial_estimate", _initial_estimate),
+    Key("number of subsets", "num_subsets", int_at_least(1)),
+    Key("start at subset", "start_subset_num", int_at_least(0)),
+    Key("uniformly randomise subset order", "randomise_subset_order",
+        _refuse_true("a random subset order makes results irreproducible")),
+    Key("inter-iteration filter subiteration interval", "inter_iteration_filter_interval", int_at_least(0)),
+    TypeKey("inter-iteration filter type", "inter_iteration_filter", (Choice("None"),), other=_filter),
+    Key("report objective function values interval", "report_objective_function_values_interval",
+        int_at_least(0)),
+    Key("enforce initial positivity condition", "enforce_initial_positivity", as_bool),
+    Key("inter-update filter subiteration interval", "inter_update_filter_interval", int_at_least(0)),
+    TypeKey("inter-update filter type", "inter_update_filter", (Choice("None"),), other=_filter),
+    Key("MAP_model", "map_model", _map_model),
+    Key("maximum relative change", "maximum_relative_change", _positive_float),
+    Key("minimum relative change", "minimum_relative_change", _non_negative_float),
+    Key("write update image", "write_update_image", _refuse_true("stirgpu does not write update images")),
+)
+
+_OBJECTIVE_BLOCK = f"{OBJECTIVE_FUNCTION} Parameters"
+_TOP_HINTS = {
+    **{s.key: f"it belongs inside the '{_OBJECTIVE_BLOCK}' block" for s in _OBJECTIVE_KEYS},
+    canonical_key("uniform initial estimate"):
+        "STIR has no such key; 'initial estimate := 1' (the default) starts from a uniform image of ones",
+}
+_OBJECTIVE_HINTS = {s.key: f"it belongs in 'OSMAPOSLParameters', outside the '{_OBJECTIVE_BLOCK}' block"
+                    for s in _TOP_PLAIN_KEYS}
+
+
+def _objective(block: Block, ctx: Context) -> dict[str, Found]:
+    found = read_block(block, _OBJECTIVE_KEYS, ctx, hints=_OBJECTIVE_HINTS)
+    for field, name in (("input_file", "input file"), ("projectors", "projector pair type")):
+        if field not in found:
+            extra = ("; STIR would fall back to its ray-tracing projectors, which stirgpu does not implement: "
+                     "add 'projector pair type := Parallelproj'") if field == "projectors" else ""
+            raise ctx.error(f"'{block.raw_key}' needs '{name} :='{extra}", block.line)
+    return found
+
+
+_TOP_KEYS = (TypeKey("objective function type", "objective",
+                     (Choice(OBJECTIVE_FUNCTION, _OBJECTIVE_BLOCK, _objective),),
+                     other=_refuse(f"stirgpu reconstructs with '{OBJECTIVE_FUNCTION}' only")),
+             *_TOP_PLAIN_KEYS)
+_ROOT = canonical_key("OSMAPOSLParameters")
+
+
+def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | None = None) -> OsmaposlSettings:
+    """Build :class:`OsmaposlSettings` from a parsed ``OSMAPOSLParameters`` block."""
+    ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
+    if root.key != _ROOT:
+        raise ctx.error(f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of "
+                        f"'OSMAPOSLParameters :='", root.line)
+    top = read_block(root, _TOP_KEYS, ctx, hints=_TOP_HINTS)
+    if "objective" not in top:
+        raise ctx.error(f"'{root.raw_key}' needs 'objective function type := {OBJECTIVE_FUNCTION}'", root.line)
+    objective = top.pop("objective")
+    found: dict[str, Found] = {**objective.value, **top}
+    values = {k: f.value for k, f in found.items()}
+    lines = {k: f.line for k, f in found.items()}
+    lines["objective_function"] = objective.line
+
+    def fail(field: str, message: str) -> ParFileError:
+        return ParFileError(message, ctx.path, lines.get(field, root.line))
+
+    for kind in ("inter_update", "inter_iteration"):
+        filt = values.pop(f"{kind}_filter", None)
+        interval = values.pop(f"{kind}_filter_interval", 0)
+        if filt is not None and interval > 0:
+            raise fail(f"{kind}_filter", f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
+                       f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
+                       f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
+                       f"interval to 0 or the type to None")
+    for unused in ("prior", "post_filter", "output_file_format", "randomise_subset_order", "write_update_image"):
+        values.pop(unused, None)  # validated above: only the STIR defaults get here
+    for k in ("xy_output_image_size", "z_output_image_size", "max_segment_num_to_process"):
+        if values.get(k) == -1:
+            values[k] = None
+
+    n_subsets = values.get("num_subsets", 1)
+    n_subiter = values.get("num_subiterations", 1)
+    if values.get("start_subset_num", 0) >= n_subsets:
+        raise fail("start_subset_num", f"'start at subset := {values['start_subset_num']}' must be below "
+                   f"'number of subsets' ({n_subsets})")
+    if values.get("save_interval", 1) > n_subiter:
+        raise fail("save_interval", f"'save estimates at subiteration intervals := {values['save_interval']}' "
+                   f"must not exceed 'number of subiterations' ({n_subiter}) (STIR: range error)")
+    if values.get("minimum_relative_change", 0.0) > values.get("maximum_relative_change", FLOAT32_MAX):
+        raise fail("minimum_relative_change", "'minimum relative change' exceeds 'maximum relative change'")
+    disable = values.get("disable_output", False)
+    prefix = values.pop("output_filename_prefix", "")
+    if not prefix and not disable:
+        raise fail("output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or "
+                   f"'disable output := 1')")
+    values["output_filename_prefix"] = ctx.resolve(prefix) if prefix else None
+    path = None if ctx.path is None else Path(ctx.path)
+    values["projectors"] = dataclasses.replace(values["projectors"], path=path, line=lines["projectors"])
+    return OsmaposlSettings(**values, path=path, lines=lines)
+
+
+def read_osmaposl_par(path: str | os.PathLike, *, base_dir: str | os.PathLike | None = None,
+                      env: Mapping[str, str] | None = None) -> OsmaposlSettings:
+    """Read and validate an OSMAPOSL parameter file.
+
+    ``base_dir``: where relative file names are taken from; None means the current directory
+    (what STIR does).  ``env`` replaces ``os.environ`` for ``${VAR}``.  Raises
+    :class:`~stirgpu.errors.ParFileError` (file and line) for anything malformed or unsupported;
+    nothing is read but the parameter file itself (see :meth:`OsmaposlSettings.check_input_files`).
+    """
+    return osmaposl_settings_from_block(parse_par_file(path, env=env), base_dir=base_dir)

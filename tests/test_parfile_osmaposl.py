@@ -1,0 +1,412 @@
+"""OSMAPOSL parameter files -> OsmaposlSettings (stirgpu.parfile.osmaposl).
+
+Each test writes its own small .par file into tmp_path.  Values are compared exactly (they
+are parsed, not computed); the defaults asserted are STIR's (OSMAPOSLReconstruction,
+IterativeReconstruction, Reconstruction, PoissonLogLikelihoodWithLinearModelForMean[AndProjData]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stirgpu
+from stirgpu.errors import ParFileError
+from stirgpu.parfile import FilenamePattern, OsmaposlSettings, read_osmaposl_par
+from stirgpu.parfile.projectors import ProjectorOptions, ProjectorSettings
+
+PAIR = ("projector pair type := Parallelproj\n"
+        "Projector Pair Using Parallelproj Parameters :=\n"
+        "End Projector Pair Using Parallelproj Parameters :=\n")
+
+
+def par(objective: str = "", top: str = "", *, projector: str = PAIR, input_file: str = "input file := prompts.hs\n",
+        prefix: str = "output filename prefix := out\n") -> str:
+    return ("OSMAPOSLParameters :=\n"
+            "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData\n"
+            "PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=\n"
+            f"{input_file}{projector}{objective}"
+            "End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=\n"
+            f"{prefix}{top}"
+            "END :=\n")
+
+
+def write(tmp_path: Path, text: str, name: str = "recon.par") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def read(tmp_path: Path, text: str, **kw) -> OsmaposlSettings:
+    return read_osmaposl_par(write(tmp_path, text), base_dir=kw.pop("base_dir", tmp_path), env=kw.pop("env", {}))
+
+
+def refused(tmp_path: Path, text: str, **kw) -> ParFileError:
+    with pytest.raises(ParFileError) as exc:
+        read(tmp_path, text, **kw)
+    return exc.value
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, s in enumerate(text.splitlines(), 1) if needle.lower() in s.lower())
+
+
+def test_minimal_file_gets_stirs_defaults(tmp_path):
+    """With only the required keys, every setting has STIR's default (set_defaults() of the
+    five STIR classes involved): a wrong default would silently change a reconstruction."""
+    s = read(tmp_path, par())
+    pp = ProjectorOptions()
+    assert s.input_file == tmp_path / "prompts.hs"
+    assert s.projectors == ProjectorSettings("pair", pp, pp, "Parallelproj")
+    assert s.output_filename_prefix == tmp_path / "out"
+    expected = dict(additive_sinogram=None, normalisation=None, max_segment_num_to_process=None,
+                    zero_end_planes_of_segment_0=False, zoom=1.0, xy_output_image_size=None,
+                    z_output_image_size=None, z_offset_mm=0.0, time_frame_definition_filename=None,
+                    time_frame_number=1, sensitivity_filename=None, subset_sensitivity_filenames=None,
+                    recompute_sensitivity=False, use_subset_sensitivities=False, num_subsets=1,
+                    num_subiterations=1, start_subiteration_num=1, start_subset_num=0, save_interval=1,
+                    initial_estimate=1.0, enforce_initial_positivity=True, map_model="additive",
+                    maximum_relative_change=float(np.finfo(np.float32).max), minimum_relative_change=0.0,
+                    disable_output=False, verbosity=None, report_objective_function_values_interval=0,
+                    objective_function="PoissonLogLikelihoodWithLinearModelForMeanAndProjData")
+    assert {k: getattr(s, k) for k in expected} == expected
+    assert s.sensitivity_must_be_computed  # STIR computes it when no file is given
+    assert s.path == tmp_path / "recon.par"
+
+
+FULL = par(
+    objective=("maximum absolute segment number to process := 2\n"
+               "zero end planes of segment 0 := 1\n"
+               "zoom := .5\n"
+               "XY output image size (in pixels) := 91\n"
+               "Z output image size (in pixels) := 15\n"
+               "Z offset (in mm) := -2.5\n"
+               "additive sinogram := sub/add.hs\n"
+               "Bin Normalisation type := from projdata\n"
+               "Bin Normalisation From ProjData :=\n"
+               "  normalisation projdata filename := /abs/norm.hs\n"
+               "End Bin Normalisation From ProjData :=\n"
+               "time frame definition filename := frames.fdef\n"
+               "time frame number := 2\n"
+               "sensitivity filename := sens.hv\n"
+               "subset sensitivity filenames := sens_%02d.hv\n"
+               "recompute sensitivity := 1\n"
+               "use_subset_sensitivities := 1\n"
+               "prior type := None\n"),
+    top=("verbosity := 2\n"
+         "disable output := 0\n"
+         "number of subsets := 6\n"
+         "start at subset := 5\n"
+         "number of subiterations := 12\n"
+         "start at subiteration number := 3\n"
+         "save estimates at subiteration intervals := 6\n"
+         "initial estimate := init.hv\n"
+         "enforce initial positivity condition := 0\n"
+         "MAP model := multiplicative\n"
+         "maximum relative change := 10\n"
+         "minimum relative change := 0.1\n"
+         "report objective function values interval := 3\n"
+         "inter-iteration filter subiteration interval := 0\n"
+         "inter-update filter subiteration interval := 0\n"
+         "uniformly randomise subset order := 0\n"
+         "write update image := 0\n"
+         "post-filter type := None\n"
+         "output file format type := Interfile\n"
+         "Interfile Output File Format Parameters :=\n"
+         "number format := float\n"
+         "number_of_bytes_per_pixel := 4\n"
+         "End Interfile Output File Format Parameters :=\n"))
+
+
+def test_every_supported_key_is_read_with_its_meaning(tmp_path):
+    """A file setting every supported key: each value lands in its field with STIR's meaning
+    (-1 sizes -> None, relative names from base_dir, '%02d' pattern formatted per subset)."""
+    s = read(tmp_path, FULL)
+    assert (s.max_segment_num_to_process, s.zero_end_planes_of_segment_0, s.zoom) == (2, True, 0.5)
+    assert (s.xy_output_image_size, s.z_output_image_size, s.z_offset_mm) == (91, 15, -2.5)
+    assert s.additive_sinogram == tmp_path / "sub" / "add.hs"
+    assert s.normalisation == Path("/abs/norm.hs")
+    assert (s.time_frame_definition_filename, s.time_frame_number) == (tmp_path / "frames.fdef", 2)
+    assert s.sensitivity_filename == tmp_path / "sens.hv"
+    assert s.subset_sensitivity_filename(3) == tmp_path / "sens_03.hv"
+    assert (s.recompute_sensitivity, s.use_subset_sensitivities) == (True, True)
+    assert (s.num_subsets, s.start_subset_num, s.num_subiterations, s.start_subiteration_num,
+            s.save_interval) == (6, 5, 12, 3, 6)
+    assert s.initial_estimate == tmp_path / "init.hv"
+    assert (s.enforce_initial_positivity, s.map_model) == (False, "multiplicative")
+    assert (s.maximum_relative_change, s.minimum_relative_change) == (10.0, 0.1)
+    assert (s.verbosity, s.report_objective_function_values_interval, s.disable_output) == (2, 3, False)
+    assert s.where("num_subsets") == (tmp_path / "recon.par", line_of(FULL, "number of subsets"))
+
+
+def test_round_trip_through_to_par(tmp_path):
+    """read(write(settings)) == settings, for the full file and the minimal one, and also when
+    read back from another folder (written names are absolute): the writer and the reader
+    agree on every key, value format and special value."""
+    for text in (FULL, par(top="initial estimate := 0\ndisable output := 1\n", prefix="")):
+        s = read(tmp_path, text)
+        other = tmp_path / "elsewhere"
+        other.mkdir(exist_ok=True)
+        back = read_osmaposl_par(write(other, s.to_par(), "copy.par"), base_dir=other, env={})
+        assert back == s
+        compared = [f.name for f in dataclasses.fields(s) if f.compare]
+        assert [getattr(back, f) for f in compared] == [getattr(s, f) for f in compared]
+        assert back.path == other / "copy.par"
+
+
+def test_round_trip_of_stirgpu_and_separate_projectors(tmp_path):
+    """Projector settings survive to_par/read for stirgpu's own block and for Separate
+    Projectors mixing both types."""
+    gpu = ProjectorOptions(type="stirgpu", restrict_to_cylindrical_fov=False, backend="cuda", devices=(1, 0),
+                           gpu_memory_budget_mb=512, host_memory_budget_mb=2048, max_views_per_chunk=8)
+    base = read(tmp_path, par())
+    for proj in (ProjectorSettings("pair", gpu, gpu, "stirgpu"),
+                 ProjectorSettings("pair", ProjectorOptions(verbosity=0, num_gpu_chunks=3), gpu,
+                                   "Separate Projectors")):
+        s = dataclasses.replace(base, projectors=proj)
+        back = read_osmaposl_par(write(tmp_path, s.to_par(), "rt.par"), env={})
+        assert back.projectors == proj and back == s
+
+
+def test_relative_names_follow_the_current_directory_like_stir(tmp_path, monkeypatch):
+    """STIR opens file names as written, i.e. relative to the process's current directory, not
+    to the .par file: that is the default; base_dir overrides it."""
+    sub = tmp_path / "pars"
+    sub.mkdir()
+    p = write(sub, par())
+    monkeypatch.chdir(tmp_path)
+    assert read_osmaposl_par(p, env={}).input_file == tmp_path / "prompts.hs"
+    assert read_osmaposl_par(p, base_dir=sub, env={}).input_file == sub / "prompts.hs"
+
+
+@pytest.mark.parametrize("objective, top, needle, words", [
+    ("", "number of subsets := four\n", "number of subsets", "expects an integer, got 'four'"),
+    ("", "number of subsets := 0\n", "number of subsets", "must be at least 1"),
+    ("zoom := 0\n", "", "zoom", "must be positive"),
+    ("zoom := nan\n", "", "zoom", "expects a number"),
+    ("recompute sensitivity := yes\n", "", "recompute sensitivity", "expects 0 or 1"),
+    ("XY output image size (in pixels) := 0\n", "", "XY output", "at least 1 (or -1)"),
+    ("", "start at subset := 4\nnumber of subsets := 4\n", "start at subset", "must be below"),
+    ("", "save estimates at subiteration intervals := 3\n", "save estimates", "must not exceed"),
+    ("", "MAP model := both\n", "MAP model", "'additive' or 'multiplicative'"),
+    ("", "minimum relative change := 2\nmaximum relative change := 1.5\n", "minimum relative", "exceeds"),
+    ("subset sensitivity filenames := sens.hv\n", "", "subset sensitivity", "no subset number directive"),
+    ("subset sensitivity filenames := s_%d_%d.hv\n", "", "subset sensitivity", "more than one directive"),
+    ("", "number of subsets := 2\nnumber of subsets := 3\n", "number of subsets := 3", "given twice"),
+])
+def test_wrong_values_name_file_line_and_key(tmp_path, objective, top, needle, words):
+    """Wrong types and out-of-range values (STIR: silently the default, or a failure after
+    reading the data) are ParFileErrors at the offending line, naming the key."""
+    text = par(objective, top)
+    err = refused(tmp_path, text)
+    assert err.line == line_of(text, needle), str(err)
+    assert err.path == str(tmp_path / "recon.par")
+    assert words in str(err)
+
+
+@pytest.mark.parametrize("objective, top, needle, words", [
+    ("", "numbr of subsets := 4\n", "numbr", "did you mean 'number of subsets'"),
+    ("", "sensitivity filename := s.hv\n", "sensitivity filename", "belongs inside"),
+    ("number of subsets := 4\n", "", "number of subsets", "belongs in 'OSMAPOSLParameters'"),
+    ("", "uniform initial estimate := 1\n", "uniform initial", "'initial estimate := 1'"),
+    ("", "Some Filter Parameters :=\nEnd Some Filter Parameters :=\n", "Some Filter Parameters :=",
+     "unexpected block"),
+])
+def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, top, needle, words):
+    """STIR warns about unknown keys and carries on; stirgpu refuses them (a typo must not
+    silently become a default), suggesting the intended key or block."""
+    text = par(objective, top)
+    err = refused(tmp_path, text)
+    assert err.line == line_of(text, needle) and words in str(err), str(err)
+
+
+@pytest.mark.parametrize("objective, top, needle, words", [
+    ("prior type := Quadratic\nQuadratic Prior Parameters :=\npenalisation factor := 1\n"
+     "End Quadratic Prior Parameters :=\n", "", "prior type", "priors are not supported"),
+    ("Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\nEnd Bin Normalisation From ECAT8 :=\n",
+     "", "Bin Normalisation type", "'From ProjData'"),
+    ("", "inter-iteration filter subiteration interval := 2\ninter-iteration filter type := Median\n"
+         "Median Filter Parameters :=\nEnd Median Filter Parameters :=\n", "inter-iteration filter type",
+     "filters are not supported"),
+    ("", "inter-update filter type := Median\nMedian Filter Parameters :=\nEnd Median Filter Parameters :=\n"
+         "inter-update filter subiteration interval := 1\n", "inter-update filter type", "is enabled by"),
+    ("", "post-filter type := Separable Gaussian\n", "post-filter", "post-filtering is not supported"),
+    ("", "uniformly randomise subset order := 1\n", "randomise", "irreproducible"),
+    ("", "write update image := 1\n", "write update image", "update images"),
+    ("", "output file format type := ITK\n", "output file format", "Interfile images only"),
+    ("", "output file format type := Interfile\nInterfile Output File Format Parameters :=\n"
+         "number format := signed integer\nEnd Interfile Output File Format Parameters :=\n",
+     "number format", "only 'float'"),
+    ("sensitivity filename := 1\n", "", "sensitivity filename", "all ones"),
+])
+def test_unsupported_features_are_refused_naming_the_line(tmp_path, objective, top, needle, words):
+    """Everything that would make stirgpu compute something else than STIR is refused before
+    any work, at the line that asks for it."""
+    text = par(objective, top)
+    err = refused(tmp_path, text)
+    assert err.line == line_of(text, needle) and words in str(err), str(err)
+
+
+def test_disabled_filters_are_accepted_like_stir_ignores_them(tmp_path):
+    """A filter whose subiteration interval is 0 is never applied by STIR, so such a file is
+    accepted (it is how users switch filtering off)."""
+    s = read(tmp_path, par(top="inter-iteration filter type := Separable Cartesian Metz\n"
+                               "Separable Cartesian Metz Filter Parameters :=\nx-dir filter FWHM (in mm):= 5\n"
+                               "END Separable Cartesian Metz Filter Parameters :=\n"
+                               "inter-iteration filter subiteration interval := 0\n"))
+    assert s.num_subsets == 1
+
+
+@pytest.mark.parametrize("projector, words", [
+    ("projector pair type := Matrix\nProjector Pair Using Matrix Parameters :=\nMatrix type := Ray Tracing\n"
+     "Ray tracing matrix parameters :=\nEnd Ray tracing matrix parameters :=\n"
+     "End Projector Pair Using Matrix Parameters :=\n", "projection-matrix"),
+    ("projector pair type := Separate Projectors\nProjector Pair Using Separate Projectors Parameters :=\n"
+     "Forward projector type := Parallelproj\nForward Projector Using Parallelproj Parameters :=\n"
+     "End Forward Projector Using Parallelproj Parameters :=\nBack projector type := Interpolation\n"
+     "Back Projector Using Interpolation Parameters :=\nEnd Back Projector Using Interpolation Parameters :=\n"
+     "End Projector Pair Using Separate Projectors Parameters :=\n", "interpolating back projector"),
+    ("projector pair type := Mystery\n", "stirgpu supports: Parallelproj, stirgpu, Separate Projectors"),
+    ("projector pair type := Parallelproj\nzoom := 1\n", "must be followed by the block"),
+    ("projector pair type := Parallelproj\nProjector Pair Using stirgpu Parameters :=\n"
+     "End Projector Pair Using stirgpu Parameters :=\n", "must be followed by the block"),
+    ("", "needs 'projector pair type :='"),
+])
+def test_projectors_other_than_parallelproj_are_refused(tmp_path, projector, words):
+    """Only Parallelproj/stirgpu projectors compute STIR's Parallelproj numbers; STIR's default
+    (no key: ray tracing) is refused too."""
+    err = refused(tmp_path, par(projector=projector))
+    assert words in str(err), str(err)
+    assert err.line is not None
+
+
+@pytest.mark.parametrize("text, words", [
+    (par(input_file=""), "needs 'input file :='"),
+    (par(prefix=""), "needs 'output filename prefix :='"),
+    ("OSMAPOSLParameters :=\nnumber of subsets := 2\nEND :=\n", "needs 'objective function type"),
+    ("OSMAPOSLParameters :=\nobjective function type := PoissonLogLikelihoodWithLinearModelForMeanAndListModeData\n"
+     "END :=\n", "PoissonLogLikelihoodWithLinearModelForMeanAndProjData' only"),
+    ("OSMAPOSLParameters :=\nobjective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData\n"
+     "END :=\n", "must be followed by the block"),
+    (par(objective="Bin Normalisation type := From ProjData\nBin Normalisation From ProjData :=\n"
+                   "End Bin Normalisation From ProjData :=\n"), "needs 'normalisation projdata filename"),
+    ("OSMAPSOLParameters :=\nEND :=\n", "not an OSMAPOSL parameter file"),
+])
+def test_missing_required_keys_are_refused(tmp_path, text, words):
+    """Required keys and blocks (STIR: error after reading data, or a silent default
+    projector) are reported up front with a line."""
+    err = refused(tmp_path, text)
+    assert words in str(err) and err.line is not None, str(err)
+
+
+def test_stirs_special_values(tmp_path):
+    """STIR's magic values: 'additive sinogram := 0' is none, 'initial estimate := 0/1' are
+    constant images, -1 means 'default' for sizes and the segment limit, an empty value keeps
+    the default, 'disable output' makes the prefix optional."""
+    s = read(tmp_path, par(objective="additive sinogram := 0\nXY output image size (in pixels) := -1\n"
+                                     "maximum absolute segment number to process := -1\nzoom :=\n",
+                           top="initial estimate := 0\ndisable output := 1\n", prefix=""))
+    assert s.additive_sinogram is None and s.xy_output_image_size is None
+    assert s.max_segment_num_to_process is None and s.zoom == 1.0
+    assert s.initial_estimate == 0.0 and s.output_filename_prefix is None and s.disable_output
+
+
+def test_environment_variables_in_an_osmaposl_file(tmp_path):
+    """${VAR} works in values (STIR's recon_test_pack relies on it) and an unset one is named."""
+    text = par(input_file="input file := ${DATA}/prompts.hs\n", top="number of subsets := ${N}\n")
+    s = read(tmp_path, text, env={"DATA": "/d", "N": "3"})
+    assert s.input_file == Path("/d/prompts.hs") and s.num_subsets == 3
+    err = refused(tmp_path, text, env={"DATA": "/d"})
+    assert "'N'" in str(err) and err.line == line_of(text, "${N}")
+
+
+def test_subset_sensitivity_patterns():
+    """boost::format patterns as STIR uses them: %d, %02d and %1% take the subset number,
+    '%%' is a literal percent sign (also where it comes from the folder name)."""
+    assert FilenamePattern("/s/sens_%d.hv").format(7) == Path("/s/sens_7.hv")
+    assert FilenamePattern("/s/sens_%03d.hv").format(7) == Path("/s/sens_007.hv")
+    assert FilenamePattern("/s/%1%/sens_%1%.hv").format(2) == Path("/s/2/sens_2.hv")
+    assert FilenamePattern.resolve("sens_%d.hv", "/a/100%").format(1) == Path("/a/100%/sens_1.hv")
+    for bad in ("sens.hv", "sens_%d_%d.hv", "50% sens_%d.hv"):
+        with pytest.raises(ValueError):
+            FilenamePattern(bad)
+
+
+def test_check_input_files_points_at_the_key(tmp_path):
+    """Missing input files are reported at the line of their key; sensitivity files count as
+    inputs only when they are read (not recomputed)."""
+    text = par(objective="use subset sensitivities := 1\nsubset sensitivity filenames := sens_%d.hv\n",
+               top="number of subsets := 2\n")
+    s = read(tmp_path, text)
+    with pytest.raises(ParFileError) as exc:
+        s.check_input_files()
+    assert exc.value.line == line_of(text, "input file") and "prompts.hs" in str(exc.value)
+    (tmp_path / "prompts.hs").write_text("x")
+    (tmp_path / "sens_0.hv").write_text("x")
+    with pytest.raises(ParFileError) as exc:
+        s.check_input_files()
+    assert exc.value.line == line_of(text, "subset sensitivity filenames") and "sens_1.hv" in str(exc.value)
+    (tmp_path / "sens_1.hv").write_text("x")
+    s.check_input_files()
+    assert not s.sensitivity_must_be_computed
+    assert s.error("num_subsets", "unbalanced").line == line_of(text, "number of subsets")
+
+
+def test_stirgpu_projector_block_feeds_the_scoped_config(tmp_path):
+    """stirgpu's own block sets backend, devices and budgets; config_changes() turns them into
+    stirgpu.config() arguments (MB = 2**20 bytes)."""
+    s = read(tmp_path, par(projector="projector pair type := stirgpu\n"
+                                     "Projector Pair Using stirgpu Parameters :=\n"
+                                     "backend := CPU\ndevices := {0, 2}\nGPU memory budget (MB) := 256\n"
+                                     "host memory budget (MB) := 1024\nmaximum views per chunk := 4\n"
+                                     "restrict to cylindrical FOV := 0\n"
+                                     "End Projector Pair Using stirgpu Parameters :=\n"))
+    opts = s.projectors.forward
+    assert s.projectors.pair_type == "stirgpu" and s.projectors.back == opts
+    assert not opts.restrict_to_cylindrical_fov
+    with stirgpu.config(**opts.config_changes()) as cfg:
+        assert (cfg.backend, cfg.devices, cfg.gpu_memory_budget, cfg.host_memory_budget,
+                cfg.max_views_per_chunk) == ("cpu", (0, 2), 256 * 2**20, 1024 * 2**20, 4)
+
+
+def test_image_info_is_stirs_default_image(tmp_path):
+    """image_info() is STIR's VoxelsOnCartesianGrid(proj_data_info, zoom, (z offset, 0, 0),
+    sizes): the given sizes, voxel = bin size / zoom, ring spacing / 2, origin z = Z offset."""
+    from stirgpu.geometry import ProjDataInfo, Scanner
+    s = read(tmp_path, par(objective="zoom := 2\nXY output image size (in pixels) := 64\n"
+                                     "Z offset (in mm) := 1.5\n"))
+    scanner = Scanner.from_name("ECAT 953")
+    pdi = ProjDataInfo.construct(scanner, span=3, max_ring_diff=4)
+    info = s.image_info(pdi)
+    assert info.shape == (2 * scanner.num_rings - 1, 64, 64)
+    assert np.allclose(info.voxel_size, (scanner.ring_spacing / 2, scanner.default_bin_size / 2,
+                                         scanner.default_bin_size / 2))
+    assert np.allclose(info.origin, (1.5, 0, 0))
+
+
+def test_settings_are_immutable(tmp_path):
+    """Settings are frozen, picklable values (safe to share between threads and processes),
+    and keep their line numbers through pickling."""
+    s = read(tmp_path, par())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.num_subsets = 3
+    assert os.fspath(s.where("input_file")[0]) == str(tmp_path / "recon.par")
+    assert pickle.loads(pickle.dumps(s)) == s and pickle.loads(pickle.dumps(s)).lines == s.lines
+
+
+def test_settings_built_in_code_are_checked_too(tmp_path):
+    """Settings made without a file (by the OSEM code or a user) get STIR's default projector
+    (Parallelproj) and the same range checks as the reader, so no invalid value can reach a run."""
+    s = OsmaposlSettings(input_file=tmp_path / "p.hs", output_filename_prefix=tmp_path / "out")
+    assert s.projectors == read(tmp_path, par()).projectors and s.lines == () and s.line("zoom") is None
+    for bad in (dict(num_subsets=0), dict(start_subset_num=1), dict(save_interval=2), dict(zoom=0.0),
+                dict(initial_estimate=0.5), dict(map_model="x"), dict(minimum_relative_change=-1.0),
+                dict(output_filename_prefix=None), dict(xy_output_image_size=0),
+                dict(projectors=ProjectorSettings("forward", ProjectorOptions(), None))):
+        with pytest.raises(ValueError):
+            dataclasses.replace(s, **bad)
