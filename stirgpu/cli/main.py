@@ -1,0 +1,67 @@
+"""``stirgpu`` entry point: argparse with one subcommand per module.
+
+Adding a subcommand is one line: its module name in :data:`SUBCOMMANDS`.  A module
+provides ``register(subparsers)``, which adds its parser and sets ``run=`` (a
+function taking the parsed arguments and returning an exit code or None).
+
+Errors that stirgpu raises on purpose (bad files, bad arguments) and OS errors
+are printed as one line on stderr, naming the file, with exit code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from ..errors import StirGpuError
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+#: modules that each add one subcommand (order = order in ``stirgpu --help``)
+SUBCOMMANDS: tuple[str, ...] = (
+    "stirgpu.cli.info",
+    "stirgpu.cli.project",
+    "stirgpu.cli.osmaposl",
+    "stirgpu.cli.plan",
+    "stirgpu.cli.demo",
+)
+
+EXIT_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stirgpu",
+        description="Fast, memory-bounded (GPU) projection for STIR PET data.")
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=f"stirgpu {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 success, 2 error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.run(args)
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. ``| head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except StirGpuError as exc:
+        print(f"stirgpu {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"stirgpu {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

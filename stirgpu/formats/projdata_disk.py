@@ -1,0 +1,344 @@
+"""Interfile projection data on disk (STIR's ``ProjDataFromStream`` / ``ProjDataInterfile``).
+
+Values are never loaded as a whole: every access reads or writes only the bytes of
+the requested bins with ``os.preadv``/``os.pwrite`` on a file descriptor, so a
+100 GB file is usable with a few hundred MB of RAM, and several threads may read
+concurrently (or write disjoint parts) through one store.
+
+File layout: ``data offset`` bytes, then for each timing position (outermost), each
+segment in the header's order, the segment's bins in view order ``[view][axial][tang]``
+or sinogram order ``[axial][view][tang]``.
+
+Safety:
+
+* a store opened with ``mode="r"`` refuses every write; the file is opened read-only;
+* :meth:`ProjDataFromFile.create` writes the data under a temporary name and puts data
+  and header (last) in place only on :meth:`~ProjDataFromFile.commit` / ``close()``; a
+  ``with`` block that ends in an exception, or a writer that dies, leaves no ``.hs``;
+* a header whose data file is absent or empty is a *template* (geometry only): asking it
+  for values is a FormatError; a data file shorter than the header says is a FormatError.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FormatError, GeometryError
+from ..geometry import ProjDataInfo
+from .projdata import ProjData
+from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
+from .rawfile import PendingFiles, keys_from_dtype, pread_into, pwrite_from
+from .storage_order import StorageOrder
+
+__all__ = ["ProjDataFromFile", "ProjDataOnDisk"]
+
+#: bytes converted per step when the file's number format is not native float32
+_STEP_BYTES = 16 * 1024 * 1024
+_NATIVE_F32 = np.dtype(np.float32)
+
+
+class _Handle:
+    """The open file descriptor, shared with the finalizer (which must not hold the store)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+def _finalize(handle: _Handle, pending: PendingFiles | None) -> None:
+    # A store dropped without close(): release the descriptor; an uncommitted new file is
+    # incomplete by definition, so its temporary data go (no header was ever written).
+    handle.close()
+    if pending is not None:
+        pending.abort()
+
+
+class ProjDataFromFile(ProjData):
+    """Projection data in an Interfile ``.hs`` + raw data file.
+
+    Open with :func:`~stirgpu.formats.read_from_file` / :meth:`open`; make a new one with
+    :meth:`create`.
+    """
+
+    def __init__(self, header: ProjDataHeader, mode: str, fd: int | None,
+                 pending: PendingFiles | None = None, template_reason: str | None = None):
+        self._header = header
+        self._mode = mode
+        self._pending = pending
+        self._template_reason = template_reason
+        self._handle = _Handle(-1 if fd is None else fd)
+        self._finalizer = weakref.finalize(self, _finalize, self._handle, pending)
+        pdi = header.proj_data_info
+        self._dtype = header.dtype
+        self._isz = header.dtype.itemsize
+        self._scale = float(header.scale_factor)
+        self._direct = header.dtype == _NATIVE_F32 and self._scale == 1.0
+        self._nt = pdi.get_num_tangential_poss()
+        self._nv = pdi.get_num_views()
+        self._seg_offset: dict[int, int] = {}
+        off = 0
+        for seg in header.segment_sequence:
+            self._seg_offset[seg] = off
+            off += pdi.get_num_axial_poss(seg) * self._nv * self._nt * self._isz
+        self._tof_stride = off
+
+    # -- opening and creating ------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike, mode: str = "r") -> "ProjDataFromFile":
+        """Open existing data: ``mode="r"`` (read-only) or ``"r+"`` (read/write in place)."""
+        if mode not in ("r", "r+"):
+            raise FormatError(f"mode must be 'r' or 'r+', not {mode!r}", path=path)
+        hdr = read_projdata_header(path)
+        dp = hdr.data_path
+        reason = None
+        if dp is None:
+            reason = "the header names no data file ('name of data file')"
+        elif not dp.exists():
+            reason = f"its data file {dp} does not exist"
+        else:
+            size = dp.stat().st_size
+            need = hdr.data_offset + hdr.data_nbytes
+            if size == 0:
+                reason = f"its data file {dp} is empty"
+            elif size < need:
+                raise FormatError(
+                    f"data file is truncated: it has {size} bytes but the header {hdr.path} describes "
+                    f"{need} ({hdr.data_offset} offset + {hdr.proj_data_info.total_num_bins} bins x "
+                    f"{hdr.dtype.itemsize} bytes)", path=dp)
+        if reason is not None:
+            if mode == "r+":
+                raise FormatError(f"is a template ({reason}); it cannot be opened for writing; create "
+                                  "new data with ProjDataFromFile.create", path=hdr.path)
+            return cls(hdr, mode, None, template_reason=reason)
+        if mode == "r+" and hdr.dtype.kind != "f":
+            raise FormatError(f"writing {hdr.dtype} data in place is not supported (float only)",
+                              path=hdr.path, key="number format")
+        try:
+            fd = os.open(dp, os.O_RDONLY if mode == "r" else os.O_RDWR)
+        except OSError as exc:
+            raise FormatError(f"cannot open data file: {exc.strerror or exc}", path=dp) from None
+        return cls(hdr, mode, fd)
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, proj_data_info: ProjDataInfo,
+               storage_order: StorageOrder = StorageOrder.VIEW, dtype=np.float32,
+               overwrite: bool = False, fill=None) -> "ProjDataFromFile":
+        """New data ``path`` (``.hs``) + ``path`` with suffix ``.s``; float32 view order like STIR
+        unless asked otherwise (``dtype`` float32 or float64, either byte order).
+
+        Values start at 0 (or ``fill``: a number, an ``as_array()``-ordered array or a
+        ProjData).  Nothing appears under the final names until :meth:`commit` or
+        :meth:`close`; an existing file is replaced only with ``overwrite=True``.
+        """
+        hs = Path(path)
+        if hs.suffix.lower() == ".s":
+            raise FormatError("give the header name (.hs), not the data file name", path=hs)
+        if not isinstance(proj_data_info, ProjDataInfo):
+            raise GeometryError("create: proj_data_info must be a stirgpu ProjDataInfo, not "
+                                f"{type(proj_data_info).__name__}")
+        if not isinstance(storage_order, StorageOrder):
+            raise FormatError(f"storage_order must be a StorageOrder, not {storage_order!r}", path=hs)
+        dt = np.dtype(dtype)
+        if dt.kind != "f":
+            raise FormatError(f"new projection data are written as float32 or float64, not {dt}", path=hs)
+        keys_from_dtype(dt)  # validates
+        data = hs.with_suffix(".s")
+        pending = PendingFiles({"data": data, "header": hs}, overwrite=overwrite)
+        tmp = pending.temp("data")
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as exc:
+            raise FormatError(f"cannot create: {exc.strerror or exc}", path=tmp) from None
+        try:
+            os.ftruncate(fd, proj_data_info.total_num_bins * dt.itemsize)  # zeros, sparse
+        except OSError as exc:
+            os.close(fd)
+            pending.abort()
+            raise FormatError(f"cannot size the data file: {exc.strerror or exc}", path=tmp) from None
+        ntof = proj_data_info.get_num_tof_poss()
+        sc = proj_data_info.get_scanner()
+        header = ProjDataHeader(
+            path=hs, proj_data_info=proj_data_info, storage_order=storage_order, dtype=dt,
+            data_file_name=data.name, data_path=data, data_offset=0, scale_factor=1.0,
+            segment_sequence=proj_data_info.segment_nums,
+            tof_mash_factor=max(1, sc.max_num_timing_poss // ntof) if ntof > 1 else 1,
+            originating_system=sc.name)
+        store = cls(header, "w", fd, pending=pending)
+        if fill is not None and not (np.ndim(fill) == 0 and not isinstance(fill, ProjData)
+                                     and float(fill) == 0.0):
+            try:
+                store.fill(fill)
+            except BaseException:
+                store.abort()
+                raise
+        return store
+
+    # -- committing / closing ------------------------------------------------------------
+    def commit(self) -> None:
+        """Make new data visible: flush, write the header, rename both into place.
+        Afterwards the store behaves like one opened with ``mode="r+"``."""
+        p = self._pending
+        if p is None or p.done:
+            return
+        fd = self._fd()
+        os.fsync(fd)
+        h = self._header
+        text = format_projdata_header(h.proj_data_info, h.data_file_name, h.storage_order, h.dtype,
+                                      originating_system=h.originating_system)
+        with open(p.temp("header"), "x", encoding="ascii") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            p.commit(("data", "header"))
+        except BaseException:
+            p.abort()
+            raise
+        self._mode = "r+"
+
+    def abort(self) -> None:
+        """Forget new, uncommitted data (temporary files removed) and close."""
+        if self._pending is not None:
+            self._pending.abort()
+        self._handle.close()
+
+    def close(self) -> None:
+        """Commit new data (if any) and release the file."""
+        try:
+            if self._handle.fd >= 0:
+                self.commit()
+        finally:
+            self._finalizer()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self._pending is not None and not self._pending.done:
+            self.abort()  # an error inside ``with``: the new file is not complete
+        self.close()
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._header.proj_data_info
+
+    @property
+    def storage_order(self) -> StorageOrder:
+        return self._header.storage_order
+
+    @property
+    def header(self) -> ProjDataHeader:
+        return self._header
+
+    @property
+    def path(self) -> Path | None:
+        """The header file."""
+        return self._header.path
+
+    @property
+    def data_path(self) -> Path | None:
+        return self._header.data_path
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Number format of the file (values are always returned as float32)."""
+        return self._dtype
+
+    @property
+    def mode(self) -> str:
+        """'r', 'r+', or 'w' (new, not yet committed)."""
+        return self._mode
+
+    @property
+    def is_template(self) -> bool:
+        """True when the header has no data (geometry only)."""
+        return self._template_reason is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.fd < 0 and not self.is_template
+
+    # -- the two primitives --------------------------------------------------------------
+    def _fd(self) -> int:
+        if self._template_reason is not None:
+            raise FormatError(f"has no values: it is a template ({self._template_reason})",
+                              path=self._header.path)
+        if self._handle.fd < 0:
+            raise FormatError("is closed", path=self._header.path)
+        return self._handle.fd
+
+    def _pieces(self, segment: int, tof_index: int, view_range, axial_range):
+        """Contiguous file pieces of a box: (byte offset, index into the box in file axis order)."""
+        na = self.proj_data_info.get_num_axial_poss(segment)
+        if self._header.storage_order is StorageOrder.VIEW:
+            outer, inner, n_inner = view_range, axial_range, na
+        else:
+            outer, inner, n_inner = axial_range, view_range, self._nv
+        base = self._header.data_offset + tof_index * self._tof_stride + self._seg_offset[segment]
+        row = n_inner * self._nt * self._isz
+        if inner[0] == 0 and inner[1] == n_inner:
+            yield base + outer[0] * row, slice(None)
+        else:
+            skip = inner[0] * self._nt * self._isz
+            for k, o in enumerate(range(outer[0], outer[1])):
+                yield base + o * row + skip, k
+
+    def _in_file_order(self, box: np.ndarray) -> np.ndarray:
+        return box if self._header.storage_order is StorageOrder.VIEW else box.transpose(1, 0, 2)
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        fd = self._fd()
+        box = self._in_file_order(out)
+        for offset, sel in self._pieces(segment, tof_index, view_range, axial_range):
+            self._read_into(fd, offset, box[sel])
+
+    def _read_into(self, fd: int, offset: int, dst: np.ndarray) -> None:
+        """Fill ``dst`` (C order == file order) from ``offset``, converting to float32."""
+        if self._direct and dst.flags.c_contiguous:
+            pread_into(fd, dst, offset, self._header.data_path)
+            return
+        row = (dst[0].size if dst.ndim > 1 else 1) * self._isz
+        step = max(1, _STEP_BYTES // row)
+        for i in range(0, dst.shape[0], step):
+            part = dst[i:i + step]
+            tmp = np.empty(part.shape, dtype=self._dtype)
+            pread_into(fd, tmp, offset + i * row, self._header.data_path)
+            part[...] = tmp
+            if self._scale != 1.0:
+                part *= np.float32(self._scale)  # in float32, as STIR multiplies
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        if self._mode == "r":
+            raise FormatError("was opened read-only (mode 'r'); open it with mode 'r+' to modify it",
+                              path=self._header.path)
+        fd = self._fd()
+        nv, na = data.shape[:2]
+        box = self._in_file_order(data)
+        for offset, sel in self._pieces(segment, tof_index, (v0, v0 + nv), (a0, a0 + na)):
+            self._write_from(fd, offset, box[sel])
+
+    def _write_from(self, fd: int, offset: int, src: np.ndarray) -> None:
+        if self._direct and src.flags.c_contiguous:
+            pwrite_from(fd, src, offset)
+            return
+        row = (src[0].size if src.ndim > 1 else 1) * self._isz
+        step = max(1, _STEP_BYTES // row)
+        for i in range(0, src.shape[0], step):
+            part = src[i:i + step]
+            if self._scale != 1.0:
+                part = part / np.float32(self._scale)
+            pwrite_from(fd, np.ascontiguousarray(part, dtype=self._dtype), offset + i * row)
+
+    def __repr__(self) -> str:
+        what = "template" if self.is_template else self._mode
+        return f"ProjDataFromFile({str(self.path)!r}, {what}, {self.storage_order.name} order, {self._dtype})"
+
+
+#: STIR-style name for creating new data on disk (same class)
+ProjDataOnDisk = ProjDataFromFile

@@ -1,0 +1,60 @@
+"""Projection data held in memory (STIR's ``ProjDataInMemory``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..geometry import ProjDataInfo
+from ..errors import GeometryError
+from .projdata import ProjData
+from .storage_order import StorageOrder
+
+__all__ = ["ProjDataInMemory"]
+
+
+class ProjDataInMemory(ProjData):
+    """All bins in RAM as float32, one array per segment laid out [TOF][view][axial][tangential]
+    (view order, so a set of views is a cheap slice).
+
+    ``ProjDataInMemory(proj_data_info, fill=0)``: ``fill`` is a number, an array in
+    ``as_array()`` order, or another :class:`ProjData`.
+    """
+
+    def __init__(self, proj_data_info: ProjDataInfo, fill=0.0):
+        if not isinstance(proj_data_info, ProjDataInfo):
+            raise GeometryError("ProjDataInMemory: proj_data_info must be a stirgpu ProjDataInfo, "
+                                f"not {type(proj_data_info).__name__}")
+        self._pdi = proj_data_info
+        ntof, nv, nt = (proj_data_info.get_num_tof_poss(), proj_data_info.get_num_views(),
+                        proj_data_info.get_num_tangential_poss())
+        scalar = np.ndim(fill) == 0 and not isinstance(fill, ProjData)
+        init = np.zeros if (scalar and float(fill) == 0.0) else np.empty
+        self._segments = {s: init((ntof, nv, proj_data_info.get_num_axial_poss(s), nt), dtype=np.float32)
+                          for s in proj_data_info.segment_nums}
+        if not (scalar and float(fill) == 0.0):
+            self.fill(fill)
+
+    @classmethod
+    def from_proj_data(cls, other: ProjData) -> "ProjDataInMemory":
+        """A copy of any store (STIR's ``ProjDataInMemory(other)``)."""
+        return cls(other.get_proj_data_info(), fill=other)
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._pdi
+
+    @property
+    def storage_order(self) -> StorageOrder:
+        return StorageOrder.VIEW
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._segments.values())
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        (v0, v1), (a0, a1) = view_range, axial_range
+        out[...] = self._segments[segment][tof_index, v0:v1, a0:a1]
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        nv, na = data.shape[:2]
+        self._segments[segment][tof_index, v0:v0 + nv, a0:a0 + na] = data
