@@ -198,6 +198,8 @@ def test_reduce_segment_range_and_equality():
     assert red == ProjDataInfo.construct(Scanner.from_name("mMR"), 11, 27)
     assert red != pdi
     assert eval(repr(red), {"ProjDataInfo": ProjDataInfo, "Scanner": Scanner}) == red
+    custom = ProjDataInfo.construct(Scanner("mine", 4, 100, 100.0, 5.0, 4.0), 1, 3)
+    assert eval(repr(custom), {"ProjDataInfo": ProjDataInfo, "Scanner": Scanner}) == custom
 
 
 # -- images ---------------------------------------------------------------------------------

@@ -282,7 +282,9 @@ class ProjDataInfo:
         return hash((self._num_views, self._num_tang, len(self._segments), self._arc_corrected))
 
     def __repr__(self) -> str:
-        return (f"ProjDataInfo(Scanner.from_name({self._scanner.name!r}), "
+        sc = self._scanner
+        named = Scanner.is_known(sc.name) and Scanner.from_name(sc.name) == sc
+        return (f"ProjDataInfo({f'Scanner.from_name({sc.name!r})' if named else repr(sc)}, "
                 f"min_ring_diff={[s.min_ring_diff for s in self._segments]}, "
                 f"max_ring_diff={[s.max_ring_diff for s in self._segments]}, "
                 f"num_views={self._num_views}, num_tangential_poss={self._num_tang}, "
