@@ -1,0 +1,335 @@
+"""Joseph kernel benchmark: LOR/s of the forward and back projection, GPU and CPU.
+
+    python3 benchmarks/kernels.py [--cases mmr,dmi] [--variants tiled,simple,...]
+                                  [--repeats 5] [--cpu-views 2] [--explicit] [--json FILE]
+
+Cases (full data, all segments, all views, data resident on the device):
+
+* ``mmr``: Siemens mMR, span 11, max ring difference 60, 252 views, 344 tangential
+  positions, STIR's default image (``ImageInfo.default_for``).
+* ``dmi``: GE Discovery MI 4 rings (36 rings, 544 detectors, R = 380.5 mm), span 1, all
+  ring differences, 272 views (STIR's default: detectors / 2), 415 tangential positions,
+  image 71 x 215 x 215 of 2.78 mm voxels: parallelproj's published benchmark geometry.
+
+GPU: the geometry-aware path (``forward_chunk`` / ``back_chunk``), one call per segment
+with the tables uploaded once and the image prepared once (``prepare_image``; the
+forward figure without it, re-copying the image in every call, is reported too); each
+figure covers every segment, timed with CUDA events
+after a warm-up (which also compiles), median of ``--repeats``.  ``--explicit`` also
+times ``joseph_forward`` / ``joseph_back`` on precomputed float32 endpoints of the same
+LORs (what libparallelproj is given).  CPU: the numba backend on ``--cpu-views`` views
+of the most direct and the most oblique segment (compiled before timing).
+
+Variants are ``+``-joined tokens applied, left to right, to the tuned defaults
+(:class:`stirgpu.kernels.cuda_backend.KernelOptions`): ``tiled`` | ``simple``
+(family), ``plain`` (the tiled kernels before tuning: no ILP, no merging, no register
+cap, 8 warps per block), ``lerp``, ``ilpN`` (branch-free forward unrolled N times),
+``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` (shared-memory aggregated
+back projection), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
+``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
+(64-bit offsets); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
+
+Besides LOR/s the script counts Joseph steps (principal-axis planes sampled, summed over
+LORs, computed on the GPU with the kernels' clipping rule) to report steps/s, the
+quantity the limit estimates in docs/kernel-tuning.md are made for.
+
+Output: one JSON document, then one readable line per case and variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(REPO))
+
+from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
+from stirgpu.kernels import stir_scaled_geometry  # noqa: E402
+
+
+def make_case(name: str):
+    if name == "mmr":
+        sc = Scanner.from_name("Siemens mMR")
+        pdi = ProjDataInfo.construct(sc, span=11, max_ring_diff=60, num_views=252, num_tangential_poss=344)
+        ii = ImageInfo.default_for(pdi)
+    elif name == "dmi":
+        sc = Scanner.from_name("GE Discovery MI 4 rings")
+        pdi = ProjDataInfo.construct(sc, span=1, max_ring_diff=sc.num_rings - 1, num_views=272,
+                                     num_tangential_poss=415)
+        ii = ImageInfo((71, 215, 215), (2.78, 2.78, 2.78))
+    else:
+        raise SystemExit(f"unknown case {name!r}")
+    return pdi, ii
+
+
+def parse_variant(cb, text: str):
+    kw = {}
+    for tok in text.split("+"):
+        if tok == "default":
+            continue
+        if tok in ("tiled", "simple", "auto"):
+            kw["variant"] = tok
+        elif tok == "plain":  # the tiled kernels before tuning
+            kw.update(fwd_ilp=0, back_merge=False, maxrregcount=None, warps_per_block=8)
+        elif tok == "lerp":
+            kw["lerp"] = True
+        elif tok == "merge":
+            kw["back_merge"] = True
+        elif tok == "vec":
+            kw["back_vec"] = True
+        elif tok == "smem":
+            kw["back_smem"] = True
+        elif tok.startswith("ilp") and tok[3:].isdigit():
+            kw["fwd_ilp"] = int(tok[3:])
+        elif tok == "nofmad":
+            kw["fmad"] = False
+        elif tok == "i64":
+            kw["index64"] = True
+        elif tok.startswith("bw") and tok[2:].isdigit():
+            kw["back_warps_per_block"] = int(tok[2:])
+        elif tok[0] in "wtr" and tok[1:].isdigit():
+            kw[{"w": "warps_per_block", "t": "threads_per_block", "r": "maxrregcount"}[tok[0]]] = int(tok[1:])
+        else:
+            raise SystemExit(f"unknown variant token {tok!r} in {text!r}")
+    if text.split("+")[0] != "default":
+        kw.setdefault("variant", "tiled")
+    return cb.KernelOptions(**kw)
+
+
+def phantom(ii, xp):
+    """A cylinder of 1 with a hot and a cold ellipsoid (values do not change the work, but
+    a realistic image keeps the numbers meaningful)."""
+    nz, ny, nx = ii.shape
+    z, y, x = np.meshgrid(np.linspace(-1, 1, nz), np.linspace(-1, 1, ny), np.linspace(-1, 1, nx), indexing="ij")
+    img = (x * x + y * y < 0.8).astype(np.float32)
+    img += 3.0 * (((x - 0.3) / 0.2) ** 2 + (y / 0.3) ** 2 + (z / 0.5) ** 2 < 1)
+    img -= 0.8 * (((x + 0.3) / 0.2) ** 2 + (y / 0.2) ** 2 + (z / 0.5) ** 2 < 1)
+    return xp.asarray(img.astype(np.float32))
+
+
+def count_steps(cp, pdi, ii, kg) -> int:
+    """Sum over all LORs of the planes Joseph samples (the kernels' clipping rule, float64;
+    ties of the principal axis may go another way than in the kernels: a statistic)."""
+    org = cp.asarray(np.array(kg.origin))
+    vox = cp.asarray(np.array(kg.voxel_size))
+    lo = org - 0.5 * vox
+    hi = lo + cp.asarray(np.array(ii.shape, dtype=np.float64)) * vox
+    total = 0
+    for seg in pdi.segment_nums:
+        p0, p1 = _endpoints(cp, pdi.chunk_tables(seg), cp.float64)
+        d = p1 - p0
+        t1 = (lo - p0) / d
+        t2 = (hi - p0) / d
+        inside = (p0 > lo) & (p0 < hi)
+        tmin = cp.where(d != 0, cp.minimum(t1, t2), -cp.inf).max(-1).clip(0, None)
+        tmax = cp.where(d != 0, cp.maximum(t1, t2), cp.inf).min(-1).clip(None, 1)
+        ok = (tmax >= tmin) & cp.all((d != 0) | inside, -1) & cp.any(d != 0, -1)
+        ax = cp.argmax(d * d, -1)[..., None]
+        dd = cp.take_along_axis(d, ax, -1)[..., 0]
+        pd = cp.take_along_axis(p0, ax, -1)[..., 0]
+        od, vd = org[ax[..., 0]], vox[ax[..., 0]]
+        f1 = (pd + tmin * dd - od) / vd
+        f2 = (pd + tmax * dd - od) / vd
+        steps = cp.abs(cp.floor(f2) - cp.floor(f1))
+        total += int(cp.where(ok, steps, 0).sum())
+        del p0, p1, d, t1, t2
+    return total
+
+
+def _endpoints(cp, t, dtype):
+    """(nv, na, nt, 3) start and end points of the LORs of ChunkTables ``t`` on the GPU."""
+    c, s_, sv, h, tt, m = (cp.asarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord",
+                                                                 "tantheta", "m"))
+    c, s_ = c[:, None, None], s_[:, None, None]
+    sv, h, tt, m = sv[None, None, :], h[None, None, :], tt[None, None, :], m[None, :, None]
+    p0 = cp.stack(cp.broadcast_arrays(m + h * tt, sv * s_ + h * c, sv * c - h * s_), -1).astype(dtype)
+    p1 = cp.stack(cp.broadcast_arrays(m - h * tt, sv * s_ - h * c, sv * c + h * s_), -1).astype(dtype)
+    return p0, p1
+
+
+def time_gpu(cp, fn, repeats: int) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` runs, CUDA events, after one warm-up."""
+    fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)
+
+
+def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
+    """(forward s with the image prepared once, forward s preparing per call, back s)."""
+    outs = [cp.empty(t.shape, cp.float32) for t in tables]
+    back_img = cp.zeros(ii.shape, cp.float32)
+    prepared = cb.prepare_image(img, opts)
+
+    def fwd(image):
+        for t, o in zip(tables, outs):
+            cb.forward_chunk(t, image, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
+
+    def back():
+        for t, o in zip(tables, outs):
+            cb.back_chunk(t, o, back_img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+
+    tf = time_gpu(cp, lambda: fwd(prepared), repeats)
+    tf_plain = time_gpu(cp, lambda: fwd(img), repeats)
+    tb = time_gpu(cp, back, repeats)
+    return tf, tf_plain, tb
+
+
+def explicit_endpoints(cp, pdi, tables):
+    """float32 (N, 3) start/end arrays of all LORs, in the chunk order of ``tables``."""
+    xs, xe = [], []
+    for t in tables:
+        p0, p1 = _endpoints(cp, t, cp.float32)
+        xs.append(p0.reshape(-1, 3))
+        xe.append(p1.reshape(-1, 3))
+    return cp.concatenate(xs), cp.concatenate(xe)
+
+
+def bench_explicit(cp, cb, kg, opts, repeats, xs, xe, img, shape):
+    out = cp.empty(xs.shape[0], cp.float32)
+    back_img = cp.zeros(shape, cp.float32)
+    vox = kg.voxel_size
+
+    def fwd():
+        cb.joseph_forward(xs, xe, img, kg.origin, vox, out=out, options=opts)
+
+    def back():
+        cb.joseph_back(xs, xe, out, back_img, kg.origin, vox, options=opts)
+
+    return time_gpu(cp, fwd, repeats), time_gpu(cp, back, repeats)
+
+
+def bench_cpu(pdi, ii, kg, cpu_views: int, repeats: int):
+    from numba import get_num_threads
+
+    from stirgpu.kernels import back_chunk, forward_chunk
+    img = phantom(ii, np)
+    segs = sorted({0, pdi.segment_nums[-1]})
+    views = np.linspace(0, pdi.get_num_views() - 1, cpu_views).astype(int)
+    tabs = [pdi.chunk_tables(s, views=views) for s in segs]
+    n = sum(t.num_lors for t in tabs)
+    outs = [np.empty(t.shape, np.float32) for t in tabs]
+    back_img = np.zeros(ii.shape, np.float32)
+    small = pdi.chunk_tables(0, views=[0])
+    forward_chunk(small, img, **kg.as_kwargs())  # compile
+    back_chunk(small, np.ones(small.shape, np.float32), back_img, **kg.as_kwargs())
+    tf, tb = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for t, o in zip(tabs, outs):
+            forward_chunk(t, img, out=o, **kg.as_kwargs())
+        tf.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for t, o in zip(tabs, outs):
+            back_chunk(t, o, back_img, **kg.as_kwargs())
+        tb.append(time.perf_counter() - t0)
+    return {"lors": n, "threads": get_num_threads(), "segments": segs, "views": views.tolist(),
+            "forward_lor_per_s": n / statistics.median(tf), "back_lor_per_s": n / statistics.median(tb)}
+
+
+def _progress(lines, line):
+    lines.append(line)
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="mmr,dmi")
+    ap.add_argument("--variants", default="default,simple")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cpu-views", type=int, default=2, help="views per segment for the CPU figure (0: skip)")
+    ap.add_argument("--explicit", action="store_true", help="also time the explicit-endpoint path")
+    ap.add_argument("--explicit-variants", default="default,simple", help="variants timed on the explicit path")
+    ap.add_argument("--no-steps", action="store_true", help="skip counting Joseph steps")
+    ap.add_argument("--json", help="also write the JSON document to this file")
+    args = ap.parse_args(argv)
+
+    import cupy as cp
+
+    from stirgpu.kernels import cuda_backend as cb
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    result = {"device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+              "arch": cb.device_arch(), "sm_count": props["multiProcessorCount"], "cases": {}}
+    lines = []
+    for case in args.cases.split(","):
+        pdi, ii = make_case(case)
+        kg = stir_scaled_geometry(ii)
+        nlors = sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums) * pdi.get_num_views() \
+            * pdi.get_num_tangential_poss()
+        img = phantom(ii, cp)
+        tables = [cb.upload_tables(pdi.chunk_tables(s)) for s in pdi.segment_nums]
+        entry = {"lors": nlors, "image_shape": list(ii.shape), "voxel_size": list(ii.voxel_size),
+                 "segments": len(pdi.segment_nums), "views": pdi.get_num_views(),
+                 "tangential": pdi.get_num_tangential_poss(), "gpu": {}}
+        # per-call cost of the tiled path's image copies (forward) and accumulators (back)
+        o = cb.DEFAULT_OPTIONS
+        dev = cp.cuda.Device().id
+        t_pad = time_gpu(cp, lambda im=img: cb._padded_copies(cp, dev, o, im), args.repeats)
+        acc_img = cp.zeros(ii.shape, cp.float32)
+        t_acc = time_gpu(cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)),
+                         args.repeats)
+        entry["tiled_overhead_per_call_s"] = {"forward_copies": t_pad, "back_accumulators": t_acc}
+        _progress(lines, f"{case}: tiled overhead per call: copies {t_pad * 1e6:.0f} us, "
+                         f"accumulators+combine {t_acc * 1e6:.0f} us")
+        if not args.no_steps:
+            entry["joseph_steps"] = count_steps(cp, pdi, ii, kg)
+            _progress(lines, f"{case}: {nlors} LORs, {entry['joseph_steps']} Joseph steps "
+                             f"({entry['joseph_steps'] / nlors:.1f} per LOR), image {ii.shape}")
+        for v in args.variants.split(","):
+            opts = parse_variant(cb, v)
+            tf, tf_plain, tb = bench_gpu(cp, cb, pdi, ii, kg, opts, args.repeats, tables, img)
+            r = {"options": repr(opts), "forward_s": tf, "forward_per_call_copies_s": tf_plain, "back_s": tb,
+                 "forward_lor_per_s": nlors / tf, "forward_per_call_copies_lor_per_s": nlors / tf_plain,
+                 "back_lor_per_s": nlors / tb}
+            if "joseph_steps" in entry:
+                r["forward_steps_per_s"] = entry["joseph_steps"] / tf
+                r["back_steps_per_s"] = entry["joseph_steps"] / tb
+            entry["gpu"][v] = r
+            _progress(lines, f"{case} {v}: forward {nlors / tf:.3g} LOR/s ({tf * 1e3:.1f} ms; "
+                             f"{nlors / tf_plain:.3g} copying the image per call), "
+                         f"back {nlors / tb:.3g} LOR/s ({tb * 1e3:.1f} ms), {nlors} LORs")
+        if args.explicit:
+            xs, xe = explicit_endpoints(cp, pdi, tables)
+            entry["explicit"] = {}
+            for v in args.explicit_variants.split(","):
+                opts = parse_variant(cb, v)
+                tf, tb = bench_explicit(cp, cb, kg, opts, args.repeats, xs, xe, img, ii.shape)
+                entry["explicit"][v] = {"forward_lor_per_s": nlors / tf, "back_lor_per_s": nlors / tb,
+                                        "forward_s": tf, "back_s": tb}
+                _progress(lines, f"{case} explicit {v}: forward {nlors / tf:.3g} LOR/s, back {nlors / tb:.3g} LOR/s")
+            del xs, xe
+        if args.cpu_views > 0:
+            c = bench_cpu(pdi, ii, kg, args.cpu_views, max(1, min(args.repeats, 3)))
+            entry["cpu"] = c
+            _progress(lines, f"{case} cpu ({c['threads']} threads, {c['lors']} LORs): forward "
+                         f"{c['forward_lor_per_s']:.3g} LOR/s, back {c['back_lor_per_s']:.3g} LOR/s")
+        result["cases"][case] = entry
+        del tables, img
+        cp.get_default_memory_pool().free_all_blocks()
+    doc = json.dumps(result, indent=1)
+    print(doc)
+    if args.json:
+        Path(args.json).write_text(doc + "\n")
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

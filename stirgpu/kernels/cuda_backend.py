@@ -1,0 +1,648 @@
+"""CUDA backend of the Joseph projector (cupy + NVRTC).
+
+Same four entry points and semantics as :mod:`stirgpu.kernels.api` (which dispatches
+CUDA arrays here): :func:`joseph_forward`, :func:`joseph_back` (explicit endpoints) and
+:func:`forward_chunk`, :func:`back_chunk` (endpoints computed inside the kernel from a
+:class:`stirgpu.geometry.ChunkTables`).  ``docs/joseph.md`` is the specification,
+``cpu.py`` the reference; ``docs/kernel-tuning.md`` says how the kernels were tuned.
+
+* The kernels are ``cuda/joseph.cu`` + ``cuda/joseph_common.cuh`` (package data),
+  compiled on first use by :class:`cupy.RawModule` (NVRTC; cupy passes
+  ``-arch=sm_XX`` for the compute capability of the current device), memoised per
+  (device, compile options).  Nothing happens at import; cupy is imported on the first
+  call.
+* Arrays: cupy arrays, torch CUDA tensors, or anything with
+  ``__cuda_array_interface__`` / CUDA DLPack, used in place (no copy).  Results live on
+  the inputs' device; a torch input gives a torch output.  Kernels run on cupy's
+  current stream of that device.
+* Forward results overwrite ``out``; back projections accumulate into ``out_image``.
+
+Two kernel families (:class:`KernelOptions`, ``variant``): ``"simple"`` (one thread
+per LOR in libparallelproj's manner, no extra memory) and ``"tiled"`` (warp-coherent
+stepping through zero-framed copies of the image, two extra padded images of scratch);
+``"auto"`` takes ``tiled`` when there are enough LORs to amortise the copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import DeviceError, GeometryError, StirGpuError
+
+__all__ = [
+    "joseph_forward",
+    "joseph_back",
+    "forward_chunk",
+    "back_chunk",
+    "upload_tables",
+    "DeviceTables",
+    "prepare_image",
+    "PreparedImage",
+    "KernelOptions",
+    "DEFAULT_OPTIONS",
+    "device_arch",
+]
+
+# DLPack device types meaning CUDA device memory: kDLCUDA, kDLCUDAManaged
+_DLPACK_CUDA = (2, 13)
+_INT32_LIMIT = 2**31 - 1
+_GRID_YZ_LIMIT = 65535
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelOptions:
+    """How the kernels are compiled and launched (docs/kernel-tuning.md).
+
+    The defaults are the configuration tuned on an H200.  ``variant``: ``"auto"``,
+    ``"tiled"`` or ``"simple"``.  ``warps_per_block`` / ``back_warps_per_block``: axial
+    positions per block of the tiled forward / back chunk kernels (each warp takes 32
+    tangential bins).  ``threads_per_block``: 1-D kernels.  ``lerp``: bilinear
+    interpolation as two lerps (fewer operations, different float32 rounding).
+    ``fwd_ilp``: branch-free forward steps unrolled this many times (0: off).
+    ``back_merge``: neighbouring lanes merge back-projection atomics that hit the same
+    voxel.  ``back_vec``: sm_90 float4 atomics for the two floats of a footprint row
+    (slower: measured, kept for the record).  ``back_smem``: a warp on one plane sums its
+    footprints in shared memory and adds each touched voxel once (experimental, not yet
+    measured).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
+    ``maxrregcount`` / ``back_maxrregcount``: register cap of the forward / back kernels
+    (they are compiled as two modules; None: the compiler's choice).
+    ``auto_min_lors_per_voxel``: ``auto`` uses ``tiled`` when LORs >= this fraction of
+    the image's voxels.  ``index64``: 64-bit voxel offsets even where 32 bits suffice
+    (they are used automatically for images of 2^31 voxels or more; the option exists to
+    test that path).
+    """
+
+    variant: str = "auto"
+    warps_per_block: int = 4
+    back_warps_per_block: int = 8
+    threads_per_block: int = 256
+    lerp: bool = False
+    fwd_ilp: int = 2
+    back_merge: bool = True
+    back_vec: bool = False
+    back_smem: bool = False
+    fmad: bool = True
+    maxrregcount: int | None = 64
+    back_maxrregcount: int | None = None
+    auto_min_lors_per_voxel: float = 1.0 / 16.0
+    index64: bool = False
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("auto", "tiled", "simple"):
+            raise StirGpuError(f"KernelOptions: variant must be 'auto', 'tiled' or 'simple', not {self.variant!r}")
+        for name in ("warps_per_block", "back_warps_per_block"):
+            if not 1 <= int(getattr(self, name)) <= 32:
+                raise StirGpuError(f"KernelOptions: {name} must be in 1..32, not {getattr(self, name)}")
+        if int(self.threads_per_block) % 32 or not 32 <= int(self.threads_per_block) <= 1024:
+            raise StirGpuError(f"KernelOptions: threads_per_block must be a multiple of 32 in 32..1024, "
+                               f"not {self.threads_per_block}")
+        if not 0 <= int(self.fwd_ilp) <= 16:
+            raise StirGpuError(f"KernelOptions: fwd_ilp must be in 0..16, not {self.fwd_ilp}")
+        for name in ("maxrregcount", "back_maxrregcount"):
+            v = getattr(self, name)
+            if v is not None and not 16 <= int(v) <= 255:
+                raise StirGpuError(f"KernelOptions: {name} must be in 16..255, not {v}")
+
+    def compile_options(self, back: bool = False) -> tuple[str, ...]:
+        """NVRTC options of the forward (and layout) module, or of the back module."""
+        opts = ["--std=c++17", f"--fmad={'true' if self.fmad else 'false'}"]
+        if self.lerp:
+            opts.append("-DSG_LERP")
+        if self.fwd_ilp:
+            opts.append(f"-DSG_FWD_ILP={int(self.fwd_ilp)}")
+        if self.back_merge:
+            opts.append("-DSG_BACK_MERGE")
+        if self.back_vec:
+            opts.append("-DSG_BACK_VEC")
+        if self.back_smem:
+            opts.append("-DSG_BACK_SMEM")
+        cap = self.back_maxrregcount if back else self.maxrregcount
+        if cap is not None:
+            opts.append(f"--maxrregcount={int(cap)}")
+        return tuple(opts)
+
+
+#: the configuration chosen on an H200 (docs/kernel-tuning.md)
+DEFAULT_OPTIONS = KernelOptions()
+
+
+# --------------------------------------------------------------------------------------
+# compilation (lazy, memoised per device and options)
+# --------------------------------------------------------------------------------------
+def _cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise DeviceError("the CUDA backend needs cupy (pip install 'stirgpu[cuda12]' or "
+                          "'stirgpu[cuda13]')") from e
+    return cupy
+
+
+_E_TYPES = ("float", "double")
+_I_TYPES = ("int", "long long")
+
+
+def _name_expressions() -> tuple[str, ...]:
+    names = []
+    for k in ("fwd_explicit_simple", "back_explicit_simple", "fwd_explicit_tiled", "back_explicit_tiled"):
+        names += [f"{k}<{e}, {i}>" for e in _E_TYPES for i in _I_TYPES]
+    for k in ("fwd_chunk_simple", "back_chunk_simple", "fwd_chunk_tiled", "back_chunk_tiled"):
+        names += [f"{k}<{i}>" for i in _I_TYPES]
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=1)
+def _source() -> str:
+    """joseph.cu with joseph_common.cuh inlined, so that cupy's on-disk kernel cache,
+    keyed by the source text, sees every change of either file."""
+    d = importlib.resources.files("stirgpu.kernels").joinpath("cuda")
+    header = d.joinpath("joseph_common.cuh").read_text(encoding="utf-8")
+    body = d.joinpath("joseph.cu").read_text(encoding="utf-8")
+    include = '#include "joseph_common.cuh"'
+    if include not in body:
+        raise StirGpuError("stirgpu/kernels/cuda/joseph.cu does not include joseph_common.cuh")
+    return body.replace(include, header, 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _module(device_id: int, compile_options: tuple[str, ...]):
+    """The compiled RawModule for one device (cupy picks -arch=sm_XX of that device)."""
+    cp = _cupy()
+    with cp.cuda.Device(device_id):
+        mod = cp.RawModule(code=_source(), options=compile_options, name_expressions=_name_expressions())
+        try:
+            mod.compile()
+        except cp.cuda.compiler.CompileException as e:
+            raise DeviceError(f"compiling the Joseph kernels for CUDA device {device_id} failed:\n{e}") from e
+    return mod
+
+
+@functools.lru_cache(maxsize=512)
+def _kernel(device_id: int, options: KernelOptions, name: str):
+    """One kernel (cached: get_function costs more than a launch).  Back-projection
+    kernels come from the module compiled with the back options, the others from the
+    forward one: a register cap that speeds up the forward slows the atomics down."""
+    back = name.startswith("back_") or name == "combine_back"
+    mod = _module(device_id, options.compile_options(back=back))
+    return mod.get_function(name)
+
+
+def device_arch(device_id: int | None = None) -> str:
+    """``sm_XY`` of a CUDA device (default: the current one): what the kernels are built for."""
+    cp = _cupy()
+    dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
+    return f"sm_{dev.compute_capability}"
+
+
+# --------------------------------------------------------------------------------------
+# arrays
+# --------------------------------------------------------------------------------------
+def _is_torch(a: Any) -> bool:
+    return type(a).__module__.split(".")[0] == "torch"
+
+
+def _as_cupy(cp, name: str, a: Any):
+    """View ``a`` as a cupy array without copying."""
+    if isinstance(a, cp.ndarray):
+        return a
+    if _is_torch(a):
+        if getattr(a, "requires_grad", False):
+            raise StirGpuError(f"{name}: torch tensor requires grad; pass tensor.detach()")
+        if not getattr(a, "is_cuda", False):
+            raise DeviceError(f"{name}: torch tensor is on {a.device}, not on a CUDA device")
+        return cp.from_dlpack(a)
+    if hasattr(a, "__cuda_array_interface__"):
+        return cp.asarray(a)
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is not None and int(dev()[0]) in _DLPACK_CUDA:
+        return cp.from_dlpack(a)
+    if isinstance(a, np.ndarray):
+        raise DeviceError(f"{name}: numpy array given to the CUDA backend (use stirgpu.kernels, "
+                          f"which projects numpy arrays on the CPU, or move it to the GPU)")
+    raise StirGpuError(f"{name}: expected a CUDA array (cupy, torch, __cuda_array_interface__ or "
+                       f"DLPack), not {type(a).__name__}")
+
+
+def _check(name: str, a, dtypes=(np.float32,), shape=None, ndim=None) -> None:
+    if a.dtype not in [np.dtype(d) for d in dtypes]:
+        want = " or ".join(np.dtype(d).name for d in dtypes)
+        raise StirGpuError(f"{name}: expected dtype {want}, got {a.dtype}")
+    if ndim is not None and a.ndim != ndim:
+        raise GeometryError(f"{name}: expected a {ndim}-D array, got shape {a.shape}")
+    if shape is not None and tuple(a.shape) != tuple(shape):
+        raise GeometryError(f"{name}: expected shape {tuple(shape)}, got {tuple(a.shape)}")
+    if not a.flags.c_contiguous:
+        raise StirGpuError(f"{name}: must be C-contiguous")
+
+
+def _one_device(named: dict) -> int:
+    ids = {name: int(a.device.id) for name, a in named.items()}
+    first = next(iter(ids))
+    for name, d in ids.items():
+        if d != ids[first]:
+            raise DeviceError(f"{name} is on CUDA device {d} but {first} on device {ids[first]}; "
+                              f"all arrays of one projection must be on the same device")
+    return ids[first]
+
+
+def _triple(name: str, value, positive: bool) -> tuple[float, float, float]:
+    try:
+        t = tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
+    except (TypeError, ValueError):
+        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {value!r}") from None
+    if len(t) != 3 or not all(math.isfinite(v) for v in t):
+        raise GeometryError(f"{name}: expected 3 finite numbers (z, y, x), got {value!r}")
+    if positive and not all(v > 0 for v in t):
+        raise GeometryError(f"{name}: must be positive, got {t}")
+    return t
+
+
+def _like_input(result, reference):
+    """Return ``result`` (cupy) as the kind of object ``reference`` is (torch -> torch)."""
+    if _is_torch(reference):
+        import torch
+        return torch.from_dlpack(result)
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------
+_TABLE_FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
+
+
+class DeviceTables:
+    """A :class:`~stirgpu.geometry.ChunkTables` uploaded to one device (one packed
+    float64 array ``[cos_phi | sin_phi | s | half_chord | tantheta | m]``), reusable for
+    many kernel calls.  Every attribute of the wrapped tables stays readable, so it can
+    be passed wherever ChunkTables are accepted."""
+
+    def __init__(self, tables, data, shape: tuple[int, int, int], device_id: int):
+        self.tables = tables
+        self.data = data
+        self.shape = shape
+        self.device_id = device_id
+
+    def __getattr__(self, name):
+        if name == "tables":  # not yet set (during unpickling): avoid recursion
+            raise AttributeError(name)
+        return getattr(self.tables, name)
+
+    @property
+    def num_lors(self) -> int:
+        nv, na, nt = self.shape
+        return nv * na * nt
+
+
+def upload_tables(tables, device: int | None = None) -> DeviceTables:
+    """Pack and copy ``tables`` (host numpy or device cupy arrays) to a CUDA device
+    (default: the current one).  A :class:`DeviceTables` is returned unchanged if it
+    is already on that device."""
+    cp = _cupy()
+    dev = int(cp.cuda.Device().id if device is None else device)
+    if isinstance(tables, DeviceTables):
+        if tables.device_id == dev:
+            return tables
+        tables = tables.tables
+    try:
+        parts = [getattr(tables, n) for n in _TABLE_FIELDS]
+    except AttributeError as e:
+        raise GeometryError(f"tables: expected stirgpu.geometry.ChunkTables ({e})") from None
+    nv, nt, na = len(parts[0]), len(parts[2]), len(parts[5])
+    lengths = dict(zip(_TABLE_FIELDS, (len(p) for p in parts)))
+    if lengths["sin_phi"] != nv or lengths["half_chord"] != nt or lengths["tantheta"] != nt:
+        raise GeometryError(f"tables: inconsistent lengths {lengths}")
+    with cp.cuda.Device(dev):
+        if all(isinstance(p, np.ndarray) for p in parts):
+            host = np.concatenate([np.ascontiguousarray(p, dtype=np.float64).reshape(-1) for p in parts])
+            if not np.all(np.isfinite(host)):
+                raise GeometryError("tables: must be finite")
+            data = cp.asarray(host)
+        else:
+            data = cp.concatenate([cp.asarray(p, dtype=cp.float64).reshape(-1) for p in parts])
+    return DeviceTables(tables, data, (nv, na, nt), dev)
+
+
+class PreparedImage:
+    """An image on a device plus the zero-framed copies that the tiled kernels read,
+    made once (:func:`prepare_image`) and reused by every forward projection of that
+    image -- a projector sweeping many chunks saves one copy per chunk.
+
+    It carries the image's ``__cuda_array_interface__``, so it can be passed wherever the
+    image can (including :func:`stirgpu.kernels.forward_chunk`).  It is a snapshot:
+    prepare again after changing the image.
+    """
+
+    def __init__(self, source, image, a, b, device_id: int):
+        self.source = source
+        self.image = image
+        self.a = a
+        self.b = b
+        self.device_id = device_id
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.image.__cuda_array_interface__
+
+    @property
+    def shape(self):
+        return self.image.shape
+
+    @property
+    def dtype(self):
+        return self.image.dtype
+
+
+def prepare_image(image, options: KernelOptions | None = None) -> PreparedImage:
+    """Copy ``image`` ((nz, ny, nx) float32 on a CUDA device) into the layouts of the tiled
+    forward kernels (two images of (n+2)^3-ish float32 of device memory)."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    if isinstance(image, PreparedImage):
+        return image
+    img = _as_cupy(cp, "image", image)
+    _check("image", img, ndim=3)
+    dev = int(img.device.id)
+    with cp.cuda.Device(dev):
+        a, b = _padded_copies(cp, dev, options, img)
+    return PreparedImage(image, img, a, b, dev)
+
+
+def _image_arg(cp, image):
+    """(cupy image, prepared copies or None, the object whose kind the result takes)."""
+    if isinstance(image, PreparedImage):
+        return image.image, (image.a, image.b), image.source
+    img = _as_cupy(cp, "image", image)
+    return img, None, image
+
+
+# --------------------------------------------------------------------------------------
+# launch helpers
+# --------------------------------------------------------------------------------------
+def _grid_args(origin, voxel_size, shape):
+    o, v = origin, voxel_size
+    return (np.float64(o[0]), np.float64(o[1]), np.float64(o[2]),
+            np.float64(v[0]), np.float64(v[1]), np.float64(v[2]),
+            np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+
+
+def _padded_voxels(shape) -> int:
+    return (shape[0] + 2) * (shape[1] + 2) * (shape[2] + 2)
+
+
+def _index_type(shape, options: KernelOptions) -> str:
+    return "int" if _padded_voxels(shape) <= _INT32_LIMIT and not options.index64 else "long long"
+
+
+def _use_tiled(options: KernelOptions, num_lors: int, shape) -> bool:
+    tiled_possible = shape[0] + 2 <= _GRID_YZ_LIMIT and (shape[1] + 31) // 32 + 1 <= _GRID_YZ_LIMIT
+    if options.variant == "simple":
+        return False
+    if options.variant == "tiled":
+        if not tiled_possible:
+            raise StirGpuError(f"tiled kernels: image shape {shape} exceeds the CUDA grid limits")
+        return True
+    nvox = shape[0] * shape[1] * shape[2]
+    return tiled_possible and num_lors >= options.auto_min_lors_per_voxel * nvox
+
+
+def _back_smem(options: KernelOptions, threads: int) -> int:
+    """Dynamic shared memory of a tiled back-projection launch (4 KiB per warp)."""
+    return (threads // 32) * 4096 if options.back_smem else 0
+
+
+def _blocks_1d(n: int, threads: int) -> int:
+    return max(1, (n + threads - 1) // threads)
+
+
+def _tile_grid(nz: int, ny: int, nx: int) -> tuple[int, int, int]:
+    return ((nx + 31) // 32, (ny + 31) // 32, nz)
+
+
+def _padded_copies(cp, dev: int, options: KernelOptions, image):
+    """Layouts A (z, y, x) and B (z, x, y) of ``image`` with a one-voxel zero frame."""
+    nz, ny, nx = image.shape
+    a = cp.empty((nz + 2, ny + 2, nx + 2), dtype=cp.float32)
+    b = cp.empty((nz + 2, nx + 2, ny + 2), dtype=cp.float32)
+    dims = (np.int32(nz), np.int32(ny), np.int32(nx))
+    _kernel(dev, options, "pad_ab")(_tile_grid(nz + 2, ny + 2, nx + 2), (32, 8), (image, a, b) + dims)
+    return a, b
+
+
+def _scratch_accumulators(cp, shape):
+    nz, ny, nx = shape
+    return (cp.zeros((nz + 2, ny + 2, nx + 2), dtype=cp.float32),
+            cp.zeros((nz + 2, nx + 2, ny + 2), dtype=cp.float32))
+
+
+def _combine(dev: int, options: KernelOptions, out_image, acc_a, acc_b) -> None:
+    nz, ny, nx = out_image.shape
+    _kernel(dev, options, "combine_back")(_tile_grid(nz, ny, nx), (32, 8),
+                                          (out_image, acc_a, acc_b, np.int32(nz), np.int32(ny), np.int32(nx)))
+
+
+def _try_scratch(cp, make, options: KernelOptions):
+    """Allocate the tiled path's scratch; in ``auto`` mode fall back to ``simple`` (None)
+    when the device is out of memory."""
+    try:
+        return make()
+    except cp.cuda.memory.OutOfMemoryError:
+        if options.variant == "tiled":
+            raise
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# explicit endpoints
+# --------------------------------------------------------------------------------------
+def _explicit_args(cp, xstart, xend):
+    xs = _as_cupy(cp, "xstart", xstart)
+    xe = _as_cupy(cp, "xend", xend)
+    for name, a in (("xstart", xs), ("xend", xe)):
+        _check(name, a, dtypes=(np.float32, np.float64))
+        if a.ndim != 2 or a.shape[1] != 3:
+            raise GeometryError(f"{name}: expected shape (N, 3) with (z, y, x) columns, got {a.shape}")
+    if xs.shape != xe.shape or xs.dtype != xe.dtype:
+        raise GeometryError(f"xstart {xs.shape} {xs.dtype} and xend {xe.shape} {xe.dtype} must have "
+                            f"the same shape and dtype")
+    return xs, xe
+
+
+def joseph_forward(xstart, xend, image, origin, voxel_size, out=None, *, options: KernelOptions | None = None):
+    """Joseph line integrals of the LORs ``xstart[i] -> xend[i]`` ((N, 3), (z, y, x),
+    float32 or float64) through ``image`` ((nz, ny, nx) float32); ``origin`` = centre of
+    voxel [0,0,0], ``voxel_size`` (z, y, x).  Returns (N,) float32 (``out`` if given,
+    overwritten) on the inputs' device."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    xs, xe = _explicit_args(cp, xstart, xend)
+    img, prepared, kind = _image_arg(cp, image)
+    _check("image", img, ndim=3)
+    n = xs.shape[0]
+    named = {"xstart": xs, "xend": xe, "image": img}
+    if out is not None:
+        res = _as_cupy(cp, "out", out)
+        _check("out", res, shape=(n,))
+        named["out"] = res
+    dev = _one_device(named)
+    org = _triple("origin", origin, positive=False)
+    vox = _triple("voxel_size", voxel_size, positive=True)
+    with cp.cuda.Device(dev):
+        if out is None:
+            res = cp.empty(n, dtype=cp.float32)
+        if n:
+            etype = "float" if xs.dtype == np.float32 else "double"
+            idx = _index_type(img.shape, options)
+            tpb = int(options.threads_per_block)
+            args_tail = (np.int64(n),) + _grid_args(org, vox, img.shape)
+            copies = None
+            if prepared is not None and options.variant != "simple":
+                copies = prepared  # made already: the tiled kernels cost nothing extra
+            elif _use_tiled(options, n, img.shape):
+                copies = _try_scratch(cp, lambda: _padded_copies(cp, dev, options, img), options)
+            if copies is not None:
+                k = _kernel(dev, options, f"fwd_explicit_tiled<{etype}, {idx}>")
+                k((_blocks_1d(n, tpb),), (tpb,), (xs, xe, img, copies[0], copies[1], res) + args_tail)
+            else:
+                k = _kernel(dev, options, f"fwd_explicit_simple<{etype}, {idx}>")
+                k((_blocks_1d(n, tpb),), (tpb,), (xs, xe, img, res) + args_tail)
+    return out if out is not None else _like_input(res, kind)
+
+
+def joseph_back(xstart, xend, values, out_image, origin, voxel_size, *, options: KernelOptions | None = None):
+    """Add the Joseph back projection of ``values`` ((N,) float32) along the LORs
+    ``xstart -> xend`` into ``out_image`` ((nz, ny, nx) float32, accumulated): the
+    adjoint of :func:`joseph_forward`.  Returns ``out_image``."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    xs, xe = _explicit_args(cp, xstart, xend)
+    n = xs.shape[0]
+    vals = _as_cupy(cp, "values", values)
+    _check("values", vals, shape=(n,))
+    img = _as_cupy(cp, "out_image", out_image)
+    _check("out_image", img, ndim=3)
+    dev = _one_device({"xstart": xs, "xend": xe, "values": vals, "out_image": img})
+    org = _triple("origin", origin, positive=False)
+    vox = _triple("voxel_size", voxel_size, positive=True)
+    if n == 0:
+        return out_image
+    with cp.cuda.Device(dev):
+        etype = "float" if xs.dtype == np.float32 else "double"
+        idx = _index_type(img.shape, options)
+        tpb = int(options.threads_per_block)
+        args_tail = (np.int64(n),) + _grid_args(org, vox, img.shape)
+        acc = None
+        if _use_tiled(options, n, img.shape):
+            acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
+        if acc is not None:
+            k = _kernel(dev, options, f"back_explicit_tiled<{etype}, {idx}>")
+            k((_blocks_1d(n, tpb),), (tpb,), (xs, xe, vals, img, acc[0], acc[1]) + args_tail,
+              shared_mem=_back_smem(options, tpb))
+            _combine(dev, options, img, acc[0], acc[1])
+        else:
+            k = _kernel(dev, options, f"back_explicit_simple<{etype}, {idx}>")
+            k((_blocks_1d(n, tpb),), (tpb,), (xs, xe, vals, img) + args_tail)
+    return out_image
+
+
+# --------------------------------------------------------------------------------------
+# geometry-aware chunks
+# --------------------------------------------------------------------------------------
+def _chunk_grid(shape, w: int):
+    nv, na, nt = shape
+    blocks = nv * ((na + w - 1) // w) * ((nt + 31) // 32)
+    return (blocks,), (32, w)
+
+
+def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
+                  options: KernelOptions | None = None):
+    """Forward project one chunk: ``tables`` (ChunkTables, or :class:`DeviceTables`)
+    give the LORs, whose endpoints (mm, gantry frame) are computed in the kernel;
+    ``image`` (nz, ny, nx) float32 on the device; every line integral is multiplied by
+    ``scale``.  Returns (nv, na, nt) float32 in [view][axial][tangential] order (``out``
+    if given, overwritten)."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    img, prepared, kind = _image_arg(cp, image)
+    _check("image", img, ndim=3)
+    named = {"image": img}
+    dt = tables if isinstance(tables, DeviceTables) else None
+    shape = dt.shape if dt is not None else (len(tables.cos_phi), len(tables.m), len(tables.s))
+    if out is not None:
+        res = _as_cupy(cp, "out", out)
+        _check("out", res, shape=shape)
+        named["out"] = res
+    dev = _one_device(named)
+    org = _triple("origin", origin, positive=False)
+    vox = _triple("voxel_size", voxel_size, positive=True)
+    sc = np.float32(scale)
+    with cp.cuda.Device(dev):
+        if out is None:
+            res = cp.empty(shape, dtype=cp.float32)
+        n = shape[0] * shape[1] * shape[2]
+        if n:
+            dt = upload_tables(tables, dev)
+            idx = _index_type(img.shape, options)
+            dims = (np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+            g = _grid_args(org, vox, img.shape)
+            copies = None
+            if prepared is not None and options.variant != "simple":
+                copies = prepared  # made already: the tiled kernels cost nothing extra
+            elif _use_tiled(options, n, img.shape):
+                copies = _try_scratch(cp, lambda: _padded_copies(cp, dev, options, img), options)
+            if copies is not None:
+                grid, block = _chunk_grid(shape, int(options.warps_per_block))
+                k = _kernel(dev, options, f"fwd_chunk_tiled<{idx}>")
+                k(grid, block, (dt.data,) + dims + (img, copies[0], copies[1], res, sc) + g)
+            else:
+                tpb = int(options.threads_per_block)
+                k = _kernel(dev, options, f"fwd_chunk_simple<{idx}>")
+                k((_blocks_1d(n, tpb),), (tpb,), (dt.data,) + dims + (img, res, sc) + g)
+    return out if out is not None else _like_input(res, kind)
+
+
+def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
+               options: KernelOptions | None = None):
+    """Add the back projection of one chunk's ``values`` ((nv, na, nt) float32) into
+    ``out_image`` (accumulated); the adjoint of :func:`forward_chunk` with the same
+    arguments.  Returns ``out_image``."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    dt = tables if isinstance(tables, DeviceTables) else None
+    shape = dt.shape if dt is not None else (len(tables.cos_phi), len(tables.m), len(tables.s))
+    vals = _as_cupy(cp, "values", values)
+    _check("values", vals, shape=shape)
+    img = _as_cupy(cp, "out_image", out_image)
+    _check("out_image", img, ndim=3)
+    dev = _one_device({"values": vals, "out_image": img})
+    org = _triple("origin", origin, positive=False)
+    vox = _triple("voxel_size", voxel_size, positive=True)
+    sc = np.float32(scale)
+    n = shape[0] * shape[1] * shape[2]
+    if n == 0:
+        return out_image
+    with cp.cuda.Device(dev):
+        dt = upload_tables(tables, dev)
+        idx = _index_type(img.shape, options)
+        dims = (np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+        g = _grid_args(org, vox, img.shape)
+        acc = None
+        if _use_tiled(options, n, img.shape):
+            acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
+        if acc is not None:
+            grid, block = _chunk_grid(shape, int(options.back_warps_per_block))
+            k = _kernel(dev, options, f"back_chunk_tiled<{idx}>")
+            k(grid, block, (dt.data,) + dims + (vals, img, acc[0], acc[1], sc) + g,
+              shared_mem=_back_smem(options, block[0] * block[1]))
+            _combine(dev, options, img, acc[0], acc[1])
+        else:
+            tpb = int(options.threads_per_block)
+            k = _kernel(dev, options, f"back_chunk_simple<{idx}>")
+            k((_blocks_1d(n, tpb),), (tpb,), (dt.data,) + dims + (vals, img, sc) + g)
+    return out_image
