@@ -223,3 +223,7 @@ def test_image_info_shifted_origin():
     with pytest.raises(GeometryError, match="voxel_size"):
         ImageInfo((1, 1, 1), (1, 0, 1))
     assert eval(repr(img), {"ImageInfo": ImageInfo}) == img
+    # STIR writes 6 significant digits: what it writes reads back as the same geometry
+    assert img.replace(origin=(0.0, 2.00004, -2.99996), voxel_size=(3.375, 2.500001, 2.5)) == img
+    assert img.replace(origin=(0.0, 2.01, -3.0)) != img
+    assert img.replace(voxel_size=(3.375, 2.5001, 2.5)) != img

@@ -105,13 +105,17 @@ class ImageInfo:
         return dataclasses.replace(self, **changes)
 
     def __eq__(self, other: object) -> bool:
-        """Same shape and index offsets; voxel sizes and origins equal to float32 precision."""
+        """Same geometry: equal shape and index offsets, voxel sizes to 1e-5 relative and
+        origins to 1e-3 mm.  Tolerant on purpose: STIR writes 6 significant digits
+        (``3.12932``, ``-147.078``), so an image STIR wrote for a geometry reads back with
+        an origin some 1e-5 mm off, and STIR itself treats it as the same geometry."""
         if not isinstance(other, ImageInfo):
             return NotImplemented
-        close = lambda a, b: all(math.isclose(x, y, rel_tol=2e-6, abs_tol=1e-3 * 2e-3)  # noqa: E731
-                                 for x, y in zip(a, b))
-        return (self.shape == other.shape and self.min_indices == other.min_indices
-                and close(self.voxel_size, other.voxel_size) and close(self.origin, other.origin))
+        if self.shape != other.shape or self.min_indices != other.min_indices:
+            return False
+        if any(abs(a - b) > 1e-5 * max(abs(a), abs(b)) for a, b in zip(self.voxel_size, other.voxel_size)):
+            return False
+        return all(abs(a - b) <= 1e-3 for a, b in zip(self.origin, other.origin))
 
     def __hash__(self) -> int:
         return hash((self.shape, self.min_indices))
