@@ -1,0 +1,193 @@
+"""``stirgpu forward-project`` and ``stirgpu back-project``, in the argument order of STIR's
+``forward_project`` and ``back_project`` utilities::
+
+    stirgpu forward-project OUTPUT.hs IMAGE.hv TEMPLATE.hs [PROJECTOR.par]
+    stirgpu back-project OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] [PROJECTOR.par]
+
+The optional ``.par`` is STIR's projector block (``Parallelproj``, or stirgpu's own with
+execution settings); options given on the command line win over it.  Without a template
+image, back-project writes STIR's default image for the projection data.  Outputs are
+written under temporary names and appear only when complete.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import config as scoped_config
+from ..errors import StirGpuError
+from ..execution.plan import parse_bytes
+
+__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices"]
+
+
+def _common(p) -> None:
+    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
+                   help="where to project (default: auto = CUDA when a GPU is usable)")
+    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
+                   help="GPU ids (CUDA) or number of workers as ids (CPU); default all GPUs")
+    p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N",
+                   help="only the views of subset K of N (STIR's rule: view %% N == K)")
+    p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
+                   help="memory a call may use per GPU and on the host, e.g. 512M, 2G")
+    p.add_argument("--max-segment", type=int, default=None, metavar="N",
+                   help="only segments -N..N (STIR's 'maximum absolute segment number to process')")
+    p.add_argument("--stats", action="store_true", help="print the chunk plan and timing statistics")
+    p.add_argument("--timeline", default=None, metavar="FILE.png", help="draw a timeline of the pipeline stages")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def register(subparsers) -> None:
+    f = subparsers.add_parser("forward-project", help="forward project an image into projection data",
+                              description="Forward project IMAGE.hv into OUTPUT.hs with the geometry of "
+                                          "TEMPLATE.hs (STIR's forward_project argument order).")
+    f.add_argument("output", help="output projection data (.hs)")
+    f.add_argument("image", help="image to project (.hv)")
+    f.add_argument("template", help="projection data giving the geometry (.hs; may be a template)")
+    f.add_argument("par", nargs="?", default=None, help="projector parameter file (.par)")
+    _common(f)
+    f.set_defaults(run=run_forward)
+
+    b = subparsers.add_parser("back-project", help="back project projection data into an image",
+                              description="Back project PROJDATA.hs into OUTPUT.hv (STIR's back_project "
+                                          "argument order); the image geometry comes from TEMPLATE_IMAGE.hv "
+                                          "or is STIR's default for the data.")
+    b.add_argument("output", help="output image (.hv)")
+    b.add_argument("projdata", help="projection data to back project (.hs)")
+    b.add_argument("rest", nargs="*", metavar="[TEMPLATE_IMAGE.hv] [PROJECTOR.par]",
+                   help="optional template image and/or projector parameter file")
+    _common(b)
+    b.set_defaults(run=run_back)
+
+
+# -- argument parsing --------------------------------------------------------------------
+def _size(text: str) -> int:
+    import argparse
+    try:
+        return parse_bytes(text)
+    except StirGpuError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parse_subset(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 0 <= K < N."""
+    import argparse
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--subset: expected K/N (e.g. 0/21), got {text!r}") from None
+    if n < 1 or not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"--subset: need 0 <= K < N, got {text!r}")
+    return k, n
+
+
+def parse_devices(text: str) -> tuple[int, ...]:
+    """``"0,1"`` -> (0, 1)."""
+    import argparse
+    try:
+        ids = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--devices: expected ids like 0,1, got {text!r}") from None
+    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"--devices: expected distinct ids >= 0 like 0,1, got {text!r}")
+    return ids
+
+
+# -- running -----------------------------------------------------------------------------
+def _projector_settings(par: str | None, role: str):
+    """(config changes, projector keywords) from a projector .par (role 'forward' or 'back')."""
+    if par is None:
+        return {}, {}
+    from ..parfile import read_projector_par
+    settings = read_projector_par(par)
+    opts = settings.forward if role == "forward" else settings.back
+    if opts is None:
+        raise StirGpuError(f"{par}: it describes a {settings.role} projector, but a {role} projector is needed")
+    return opts.config_changes(), {"restrict_to_cylindrical_fov": opts.restrict_to_cylindrical_fov}
+
+
+def _config_changes(args, from_par: dict) -> dict:
+    changes = dict(from_par)
+    if args.backend is not None:
+        changes["backend"] = args.backend
+    if args.devices is not None:
+        changes["devices"] = args.devices
+    if args.memory_budget is not None:
+        changes["gpu_memory_budget"] = args.memory_budget
+        changes["host_memory_budget"] = args.memory_budget
+    changes["progress"] = not args.quiet
+    return changes
+
+
+def _check_new(path: str, overwrite: bool) -> None:
+    p = Path(path)
+    if p.exists() and not overwrite:
+        raise StirGpuError(f"{p}: already exists (use --overwrite to replace it)")
+
+
+def _report(args, projector) -> None:
+    stats = projector.last_stats
+    if args.stats and stats is not None:
+        print(projector.last_plan)
+        print(stats.summary())
+    if args.timeline:
+        from .timeline import render_timeline
+        render_timeline(stats, args.timeline)
+
+
+def run_forward(args) -> int:
+    from ..formats import ProjDataOnDisk, read_image, read_projdata_header
+    from ..projectors import ForwardProjector
+    changes, kw = _projector_settings(args.par, "forward")
+    _check_new(args.output, args.overwrite)
+    pdi = read_projdata_header(args.template).proj_data_info
+    image = read_image(args.image)
+    k, n = args.subset if args.subset is not None else (0, 1)
+    with scoped_config(**_config_changes(args, changes)):
+        fp = ForwardProjector(max_segment_num_to_process=args.max_segment, **kw)
+        fp.set_up(pdi, image.info)
+        out = ProjDataOnDisk.create(args.output, pdi, overwrite=args.overwrite)
+        try:
+            fp.forward_project(out, image, subset_num=k, num_subsets=n)
+        except BaseException:
+            out.abort()  # nothing appears under the output name
+            raise
+        out.close()  # commits: data, then header
+    _report(args, fp)
+    return 0
+
+
+def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
+    template = par = None
+    for r in rest:
+        if r.lower().endswith(".par"):
+            if par is not None:
+                raise StirGpuError(f"back-project: two projector parameter files ({par}, {r})")
+            par = r
+        else:
+            if template is not None or par is not None:
+                raise StirGpuError("back-project: arguments are OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] "
+                                   f"[PROJECTOR.par]; cannot place {r!r}")
+            template = r
+    return template, par
+
+
+def run_back(args) -> int:
+    from ..formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
+    from ..geometry import ImageInfo
+    from ..projectors import BackProjector
+    template, par = _split_rest(args.rest)
+    changes, kw = _projector_settings(par, "back")
+    _check_new(args.output, args.overwrite)
+    k, n = args.subset if args.subset is not None else (0, 1)
+    with read_from_file(args.projdata) as data:
+        pdi = data.get_proj_data_info()
+        info = read_image(template).info if template is not None else ImageInfo.default_for(pdi)
+        with scoped_config(**_config_changes(args, changes)):
+            bp = BackProjector(max_segment_num_to_process=args.max_segment, **kw)
+            bp.set_up(pdi, info)
+            values = bp.back_project(None, data, subset_num=k, num_subsets=n)
+    write_image(args.output, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
+    _report(args, bp)
+    return 0

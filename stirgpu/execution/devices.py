@@ -1,0 +1,279 @@
+"""Backends and lanes: where chunks are computed.
+
+A *lane* is one worker that computes chunks: one GPU (with its own copy-in, compute
+and copy-out CUDA streams), or one CPU worker thread running the numba kernels.  The
+pipeline (:mod:`stirgpu.execution.pipeline`) drives every lane the same way; only the
+four primitives below differ:
+
+* ``alloc_host`` / ``alloc_device``: chunk buffers (pinned host memory on GPUs; on
+  the CPU the "device" buffers are the host buffers themselves);
+* ``to_device`` / ``to_host``: asynchronous copies on the lane's copy streams (no-ops
+  on the CPU);
+* ``compute``: runs a chunk program's device step on the compute stream (CPU: under a
+  lock shared by the CPU lanes -- numba's parallel kernels already use every core, and
+  numba's default ``workqueue`` threading layer must not be entered by two threads at
+  once; the lanes still overlap reading, writing and computing);
+* ``fence``: a marker recorded after the queued work, that another thread waits on.
+
+cupy is imported only when a CUDA lane is made.  Nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import DeviceError
+
+__all__ = ["resolve_backend", "resolve_devices", "cuda_device_count", "gpu_memory",
+           "CpuLane", "CudaLane", "make_lanes", "array_module", "DEFAULT_CPU_LANES"]
+
+#: CPU lanes by default: two, so that reading/writing one chunk overlaps computing another
+DEFAULT_CPU_LANES = 2
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise DeviceError(f"the CUDA backend needs cupy (pip install cupy-cuda12x or cupy-cuda13x): {e}") from e
+    return cupy
+
+
+def cuda_device_count() -> int:
+    """Visible CUDA devices through cupy; 0 where cupy, the driver or a GPU is missing."""
+    try:
+        import cupy  # noqa: F401
+        from cupy.cuda import runtime
+        return int(runtime.getDeviceCount())
+    except Exception:  # any failure here means "no usable GPU"
+        return 0
+
+
+def resolve_backend(backend: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when cupy sees a GPU, else ``"cpu"``; checks ``"cuda"``."""
+    if backend not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"backend must be 'auto', 'cpu' or 'cuda', not {backend!r}")
+    if backend == "cpu":
+        return "cpu"
+    n = cuda_device_count()
+    if backend == "cuda" and n == 0:
+        _cupy()  # a clear message when cupy itself is missing
+        raise DeviceError("backend 'cuda' was asked for but cupy sees no usable CUDA device")
+    return "cuda" if n > 0 else "cpu"
+
+
+def resolve_devices(backend: str, devices: Sequence[int] | None) -> tuple[int, ...]:
+    """The lane ids: GPU ordinals (default all visible GPUs), or CPU worker numbers
+    (default ``range(DEFAULT_CPU_LANES)``)."""
+    if backend == "cuda":
+        n = cuda_device_count()
+        if devices is None:
+            return tuple(range(n))
+        ids = tuple(int(d) for d in devices)
+        bad = [d for d in ids if not 0 <= d < n]
+        if bad or not ids:
+            raise DeviceError(f"devices {list(ids)}: valid CUDA device ids are 0..{n - 1}")
+        if len(set(ids)) != len(ids):
+            raise DeviceError(f"devices {list(ids)} lists a device twice")
+        return ids
+    if devices is None:
+        return tuple(range(DEFAULT_CPU_LANES))
+    ids = tuple(int(d) for d in devices)
+    if not ids or len(set(ids)) != len(ids):
+        raise DeviceError(f"devices {list(ids)}: the CPU backend needs distinct worker numbers")
+    return ids
+
+
+def gpu_memory(device: int) -> tuple[int, int]:
+    """(free, total) bytes of a GPU, counting memory cached in cupy's pool as free."""
+    cp = _cupy()
+    with cp.cuda.Device(device):
+        free, total = cp.cuda.runtime.memGetInfo()
+        pool = cp.get_default_memory_pool()
+        return int(free) + int(pool.free_bytes()), int(total)
+
+
+def array_module(a: Any):
+    """numpy or cupy, whichever ``a`` belongs to."""
+    if isinstance(a, np.ndarray):
+        return np
+    mod = type(a).__module__.split(".")[0]
+    if mod == "cupy":
+        return _cupy()
+    return np
+
+
+class _Fence:
+    """Something another thread can wait for."""
+
+    def __init__(self, event=None):
+        self._event = event
+
+    def wait(self) -> None:
+        if self._event is not None:
+            self._event.synchronize()
+
+
+class CpuLane:
+    """A CPU worker: buffers are numpy arrays and copies are no-ops."""
+
+    kind = "cpu"
+    xp = np
+
+    def __init__(self, index: int, compute_lock: threading.Lock):
+        self.index = int(index)
+        self.device_id = int(index)
+        self.name = f"cpu{index}"
+        self._lock = compute_lock
+
+    # resources
+    def activate(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
+        return np.empty(int(n), dtype=dtype)
+
+    def alloc_device(self, n: int, dtype=np.float32) -> np.ndarray:
+        return np.empty(int(n), dtype=dtype)
+
+    def zeros_device(self, shape, dtype=np.float32) -> np.ndarray:
+        return np.zeros(shape, dtype=dtype)
+
+    @property
+    def shares_host_buffers(self) -> bool:
+        """True: the device buffers of a slot are its host buffers."""
+        return True
+
+    # stages
+    def to_device(self, dst, src, nbytes: int) -> None:  # pragma: no cover - never called on CPU
+        raise AssertionError("CPU lanes compute in their host buffers")
+
+    def to_host(self, dst, src, nbytes: int) -> None:  # pragma: no cover
+        raise AssertionError("CPU lanes compute in their host buffers")
+
+    def compute(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """Run ``fn`` now; returns (start, end) perf_counter seconds of the kernel work."""
+        with self._lock:
+            t0 = time.perf_counter()
+            fn()
+            return t0, time.perf_counter()
+
+    def fence_after_compute(self) -> _Fence:
+        return _Fence()
+
+    def synchronize(self) -> None:
+        pass
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a
+
+    def upload_image(self, host: np.ndarray, dst: np.ndarray | None, pinned: bool = False) -> np.ndarray:
+        if dst is None or dst.shape != host.shape:
+            return np.array(host, dtype=np.float32, copy=True)
+        np.copyto(dst, host)
+        return dst
+
+
+class CudaLane:
+    """One GPU with three streams (copy in, compute, copy out) and CUDA events between them."""
+
+    kind = "cuda"
+    shares_host_buffers = False
+
+    def __init__(self, index: int, device_id: int):
+        self.index = int(index)
+        self.device_id = int(device_id)
+        self.name = f"cuda{device_id}"
+        cp = _cupy()
+        self.cp = cp
+        self.xp = cp
+        self.device = cp.cuda.Device(self.device_id)
+        with self.device:
+            self.s_in = cp.cuda.Stream(non_blocking=True)
+            self.s_compute = cp.cuda.Stream(non_blocking=True)
+            self.s_out = cp.cuda.Stream(non_blocking=True)
+
+    def activate(self):
+        """Make this GPU current in the calling thread (cupy's current device is per thread)."""
+        return self.device
+
+    def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
+        import cupyx
+        return cupyx.empty_pinned((int(n),), dtype=dtype)
+
+    def alloc_device(self, n: int, dtype=np.float32):
+        with self.device:
+            return self.cp.empty(int(n), dtype=dtype)
+
+    def zeros_device(self, shape, dtype=np.float32):
+        with self.device:
+            return self.cp.zeros(shape, dtype=dtype)
+
+    def _event(self):
+        return self.cp.cuda.Event(block=False, disable_timing=False, interprocess=False)
+
+    def to_device(self, dst, src: np.ndarray, nbytes: int) -> None:
+        """Queue a host->device copy of ``nbytes`` on the copy-in stream."""
+        if nbytes:
+            rt = self.cp.cuda.runtime
+            rt.memcpyAsync(dst.data.ptr, src.ctypes.data, int(nbytes), rt.memcpyHostToDevice, self.s_in.ptr)
+
+    def to_host(self, dst: np.ndarray, src, nbytes: int) -> None:
+        """Queue a device->host copy of ``nbytes`` on the copy-out stream."""
+        if nbytes:
+            rt = self.cp.cuda.runtime
+            rt.memcpyAsync(dst.ctypes.data, src.data.ptr, int(nbytes), rt.memcpyDeviceToHost, self.s_out.ptr)
+
+    def record(self, stream):
+        ev = self._event()
+        ev.record(stream)
+        return ev
+
+    def synchronize(self) -> None:
+        with self.device:
+            for s in (self.s_in, self.s_compute, self.s_out):
+                s.synchronize()
+
+    def to_numpy(self, a) -> np.ndarray:
+        with self.device:
+            self.s_compute.synchronize()
+            return self.cp.asnumpy(a)
+
+    def upload_image(self, host, dst, pinned: bool = False):
+        """Copy an image (numpy -- already in pinned memory when ``pinned`` -- or a cupy array on
+        any GPU) into this GPU's ``dst`` (made when missing); synchronous, because it happens
+        once per call before any chunk."""
+        cp = self.cp
+        with self.device:
+            if dst is None or tuple(dst.shape) != tuple(host.shape):
+                dst = cp.empty(host.shape, dtype=cp.float32)
+            if isinstance(host, np.ndarray):
+                if not pinned:
+                    import cupyx
+                    staged = cupyx.empty_pinned(host.shape, dtype=np.float32)
+                    np.copyto(staged, host)
+                    host = staged
+                self.to_device(dst, np.ascontiguousarray(host), host.nbytes)
+                self.s_in.synchronize()
+            else:
+                src = cp.ascontiguousarray(host, dtype=cp.float32)
+                if src.device.id == self.device_id:
+                    cp.copyto(dst, src)
+                else:
+                    cp.cuda.runtime.memcpyPeer(dst.data.ptr, self.device_id, src.data.ptr,
+                                               src.device.id, src.nbytes)
+                cp.cuda.Device(self.device_id).synchronize()
+        return dst
+
+
+def make_lanes(backend: str, devices: Sequence[int]) -> list:
+    """One lane per entry of ``devices`` (GPU ordinals, or CPU worker numbers)."""
+    if backend == "cuda":
+        return [CudaLane(i, d) for i, d in enumerate(devices)]
+    lock = threading.Lock()
+    return [CpuLane(i, lock) for i, _ in enumerate(devices)]

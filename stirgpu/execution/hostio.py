@@ -1,0 +1,108 @@
+"""Host-side parallelism: a small pool of daemon threads, and chunk I/O split over it.
+
+Copies between host buffers and in-memory stores, and positioned reads/writes of disk
+stores, release the GIL; one thread copies at a few GB/s, so a chunk's reads and writes
+are split by views over a few threads to keep up with a GPU.  Only stores the caller
+declares safe for concurrent access to *disjoint* views are split (stirgpu's memory and
+disk stores are; a STIR ProjData adapter serialises its calls anyway).
+
+The pool's threads are daemons: a store call that never returns cannot keep the
+interpreter from exiting.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+import weakref
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["DaemonPool", "split_ranges", "run_pieces", "parallel_copy", "MIN_PIECE_BYTES"]
+
+#: below this a piece is not worth a thread hand-off
+MIN_PIECE_BYTES = 2 * 1024 * 1024
+
+_STOP = object()
+
+
+def _work(q: queue.SimpleQueue) -> None:
+    while True:
+        item = q.get()
+        if item is _STOP:
+            return
+        fn, args, fut = item
+        if not fut.set_running_or_notify_cancel():
+            continue
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            fut.set_exception(exc)
+
+
+class DaemonPool:
+    """A fixed set of daemon threads running submitted callables (futures)."""
+
+    def __init__(self, threads: int, name: str):
+        self.size = max(int(threads), 1)
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=_work, args=(self._q,), name=f"{name}-{i}", daemon=True)
+                         for i in range(self.size)]
+        for t in self._threads:
+            t.start()
+        self._finalizer = weakref.finalize(self, DaemonPool._stop, self._q, self.size)
+
+    @staticmethod
+    def _stop(q: queue.SimpleQueue, n: int) -> None:
+        for _ in range(n):
+            q.put(_STOP)
+
+    def submit(self, fn: Callable, *args) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._q.put((fn, args, fut))
+        return fut
+
+    def shutdown(self) -> None:
+        self._finalizer()
+
+
+def split_ranges(n: int, item_bytes: int, max_pieces: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges covering ``range(n)``: at most ``max_pieces``, none smaller than
+    :data:`MIN_PIECE_BYTES` (unless there is only one)."""
+    pieces = max(1, min(int(max_pieces), n, (n * int(item_bytes)) // MIN_PIECE_BYTES))
+    edges = np.linspace(0, n, pieces + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def run_pieces(pool: DaemonPool | None, fn: Callable[[int, int], None], ranges: list[tuple[int, int]]) -> None:
+    """``fn(a, b)`` for every range; on the pool when there is more than one.  Waits for all of
+    them before raising the first error, so no piece is still running afterwards."""
+    if pool is None or len(ranges) == 1:
+        for a, b in ranges:
+            fn(a, b)
+        return
+    futs = [pool.submit(fn, a, b) for a, b in ranges[1:]]
+    first_error = None
+    try:
+        fn(*ranges[0])  # the calling thread does its share
+    except BaseException as exc:  # noqa: BLE001
+        first_error = exc
+    concurrent.futures.wait(futs)
+    for f in futs:
+        if first_error is None and f.exception() is not None:
+            first_error = f.exception()
+    if first_error is not None:
+        raise first_error
+
+
+def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` split along the first axis over the pool."""
+    n = dst.shape[0]
+    item = dst[0].nbytes if n else 0
+
+    def piece(a: int, b: int) -> None:
+        np.copyto(dst[a:b], src[a:b], casting="unsafe")
+
+    run_pieces(pool, piece, split_ranges(n, item, pool.size + 1 if pool else 1))

@@ -1,0 +1,290 @@
+"""The chunk plan: which (segment, views) blocks a call processes, and how big its buffers are.
+
+A *chunk* is one segment x a run of views of the call's view list (a subset's views)
+x all axial and tangential positions, laid out [view][axial][tangential].  Chunks of
+one segment take consecutive entries of the (sorted) view list, and segments come in
+file order (ascending ring difference), so a reader walks a file front to back.
+
+Sizing.  Every lane (one GPU, or one CPU worker) holds ``depth`` *slots*; a slot is a
+set of equally sized chunk buffers: on the host one per projection-data input and
+output of the program (pinned on GPUs), on the GPU one per input, output and scratch
+array.  One buffer's capacity ``buffer_bytes`` is the largest that fits both budgets::
+
+    host:  host_fixed + lanes * depth * host_buffers   * buffer_bytes <= host_budget
+    gpu:   gpu_fixed  +         depth * device_buffers * buffer_bytes <= gpu_budget  (per GPU)
+
+where the *fixed* parts are the images each lane keeps.  It is then capped at a
+target chunk size so that a call has several chunks per lane (overlap and load
+balance) but no chunk is so small that per-chunk overhead dominates.  A segment's
+chunks hold ``buffer_bytes // bytes_per_view(segment)`` views.  If not even one view of
+the largest segment fits, :class:`~stirgpu.errors.PlanError` says by how much.
+
+Defaults: the GPU budget is the device's free memory (cupy ``Device.mem_info``) less a
+reserve; the host budget a fraction of ``MemAvailable`` from ``/proc/meminfo``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import PlanError
+
+__all__ = ["Chunk", "Plan", "make_plan", "host_available_bytes", "default_host_budget",
+           "default_gpu_budget", "partition", "format_bytes", "parse_bytes"]
+
+#: never plan chunks larger than this (bigger ones do not run faster, they only delay overlap)
+MAX_CHUNK_BYTES = 64 * 1024 * 1024
+#: do not split work below this size just to get more chunks per lane
+MIN_CHUNK_BYTES = 4 * 1024 * 1024
+#: aim for this many chunks per lane (pipeline fill/drain and load balance)
+CHUNKS_PER_LANE = 12
+#: fraction of MemAvailable a call may use for staging by default
+HOST_FRACTION = 0.25
+#: GPU memory left free by default: the larger of this and 10 % of the device
+GPU_RESERVE_BYTES = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One unit of work: ``views`` (ascending) of ``segment``; ``shape`` (nv, na, nt)."""
+
+    index: int
+    segment: int
+    views: tuple[int, ...]
+    shape: tuple[int, int, int]
+
+    @property
+    def num_bins(self) -> int:
+        nv, na, nt = self.shape
+        return nv * na * nt
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one float32 buffer of this chunk."""
+        return 4 * self.num_bins
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A call's chunks and buffers; ``str(plan)`` is a readable table."""
+
+    chunks: tuple[Chunk, ...]
+    lanes: int
+    depth: int
+    #: capacity of one chunk buffer (bytes)
+    buffer_bytes: int
+    host_buffers_per_slot: int
+    device_buffers_per_slot: int
+    host_fixed_bytes: int
+    device_fixed_bytes: int
+    host_budget: int
+    gpu_budget: int | None
+    views_per_chunk: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def host_bytes(self) -> int:
+        """Host memory the call allocates (staging buffers + fixed images)."""
+        return self.host_fixed_bytes + self.lanes * self.depth * self.host_buffers_per_slot * self.buffer_bytes
+
+    @property
+    def device_bytes_per_lane(self) -> int:
+        """GPU memory per device (0 for the CPU backend)."""
+        if self.gpu_budget is None:
+            return 0
+        return self.device_fixed_bytes + self.depth * self.device_buffers_per_slot * self.buffer_bytes
+
+    @property
+    def num_bins(self) -> int:
+        return sum(c.num_bins for c in self.chunks)
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of one float32 copy of the planned projection data."""
+        return 4 * self.num_bins
+
+    def __str__(self) -> str:
+        rows = [("segment", "views", "chunks", "views/chunk", "bytes/chunk")]
+        by_seg: dict[int, list[Chunk]] = {}
+        for c in self.chunks:
+            by_seg.setdefault(c.segment, []).append(c)
+        for seg, cs in by_seg.items():
+            rows.append((str(seg), str(sum(len(c.views) for c in cs)), str(len(cs)),
+                         str(max(len(c.views) for c in cs)), format_bytes(max(c.nbytes for c in cs))))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        gpu = ("" if self.gpu_budget is None else
+               f"; GPU {format_bytes(self.device_bytes_per_lane)} per device of "
+               f"{format_bytes(self.gpu_budget)} ({self.device_buffers_per_slot} buffers/slot + "
+               f"{format_bytes(self.device_fixed_bytes)} images)")
+        lines.append(
+            f"{len(self.chunks)} chunks, {format_bytes(self.data_bytes)} of data; {self.lanes} lane(s) x "
+            f"{self.depth} slots x {self.host_buffers_per_slot} host buffers of "
+            f"{format_bytes(self.buffer_bytes)}; host {format_bytes(self.host_bytes)} of "
+            f"{format_bytes(self.host_budget)}" + gpu)
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# memory figures
+# --------------------------------------------------------------------------------------
+def host_available_bytes() -> int:
+    """``MemAvailable`` from /proc/meminfo (Linux); elsewhere physical pages x page size."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def default_host_budget() -> int:
+    """A quarter of the available host memory."""
+    return max(int(host_available_bytes() * HOST_FRACTION), 64 << 20)
+
+
+def default_gpu_budget(free_bytes: int, total_bytes: int) -> int:
+    """Free GPU memory less a reserve (the larger of 1 GiB and 10 % of the device)."""
+    reserve = max(GPU_RESERVE_BYTES, total_bytes // 10)
+    return max(int(free_bytes) - reserve, 0)
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+          "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40,
+          "TIB": 1 << 40}
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"512M"``, ``"2G"``, ``"1.5GiB"``, ``"1048576"`` -> bytes (binary units)."""
+    if isinstance(text, (int, np.integer)):
+        value = int(text)
+    else:
+        s = str(text).strip().upper().replace(" ", "")
+        num = s.rstrip("KMGTIB")
+        unit = s[len(num):]
+        if unit not in _UNITS or not num:
+            raise PlanError(f"cannot read a memory size from {text!r} (examples: 512M, 2G, 1048576)")
+        try:
+            value = int(float(num) * _UNITS[unit])
+        except ValueError:
+            raise PlanError(f"cannot read a memory size from {text!r} (examples: 512M, 2G, 1048576)") from None
+    if value <= 0:
+        raise PlanError(f"a memory size must be positive, not {text!r}")
+    return value
+
+
+def format_bytes(n: int | float) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------
+# planning
+# --------------------------------------------------------------------------------------
+def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, lanes: int,
+              host_buffers_per_slot: int, device_buffers_per_slot: int | None,
+              host_budget: int, gpu_budget: int | None, host_fixed_bytes: int = 0,
+              device_fixed_bytes: int = 0, depth: int = 2, max_views_per_chunk: int | None = None,
+              target_chunk_bytes: int | None = None) -> Plan:
+    """Split ``views`` of each of ``segments`` into chunks that fit the budgets.
+
+    ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
+    buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
+    (a few chunks per lane, between 4 and 64 MiB).
+    """
+    lanes, depth = int(lanes), int(depth)
+    if lanes < 1 or depth < 1:
+        raise PlanError(f"need at least one lane and one slot (got lanes={lanes}, depth={depth})")
+    views = np.unique(np.asarray(list(views), dtype=np.int64))
+    segments = sorted(int(s) for s in segments)
+    nt = proj_data_info.get_num_tangential_poss()
+    view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
+    if not segments or not len(views):
+        return Plan((), lanes, depth, 0, host_buffers_per_slot, device_buffers_per_slot or 0,
+                    host_fixed_bytes, device_fixed_bytes, int(host_budget), gpu_budget, {})
+    largest = max(view_bytes.values())
+
+    limits = []  # (name, bytes per buffer allowed, explanation)
+    if host_buffers_per_slot > 0:
+        free = int(host_budget) - int(host_fixed_bytes)
+        n = lanes * depth * host_buffers_per_slot
+        limits.append(("host", free // n if free > 0 else 0,
+                       f"host budget {format_bytes(host_budget)} less {format_bytes(host_fixed_bytes)} "
+                       f"of images, shared by {n} buffers ({lanes} lanes x {depth} slots x "
+                       f"{host_buffers_per_slot})"))
+    elif host_fixed_bytes > host_budget:
+        raise PlanError(f"the images alone need {format_bytes(host_fixed_bytes)} of host memory, more "
+                        f"than the host budget {format_bytes(host_budget)}")
+    if gpu_budget is not None:
+        free = int(gpu_budget) - int(device_fixed_bytes)
+        n = depth * max(int(device_buffers_per_slot or 0), 1)
+        limits.append(("GPU", free // n if free > 0 else 0,
+                       f"GPU budget {format_bytes(gpu_budget)} per device less "
+                       f"{format_bytes(device_fixed_bytes)} of images, shared by {n} buffers "
+                       f"({depth} slots x {device_buffers_per_slot})"))
+    fit = min((lim for _, lim, _ in limits), default=None)
+    if fit is not None and fit < largest:
+        name, lim, why = min(limits, key=lambda t: t[1])
+        raise PlanError(f"not even one viewgram fits the {name} memory budget: one view of the largest "
+                        f"segment is {format_bytes(largest)} ({largest} bytes) per buffer, but the "
+                        f"{why} leaves {format_bytes(max(lim, 0))} ({max(lim, 0)} bytes) per buffer; "
+                        f"raise the budget or lower the number of lanes")
+
+    total = sum(len(views) * view_bytes[s] for s in segments)
+    if target_chunk_bytes is None:
+        target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
+    else:
+        target = int(target_chunk_bytes)
+    cap = max(target, largest) if fit is None else min(fit, max(target, largest))
+
+    chunks: list[Chunk] = []
+    per_seg: dict[int, int] = {}
+    for s in segments:
+        vpc = max(1, cap // view_bytes[s])
+        if max_views_per_chunk is not None:
+            vpc = min(vpc, int(max_views_per_chunk))
+        vpc = min(vpc, len(views))
+        per_seg[s] = vpc
+        na = proj_data_info.get_num_axial_poss(s)
+        for i in range(0, len(views), vpc):
+            vs = tuple(int(v) for v in views[i:i + vpc])
+            chunks.append(Chunk(len(chunks), s, vs, (len(vs), na, nt)))
+    buffer_bytes = max(c.nbytes for c in chunks)
+    return Plan(tuple(chunks), lanes, depth, buffer_bytes, host_buffers_per_slot,
+                int(device_buffers_per_slot or 0), int(host_fixed_bytes), int(device_fixed_bytes),
+                int(host_budget), None if gpu_budget is None else int(gpu_budget), per_seg)
+
+
+def partition(chunks: Sequence[Chunk], rank: int, size: int) -> list[Chunk]:
+    """The chunks process ``rank`` of ``size`` handles (the multi-node seam).
+
+    Chunks are dealt out greedily by size (largest first, to the rank with the least
+    work so far), so ranks get about the same number of bins; the split depends only
+    on the chunk list, so every rank computes the same partition without talking.
+    See docs/execution.md for how mpi4py would use it.
+    """
+    rank, size = int(rank), int(size)
+    if size < 1 or not 0 <= rank < size:
+        raise PlanError(f"partition: need 0 <= rank < size (got rank={rank}, size={size})")
+    load = [0] * size
+    mine: list[Chunk] = []
+    for c in sorted(chunks, key=lambda c: (-c.num_bins, c.index)):
+        r = min(range(size), key=lambda k: (load[k], k))
+        load[r] += c.num_bins
+        if r == rank:
+            mine.append(c)
+    return sorted(mine, key=lambda c: c.index)

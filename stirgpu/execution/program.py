@@ -1,0 +1,74 @@
+"""Chunk programs: what the pipeline does to each chunk, declared, not hard-wired.
+
+A program says which projection-data *inputs* are read per chunk, which *outputs* are
+written per chunk, how many chunk-sized *scratch* arrays its device step needs, whether
+it reads the lane's input image and/or accumulates into the lane's image, and which
+float64 *scalars* it sums.  The pipeline reads the inputs, moves them to the device,
+calls :meth:`ChunkProgram.compute` on the compute stream, moves the outputs back and
+writes them; accumulated images are reduced over lanes once at the end.
+
+Forward projection is ``inputs=(), outputs=("out",), uses_image=True``; back
+projection ``inputs=("data",), accumulates_image=True``; OSEM's fused
+ratio-back-projection reads ``measured`` (+ ``additive``, ``multiplicative``), writes
+nothing and accumulates an image and the log-likelihood.  See
+:mod:`stirgpu.projectors.programs`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any
+
+__all__ = ["ChunkProgram", "ChunkData"]
+
+
+@dataclasses.dataclass
+class ChunkData:
+    """Everything a program's device step sees for one chunk.
+
+    Arrays are (nv, na, nt) float32 on the lane's device (numpy on CPU lanes):
+    ``inputs`` / ``outputs`` by name, ``scratch`` a list.  ``image`` is the lane's input
+    image, ``accum`` its accumulation image ((nz, ny, nx) float32), ``scalars`` a float64
+    vector (one entry per name in ``program.scalars``), ``xp`` numpy or cupy.
+    """
+
+    chunk: Any
+    tables: Any
+    inputs: dict
+    outputs: dict
+    scratch: list
+    image: Any
+    accum: Any
+    scalars: Any
+    xp: Any
+    lane: Any
+
+
+class ChunkProgram(abc.ABC):
+    """Base class of chunk programs (see the module docstring)."""
+
+    #: short name for statistics and progress bars
+    name: str = "program"
+    #: projection-data inputs read per chunk
+    inputs: tuple[str, ...] = ()
+    #: projection-data outputs written per chunk
+    outputs: tuple[str, ...] = ()
+    #: chunk-sized device arrays the device step may use freely (allocated once per slot)
+    scratch: int = 0
+    #: chunk-sized temporaries the device step allocates itself (only planned for)
+    workspace: int = 0
+    #: image-sized temporaries (with a one-voxel frame) the kernels may allocate per chunk on
+    #: a GPU (the CUDA backend's tiled kernels use two padded copies per projection)
+    image_workspace: int = 0
+    #: whether the device step reads the lane's input image
+    uses_image: bool = False
+    #: whether the device step adds into the lane's accumulation image
+    accumulates_image: bool = False
+    #: names of float64 sums accumulated over chunks (and lanes)
+    scalars: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def compute(self, d: ChunkData) -> None:
+        """The device step for one chunk.  Runs on the lane's compute stream (or under the
+        CPU compute lock); must only queue device work, never wait for it."""

@@ -1,0 +1,33 @@
+"""STIR-shaped streaming back projector."""
+
+from __future__ import annotations
+
+from .base import StreamingProjector
+from .forward import _pdi_source
+from .programs import BackProgram
+
+__all__ = ["BackProjector"]
+
+
+class BackProjector(StreamingProjector):
+    """The exact adjoint of :class:`~stirgpu.projectors.ForwardProjector`, streamed.
+
+    Each lane accumulates its own image; they are added once at the end (so results on
+    1 or N lanes differ only by float32 summation order).
+    """
+
+    def back_project(self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1,
+                     accumulate: bool = False):
+        """Back project the views of subset ``subset_num`` of ``num_subsets`` of ``proj_data``.
+
+        The result replaces the values of ``image_out`` (added to them with ``accumulate``);
+        ``image_out`` may be a numpy/cupy/torch array, a stirgpu or stir image, or None
+        (a new numpy array is returned).  Returns the image.
+        """
+        self._auto_set_up(_pdi_source(proj_data), image_out)
+        src = self._store(proj_data, "proj_data")
+        views = self._views(subset_num, num_subsets)
+        self._pending_upload = (0, 0.0)
+        result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",
+                           result_device=self._result_device(image_out))
+        return self._output_image(image_out, self._finish_image(result.image), accumulate)

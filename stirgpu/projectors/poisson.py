@@ -1,0 +1,83 @@
+"""Element-wise steps of OSEM on one chunk, with STIR's rules; numpy or cupy (``xp``).
+
+Model (STIR's ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` with
+``Bin Normalisation From ProjData`` and an ``additive sinogram``)::
+
+    ybar = (A x) / f + a            f: multiplicative correction factors, a: additive term
+
+Quotient (STIR's ``divide_and_truncate(Viewgram&, const Viewgram&, ...)`` in
+``recon_array_functions.cxx``), per *viewgram* (one segment, one view):
+``small = max(max(y over the viewgram) * 1e-6, 0)``; then per bin
+
+* ``y <= small``            -> 0   (includes 0/0 and negative data)
+* ``y > 10000 * ybar``      -> 10000  (STIR's ``max_quotient``: cancels singularities,
+  including ybar <= 0)
+* otherwise                 -> ``y / ybar``
+
+and the back-projected value is ``quotient / f`` (normalisation undone again).
+
+Log-likelihood (STIR's ``accumulate_loglikelihood``), summed in float64:
+``e = max(ybar, y / 10000)``; ``-e`` where ``y <= small``, else ``y log(e) - e``.
+
+Where f == 0 (a bin with no correction factor; STIR would divide by zero and propagate
+inf/NaN) the bin is left out: its quotient, back-projected value and log-likelihood term
+are 0.  All arithmetic on bins is float32, as in STIR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SMALL_FRACTION", "MAX_QUOTIENT", "poisson_quotient", "inverse_factors"]
+
+#: STIR's ``SMALL_NUM`` in ``recon_array_functions.cxx``
+SMALL_FRACTION = np.float32(1e-6)
+#: STIR's ``max_quotient`` in ``divide_and_truncate``
+MAX_QUOTIENT = np.float32(10000.0)
+
+_F0 = np.float32(0.0)
+_F1 = np.float32(1.0)
+
+
+def inverse_factors(xp, f, out):
+    """``out = 1 / f`` where f != 0, else 0 (float32)."""
+    ok = f != _F0
+    out[...] = xp.where(ok, xp.reciprocal(xp.where(ok, f, _F1)), _F0)
+    return out
+
+
+def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, loglik=None):
+    """STIR's OSEM quotient for one chunk: ``out = divide_and_truncate(y, ybar) / f``.
+
+    ``fwd`` is the forward projection (A x), ``y`` the measured data, ``additive`` (a) and
+    ``multiplicative`` (f) optional; all (nv, na, nt) float32 on one device.  ``out`` may be
+    ``fwd`` (it is written last).  With ``loglik`` (a float64 device array) the chunk's
+    log-likelihood is added to ``loglik[0]``.
+    """
+    ok = None
+    ybar = fwd
+    if multiplicative is not None:
+        ok = multiplicative != _F0
+        ybar = fwd / xp.where(ok, multiplicative, _F1)
+    if additive is not None:
+        ybar = ybar + additive
+    nv = y.shape[0]
+    small = xp.maximum(y.reshape(nv, -1).max(axis=1) * SMALL_FRACTION, _F0).reshape(nv, 1, 1)
+    keep = y > small
+    big = y > ybar * MAX_QUOTIENT  # array first: cupy arrays never meet numpy scalars' operators
+    divide = keep & ~big  # here ybar >= y / 10000 > 0
+    q = xp.where(divide, y / xp.where(divide, ybar, _F1), _F0)
+    q = xp.where(keep & big, MAX_QUOTIENT, q)
+    if ok is not None:
+        q = xp.where(ok, q / xp.where(ok, multiplicative, _F1), _F0)
+    if loglik is not None:
+        est = xp.maximum(ybar, y / MAX_QUOTIENT)
+        logs = xp.log(xp.where(keep, est, _F1).astype(xp.float64))
+        term = xp.where(keep, y.astype(xp.float64) * logs, 0.0) - est.astype(xp.float64)
+        if ok is not None:
+            term = xp.where(ok, term, 0.0)
+        loglik[0] += term.sum()
+    if out is None:
+        return q
+    out[...] = q
+    return out

@@ -1,0 +1,112 @@
+"""The projectors' chunk programs (see :mod:`stirgpu.execution.program`).
+
+Each is a few lines: the engine does the reading, moving, writing and reducing.
+
+* :class:`ForwardProgram`      -- ``out = A x``                       (image in, data out)
+* :class:`BackProgram`         -- ``image += B data``                 (data in, image accumulated)
+* :class:`SensitivityProgram`  -- ``image += B (1/f)`` or ``B 1``     (f in, image accumulated)
+* :class:`PoissonRatioProgram` -- ``image += B(quotient(y, (A x)/f + a) / f)`` and the
+  log-likelihood, with no full-size intermediate (OSEM's fused step)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..execution.program import ChunkData, ChunkProgram
+from ..kernels import back_chunk, forward_chunk
+from .poisson import inverse_factors, poisson_quotient
+
+__all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
+
+
+class _Geometric(ChunkProgram):
+    #: the CUDA backend's tiled kernels make two padded image copies per projection call
+    image_workspace = 2
+
+    def __init__(self, geometry):
+        #: :class:`stirgpu.kernels.KernelGeometry` (origin, voxel size, scale)
+        self.geometry = geometry
+
+    @staticmethod
+    def _tables(d: ChunkData):
+        """The chunk's tables, uploaded once per chunk on a GPU lane (on the compute stream)."""
+        if d.xp is np:
+            return d.tables
+        from ..kernels.cuda_backend import upload_tables
+        return upload_tables(d.tables)
+
+    def _forward(self, d: ChunkData, out, tables=None):
+        g = self.geometry
+        t = d.tables if tables is None else tables
+        return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
+
+    def _back(self, d: ChunkData, values, tables=None):
+        g = self.geometry
+        t = d.tables if tables is None else tables
+        back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
+
+
+class ForwardProgram(_Geometric):
+    name = "forward projection"
+    outputs = ("out",)
+    uses_image = True
+
+    def compute(self, d: ChunkData) -> None:
+        self._forward(d, d.outputs["out"])
+
+
+class BackProgram(_Geometric):
+    name = "back projection"
+    inputs = ("data",)
+    accumulates_image = True
+
+    def compute(self, d: ChunkData) -> None:
+        self._back(d, d.inputs["data"])
+
+
+class SensitivityProgram(_Geometric):
+    """``B(1/f)`` (``B(1)`` without factors): the subset sensitivity of OSEM."""
+
+    name = "sensitivity"
+    accumulates_image = True
+    scratch = 1
+
+    def __init__(self, geometry, with_factors: bool):
+        super().__init__(geometry)
+        self.inputs = ("multiplicative",) if with_factors else ()
+
+    def compute(self, d: ChunkData) -> None:
+        values = d.scratch[0]
+        if self.inputs:
+            inverse_factors(d.xp, d.inputs["multiplicative"], values)
+        else:
+            values.fill(1.0)
+        self._back(d, values)
+
+
+class PoissonRatioProgram(_Geometric):
+    """OSEM's multiplicative-update numerator for one subset, fused per chunk."""
+
+    name = "forward-back ratio"
+    uses_image = True
+    accumulates_image = True
+    scratch = 1
+    #: chunk-sized temporaries the element-wise step allocates (planned for)
+    workspace = 8
+    image_workspace = 4  # forward and back each make their padded copies
+
+    def __init__(self, geometry, with_additive: bool, with_multiplicative: bool, loglik: bool):
+        super().__init__(geometry)
+        self.inputs = ("measured",) + (("additive",) if with_additive else ()) + \
+            (("multiplicative",) if with_multiplicative else ())
+        self.scalars = ("loglik",) if loglik else ()
+
+    def compute(self, d: ChunkData) -> None:
+        fwd = d.scratch[0]
+        tables = self._tables(d)
+        self._forward(d, fwd, tables)
+        poisson_quotient(d.xp, fwd, d.inputs["measured"], d.inputs.get("additive"),
+                         d.inputs.get("multiplicative"), out=fwd,
+                         loglik=d.scalars if self.scalars else None)
+        self._back(d, fwd, tables)

@@ -1,0 +1,185 @@
+"""The pipeline under failure, and its bookkeeping.
+
+A reader, worker or writer that raises must end the call promptly with PipelineError
+chaining the original exception -- never a hang (every test is also bounded by pytest's
+faulthandler timeout) -- and a new output file must not be committed.  Timing bounds here
+are generous (10 s) against a call that normally takes well under a second.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from stirgpu.errors import PipelineError
+from stirgpu.execution import ChunkProgram, Engine
+from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
+from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
+
+from test_projectors_streaming import assert_same_back, phantom, random_proj_data, same_data, small_geometry
+
+
+class Boom(RuntimeError):
+    pass
+
+
+class FailingStore:
+    """Delegates to ``inner`` but raises Boom on the ``after``-th read_views / write_views."""
+
+    def __init__(self, inner, fail_read_after=None, fail_write_after=None):
+        self._inner = inner
+        self._reads = self._writes = 0
+        self._fail_read_after = fail_read_after
+        self._fail_write_after = fail_write_after
+
+    def read_views(self, *args, **kw):
+        self._reads += 1
+        if self._fail_read_after is not None and self._reads > self._fail_read_after:
+            raise Boom(f"read number {self._reads} failed")
+        return self._inner.read_views(*args, **kw)
+
+    def write_views(self, *args, **kw):
+        self._writes += 1
+        if self._fail_write_after is not None and self._writes > self._fail_write_after:
+            raise Boom(f"write number {self._writes} failed")
+        return self._inner.write_views(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _timed(fn):
+    t0 = time.monotonic()
+    with pytest.raises(PipelineError) as info:
+        fn()
+    return info.value, time.monotonic() - t0
+
+
+def test_failing_reader_ends_back_projection(backend):
+    """A store that fails on its 3rd read ends back_project with PipelineError from the reader,
+    the original error chained, within seconds; the projector works again afterwards."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    bp = BackProjector(backend=backend, max_views_per_chunk=2, restrict_to_cylindrical_fov=False)
+    bp.set_up(pdi, info)
+    err, seconds = _timed(lambda: bp.back_project(None, FailingStore(data, fail_read_after=2)))
+    assert isinstance(err.__cause__, Boom) and "reader" in str(err)
+    assert seconds < 10
+    ok = bp.back_project(None, data)
+    assert ok.max() > 0
+
+
+def test_failing_writer_ends_forward_projection_and_new_file_is_not_committed(backend, tmp_path):
+    """A new disk store that fails on its 4th write: PipelineError from the writer, and neither
+    the header nor the data file appears (no partial output mistaken for complete), and no
+    temporary file is left behind."""
+    pdi, info = small_geometry()
+    path = tmp_path / "out.hs"
+    store = ProjDataOnDisk.create(path, pdi)
+    fp = ForwardProjector(backend=backend, max_views_per_chunk=2)
+    fp.set_up(pdi, info)
+    err, seconds = _timed(lambda: fp.forward_project(FailingStore(store, fail_write_after=3), phantom(info)))
+    assert isinstance(err.__cause__, Boom) and "writer" in str(err)
+    assert seconds < 10
+    store.close()  # what a user's ``with`` block would do; must not commit an aborted store
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_failing_fused_input_ends_call(backend):
+    """The fused OSEM step fails cleanly when one of its three inputs fails mid-way."""
+    pdi, info = small_geometry()
+    y, a, f = random_proj_data(pdi, 1), random_proj_data(pdi, 2), random_proj_data(pdi, 3, low=1)
+    pp = ProjectorPair(backend=backend, max_views_per_chunk=1)
+    pp.set_up(pdi, info)
+    err, seconds = _timed(lambda: pp.forward_back_ratio(phantom(info), y, additive=FailingStore(a, 5),
+                                                        multiplicative=f))
+    assert isinstance(err.__cause__, Boom) and seconds < 10
+
+
+class _Failing(ChunkProgram):
+    name = "failing program"
+    inputs = ("data",)
+    accumulates_image = True
+
+    def __init__(self, fail_at):
+        self.fail_at = fail_at
+
+    def compute(self, d):
+        if d.chunk.index == self.fail_at:
+            raise Boom(f"chunk {d.chunk.index}")
+
+
+def test_failing_worker_ends_call():
+    """An exception in a program's device step is reported as the worker's failure, and the
+    engine runs the next call normally."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    eng = Engine("cpu", (0, 1))
+    prog = _Failing(fail_at=3)
+    plan = eng.make_plan(prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26,
+                         gpu_budget=None, max_views_per_chunk=2)
+    err, seconds = _timed(lambda: eng.run(prog, plan, pdi, {"data": data}, {}, image_shape=info.shape))
+    assert isinstance(err.__cause__, Boom) and "worker" in str(err) and seconds < 10
+    res = eng.run(_Failing(fail_at=-1), plan, pdi, {"data": data}, {}, image_shape=info.shape)
+    assert res.stats.chunks == len(plan.chunks)
+
+
+def test_statistics_add_up(backend):
+    """Bytes read/written and bins equal what the plan says; every chunk has its stages in
+    order in the event list; progress is reported once per chunk."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    pp = ProjectorPair(backend=backend, max_views_per_chunk=5)
+    pp.set_up(pdi, info)
+    out = ProjDataInMemory(pdi)
+    pp.forward_project(out, phantom(info))
+    st = pp.last_stats
+    assert st.bins == pdi.total_num_bins and st.bytes_written == 4 * pdi.total_num_bins and st.bytes_read == 0
+    assert st.chunks == len(pp.last_plan.chunks) == sum(st.chunks_per_lane.values())
+    pp.back_project(None, data)
+    st = pp.last_stats
+    assert st.bytes_read == 4 * pdi.total_num_bins and st.bytes_written == 0
+    stages = {}
+    for e in st.events:
+        stages.setdefault((e.lane, e.chunk), []).append(e)
+        assert 0 <= e.start <= e.end <= st.wall_seconds + 1e-3
+    assert len(stages) == st.chunks
+    for evs in stages.values():
+        names = [e.stage for e in sorted(evs, key=lambda e: e.start)]
+        assert names[0] == "read" and names[-1] == "compute"
+    assert 0 < st.overlap_efficiency <= 1.0 + 1e-9
+    assert st.peak_rss_bytes > 0 and "chunks" in st.summary()
+
+
+def test_progress_callback_counts_chunks():
+    """Engine.run calls progress(1) once per finished chunk."""
+    from stirgpu.projectors.programs import ForwardProgram
+    from stirgpu.kernels import stir_scaled_geometry
+    pdi, info = small_geometry()
+    eng = Engine("cpu", (0, 1))
+    eng.set_image(phantom(info), None)
+    prog = ForwardProgram(stir_scaled_geometry(info))
+    plan = eng.make_plan(prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26,
+                         gpu_budget=None, max_views_per_chunk=4)
+    ticks = []
+    out = ProjDataInMemory(pdi)
+    eng.run(prog, plan, pdi, {}, {"out": out}, progress=ticks.append)
+    assert len(ticks) == len(plan.chunks) and set(ticks) == {1}
+
+
+def test_forward_into_disk_then_back_from_disk_equals_memory(backend, tmp_path):
+    """Disk stores stream like memory stores: forward into a new file, commit, read back, back
+    project: the same numbers as through ProjDataInMemory (back projection: bitwise on the CPU,
+    to atomics' summation order on CUDA)."""
+    pdi, info = small_geometry()
+    img = phantom(info)
+    pp = ProjectorPair(backend=backend, devices=[0], max_views_per_chunk=4)
+    pp.set_up(pdi, info)
+    mem = ProjDataInMemory(pdi)
+    pp.forward_project(mem, img)
+    with ProjDataOnDisk.create(tmp_path / "f.hs", pdi) as disk:
+        pp.forward_project(disk, img)
+    with read_from_file(tmp_path / "f.hs") as disk:
+        assert same_data(disk, mem, pdi)
+        assert_same_back(pp.back_project(None, disk), pp.back_project(None, mem), backend)

@@ -1,0 +1,119 @@
+"""Chunk plans: coverage, contiguity, budgets, the PlanError, partitions, sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stirgpu.errors import PlanError
+from stirgpu.execution import format_bytes, make_plan, parse_bytes, partition
+from stirgpu.execution.plan import MAX_CHUNK_BYTES, host_available_bytes
+
+from test_projectors_streaming import small_geometry
+
+
+def _plan(views=None, **kw):
+    pdi, _ = small_geometry()
+    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 30,
+                gpu_budget=None)
+    args.update(kw)
+    return pdi, make_plan(pdi, pdi.segment_nums, range(24) if views is None else views, **args)
+
+
+def test_chunks_cover_the_views_once_in_file_order():
+    """Every (segment, view) of the request is in exactly one chunk; segments come in file order
+    (ascending), and each chunk holds consecutive entries of the sorted view list."""
+    views = [5, 1, 9, 13, 17, 21]  # subset 1 of 4, unsorted on purpose
+    pdi, plan = _plan(views=views, max_views_per_chunk=4)
+    seen = [(c.segment, v) for c in plan.chunks for v in c.views]
+    assert sorted(seen) == sorted((s, v) for s in pdi.segment_nums for v in sorted(views))
+    assert len(seen) == len(set(seen))
+    assert [c.segment for c in plan.chunks] == sorted(c.segment for c in plan.chunks)
+    for c in plan.chunks:
+        pos = [sorted(views).index(v) for v in c.views]
+        assert pos == list(range(pos[0], pos[0] + len(pos)))
+        assert c.shape == (len(c.views), pdi.get_num_axial_poss(c.segment), 32)
+    assert [c.index for c in plan.chunks] == list(range(len(plan.chunks)))
+
+
+def test_buffers_fit_the_budgets():
+    """Host staging (lanes x slots x buffers x buffer size + fixed images) stays within the host
+    budget, GPU use within the GPU budget; the largest chunk fills at most one buffer."""
+    pdi, plan = _plan(lanes=2, host_buffers_per_slot=3, device_buffers_per_slot=5, host_budget=300_000,
+                      gpu_budget=200_000, host_fixed_bytes=50_000, device_fixed_bytes=40_000, depth=2)
+    assert plan.host_bytes <= 300_000 and plan.device_bytes_per_lane <= 200_000
+    assert max(c.nbytes for c in plan.chunks) == plan.buffer_bytes
+    assert len(plan.chunks) > pdi.get_num_segments()
+
+
+def test_plan_error_names_the_numbers():
+    """A budget that cannot hold one viewgram of the largest segment is a PlanError giving the
+    viewgram size and what the budget leaves."""
+    pdi, _ = small_geometry()
+    one_view = 4 * pdi.get_num_axial_poss(0) * 32
+    with pytest.raises(PlanError, match=f"{one_view} bytes") as info:
+        _plan(host_budget=one_view, host_buffers_per_slot=2)
+    assert "host" in str(info.value) and "viewgram" in str(info.value)
+    with pytest.raises(PlanError, match="GPU"):
+        _plan(gpu_budget=10_000, device_buffers_per_slot=2, device_fixed_bytes=9_000)
+    with pytest.raises(PlanError, match="images alone"):
+        _plan(host_buffers_per_slot=0, host_budget=100, host_fixed_bytes=1000)
+
+
+def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
+    """Without a view limit, big data are split so each lane gets several chunks (none above
+    64 MiB); small data are not split below the minimum chunk size."""
+    from stirgpu.geometry import ProjDataInfo, Scanner
+    big = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
+    plan = make_plan(big, big.segment_nums, range(big.get_num_views()), lanes=2, host_buffers_per_slot=1,
+                     device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
+    assert len(plan.chunks) >= 2 * 4 and plan.buffer_bytes <= MAX_CHUNK_BYTES
+    _, small = _plan()
+    assert len(small.chunks) == 5  # 300 KiB of data: one chunk per segment
+
+
+def test_plan_table_is_readable():
+    """str(plan) lists each segment's chunks and the buffer totals."""
+    _, plan = _plan(max_views_per_chunk=5)
+    text = str(plan)
+    assert "views/chunk" in text and f"{len(plan.chunks)} chunks" in text and "host" in text
+    assert len(text.splitlines()) == 2 + 5 + 1
+
+
+def test_empty_request_gives_empty_plan():
+    _, plan = _plan(views=[])
+    assert plan.chunks == () and plan.num_bins == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_partition_splits_chunks_between_ranks(size):
+    """partition() gives every chunk to exactly one rank, balanced to within the largest chunk,
+    identically on every rank (it depends only on the chunk list)."""
+    _, plan = _plan(max_views_per_chunk=3)
+    parts = [partition(plan.chunks, r, size) for r in range(size)]
+    got = sorted(c.index for p in parts for c in p)
+    assert got == [c.index for c in plan.chunks]
+    loads = [sum(c.num_bins for c in p) for p in parts]
+    assert max(loads) - min(loads) <= max(c.num_bins for c in plan.chunks)
+    assert parts == [partition(plan.chunks, r, size) for r in range(size)]
+    with pytest.raises(PlanError):
+        partition(plan.chunks, size, size)
+
+
+@pytest.mark.parametrize("text, value", [("512M", 512 << 20), ("2G", 2 << 30), ("1.5GiB", 3 << 29),
+                                         ("1048576", 1 << 20), ("64 kb", 64 << 10), (4096, 4096)])
+def test_parse_bytes(text, value):
+    assert parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-5M", "0", "5Q"])
+def test_parse_bytes_refuses_nonsense(text):
+    with pytest.raises(PlanError):
+        parse_bytes(text)
+
+
+def test_memory_helpers():
+    """MemAvailable is read (positive); sizes print in binary units."""
+    assert host_available_bytes() > 0
+    assert format_bytes(3 << 20) == "3.0 MiB" and format_bytes(10) == "10 B"
+    assert np.isfinite(host_available_bytes())
