@@ -1,0 +1,95 @@
+"""``stirgpu plan PROJDATA.hs [IMAGE.hv] [--backend] [--devices] [--memory-budget] [--subsets N]``:
+print the chunk plans and the memory the projector would use, without projecting anything.
+
+For the projection data's geometry (and the image's, or STIR's default image) it shows
+the plan of each operation OSEM runs -- forward projection, back projection, the
+subset sensitivity ``B(1/f)`` and the fused ratio step ``B(y / ((A x)/f + a) / f)`` --
+for one subset of ``--subsets``: chunks per segment, views per chunk, buffer sizes, and
+host and GPU memory against their budgets.  Nothing is read but the headers.
+"""
+
+from __future__ import annotations
+
+from ..config import config as scoped_config
+from ..config import get_config
+from .project import parse_devices
+
+__all__ = ["register", "run", "plans_for"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("plan", help="show the chunk plan and memory use for projection data",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("projdata", help="projection data header (.hs; a template is enough)")
+    p.add_argument("image", nargs="?", default=None, help="image header (.hv); default: STIR's default image")
+    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
+                   help="plan for this backend (default: auto)")
+    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
+                   help="GPU ids (CUDA) or worker ids (CPU); default all GPUs / two workers")
+    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+                   help="memory per GPU and on the host, e.g. 512M, 2G (default: from free memory)")
+    p.add_argument("--subsets", type=int, default=1, metavar="N",
+                   help="plan one subset of N (subset 0; STIR's views v with v %% N == 0)")
+    p.add_argument("--max-views-per-chunk", type=int, default=None, metavar="N",
+                   help="upper bound on views per chunk")
+    p.set_defaults(run=run)
+
+
+def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, str, list]:
+    """``(backend, lanes text, [(operation, Plan), ...])`` for the scoped configuration."""
+    from ..errors import StirGpuError
+    from ..execution import Engine, resolve_backend, resolve_devices
+    from ..execution.plan import default_host_budget
+    from ..kernels import stir_scaled_geometry
+    from ..projectors.programs import BackProgram, ForwardProgram, PoissonRatioProgram, SensitivityProgram
+    if num_subsets < 1 or num_subsets > proj_data_info.get_num_views():
+        raise StirGpuError(f"--subsets {num_subsets}: must be between 1 and the number of views "
+                           f"({proj_data_info.get_num_views()})")
+    cfg = get_config()
+    backend = resolve_backend(cfg.backend)
+    devices = resolve_devices(backend, cfg.devices)
+    engine = Engine(backend, devices)
+    geo = stir_scaled_geometry(image_info)
+    views = proj_data_info.subset_views(0, num_subsets)
+    host_budget = cfg.host_memory_budget if cfg.host_memory_budget is not None else default_host_budget()
+    programs = [("forward projection", ForwardProgram(geo)), ("back projection", BackProgram(geo)),
+                ("sensitivity B(1/f)", SensitivityProgram(geo, True)),
+                ("OSEM ratio step (y, a, f)", PoissonRatioProgram(geo, True, True, False))]
+    out = []
+    for name, prog in programs:
+        plan = engine.make_plan(prog, proj_data_info, proj_data_info.segment_nums, views,
+                                image_info.shape, host_budget=host_budget,
+                                gpu_budget=cfg.gpu_memory_budget, max_views_per_chunk=cfg.max_views_per_chunk)
+        out.append((name, plan))
+    lanes = ", ".join(f"GPU {d}" for d in devices) if backend == "cuda" else f"{len(devices)} CPU worker(s)"
+    return backend, lanes, out
+
+
+def run(args) -> int:
+    from ..execution.plan import format_bytes, parse_bytes
+    from ..formats import read_image, read_projdata_header
+    from ..geometry import ImageInfo
+    pdi = read_projdata_header(args.projdata).proj_data_info
+    info = read_image(args.image).info if args.image else ImageInfo.default_for(pdi)
+    changes: dict = {}
+    if args.backend is not None:
+        changes["backend"] = args.backend
+    if args.devices is not None:
+        changes["devices"] = args.devices
+    if args.memory_budget is not None:
+        changes["gpu_memory_budget"] = changes["host_memory_budget"] = parse_bytes(args.memory_budget)
+    if args.max_views_per_chunk is not None:
+        changes["max_views_per_chunk"] = args.max_views_per_chunk
+    with scoped_config(**changes):
+        backend, lanes, plans = plans_for(pdi, info, args.subsets)
+    print(f"projection data: {args.projdata}: {pdi.get_scanner().name}, segments "
+          f"{pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}, {pdi.get_num_views()} views, "
+          f"{pdi.get_num_tangential_poss()} tangential positions, {pdi.total_num_bins} bins "
+          f"({format_bytes(4 * pdi.total_num_bins)} as float32)")
+    print(f"image: {info.shape} (z, y, x), voxels {tuple(round(v, 4) for v in info.voxel_size)} mm, "
+          f"{format_bytes(info.nbytes_float32)}")
+    print(f"backend: {backend} ({lanes}); subset 0 of {args.subsets}")
+    for name, plan in plans:
+        print(f"\n== {name} ==")
+        print(plan)
+    return 0

@@ -1,0 +1,21 @@
+"""OSEM reconstruction, equivalent to STIR's OSMAPOSL without a prior.
+
+* :class:`PoissonLogLikelihood` -- STIR's ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData``:
+  measured data, additive sinogram, ``Bin Normalisation From ProjData`` factors;
+  mean = (A x + a) / f;
+* :class:`OSEM` -- the subiterations, sensitivities (:class:`SensitivitySpec`), saved estimates;
+* :func:`run_osmaposl` / :func:`prepare_osmaposl` -- from an OSMAPOSL ``.par`` file (all checks first);
+* :mod:`.simulate` -- phantoms and simulated data (demo, examples, tests).
+
+Nothing happens at import.
+"""
+
+from .objective import PoissonLogLikelihood
+from .osem import OSEM, OSEMResult, SubiterationRecord
+from .run import PreparedRun, make_projector, prepare_osmaposl, run_osmaposl
+from .sensitivity import Sensitivities, SensitivitySpec
+
+__all__ = [
+    "PoissonLogLikelihood", "OSEM", "OSEMResult", "SubiterationRecord", "SensitivitySpec", "Sensitivities",
+    "run_osmaposl", "prepare_osmaposl", "PreparedRun", "make_projector",
+]

@@ -1,0 +1,83 @@
+"""Image arithmetic of OSMAPOSL, written once for numpy and cupy arrays.
+
+The estimate, the sensitivities and the update image live where the projector
+works (numpy on the CPU backend, cupy on a GPU), so that nothing crosses the bus
+between subiterations.  cupy is only imported when a cupy array is passed in.
+
+STIR's rules reproduced here (facts from ``OSMAPOSLReconstruction.cxx``,
+``numerics/divide.inl`` and ``thresholding.h``):
+
+* :func:`stir_divide` -- the update divided by the sensitivity: with
+  ``small = max(max(numerator) * 1e-6, 0)``, a voxel where both
+  ``|numerator| <= small`` and ``|denominator| <= small`` becomes 0 (0/0), every
+  other voxel is ``numerator / denominator``;
+* :func:`threshold_min_to_small_positive` -- ``enforce initial positivity condition``:
+  values below ``(smallest positive value) * 1e-6`` are raised to it; if no value is
+  positive, all become ``1e-6``;
+* :func:`clip_update` -- from the second subiteration on, the multiplicative update is
+  clipped to ``[minimum relative change, maximum relative change]`` (0 and the largest
+  float32 by default, which only removes negative or infinite factors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["array_module", "is_gpu_array", "to_numpy", "stir_divide",
+           "threshold_min_to_small_positive", "clip_update", "SMALL_NUM", "FLOAT32_MAX"]
+
+#: STIR's ``small_num`` of OSMAPOSL's divisions and positivity threshold
+SMALL_NUM = 1e-6
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def is_gpu_array(a) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def array_module(a):
+    """numpy or cupy, whichever ``a`` belongs to."""
+    if is_gpu_array(a):
+        import cupy
+        return cupy
+    return np
+
+
+def to_numpy(a) -> np.ndarray:
+    """A host numpy copy (or ``a`` itself when it is already numpy)."""
+    if is_gpu_array(a):
+        return a.get()
+    return np.asarray(a)
+
+
+def stir_divide(numerator, denominator, small_num: float = SMALL_NUM):
+    """``numerator / denominator`` in place in ``numerator``, with STIR's 0/0 rule."""
+    xp = array_module(numerator)
+    small = max(float(numerator.max()) * small_num, 0.0) if numerator.size else 0.0
+    zero = (xp.abs(numerator) <= small) & (xp.abs(denominator) <= small)
+    if xp is np:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(numerator, denominator, out=numerator)
+    else:
+        xp.divide(numerator, denominator, out=numerator)
+    numerator[zero] = 0
+    return numerator
+
+
+def threshold_min_to_small_positive(image, small_num: float = SMALL_NUM):
+    """STIR's ``threshold_min_to_small_positive_value`` in place."""
+    xp = array_module(image)
+    pos = image[image > 0]
+    if pos.size == 0:
+        image[...] = small_num
+        return image
+    floor = image.dtype.type(float(pos.min()) * small_num)
+    xp.maximum(image, floor, out=image)
+    return image
+
+
+def clip_update(update, minimum: float = 0.0, maximum: float = FLOAT32_MAX):
+    """STIR's ``threshold_upper_lower`` of the multiplicative update, in place."""
+    xp = array_module(update)
+    xp.clip(update, update.dtype.type(minimum), update.dtype.type(maximum), out=update)
+    return update

@@ -1,0 +1,304 @@
+"""OSEM, equivalent to STIR's OSMAPOSL without a prior.
+
+One *subiteration* ``n`` (numbered from 1, as STIR does) updates the estimate with
+subset ``k = (n + start_subset - 1) mod K``::
+
+    update = B_k(y / (A_k x + a)) / s_k          (STIR's divide: 0/0 -> 0)
+    update = clip(update, min_rel, max_rel)     (from subiteration 2 on; STIR)
+    x     *= update
+
+where ``s_k`` is subset ``k``'s sensitivity (see :mod:`.sensitivity`) and the model is
+:class:`~.objective.PoissonLogLikelihood`'s.  Subsets are STIR's: subset ``k`` holds the
+views ``v`` with ``v mod K == k``, in every segment.
+
+Before the first subiteration the initial estimate is, when ``enforce initial
+positivity condition`` is on (STIR's default), raised to at least 1e-6 times its
+smallest positive value.  The estimate is written after subiterations that are
+multiples of ``save estimates at subiteration intervals`` and after the last one, as
+``<prefix>_<n>.hv``.  Restarting from such a file with ``start at subiteration
+number := n+1`` continues the same subset sequence.
+
+The estimate, the sensitivities and the update stay on the projector's device
+between subiterations (cupy arrays on the CUDA backend).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..config import get_config
+from ..errors import GeometryError, StirGpuError
+from ..formats import VoxelsOnCartesianGrid, write_image
+from ..geometry import ImageInfo
+from .arrays import (FLOAT32_MAX, array_module, clip_update, stir_divide, threshold_min_to_small_positive,
+                     to_numpy)
+from .naming import estimate_filename, estimate_save_points
+from .objective import PoissonLogLikelihood
+from .sensitivity import Sensitivities, SensitivitySpec
+
+__all__ = ["OSEM", "SubiterationRecord", "OSEMResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SubiterationRecord:
+    """What happened in one subiteration."""
+
+    subiteration: int
+    subset: int
+    seconds: float
+    #: the log-likelihood of this subset's data at the estimate *before* the update
+    #: (only when asked for; STIR's truncation-free value sum(y log ybar - ybar))
+    log_likelihood: float | None = None
+    saved: Path | None = None
+    stats: object = None
+
+
+@dataclasses.dataclass
+class OSEMResult:
+    """The final estimate (on the device), the per-subiteration records and the files written."""
+
+    image: object
+    image_info: ImageInfo
+    records: list
+    saved: list
+    sensitivity_files: list
+    setup_seconds: float = 0.0
+
+    def as_voxels(self) -> VoxelsOnCartesianGrid:
+        return VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(self.image))
+
+
+class OSEM:
+    """OSMAPOSL without a prior, driving a streaming :class:`~stirgpu.projectors.ProjectorPair`.
+
+    Parameters
+    ----------
+    objective
+        :class:`~.objective.PoissonLogLikelihood` (the data, additive term, normalisation).
+    projector
+        A ``ProjectorPair`` (not yet set up; :meth:`set_up` does it).
+    image_info
+        The image geometry (STIR: from the initial estimate file, else the default image).
+    num_subsets, num_subiterations, start_subiteration_num, start_subset_num, save_interval
+        STIR's keys (``save_interval`` None: only the last estimate).
+    output_filename_prefix
+        Estimates go to ``<prefix>_<n>.hv``; None: nothing is written.
+    enforce_initial_positivity, minimum_relative_change, maximum_relative_change
+        STIR's keys, STIR's defaults.
+    sensitivity
+        :class:`~.sensitivity.SensitivitySpec` (default: compute subset sensitivities, write nothing).
+    report_log_likelihood
+        Record each subiteration's subset log-likelihood (free: the fused call computes it).
+    """
+
+    def __init__(self, objective: PoissonLogLikelihood, projector, image_info: ImageInfo, *,
+                 num_subsets: int = 1, num_subiterations: int | None = None, start_subiteration_num: int = 1,
+                 start_subset_num: int = 0, save_interval: int | None = None,
+                 output_filename_prefix: str | os.PathLike | None = None,
+                 enforce_initial_positivity: bool = True, minimum_relative_change: float = 0.0,
+                 maximum_relative_change: float = FLOAT32_MAX, sensitivity: SensitivitySpec | None = None,
+                 report_log_likelihood: bool = False, overwrite: bool = True):
+        if not isinstance(objective, PoissonLogLikelihood):
+            raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
+        if not isinstance(image_info, ImageInfo):
+            raise GeometryError(f"OSEM: image_info must be an ImageInfo, not {type(image_info).__name__}")
+        self.objective = objective
+        self.projector = projector
+        self.image_info = image_info
+        self.num_subsets = int(num_subsets)
+        self.num_subiterations = self.num_subsets if num_subiterations is None else int(num_subiterations)
+        self.start_subiteration_num = int(start_subiteration_num)
+        self.start_subset_num = int(start_subset_num)
+        self.save_interval = self.num_subiterations if save_interval is None else int(save_interval)
+        self.output_filename_prefix = None if output_filename_prefix is None else Path(output_filename_prefix)
+        self.enforce_initial_positivity = bool(enforce_initial_positivity)
+        self.minimum_relative_change = float(minimum_relative_change)
+        self.maximum_relative_change = float(maximum_relative_change)
+        self.sensitivity_spec = sensitivity if sensitivity is not None else SensitivitySpec()
+        self.report_log_likelihood = bool(report_log_likelihood)
+        self.overwrite = bool(overwrite)
+        self.sensitivities: Sensitivities | None = None
+        self.sensitivity_files: list[Path] = []
+        self._check()
+
+    # -- validation (before any work) -----------------------------------------------------
+    def _check(self) -> None:
+        K = self.num_subsets
+        nv = self.objective.proj_data_info.get_num_views()
+        if not 1 <= K <= nv:
+            raise StirGpuError(f"number of subsets {K}: must be between 1 and the number of views ({nv})")
+        if self.num_subiterations < 1:
+            raise StirGpuError(f"number of subiterations {self.num_subiterations}: must be at least 1")
+        if self.start_subiteration_num < 1:
+            raise StirGpuError(f"start at subiteration number {self.start_subiteration_num}: must be at least 1")
+        if not 0 <= self.start_subset_num < K:
+            raise StirGpuError(f"start at subset {self.start_subset_num}: must be in 0..{K - 1}")
+        if not 1 <= self.save_interval <= self.num_subiterations:
+            raise StirGpuError(f"save estimates at subiteration intervals {self.save_interval}: must be in "
+                               f"1..{self.num_subiterations} (the number of subiterations)")
+        if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
+            raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
+        if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
+            raise StirGpuError(
+                f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
+                f"OSMAPOSL refuses this unless subset sensitivities are used: set 'use subset "
+                f"sensitivities := 1' or choose a number of subsets that divides {nv}")
+
+    # -- helpers ----------------------------------------------------------------------------
+    def subset_num(self, subiteration_num: int) -> int:
+        """STIR's subset of a subiteration: ``(n + start_subset - 1) mod K``."""
+        return (int(subiteration_num) + self.start_subset_num - 1) % self.num_subsets
+
+    def save_points(self) -> list[int]:
+        return estimate_save_points(self.start_subiteration_num, self.num_subiterations, self.save_interval)
+
+    def output_files(self) -> list[Path]:
+        """Every estimate file the run will write (empty without a prefix)."""
+        if self.output_filename_prefix is None:
+            return []
+        return [estimate_filename(self.output_filename_prefix, n) for n in self.save_points()]
+
+    def _xp(self):
+        backend = getattr(self.projector, "backend", "cpu")
+        if backend == "cuda":
+            import cupy
+            return cupy
+        return np
+
+    def zeros(self):
+        """A zero image on the projector's device."""
+        return self._xp().zeros(self.image_info.shape, dtype=np.float32)
+
+    def to_device(self, host: np.ndarray):
+        return self._xp().asarray(np.ascontiguousarray(host, dtype=np.float32))
+
+    def _progress(self):
+        return get_config().progress
+
+    # -- set up -------------------------------------------------------------------------------
+    def set_up(self) -> float:
+        """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds."""
+        t0 = time.perf_counter()
+        self.objective.set_up(self.projector, self.image_info)
+        spec = self.sensitivity_spec
+        if spec.computes:
+            bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivity")
+            try:
+                self.sensitivities = Sensitivities.compute(
+                    self.num_subsets, spec.use_subset_sensitivities,
+                    self._subset_sensitivity,
+                    self.zeros, progress=(lambda _msg: bar.update(1)) if bar is not None else None)
+            finally:
+                if bar is not None:
+                    bar.close()
+            self.sensitivity_files = self.sensitivities.write(spec, self.image_info, to_numpy,
+                                                              overwrite=self.overwrite)
+        else:
+            self.sensitivities = Sensitivities.read(spec, self.num_subsets, self.image_info, self.to_device)
+            self.sensitivity_files = []
+        return time.perf_counter() - t0
+
+    def _subset_sensitivity(self, out, subset_num: int, num_subsets: int):
+        res = self.objective.subset_sensitivity(self.projector, out, subset_num, num_subsets)
+        return out if res is None else res
+
+    def _bar(self, total: int, desc: str):
+        if not self._progress():
+            return None
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, unit="subset" if desc == "sensitivity" else "subiter", leave=False)
+
+    # -- one subiteration -------------------------------------------------------------------------
+    def update(self, image, subiteration_num: int) -> tuple[object, float | None]:
+        """Apply subiteration ``subiteration_num`` to ``image`` (in place).  Returns
+        ``(image, subset log-likelihood before the update or None)``."""
+        if self.sensitivities is None:
+            raise StirGpuError("OSEM.update: call set_up() first")
+        k = self.subset_num(subiteration_num)
+        upd = self.zeros()
+        res = self.objective.gradient_plus_sensitivity(self.projector, image, upd, k, self.num_subsets,
+                                                       return_loglik=self.report_log_likelihood)
+        loglik = None
+        if self.report_log_likelihood:
+            upd, loglik = res
+            loglik = float(loglik)
+        elif res is not None:
+            upd = res
+        stir_divide(upd, self.sensitivities[k])
+        if int(subiteration_num) != 1:
+            clip_update(upd, self.minimum_relative_change, self.maximum_relative_change)
+        image *= upd
+        return image, loglik
+
+    def log_likelihood(self, image) -> float:
+        """The Poisson log-likelihood of all data at ``image`` (after :meth:`set_up`)."""
+        if self.sensitivities is None:
+            raise StirGpuError("OSEM.log_likelihood: call set_up() first")
+        return self.objective.log_likelihood(self.projector, image)
+
+    # -- the whole run --------------------------------------------------------------------------------
+    def initial_image(self, value: float | np.ndarray | VoxelsOnCartesianGrid = 1.0):
+        """A new initial estimate on the device: a constant (STIR's ``1``/``0``), an image, or an
+        array (numpy or cupy; copied)."""
+        if isinstance(value, VoxelsOnCartesianGrid):
+            if value.info != self.image_info:
+                raise GeometryError(f"initial estimate: geometry {value.info!r} differs from "
+                                    f"{self.image_info!r}")
+            return self.to_device(value.array.copy())
+        if isinstance(value, (int, float, np.floating, np.integer)):
+            x = self.zeros()
+            x[...] = np.float32(value)
+            return x
+        shape = tuple(getattr(value, "shape", ()))
+        if shape != self.image_info.shape:
+            raise GeometryError(f"initial estimate: shape {shape} differs from the image geometry "
+                                f"{self.image_info.shape}")
+        xp = self._xp()
+        if array_module(value) is xp and xp is not np:
+            return xp.array(value, dtype=np.float32, copy=True)
+        return self.to_device(np.array(to_numpy(value), dtype=np.float32, copy=True))
+
+    def reconstruct(self, image=None, callback: Callable[[SubiterationRecord, object], None] | None = None
+                    ) -> OSEMResult:
+        """Run subiterations ``start .. num_subiterations`` from ``image`` (default: ones).
+
+        ``image`` (a constant, an image or an array) is copied, never modified.
+        ``callback(record, image)`` is called after every subiteration.
+        """
+        setup_seconds = self.set_up() if self.sensitivities is None else 0.0
+        x = self.initial_image(1.0 if image is None else image)
+        if self.enforce_initial_positivity:
+            threshold_min_to_small_positive(x)
+        save = set(self.save_points())
+        records, saved = [], []
+        todo = range(self.start_subiteration_num, self.num_subiterations + 1)
+        bar = self._bar(len(todo), "OSEM")
+        try:
+            for n in todo:
+                t0 = time.perf_counter()
+                x, loglik = self.update(x, n)
+                path = None
+                if n in save and self.output_filename_prefix is not None:
+                    path = estimate_filename(self.output_filename_prefix, n)
+                    write_image(path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)),
+                                overwrite=self.overwrite)
+                    saved.append(path)
+                rec = SubiterationRecord(n, self.subset_num(n), time.perf_counter() - t0, loglik, path,
+                                         getattr(self.projector, "last_stats", None))
+                records.append(rec)
+                if bar is not None:
+                    bar.update(1)
+                    if loglik is not None:
+                        bar.set_postfix(loglik=f"{loglik:.6g}")
+                if callback is not None:
+                    callback(rec, x)
+        finally:
+            if bar is not None:
+                bar.close()
+        return OSEMResult(x, self.image_info, records, saved, list(self.sensitivity_files), setup_seconds)

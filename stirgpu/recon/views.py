@@ -1,0 +1,197 @@
+"""Read-only projection-data *views* that reproduce what OSMAPOSL does to its inputs.
+
+STIR changes its inputs on the fly, viewgram by viewgram, never on disk; these
+:class:`~stirgpu.formats.ProjData` adapters do the same, chunk by chunk, so the
+streaming projector sees exactly the numbers STIR's objective function sees:
+
+* :class:`SegmentRange` -- ``maximum absolute segment number to process``: only
+  segments ``-m..m`` exist (STIR loops over them; the rest is never read);
+* :class:`EndPlanes` -- ``zero end planes of segment 0``: the first and last axial
+  position of segment 0 replaced by a value (STIR zeroes the measured data, the
+  additive term and the multiplicative factors there);
+* :class:`Quotient` -- ``a / f`` bin by bin (0 where ``f`` is 0): STIR's additive
+  sinogram is in *normalised* units (mean = (A x + a) / f), while the projector's
+  fused OSEM call takes a background in measured units (mean = A x / f + b); b = a / f;
+* :class:`Constant` -- every bin the same value, without storing it;
+* :class:`Product`, :class:`Sum`, :class:`Reciprocal` -- bin-wise arithmetic (the
+  SIRF-style acquisition model builds its terms from them).
+
+Views never write (``write_views`` raises) and never copy whole data sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GeometryError, StirGpuError
+from ..formats import ProjData, StorageOrder
+from ..geometry import ProjDataInfo
+
+__all__ = ["SegmentRange", "EndPlanes", "Quotient", "Constant", "Product", "Sum", "Reciprocal",
+           "restrict_segments"]
+
+
+class _ReadOnly(ProjData):
+    """Shared parts of the adapters: read-only, storage order of the source."""
+
+    _source: ProjData
+
+    @property
+    def storage_order(self) -> StorageOrder:
+        return self._source.storage_order
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        raise StirGpuError(f"{type(self).__name__} is a read-only view of projection data")
+
+    def close(self) -> None:
+        """Views own nothing; closing the source is its owner's job."""
+
+
+class SegmentRange(_ReadOnly):
+    """``source`` restricted to segments ``-max_abs_segment .. +max_abs_segment``."""
+
+    def __init__(self, source: ProjData, max_abs_segment: int):
+        m = int(max_abs_segment)
+        pdi = source.get_proj_data_info()
+        if m < 0 or m > min(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
+            raise GeometryError(f"maximum absolute segment number {m} is out of range: the data have "
+                                f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}")
+        self._source = source
+        self._pdi = pdi.reduce_segment_range(-m, m)
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._pdi
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, tof_index, view_range, axial_range, out)
+
+
+def restrict_segments(source: ProjData | None, max_abs_segment: int | None) -> ProjData | None:
+    """``source`` itself when nothing is removed, else a :class:`SegmentRange` (None stays None)."""
+    if source is None or max_abs_segment is None:
+        return source
+    pdi = source.get_proj_data_info()
+    if -pdi.get_min_segment_num() == pdi.get_max_segment_num() == int(max_abs_segment):
+        return source
+    return SegmentRange(source, max_abs_segment)
+
+
+class EndPlanes(_ReadOnly):
+    """``source`` with the first and last axial position of segment 0 set to ``value``
+    (STIR's ``zero end planes of segment 0``: 0 for data; :mod:`.objective` also uses 0
+    for correction factors, which the projector reads as "bin left out")."""
+
+    def __init__(self, source: ProjData, value: float = 0.0):
+        self._source = source
+        self._value = np.float32(value)
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._source.get_proj_data_info()
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, tof_index, view_range, axial_range, out)
+        if segment != 0:
+            return
+        a0, a1 = axial_range
+        last = self.proj_data_info.get_num_axial_poss(0) - 1
+        for ax in {0, last}:
+            if a0 <= ax < a1:
+                out[:, ax - a0, :] = self._value
+
+
+class Quotient(_ReadOnly):
+    """``numerator / denominator`` bin by bin, 0 where the denominator is 0 (float32)."""
+
+    def __init__(self, numerator: ProjData, denominator: ProjData):
+        if numerator.get_proj_data_info() != denominator.get_proj_data_info():
+            raise GeometryError("Quotient: numerator and denominator have different geometries")
+        self._source = numerator
+        self._den = denominator
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._source.get_proj_data_info()
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, tof_index, view_range, axial_range, out)
+        den = np.empty(out.shape, dtype=np.float32)
+        self._den._read_box(segment, tof_index, view_range, axial_range, den)
+        nz = den != 0
+        np.divide(out, den, out=out, where=nz)
+        out[~nz] = 0
+
+
+class Constant(ProjData):
+    """Every bin equal to ``value`` (nothing stored)."""
+
+    def __init__(self, proj_data_info: ProjDataInfo, value: float):
+        self._pdi = proj_data_info
+        self._value = np.float32(value)
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._pdi
+
+    @property
+    def storage_order(self) -> StorageOrder:
+        return StorageOrder.VIEW
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        out[...] = self._value
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        raise StirGpuError("Constant is a read-only view of projection data")
+
+
+class _Binary(_ReadOnly):
+    def __init__(self, left: ProjData, right: ProjData):
+        if left.get_proj_data_info() != right.get_proj_data_info():
+            raise GeometryError(f"{type(self).__name__}: the two operands have different geometries")
+        self._source = left
+        self._right = right
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._source.get_proj_data_info()
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, tof_index, view_range, axial_range, out)
+        other = np.empty(out.shape, dtype=np.float32)
+        self._right._read_box(segment, tof_index, view_range, axial_range, other)
+        self._combine(out, other)
+
+    def _combine(self, out: np.ndarray, other: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class Product(_Binary):
+    """``left * right`` bin by bin."""
+
+    def _combine(self, out, other) -> None:
+        np.multiply(out, other, out=out)
+
+
+class Sum(_Binary):
+    """``left + right`` bin by bin."""
+
+    def _combine(self, out, other) -> None:
+        np.add(out, other, out=out)
+
+
+class Reciprocal(_ReadOnly):
+    """``1 / source`` bin by bin, ``+inf`` where the source is 0 (a bin with zero efficiency
+    has an infinite correction factor: it contributes nothing)."""
+
+    def __init__(self, source: ProjData):
+        self._source = source
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._source.get_proj_data_info()
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, tof_index, view_range, axial_range, out)
+        with np.errstate(divide="ignore"):
+            np.reciprocal(out, out=out)
