@@ -318,17 +318,27 @@ class Engine:
         stop = threading.Event()
         errors: list[tuple[str, str, BaseException]] = []
         err_lock = threading.Lock()
-        next_chunk = iter(plan.chunks)
         chunk_lock = threading.Lock()
+        if cuda:
+            # GPU lanes share one queue of chunks, so a faster device takes more of them
+            shared_chunks = iter(plan.chunks)
+            lane_chunks = None
+        else:
+            # CPU lanes share one compute lock, so there is no balance to gain: they take the
+            # chunks round-robin, and each lane sums the same chunks in the same order on every
+            # run -- CPU back projections are reproducible bit for bit
+            lane_chunks = [iter(list(plan.chunks)[k::len(lanes)]) for k in range(len(lanes))]
 
         def fail(stage: str, lane, exc: BaseException) -> None:
             with err_lock:
                 errors.append((stage, lane.name, exc))
             stop.set()
 
-        def take():
+        def take(k):
+            if lane_chunks is not None:
+                return next(lane_chunks[k], None)
             with chunk_lock:
-                return next(next_chunk, None)
+                return next(shared_chunks, None)
 
         def get(q):
             while True:
@@ -377,7 +387,7 @@ class Engine:
                         slot = get(free_q)
                         if stop.is_set():
                             return
-                        chunk = take()
+                        chunk = take(k)
                         if chunk is None:
                             put(ready_q, _END)
                             return
@@ -403,6 +413,11 @@ class Engine:
                     while True:
                         item = get(ready_q)
                         if item is _END:
+                            if cuda:
+                                with lane.s_compute:
+                                    program.finish_lane(lane, accum[k])
+                            else:
+                                lane.compute(lambda: program.finish_lane(lane, accum[k]))
                             put(done_q, _END)
                             return
                         chunk, slot, tables = item

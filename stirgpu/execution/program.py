@@ -68,6 +68,11 @@ class ChunkProgram(abc.ABC):
     #: names of float64 sums accumulated over chunks (and lanes)
     scalars: tuple[str, ...] = ()
 
+    def finish_lane(self, lane, accum) -> None:
+        """Called once per lane after its last chunk, on its compute stream (CPU: under the
+        compute lock), before the lanes' images are reduced: completes ``accum`` from any
+        per-lane state the program kept across chunks.  Default: nothing to do."""
+
     @abc.abstractmethod
     def compute(self, d: ChunkData) -> None:
         """The device step for one chunk.  Runs on the lane's compute stream (or under the

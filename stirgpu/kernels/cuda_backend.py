@@ -20,7 +20,9 @@ CUDA arrays here): :func:`joseph_forward`, :func:`joseph_back` (explicit endpoin
 Two kernel families (:class:`KernelOptions`, ``variant``): ``"simple"`` (one thread
 per LOR in libparallelproj's manner, no extra memory) and ``"tiled"`` (warp-coherent
 stepping through zero-framed copies of the image, two extra padded images of scratch);
-``"auto"`` takes ``tiled`` when there are enough LORs to amortise the copies.
+``"auto"`` takes ``tiled`` when there are enough LORs to amortise the copies, or always
+when the caller keeps them across chunks (:func:`prepare_image` for forward,
+:func:`prepare_back_accumulator` for back projection), as the streaming projectors do.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import numpy as np
 from ..errors import DeviceError, GeometryError, StirGpuError
 
 __all__ = [
+    "BackAccumulator",
+    "prepare_back_accumulator",
     "joseph_forward",
     "joseph_back",
     "forward_chunk",
@@ -374,6 +378,66 @@ def prepare_image(image, options: KernelOptions | None = None) -> PreparedImage:
     return PreparedImage(image, img, a, b, dev)
 
 
+class BackAccumulator:
+    """A device image plus the two zero-framed accumulators of the tiled back projection,
+    kept across many :func:`back_chunk` calls (:func:`prepare_back_accumulator`).
+
+    Without it, each tiled back projection allocates, zeroes and folds two image-sized
+    accumulators, which only pays for large chunks (``auto`` then picks the slower one-LOR-
+    per-thread kernels for small ones).  A projector sweeping many chunks keeps one of these
+    per device and calls :meth:`finish` once: every chunk gets the tiled kernels.  It carries
+    the image's ``__cuda_array_interface__``, so it can be passed wherever ``out_image`` can.
+    Until :meth:`finish`, the image does not yet hold what was added through the accumulators.
+    """
+
+    def __init__(self, image, a, b, device_id: int):
+        self.image = image
+        self.a = a
+        self.b = b
+        self.device_id = device_id
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.image.__cuda_array_interface__
+
+    @property
+    def shape(self):
+        return self.image.shape
+
+    @property
+    def dtype(self):
+        return self.image.dtype
+
+    def finish(self, options: KernelOptions | None = None) -> None:
+        """Add the accumulators into the image (on the current stream) and zero them, so the
+        accumulator can be used again."""
+        if self.a is None:
+            return
+        cp = _cupy()
+        with cp.cuda.Device(self.device_id):
+            _combine(self.device_id, options or DEFAULT_OPTIONS, self.image, self.a, self.b)
+            self.a.fill(0)
+            self.b.fill(0)
+
+
+def prepare_back_accumulator(out_image, options: KernelOptions | None = None) -> BackAccumulator:
+    """Wrap ``out_image`` ((nz, ny, nx) float32 on a CUDA device) with the accumulators of the
+    tiled back projection (two zeroed images of (n+2)^3-ish float32 of device memory; none
+    when the options or the image's size rule the tiled kernels out)."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    if isinstance(out_image, BackAccumulator):
+        return out_image
+    img = _as_cupy(cp, "out_image", out_image)
+    _check("out_image", img, ndim=3)
+    dev = int(img.device.id)
+    a = b = None
+    if options.variant != "simple" and _tiled_possible(img.shape):
+        with cp.cuda.Device(dev):
+            a, b = _scratch_accumulators(cp, img.shape)
+    return BackAccumulator(img, a, b, dev)
+
+
 def _image_arg(cp, image):
     """(cupy image, prepared copies or None, the object whose kind the result takes)."""
     if isinstance(image, PreparedImage):
@@ -400,8 +464,12 @@ def _index_type(shape, options: KernelOptions) -> str:
     return "int" if _padded_voxels(shape) <= _INT32_LIMIT and not options.index64 else "long long"
 
 
+def _tiled_possible(shape) -> bool:
+    return shape[0] + 2 <= _GRID_YZ_LIMIT and (shape[1] + 31) // 32 + 1 <= _GRID_YZ_LIMIT
+
+
 def _use_tiled(options: KernelOptions, num_lors: int, shape) -> bool:
-    tiled_possible = shape[0] + 2 <= _GRID_YZ_LIMIT and (shape[1] + 31) // 32 + 1 <= _GRID_YZ_LIMIT
+    tiled_possible = _tiled_possible(shape)
     if options.variant == "simple":
         return False
     if options.variant == "tiled":
@@ -611,14 +679,17 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
                options: KernelOptions | None = None):
     """Add the back projection of one chunk's ``values`` ((nv, na, nt) float32) into
     ``out_image`` (accumulated); the adjoint of :func:`forward_chunk` with the same
-    arguments.  Returns ``out_image``."""
+    arguments.  Returns ``out_image``.  With a :class:`BackAccumulator` as ``out_image`` the
+    tiled kernels add into its accumulators, and :meth:`BackAccumulator.finish` completes
+    the image."""
     cp = _cupy()
     options = options or DEFAULT_OPTIONS
     dt = tables if isinstance(tables, DeviceTables) else None
     shape = dt.shape if dt is not None else (len(tables.cos_phi), len(tables.m), len(tables.s))
     vals = _as_cupy(cp, "values", values)
     _check("values", vals, shape=shape)
-    img = _as_cupy(cp, "out_image", out_image)
+    held = out_image if isinstance(out_image, BackAccumulator) else None
+    img = held.image if held is not None else _as_cupy(cp, "out_image", out_image)
     _check("out_image", img, ndim=3)
     dev = _one_device({"values": vals, "out_image": img})
     org = _triple("origin", origin, positive=False)
@@ -633,14 +704,17 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
         dims = (np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
         g = _grid_args(org, vox, img.shape)
         acc = None
-        if _use_tiled(options, n, img.shape):
+        if held is not None and held.a is not None and options.variant != "simple":
+            acc = (held.a, held.b)  # kept across chunks: folded in once by held.finish()
+        elif _use_tiled(options, n, img.shape):
             acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
         if acc is not None:
             grid, block = _chunk_grid(shape, int(options.back_warps_per_block))
             k = _kernel(dev, options, f"back_chunk_tiled<{idx}>")
             k(grid, block, (dt.data,) + dims + (vals, img, acc[0], acc[1], sc) + g,
               shared_mem=_back_smem(options, block[0] * block[1]))
-            _combine(dev, options, img, acc[0], acc[1])
+            if held is None:
+                _combine(dev, options, img, acc[0], acc[1])
         else:
             tpb = int(options.threads_per_block)
             k = _kernel(dev, options, f"back_chunk_simple<{idx}>")

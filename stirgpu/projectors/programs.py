@@ -21,12 +21,30 @@ __all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioP
 
 
 class _Geometric(ChunkProgram):
-    #: the CUDA backend's tiled kernels make two padded image copies per projection call
+    #: the CUDA backend's tiled kernels keep two padded image copies per lane: the input
+    #: image's (forward) or the accumulators (back)
     image_workspace = 2
 
     def __init__(self, geometry):
         #: :class:`stirgpu.kernels.KernelGeometry` (origin, voxel size, scale)
         self.geometry = geometry
+        # per GPU lane, for this call only (a program object serves one run): the input
+        # image prepared once for the tiled kernels, and the back-projection accumulator,
+        # both made on the lane's first chunk, on its compute stream.  Without them the
+        # CUDA backend would copy the image (or fold its accumulators) for every chunk,
+        # or fall back to its slower kernels for small chunks such as a subset's.
+        self._lane_state: dict[int, dict] = {}
+
+    def _kept(self, d: ChunkData, key: str, make):
+        state = self._lane_state.setdefault(d.lane.index, {})
+        if key not in state:
+            state[key] = make()
+        return state[key]
+
+    def finish_lane(self, lane, accum) -> None:
+        state = self._lane_state.pop(lane.index, {})
+        if "accum" in state:
+            state["accum"].finish()
 
     @staticmethod
     def _tables(d: ChunkData):
@@ -39,12 +57,20 @@ class _Geometric(ChunkProgram):
     def _forward(self, d: ChunkData, out, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
-        return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
+        image = d.image
+        if d.xp is not np:
+            from ..kernels.cuda_backend import prepare_image
+            image = self._kept(d, "image", lambda: prepare_image(d.image))
+        return forward_chunk(t, image, g.origin, g.voxel_size, out=out, scale=g.scale)
 
     def _back(self, d: ChunkData, values, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
-        back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
+        target = d.accum
+        if d.xp is not np:
+            from ..kernels.cuda_backend import prepare_back_accumulator
+            target = self._kept(d, "accum", lambda: prepare_back_accumulator(d.accum))
+        back_chunk(t, values, target, g.origin, g.voxel_size, scale=g.scale)
 
 
 class ForwardProgram(_Geometric):
@@ -94,7 +120,7 @@ class PoissonRatioProgram(_Geometric):
     scratch = 1
     #: chunk-sized temporaries the element-wise step allocates (planned for)
     workspace = 8
-    image_workspace = 4  # forward and back each make their padded copies
+    image_workspace = 4  # the prepared input image and the back accumulators
 
     def __init__(self, geometry, with_additive: bool, with_multiplicative: bool, loglik: bool):
         super().__init__(geometry)
