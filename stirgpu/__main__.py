@@ -1,0 +1,7 @@
+"""``python -m stirgpu ...`` is the ``stirgpu`` command."""
+
+import sys
+
+from .cli.main import main
+
+sys.exit(main())
