@@ -4,6 +4,7 @@
   files).  They exist beside the checkout and in CI, not in a user's clone, so
   tests using them skip with a clear reason where they are absent.  Set
   ``STIRGPU_FIXTURES`` to point elsewhere.
+* ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
 """
@@ -59,6 +60,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         elif "multi_gpu" in item.keywords and n < 2:
             item.add_marker(skip_multi)
+
+
+@pytest.fixture(scope="session")
+def cp():
+    """The cupy module, for GPU tests (they are skipped before this runs where there is none)."""
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture(scope="session")
+def cb():
+    """stirgpu's CUDA backend module (imported only by the GPU tests that ask for it)."""
+    from stirgpu.kernels import cuda_backend
+    return cuda_backend
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

@@ -29,17 +29,6 @@ OPTION_SETS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from stirgpu.kernels import cuda_backend
-    return cuda_backend
-
-
 def _dot(a, b) -> float:
     return float(np.dot(np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()))
 

@@ -24,17 +24,6 @@ ORG, VOX = (-3.0, -4.0, -4.0), (1.0, 1.0, 1.0)
 
 
 @pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from stirgpu.kernels import cuda_backend
-    return cuda_backend
-
-
-@pytest.fixture(scope="module")
 def lors():
     rng = np.random.default_rng(31)
     p0 = rng.uniform(-12, 12, (500, 3))

@@ -34,17 +34,6 @@ def options(cb, name):
     return cb.KernelOptions(variant=name)
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from stirgpu.kernels import cuda_backend
-    return cuda_backend
-
-
 def random_lors(rng, shape, org, vox, n):
     """(n, 3) float64 start/end points around the image: a mix of hits and misses, plus
     the special rays every Joseph implementation must get right."""

@@ -22,11 +22,6 @@ from stirgpu.kernels import back_chunk, forward_chunk, stir_scaled_geometry
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
 def _setup():
     pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 4, 96, 128)
     info = ImageInfo.default_for(pdi)

@@ -24,17 +24,6 @@ pytestmark = pytest.mark.gpu
 TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture(scope="module")
-def cb():
-    from stirgpu.kernels import cuda_backend
-    return cuda_backend
-
-
 @pytest.fixture(scope="module", params=["ecat953_span3", "ecat953_arc_sino"])
 def case(request, stir_fixtures):
     d = stir_fixtures / "stir_reference"

@@ -333,62 +333,10 @@ def upload_tables(tables, device: int | None = None) -> DeviceTables:
     return DeviceTables(tables, data, (nv, na, nt), dev)
 
 
-class PreparedImage:
-    """An image on a device plus the zero-framed copies that the tiled kernels read,
-    made once (:func:`prepare_image`) and reused by every forward projection of that
-    image -- a projector sweeping many chunks saves one copy per chunk.
-
-    It carries the image's ``__cuda_array_interface__``, so it can be passed wherever the
-    image can (including :func:`stirgpu.kernels.forward_chunk`).  It is a snapshot:
-    prepare again after changing the image.
-    """
-
-    def __init__(self, source, image, a, b, device_id: int):
-        self.source = source
-        self.image = image
-        self.a = a
-        self.b = b
-        self.device_id = device_id
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.image.__cuda_array_interface__
-
-    @property
-    def shape(self):
-        return self.image.shape
-
-    @property
-    def dtype(self):
-        return self.image.dtype
-
-
-def prepare_image(image, options: KernelOptions | None = None) -> PreparedImage:
-    """Copy ``image`` ((nz, ny, nx) float32 on a CUDA device) into the layouts of the tiled
-    forward kernels (two images of (n+2)^3-ish float32 of device memory)."""
-    cp = _cupy()
-    options = options or DEFAULT_OPTIONS
-    if isinstance(image, PreparedImage):
-        return image
-    img = _as_cupy(cp, "image", image)
-    _check("image", img, ndim=3)
-    dev = int(img.device.id)
-    with cp.cuda.Device(dev):
-        a, b = _padded_copies(cp, dev, options, img)
-    return PreparedImage(image, img, a, b, dev)
-
-
-class BackAccumulator:
-    """A device image plus the two zero-framed accumulators of the tiled back projection,
-    kept across many :func:`back_chunk` calls (:func:`prepare_back_accumulator`).
-
-    Without it, each tiled back projection allocates, zeroes and folds two image-sized
-    accumulators, which only pays for large chunks (``auto`` then picks the slower one-LOR-
-    per-thread kernels for small ones).  A projector sweeping many chunks keeps one of these
-    per device and calls :meth:`finish` once: every chunk gets the tiled kernels.  It carries
-    the image's ``__cuda_array_interface__``, so it can be passed wherever ``out_image`` can.
-    Until :meth:`finish`, the image does not yet hold what was added through the accumulators.
-    """
+class _ImageWithWorkspace:
+    """A device image (``image``) plus two padded workspaces (``a``, ``b``) of the tiled
+    kernels.  It carries the image's ``__cuda_array_interface__``, shape and dtype, so it can
+    be passed wherever the image can."""
 
     def __init__(self, image, a, b, device_id: int):
         self.image = image
@@ -407,6 +355,49 @@ class BackAccumulator:
     @property
     def dtype(self):
         return self.image.dtype
+
+
+class PreparedImage(_ImageWithWorkspace):
+    """An image on a device plus the zero-framed copies that the tiled kernels read,
+    made once (:func:`prepare_image`) and reused by every forward projection of that
+    image -- a projector sweeping many chunks saves one copy per chunk.
+
+    It carries the image's ``__cuda_array_interface__``, so it can be passed wherever the
+    image can (including :func:`stirgpu.kernels.forward_chunk`).  It is a snapshot:
+    prepare again after changing the image.
+    """
+
+    def __init__(self, source, image, a, b, device_id: int):
+        super().__init__(image, a, b, device_id)
+        self.source = source
+
+
+def prepare_image(image, options: KernelOptions | None = None) -> PreparedImage:
+    """Copy ``image`` ((nz, ny, nx) float32 on a CUDA device) into the layouts of the tiled
+    forward kernels (two images of (n+2)^3-ish float32 of device memory)."""
+    cp = _cupy()
+    options = options or DEFAULT_OPTIONS
+    if isinstance(image, PreparedImage):
+        return image
+    img = _as_cupy(cp, "image", image)
+    _check("image", img, ndim=3)
+    dev = int(img.device.id)
+    with cp.cuda.Device(dev):
+        a, b = _padded_copies(cp, dev, options, img)
+    return PreparedImage(image, img, a, b, dev)
+
+
+class BackAccumulator(_ImageWithWorkspace):
+    """A device image plus the two zero-framed accumulators of the tiled back projection,
+    kept across many :func:`back_chunk` calls (:func:`prepare_back_accumulator`).
+
+    Without it, each tiled back projection allocates, zeroes and folds two image-sized
+    accumulators, which only pays for large chunks (``auto`` then picks the slower one-LOR-
+    per-thread kernels for small ones).  A projector sweeping many chunks keeps one of these
+    per device and calls :meth:`finish` once: every chunk gets the tiled kernels.  It carries
+    the image's ``__cuda_array_interface__``, so it can be passed wherever ``out_image`` can.
+    Until :meth:`finish`, the image does not yet hold what was added through the accumulators.
+    """
 
     def finish(self, options: KernelOptions | None = None) -> None:
         """Add the accumulators into the image (on the current stream) and zero them, so the
