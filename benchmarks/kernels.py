@@ -12,8 +12,9 @@ Cases (full data, all segments, all views, data resident on the device):
   image 71 x 215 x 215 of 2.78 mm voxels: parallelproj's published benchmark geometry.
 
 GPU: the geometry-aware path (``forward_chunk`` / ``back_chunk``), one call per segment
-with the tables uploaded once and the image prepared once (``prepare_image``; the
-forward figure without it, re-copying the image in every call, is reported too); each
+with the tables uploaded once, the image prepared once (``prepare_image``; the
+forward figure without it, re-copying the image in every call, is reported too) and the
+back projection's accumulators kept across segments (``prepare_back_accumulator``); each
 figure covers every segment, timed with CUDA events
 after a warm-up (which also compiles), median of ``--repeats``.  ``--explicit`` also
 times ``joseph_forward`` / ``joseph_back`` on precomputed float32 endpoints of the same
@@ -24,10 +25,13 @@ Variants are ``+``-joined tokens applied, left to right, to the tuned defaults
 (:class:`stirgpu.kernels.cuda_backend.KernelOptions`): ``tiled`` | ``simple``
 (family), ``plain`` (the tiled kernels before tuning: no ILP, no merging, no register
 cap, 8 warps per block), ``lerp``, ``ilpN`` (branch-free forward unrolled N times),
-``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` (shared-memory aggregated
-back projection), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
+``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` / ``nosmem`` (shared-memory
+aggregated back projection on / off), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
 (64-bit offsets); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
+
+``--subsets K`` also times one subset of K (its views spread over the data, every segment)
+against the same number of consecutive views, with the first variant.
 
 Besides LOR/s the script counts Joseph steps (principal-axis planes sampled, summed over
 LORs, computed on the GPU with the kernels' clipping rule) to report steps/s, the
@@ -87,6 +91,8 @@ def parse_variant(cb, text: str):
             kw["back_vec"] = True
         elif tok == "smem":
             kw["back_smem"] = True
+        elif tok == "nosmem":
+            kw["back_smem"] = False
         elif tok.startswith("ilp") and tok[3:].isdigit():
             kw["fwd_ilp"] = int(tok[3:])
         elif tok == "nofmad":
@@ -181,13 +187,44 @@ def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
             cb.forward_chunk(t, image, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
 
     def back():
+        # accumulators kept across the segments and folded in once, as the projectors do
+        acc = cb.prepare_back_accumulator(back_img, opts)
         for t, o in zip(tables, outs):
-            cb.back_chunk(t, o, back_img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+            cb.back_chunk(t, o, acc, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+        acc.finish(opts)
 
     tf = time_gpu(cp, lambda: fwd(prepared), repeats)
     tf_plain = time_gpu(cp, lambda: fwd(img), repeats)
     tb = time_gpu(cp, back, repeats)
     return tf, tf_plain, tb
+
+
+def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> dict:
+    """Kernel seconds (forward, back) of one subset's views (every segment, one call per
+    segment, workspaces kept as the projectors keep them), and of as many *consecutive*
+    views: tells whether a subset costs its share of the full data, and whether the
+    spread of its views (cache locality) is what costs more."""
+    spread = pdi.subset_views(0, num_subsets)
+    out = {}
+    for label, views in (("subset", spread), ("consecutive", np.arange(len(spread)))):
+        tables = [cb.upload_tables(pdi.chunk_tables(s, views)) for s in pdi.segment_nums]
+        outs = [cp.empty(t.shape, cp.float32) for t in tables]
+        back_img = cp.zeros(ii.shape, cp.float32)
+
+        def fwd():
+            prepared = cb.prepare_image(img, opts)  # once per call, as the projectors do
+            for t, o in zip(tables, outs):
+                cb.forward_chunk(t, prepared, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
+
+        def back():
+            acc = cb.prepare_back_accumulator(back_img, opts)
+            for t, o in zip(tables, outs):
+                cb.back_chunk(t, o, acc, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+            acc.finish(opts)
+
+        out[label] = {"views": int(len(views)), "forward_s": time_gpu(cp, fwd, repeats),
+                      "back_s": time_gpu(cp, back, repeats)}
+    return out
 
 
 def explicit_endpoints(cp, pdi, tables):
@@ -256,6 +293,8 @@ def main(argv=None) -> int:
     ap.add_argument("--explicit", action="store_true", help="also time the explicit-endpoint path")
     ap.add_argument("--explicit-variants", default="default,simple", help="variants timed on the explicit path")
     ap.add_argument("--no-steps", action="store_true", help="skip counting Joseph steps")
+    ap.add_argument("--subsets", type=int, default=21,
+                    help="also time one subset of this many with the first variant (0: skip)")
     ap.add_argument("--json", help="also write the JSON document to this file")
     args = ap.parse_args(argv)
 
@@ -304,6 +343,19 @@ def main(argv=None) -> int:
             _progress(lines, f"{case} {v}: forward {nlors / tf:.3g} LOR/s ({tf * 1e3:.1f} ms; "
                              f"{nlors / tf_plain:.3g} copying the image per call), "
                          f"back {nlors / tb:.3g} LOR/s ({tb * 1e3:.1f} ms), {nlors} LORs")
+        if args.subsets > 1:
+            opts = parse_variant(cb, args.variants.split(",")[0])
+            sub = bench_subset(cp, cb, pdi, ii, kg, opts, args.repeats, img, args.subsets)
+            full = entry["gpu"][args.variants.split(",")[0]]
+            for label in sub:
+                sub[label]["fraction_of_full"] = ((sub[label]["forward_s"] + sub[label]["back_s"])
+                                                  / (full["forward_s"] + full["back_s"]))
+            entry["subset"] = sub
+            _progress(lines, f"{case} 1 subset of {args.subsets} (kernels, workspaces kept): forward "
+                             f"{sub['subset']['forward_s'] * 1e3:.2f} ms, back {sub['subset']['back_s'] * 1e3:.2f} ms "
+                             f"= {sub['subset']['fraction_of_full']:.3f} of full (ideal {1 / args.subsets:.3f}); "
+                             f"{sub['consecutive']['views']} consecutive views: "
+                             f"{sub['consecutive']['fraction_of_full']:.3f}")
         if args.explicit:
             xs, xe = explicit_endpoints(cp, pdi, tables)
             entry["explicit"] = {}

@@ -102,6 +102,23 @@ class Device:
         with self.dev:
             return upload_tables(t)
 
+    def kept_image(self, img):
+        """The image as the projectors' GPU lanes keep it for a call (prepared once)."""
+        if self.cp is None:
+            return img
+        from stirgpu.kernels.cuda_backend import prepare_image
+        with self.dev:
+            return prepare_image(img)
+
+    def kept_accumulator(self, acc):
+        """(target, finish) as the projectors' GPU lanes keep the back accumulators for a call."""
+        if self.cp is None:
+            return acc, lambda: None
+        from stirgpu.kernels.cuda_backend import prepare_back_accumulator
+        with self.dev:
+            held = prepare_back_accumulator(acc)
+        return held, held.finish
+
 
 def best(fn, repeat: int, setup=None) -> float:
     """Shortest of ``repeat`` timed calls of ``fn``; ``setup()`` runs untimed before each."""
@@ -209,7 +226,7 @@ def bridge_back(d: Device, pdi, info, data, views) -> np.ndarray:
 
 def kernel_only(d: Device, pdi, info, img, data, repeat: int, views=None) -> dict:
     """The kernels alone (one call per segment): image, tables, data and outputs already on
-    the device."""
+    the device, workspaces kept for the call as the projectors keep them."""
     g = stir_scaled_geometry(info)
     dimg = d.asarray(img)
     segs = pdi.segment_nums
@@ -220,13 +237,16 @@ def kernel_only(d: Device, pdi, info, img, data, repeat: int, views=None) -> dic
     acc = d.zeros(info.shape)
 
     def fwd():
+        image = d.kept_image(dimg)  # once per call, as the projectors do
         for s in segs:
-            forward_chunk(tabs[s], dimg, g.origin, g.voxel_size, out=outs[s], scale=g.scale)
+            forward_chunk(tabs[s], image, g.origin, g.voxel_size, out=outs[s], scale=g.scale)
         d.sync()
 
     def back():
+        target, finish = d.kept_accumulator(acc)
         for s in segs:
-            back_chunk(tabs[s], vals[s], acc, g.origin, g.voxel_size, scale=g.scale)
+            back_chunk(tabs[s], vals[s], target, g.origin, g.voxel_size, scale=g.scale)
+        finish()
         d.sync()
 
     fwd(), back()  # warm-up (compilation, pools)

@@ -72,8 +72,8 @@ class KernelOptions:
     ``back_merge``: neighbouring lanes merge back-projection atomics that hit the same
     voxel.  ``back_vec``: sm_90 float4 atomics for the two floats of a footprint row
     (slower: measured, kept for the record).  ``back_smem``: a warp on one plane sums its
-    footprints in shared memory and adds each touched voxel once (experimental, not yet
-    measured).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
+    footprints in shared memory and adds each touched voxel once (on by default: +4-5 %
+    back projection on an H200, docs/kernel-tuning.md).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
     ``maxrregcount`` / ``back_maxrregcount``: register cap of the forward / back kernels
     (they are compiled as two modules; None: the compiler's choice).
     ``auto_min_lors_per_voxel``: ``auto`` uses ``tiled`` when LORs >= this fraction of
@@ -90,7 +90,7 @@ class KernelOptions:
     fwd_ilp: int = 2
     back_merge: bool = True
     back_vec: bool = False
-    back_smem: bool = False
+    back_smem: bool = True
     fmad: bool = True
     maxrregcount: int | None = 64
     back_maxrregcount: int | None = None
