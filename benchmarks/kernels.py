@@ -176,23 +176,27 @@ def time_gpu(cp, fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
-    """(forward s with the image prepared once, forward s preparing per call, back s)."""
-    outs = [cp.empty(t.shape, cp.float32) for t in tables]
-    back_img = cp.zeros(ii.shape, cp.float32)
-    prepared = cb.prepare_image(img, opts)
-
+def _sweeps(cb, kg, opts, tables, outs, back_img):
+    """(forward(image), back()): one call per chunk of ``tables``, the back projection's
+    accumulators kept across the chunks and folded in once, as the projectors do."""
     def fwd(image):
         for t, o in zip(tables, outs):
             cb.forward_chunk(t, image, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
 
     def back():
-        # accumulators kept across the segments and folded in once, as the projectors do
         acc = cb.prepare_back_accumulator(back_img, opts)
         for t, o in zip(tables, outs):
             cb.back_chunk(t, o, acc, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
         acc.finish(opts)
 
+    return fwd, back
+
+
+def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
+    """(forward s with the image prepared once, forward s preparing per call, back s)."""
+    outs = [cp.empty(t.shape, cp.float32) for t in tables]
+    fwd, back = _sweeps(cb, kg, opts, tables, outs, cp.zeros(ii.shape, cp.float32))
+    prepared = cb.prepare_image(img, opts)
     tf = time_gpu(cp, lambda: fwd(prepared), repeats)
     tf_plain = time_gpu(cp, lambda: fwd(img), repeats)
     tb = time_gpu(cp, back, repeats)
@@ -209,20 +213,10 @@ def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> d
     for label, views in (("subset", spread), ("consecutive", np.arange(len(spread)))):
         tables = [cb.upload_tables(pdi.chunk_tables(s, views)) for s in pdi.segment_nums]
         outs = [cp.empty(t.shape, cp.float32) for t in tables]
-        back_img = cp.zeros(ii.shape, cp.float32)
-
-        def fwd():
-            prepared = cb.prepare_image(img, opts)  # once per call, as the projectors do
-            for t, o in zip(tables, outs):
-                cb.forward_chunk(t, prepared, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
-
-        def back():
-            acc = cb.prepare_back_accumulator(back_img, opts)
-            for t, o in zip(tables, outs):
-                cb.back_chunk(t, o, acc, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
-            acc.finish(opts)
-
-        out[label] = {"views": int(len(views)), "forward_s": time_gpu(cp, fwd, repeats),
+        fwd, back = _sweeps(cb, kg, opts, tables, outs, cp.zeros(ii.shape, cp.float32))
+        # the image is prepared once per call, as the projectors do
+        out[label] = {"views": int(len(views)),
+                      "forward_s": time_gpu(cp, lambda: fwd(cb.prepare_image(img, opts)), repeats),
                       "back_s": time_gpu(cp, back, repeats)}
     return out
 

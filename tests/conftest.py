@@ -4,6 +4,7 @@
   files).  They exist beside the checkout and in CI, not in a user's clone, so
   tests using them skip with a clear reason where they are absent.  Set
   ``STIRGPU_FIXTURES`` to point elsewhere.
+* ``stir_reference_case`` -- one of STIR's reference projections, loaded once per module.
 * ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
@@ -60,6 +61,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         elif "multi_gpu" in item.keywords and n < 2:
             item.add_marker(skip_multi)
+
+
+@pytest.fixture(scope="module", params=["ecat953_span3", "ecat953_arc_sino"])
+def stir_reference_case(request, stir_fixtures):
+    """(name, image array, ImageInfo, {segment: STIR's forward projection by view},
+    ProjDataInfo, STIR's back projection) of one case of ``stir_reference``."""
+    import numpy as np
+
+    from stirgpu.formats import read_from_file, read_image
+    d = stir_fixtures / "stir_reference"
+    name = request.param
+    image = read_image(d / f"{name}_image.hv")
+    back = read_image(d / f"{name}_back.hv")
+    with read_from_file(d / f"{name}_fwd.hs") as proj:
+        pdi = proj.get_proj_data_info()
+        fwd = {seg: np.ascontiguousarray(proj.get_segment_by_view(seg)) for seg in pdi.segment_nums}
+    assert back.info == image.info
+    return name, image.as_array(), image.info, fwd, pdi, back.as_array()
 
 
 @pytest.fixture(scope="session")

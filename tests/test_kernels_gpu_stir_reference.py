@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stirgpu.formats import read_from_file, read_image
 from stirgpu.kernels import apply_cylindrical_fov, cylindrical_fov_mask, stir_scaled_geometry
 
 pytestmark = pytest.mark.gpu
@@ -24,23 +23,10 @@ pytestmark = pytest.mark.gpu
 TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module", params=["ecat953_span3", "ecat953_arc_sino"])
-def case(request, stir_fixtures):
-    d = stir_fixtures / "stir_reference"
-    name = request.param
-    image = read_image(d / f"{name}_image.hv")
-    back = read_image(d / f"{name}_back.hv")
-    proj = read_from_file(d / f"{name}_fwd.hs")
-    pdi = proj.get_proj_data_info()
-    fwd = {seg: np.ascontiguousarray(proj.get_segment_by_view(seg)) for seg in pdi.segment_nums}
-    proj.close()
-    return name, image.as_array(), image.info, fwd, pdi, back.as_array()
-
-
 @pytest.mark.parametrize("variant", ["simple", "tiled"])
-def test_forward_matches_stir(cp, cb, case, variant):
+def test_forward_matches_stir(cp, cb, stir_reference_case, variant):
     """forward_chunk of the FOV-restricted image == STIR's NAME_fwd within 1e-4 of its max."""
-    name, image, info, fwd, pdi, _ = case
+    name, image, info, fwd, pdi, _ = stir_reference_case
     kg = stir_scaled_geometry(info)
     opts = cb.KernelOptions(variant=variant)
     img = cp.asarray(apply_cylindrical_fov(image, cylindrical_fov_mask(info)))
@@ -54,10 +40,10 @@ def test_forward_matches_stir(cp, cb, case, variant):
 
 
 @pytest.mark.parametrize("variant", ["simple", "tiled"])
-def test_back_matches_stir(cp, cb, case, variant):
+def test_back_matches_stir(cp, cb, stir_reference_case, variant):
     """back_chunk of STIR's NAME_fwd over all segments, then STIR's cylindrical-FOV
     truncation, == STIR's NAME_back within 1e-4 of its maximum."""
-    name, _, info, fwd, pdi, back = case
+    name, _, info, fwd, pdi, back = stir_reference_case
     kg = stir_scaled_geometry(info)
     opts = cb.KernelOptions(variant=variant)
     out = cp.zeros(info.shape, dtype=cp.float32)

@@ -12,31 +12,14 @@ Files are read through :mod:`stirgpu.formats` (``read_image``, ``read_from_file`
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from stirgpu.formats import read_from_file, read_image
 from stirgpu.kernels import (apply_cylindrical_fov, back_chunk, cylindrical_fov_mask, forward_chunk,
                              stir_scaled_geometry)
 
-CASES = ["ecat953_span3", "ecat953_arc_sino"]
 
 #: STIR's float32 endpoint arithmetic vs our float64 geometry: measured 4.9e-5 (forward) and
 #: 3.3e-5 (back) of the maximum, at the phantom's sharp edges; the brief's bound is 1e-4.
 TOLERANCE = 1e-4
-
-
-@pytest.fixture(scope="module", params=CASES)
-def case(request, stir_fixtures):
-    d = stir_fixtures / "stir_reference"
-    name = request.param
-    image = read_image(d / f"{name}_image.hv")
-    back = read_image(d / f"{name}_back.hv")
-    proj = read_from_file(d / f"{name}_fwd.hs")
-    pdi = proj.get_proj_data_info()
-    fwd = {seg: np.ascontiguousarray(proj.get_segment_by_view(seg)) for seg in pdi.segment_nums}
-    proj.close()
-    assert back.info == image.info
-    return name, image.as_array(), image.info, fwd, pdi, back.as_array()
 
 
 def _xp(backend):
@@ -50,11 +33,11 @@ def _host(backend, a):
     return np.asarray(a.get() if backend == "cuda" else a)
 
 
-def test_forward_matches_stir(backend, case):
+def test_forward_matches_stir(backend, stir_reference_case):
     """forward_chunk of the FOV-restricted image, segment by segment with STIR's scale 1/vx,
     equals STIR's NAME_fwd to 1e-4 of its maximum (float32 endpoint rounding in STIR)."""
     xp = _xp(backend)
-    name, image, info, fwd, pdi, _ = case
+    name, image, info, fwd, pdi, _ = stir_reference_case
     kg = stir_scaled_geometry(info)
     img = xp.asarray(apply_cylindrical_fov(image, cylindrical_fov_mask(info)))
     peak = max(float(np.abs(v).max()) for v in fwd.values())
@@ -66,12 +49,12 @@ def test_forward_matches_stir(backend, case):
     assert worst <= TOLERANCE * peak
 
 
-def test_back_matches_stir(backend, case):
+def test_back_matches_stir(backend, stir_reference_case):
     """back_chunk of STIR's NAME_fwd over all segments, then STIR's cylindrical-FOV truncation,
     equals STIR's NAME_back to 1e-4 of its maximum.  Without the truncation the image corners
     differ by ~30 % of the maximum, which proves what 'restrict to cylindrical FOV' does."""
     xp = _xp(backend)
-    name, _, info, fwd, pdi, back = case
+    name, _, info, fwd, pdi, back = stir_reference_case
     kg = stir_scaled_geometry(info)
     out = xp.zeros(info.shape, dtype=xp.float32)
     for seg in pdi.segment_nums:
