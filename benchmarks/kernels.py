@@ -26,7 +26,9 @@ Variants are ``+``-joined tokens applied, left to right, to the tuned defaults
 (family), ``plain`` (the tiled kernels before tuning: no ILP, no merging, no register
 cap, 8 warps per block), ``lerp``, ``ilpN`` (branch-free forward unrolled N times),
 ``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` / ``nosmem`` (shared-memory
-aggregated back projection on / off), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
+aggregated back projection on / off), ``smemp`` (``smem`` also for warps with only some
+lanes active: ``back_smem_partial``), ``segsum`` (shuffle-only exact aggregation of equal
+footprints instead of shared memory: ``back_segsum``, ``back_smem`` off), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
 (64-bit offsets); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
 
@@ -90,9 +92,13 @@ def parse_variant(cb, text: str):
         elif tok == "vec":
             kw["back_vec"] = True
         elif tok == "smem":
-            kw["back_smem"] = True
+            kw.update(back_smem=True, back_segsum=False)
         elif tok == "nosmem":
-            kw["back_smem"] = False
+            kw.update(back_smem=False, back_smem_partial=False)
+        elif tok == "smemp":
+            kw.update(back_smem=True, back_smem_partial=True, back_segsum=False)
+        elif tok == "segsum":
+            kw.update(back_smem=False, back_smem_partial=False, back_segsum=True)
         elif tok.startswith("ilp") and tok[3:].isdigit():
             kw["fwd_ilp"] = int(tok[3:])
         elif tok == "nofmad":
@@ -204,18 +210,22 @@ def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
 
 
 def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> dict:
-    """Kernel seconds (forward, back) of one subset's views (every segment, one call per
-    segment, workspaces kept as the projectors keep them), and of as many *consecutive*
-    views: tells whether a subset costs its share of the full data, and whether the
-    spread of its views (cache locality) is what costs more."""
+    """Kernel seconds (forward, back) of one subset's views (every segment, workspaces kept
+    as the projectors keep them): one call per segment (``subset``), and all segments as
+    the parts of one call (``subset_one_launch``, how the planner packs a subset: one
+    launch tail instead of one per segment); and of as many *consecutive* views, one call
+    per segment: tells whether a subset costs its share of the full data, and whether the
+    spread of its views (cache locality) or the launch tails are what costs more."""
     spread = pdi.subset_views(0, num_subsets)
     out = {}
-    for label, views in (("subset", spread), ("consecutive", np.arange(len(spread)))):
-        tables = [cb.upload_tables(pdi.chunk_tables(s, views)) for s in pdi.segment_nums]
-        outs = [cp.empty(t.shape, cp.float32) for t in tables]
+    for label, views, one in (("subset", spread, False), ("subset_one_launch", spread, True),
+                              ("consecutive", np.arange(len(spread)), False)):
+        parts = [pdi.chunk_tables(s, views) for s in pdi.segment_nums]
+        tables = [cb.upload_tables(parts)] if one else [cb.upload_tables(t) for t in parts]
+        outs = [cp.empty((t.num_lors,) if one else t.shape, cp.float32) for t in tables]
         fwd, back = _sweeps(cb, kg, opts, tables, outs, cp.zeros(ii.shape, cp.float32))
         # the image is prepared once per call, as the projectors do
-        out[label] = {"views": int(len(views)),
+        out[label] = {"views": int(len(views)), "launches": len(tables),
                       "forward_s": time_gpu(cp, lambda: fwd(cb.prepare_image(img, opts)), repeats),
                       "back_s": time_gpu(cp, back, repeats)}
     return out
@@ -348,6 +358,7 @@ def main(argv=None) -> int:
             _progress(lines, f"{case} 1 subset of {args.subsets} (kernels, workspaces kept): forward "
                              f"{sub['subset']['forward_s'] * 1e3:.2f} ms, back {sub['subset']['back_s'] * 1e3:.2f} ms "
                              f"= {sub['subset']['fraction_of_full']:.3f} of full (ideal {1 / args.subsets:.3f}); "
+                             f"in one launch: {sub['subset_one_launch']['fraction_of_full']:.3f}; "
                              f"{sub['consecutive']['views']} consecutive views: "
                              f"{sub['consecutive']['fraction_of_full']:.3f}")
         if args.explicit:

@@ -21,19 +21,43 @@ def _plan(views=None, **kw):
 
 
 def test_chunks_cover_the_views_once_in_file_order():
-    """Every (segment, view) of the request is in exactly one chunk; segments come in file order
-    (ascending), and each chunk holds consecutive entries of the sorted view list."""
+    """Every (segment, view) of the request is in exactly one chunk, and the chunks walk the
+    viewgrams in file order (segments ascending, then the sorted view list); a chunk's parts
+    are one per segment, each a run of consecutive entries of the sorted view list, laid out
+    one after the other in the chunk's buffers; no chunk exceeds the view limit."""
     views = [5, 1, 9, 13, 17, 21]  # subset 1 of 4, unsorted on purpose
     pdi, plan = _plan(views=views, max_views_per_chunk=4)
-    seen = [(c.segment, v) for c in plan.chunks for v in c.views]
-    assert sorted(seen) == sorted((s, v) for s in pdi.segment_nums for v in sorted(views))
-    assert len(seen) == len(set(seen))
-    assert [c.segment for c in plan.chunks] == sorted(c.segment for c in plan.chunks)
+    seen = [vg for c in plan.chunks for vg in c.viewgrams()]
+    assert seen == [(s, v) for s in sorted(pdi.segment_nums) for v in sorted(views)]
     for c in plan.chunks:
-        pos = [sorted(views).index(v) for v in c.views]
-        assert pos == list(range(pos[0], pos[0] + len(pos)))
-        assert c.shape == (len(c.views), pdi.get_num_axial_poss(c.segment), 32)
+        assert c.num_viewgrams <= 4
+        assert len({p.segment for p in c.parts}) == len(c.parts)
+        offset = 0
+        for p in c.parts:
+            pos = [sorted(views).index(v) for v in p.views]
+            assert pos == list(range(pos[0], pos[0] + len(pos)))
+            assert p.shape == (len(p.views), pdi.get_num_axial_poss(p.segment), 32)
+            assert p.offset == offset
+            offset = p.stop
+        assert c.num_bins == offset and c.nbytes == 4 * offset
     assert [c.index for c in plan.chunks] == list(range(len(plan.chunks)))
+    assert any(len(c.parts) > 1 for c in plan.chunks)  # 6 views per segment, 4 per chunk
+
+
+def test_small_requests_pack_several_segments_per_chunk():
+    """A subset of a many-segment scanner gets a few multi-part chunks, not one small chunk per
+    segment (mMR span 11, subset 1/21: 12 views x 11 segments, 13.8 MB, 4 MiB minimum chunk);
+    full data keep about one part per chunk."""
+    from stirgpu.geometry import ProjDataInfo, Scanner
+    mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
+    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
+    sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
+    assert len(sub.chunks) <= 4 < mmr.get_num_segments()
+    assert sum(c.num_viewgrams for c in sub.chunks) == 12 * mmr.get_num_segments()
+    assert max(c.nbytes for c in sub.chunks) <= max(4 << 20, max(4 * mmr.get_num_axial_poss(s) * 344
+                                                                 for s in mmr.segment_nums))
+    full = make_plan(mmr, mmr.segment_nums, range(mmr.get_num_views()), **args)
+    assert sum(len(c.parts) for c in full.chunks) <= len(full.chunks) + mmr.get_num_segments()
 
 
 def test_buffers_fit_the_budgets():
@@ -69,14 +93,14 @@ def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
                      device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
     assert len(plan.chunks) >= 2 * 4 and plan.buffer_bytes <= MAX_CHUNK_BYTES
     _, small = _plan()
-    assert len(small.chunks) == 5  # 300 KiB of data: one chunk per segment
+    assert len(small.chunks) == 1 and len(small.chunks[0].parts) == 5  # 300 KiB of data: one chunk
 
 
 def test_plan_table_is_readable():
-    """str(plan) lists each segment's chunks and the buffer totals."""
+    """str(plan) lists each segment's parts and the chunk and buffer totals."""
     _, plan = _plan(max_views_per_chunk=5)
     text = str(plan)
-    assert "views/chunk" in text and f"{len(plan.chunks)} chunks" in text and "host" in text
+    assert "views/part" in text and f"{len(plan.chunks)} chunks" in text and "host" in text
     assert len(text.splitlines()) == 2 + 5 + 1
 
 

@@ -89,6 +89,44 @@ def test_chunk_functions_validate_tables_and_shapes():
         forward_chunk(tables, img, ORG, VOX, scale=float("inf"))
 
 
+def test_multi_part_chunks_are_their_parts_one_after_the_other():
+    """A sequence of ChunkTables (the parts of a chunk spanning several segments) projects to
+    the parts' results one after the other, flat; its back projection equals the parts'
+    back projections added; mismatched parts and sizes are refused naming the problem; the
+    packed layout of the GPU kernels holds each part's header and tables."""
+    from stirgpu.kernels.tables import HEADER, pack_tables, packed_length
+    sc = Scanner.from_name("ECAT 953")
+    pdi = ProjDataInfo.construct(sc, span=3, max_ring_diff=4, num_views=8, num_tangential_poss=32)
+    parts = [pdi.chunk_tables(s, views=[1, 5]) for s in pdi.segment_nums]
+    rng = np.random.default_rng(3)
+    img = rng.random((15, 21, 21), dtype=np.float32)
+    org, vox = (-21.0, -31.0, -31.0), (3.0, 3.1, 3.1)
+    one = [forward_chunk(t, img, org, vox) for t in parts]
+    got = forward_chunk(parts, img, org, vox)
+    np.testing.assert_array_equal(got, np.concatenate([a.reshape(-1) for a in one]))
+    assert np.count_nonzero(got) > got.size // 4
+    vals = rng.random(got.size, dtype=np.float32)
+    want = np.zeros_like(img)
+    o = 0
+    for t in parts:
+        back_chunk(t, vals[o:o + t.num_lors].reshape(t.shape), want, org, vox)
+        o += t.num_lors
+    back = back_chunk(parts, vals, np.zeros_like(img), org, vox)
+    np.testing.assert_allclose(back, want, rtol=0, atol=1e-6 * want.max())
+    with pytest.raises(GeometryError, match="out: expected shape"):
+        forward_chunk(parts, img, org, vox, out=np.zeros(got.size - 1, np.float32))
+    with pytest.raises(GeometryError, match="tangential"):
+        forward_chunk([parts[0], pdi.chunk_tables(0, views=[0], tangential_poss=range(-4, 4))], img, org, vox)
+    with pytest.raises(GeometryError, match="at least one part"):
+        forward_chunk([], img, org, vox)
+    packed = pack_tables(parts)
+    assert packed.shape == (packed_length([t.shape for t in parts]),)
+    k = 2
+    start, bin0, nv, na = packed[HEADER * k:HEADER * k + 4]
+    assert (nv, na) == parts[k].shape[:2] and bin0 == sum(t.num_lors for t in parts[:k])
+    np.testing.assert_array_equal(packed[int(start):int(start) + 2], parts[k].cos_phi)
+
+
 def test_empty_inputs():
     """Zero LORs: forward returns an empty array, back leaves the image unchanged."""
     s = np.zeros((0, 3))

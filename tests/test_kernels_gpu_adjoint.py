@@ -26,6 +26,11 @@ OPTION_SETS = {
     "tiled-all": dict(variant="tiled", fwd_ilp=2, back_vec=True, back_merge=True, lerp=True),
     "tiled-smem": dict(variant="tiled", back_smem=True),
     "tiled-smem-merge": dict(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4),
+    "tiled-smem-partial": dict(variant="tiled", back_smem=True, back_smem_partial=True),
+    "tiled-smem-partial-bw4-i64": dict(variant="tiled", back_smem_partial=True, back_warps_per_block=4, index64=True),
+    "tiled-segsum": dict(variant="tiled", back_smem=False, back_segsum=True),
+    "tiled-segsum-bw4-i64": dict(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4,
+                                 index64=True),
 }
 
 

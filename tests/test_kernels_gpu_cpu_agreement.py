@@ -25,12 +25,16 @@ from stirgpu.kernels import cpu, stir_scaled_geometry
 pytestmark = pytest.mark.gpu
 
 RTOL_OF_MAX = 1e-5
-VARIANTS = ["simple", "tiled", "tiled-smem"]
+VARIANTS = ["simple", "tiled", "tiled-smem", "tiled-smem-partial", "tiled-segsum"]
 
 
 def options(cb, name):
     if name == "tiled-smem":  # shared-memory aggregated back projection
         return cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True)
+    if name == "tiled-smem-partial":  # ... also for warps with only some lanes active
+        return cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True)
+    if name == "tiled-segsum":  # shuffle-only aggregation of equal footprints
+        return cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True)
     return cb.KernelOptions(variant=name)
 
 
@@ -172,9 +176,45 @@ def test_chunk_back_matches_cpu(cp, cb, chunk_geometry, variant):
     np.testing.assert_allclose(out.get(), want, rtol=0, atol=RTOL_OF_MAX * float(want.max()))
 
 
+@pytest.mark.parametrize("variant", ["simple", "tiled"])
+def test_multi_part_chunk_is_one_launch_of_its_parts(cp, cb, chunk_geometry, variant):
+    """A chunk of several parts (subset views of every segment, as the planner packs a subset)
+    projects in one launch to exactly what the parts give one by one: forward bit for bit
+    (each bin is computed independently), back to float32 summation order; a one-part
+    sequence gives a flat result."""
+    pdi, ii = chunk_geometry
+    kg = stir_scaled_geometry(ii)
+    rng = np.random.default_rng(16)
+    img = cp.asarray(rng.random(ii.shape, dtype=np.float32))
+    opts = options(cb, variant)
+    parts = [pdi.chunk_tables(s, views=pdi.subset_views(2, 5)) for s in pdi.segment_nums]
+    one_by_one = [cb.forward_chunk(t, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get()
+                  for t in parts]
+    got = cb.forward_chunk(parts, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+    assert got.shape == (sum(a.size for a in one_by_one),)
+    np.testing.assert_array_equal(got.get(), np.concatenate([a.reshape(-1) for a in one_by_one]))
+    dt = cb.upload_tables(parts)  # uploaded once, as the pipeline does
+    np.testing.assert_array_equal(cb.forward_chunk(dt, img, kg.origin, kg.voxel_size, scale=kg.scale,
+                                                   options=opts).get(), got.get())
+    assert cb.forward_chunk(parts[:1], img, kg.origin, kg.voxel_size, scale=kg.scale,
+                            options=opts).shape == (parts[0].num_lors,)
+    vals = rng.random(got.size, dtype=np.float32)
+    want = cp.zeros(ii.shape, cp.float32)
+    o = 0
+    for t in parts:
+        cb.back_chunk(t, cp.asarray(vals[o:o + t.num_lors].reshape(t.shape)), want, kg.origin, kg.voxel_size,
+                      scale=kg.scale, options=opts)
+        o += t.num_lors
+    back = cp.zeros(ii.shape, cp.float32)
+    cb.back_chunk(dt, cp.asarray(vals), back, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
+    want = want.get()
+    np.testing.assert_allclose(back.get(), want, rtol=0, atol=RTOL_OF_MAX * float(want.max()))
+
+
 def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
     """The tuning options (lerp, branch-free unrolled forward, merged and vector atomics,
-    no FMA, fewer registers, 64-bit indices, other block shapes) change only float32
+    shared-memory and shuffle-aggregated back projection, no FMA, fewer registers, 64-bit
+    indices, other block shapes) change only float32
     rounding: forward and back agree with the simple kernels within 1e-5 of the maximum."""
     pdi, ii = chunk_geometry
     kg = stir_scaled_geometry(ii)
@@ -195,6 +235,13 @@ def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
         cb.KernelOptions(variant="tiled", fwd_ilp=3, back_vec=True, back_merge=True, lerp=True),
         cb.KernelOptions(variant="tiled", back_smem=True),
         cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4, maxrregcount=64),
+        cb.KernelOptions(variant="tiled", back_smem_partial=True),
+        cb.KernelOptions(variant="tiled", back_smem_partial=True, back_merge=False, back_warps_per_block=4),
+        cb.KernelOptions(variant="tiled", back_smem_partial=True, index64=True),
+        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True),
+        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4),
+        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_merge=False, index64=True),
+        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=3, back_vec=True),
         cb.KernelOptions(variant="tiled", fmad=False),
         cb.KernelOptions(variant="tiled", maxrregcount=40),
         cb.KernelOptions(variant="tiled", warps_per_block=3),

@@ -4,14 +4,15 @@ Per lane (one GPU, or one CPU worker) three threads and ``depth`` slots:
 
 * the **reader** takes a free slot, then the next chunk from the call's *shared* chunk
   list (so a faster lane, whose slots come back sooner, takes more chunks), computes the
-  chunk's geometry tables and reads the program's inputs into the slot's host buffers;
+  geometry tables of the chunk's parts (one per segment) and reads the program's inputs,
+  part by part, into the slot's host buffers;
 * the **worker** queues, on the GPU, the host->device copies on the copy-in stream, the
   program's device step on the compute stream (after a CUDA event of the copy) and the
   device->host copies of the outputs on the copy-out stream (after an event of the
   compute); it never waits, so copies of one slot overlap the kernels of the other.  On
   a CPU lane it runs the device step on the host buffers under the CPU compute lock;
 * the **writer** waits for the slot's last event, writes the outputs into the output
-  stores by views, and hands the slot back to the reader.
+  stores part by part, by views, and hands the slot back to the reader.
 
 Queues are bounded (a lane never has more than ``depth`` chunks in flight), so host
 memory is bounded by the plan, not by the data: no full-size projection array exists
@@ -37,6 +38,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import DeviceError, PipelineError
+from ..kernels.tables import pack_tables, packed_length
 from . import devices as _devices
 from .hostio import DaemonPool, parallel_copy, run_pieces, split_ranges
 from .plan import Plan, default_gpu_budget, make_plan
@@ -85,19 +87,8 @@ class _Slot:
             self.tab_dev = lane.alloc_device(table_capacity, np.float64)
 
 
-def _table_length(shape) -> int:
-    nv, na, nt = shape
-    return 2 * nv + 3 * nt + na
-
-
-def _pack_tables(t, out: np.ndarray) -> int:
-    """ChunkTables packed as the CUDA backend's DeviceTables expects:
-    [cos_phi | sin_phi | s | half_chord | tantheta | m] (float64)."""
-    o = 0
-    for a in (t.cos_phi, t.sin_phi, t.s, t.half_chord, t.tantheta, t.m):
-        out[o:o + len(a)] = a
-        o += len(a)
-    return o
+def _table_length(chunk) -> int:
+    return packed_length([p.shape for p in chunk.parts])
 
 
 class Engine:
@@ -193,7 +184,7 @@ class Engine:
 
     def _slots_for(self, k: int, lane, plan: Plan, n_host: int, n_dev: int) -> list[_Slot]:
         capacity = plan.buffer_bytes // 4
-        tables = max(_table_length(c.shape) for c in plan.chunks)
+        tables = max(_table_length(c) for c in plan.chunks)
         cached = self._slots.get(k)
         if (cached is not None and len(cached) == plan.depth
                 and all(s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev
@@ -359,26 +350,30 @@ class Engine:
 
         def views_of(bufs, chunk, names, offset):
             n = chunk.num_bins
-            return {name: bufs[offset + i][:n].reshape(chunk.shape) for i, name in enumerate(names)}
+            return {name: bufs[offset + i][:n] for i, name in enumerate(names)}
 
-        def read_chunk(store, chunk, buf, split):
-            views = chunk.views
+        def part_view(buf, part):
+            return buf[part.offset:part.stop].reshape(part.shape)
 
-            def piece(a, b):
-                got = store.read_views(chunk.segment, views[a:b], out=buf[a:b])
-                if got is not buf[a:b] and got is not None:  # a store that ignores ``out``
-                    np.copyto(buf[a:b], got)
-            per_view = buf[0].nbytes
-            ranges = split_ranges(len(views), per_view, io_split if split else 1)
-            run_pieces(io_pool if split else None, piece, ranges)
+        def read_chunk(store, chunk, flat, split):
+            for part in chunk.parts:
+                buf, views = part_view(flat, part), part.views
 
-        def write_chunk(store, chunk, buf, split):
-            views = chunk.views
+                def piece(a, b, buf=buf, views=views, seg=part.segment):
+                    got = store.read_views(seg, views[a:b], out=buf[a:b])
+                    if got is not buf[a:b] and got is not None:  # a store that ignores ``out``
+                        np.copyto(buf[a:b], got)
+                ranges = split_ranges(len(views), buf[0].nbytes, io_split if split else 1)
+                run_pieces(io_pool if split else None, piece, ranges)
 
-            def piece(a, b):
-                store.write_views(buf[a:b], chunk.segment, views[a:b])
-            ranges = split_ranges(len(views), buf[0].nbytes, io_split if split else 1)
-            run_pieces(io_pool if split else None, piece, ranges)
+        def write_chunk(store, chunk, flat, split):
+            for part in chunk.parts:
+                buf, views = part_view(flat, part), part.views
+
+                def piece(a, b, buf=buf, views=views, seg=part.segment):
+                    store.write_views(buf[a:b], seg, views[a:b])
+                ranges = split_ranges(len(views), buf[0].nbytes, io_split if split else 1)
+                run_pieces(io_pool if split else None, piece, ranges)
 
         def reader(k, lane, free_q, ready_q):
             try:
@@ -392,9 +387,9 @@ class Engine:
                             put(ready_q, _END)
                             return
                         t0 = time.perf_counter()
-                        tables = pdi.chunk_tables(chunk.segment, chunk.views)
+                        tables = [pdi.chunk_tables(p.segment, p.views) for p in chunk.parts]
                         if slot.tab_host is not None:
-                            _pack_tables(tables, slot.tab_host)
+                            pack_tables(tables, slot.tab_host)
                         bufs = views_of(slot.host, chunk, program.inputs, 0)
                         for name in program.inputs:
                             read_chunk(sources[name], chunk, bufs[name], parallel_io.get(name, False))
@@ -425,7 +420,7 @@ class Engine:
                         data = ChunkData(chunk=chunk, tables=tables,
                                          inputs=views_of(slot.dev, chunk, program.inputs, 0),
                                          outputs=views_of(slot.dev, chunk, program.outputs, n_in),
-                                         scratch=[slot.dev[n_in + n_out + i][:chunk.num_bins].reshape(chunk.shape)
+                                         scratch=[slot.dev[n_in + n_out + i][:chunk.num_bins]
                                                   for i in range(program.scratch)],
                                          image=self._images.get(k), accum=accum[k], scalars=scalars[k],
                                          xp=lane.xp, lane=lane)
@@ -435,9 +430,9 @@ class Engine:
                             put(done_q, (chunk, slot, None))
                             continue
                         ev = {"h2d0": lane.record(lane.s_in)}
-                        nt64 = _table_length(chunk.shape)
+                        nt64 = _table_length(chunk)
                         lane.to_device(slot.tab_dev, slot.tab_host, 8 * nt64)
-                        data.tables = DeviceTables(tables, slot.tab_dev[:nt64], chunk.shape, lane.device_id)
+                        data.tables = DeviceTables(tables, slot.tab_dev[:nt64], lane.device_id)
                         for i in range(n_in):
                             lane.to_device(slot.dev[i], slot.host[i], nbytes)
                         ev["h2d1"] = lane.record(lane.s_in)

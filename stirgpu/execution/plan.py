@@ -1,9 +1,14 @@
 """The chunk plan: which (segment, views) blocks a call processes, and how big its buffers are.
 
-A *chunk* is one segment x a run of views of the call's view list (a subset's views)
-x all axial and tangential positions, laid out [view][axial][tangential].  Chunks of
-one segment take consecutive entries of the (sorted) view list, and segments come in
-file order (ascending ring difference), so a reader walks a file front to back.
+A *chunk* is the unit the pipeline moves: one read, one upload, one kernel launch, one
+download and one write-back per chunk.  It is a run of consecutive *viewgrams* in file
+order (segments ascending, then the call's sorted view list -- a subset's views), cut
+into *parts*, one per segment it touches; a part is one segment x a run of views x all
+axial and tangential positions, laid out [view][axial][tangential], and the chunk's
+buffers hold its parts one after the other.  Large calls get chunks of one part each;
+a subset of a many-segment scanner (mMR span 11: 12 views of 11 segments) gets a few
+chunks of several parts instead of one small chunk per segment, because each chunk
+costs a fixed amount of thread hand-offs, CUDA events and a kernel launch tail.
 
 Sizing.  Every lane (one GPU, or one CPU worker) holds ``depth`` *slots*; a slot is a
 set of equally sized chunk buffers: on the host one per projection-data input and
@@ -15,9 +20,8 @@ array.  One buffer's capacity ``buffer_bytes`` is the largest that fits both bud
 
 where the *fixed* parts are the images each lane keeps.  It is then capped at a
 target chunk size so that a call has several chunks per lane (overlap and load
-balance) but no chunk is so small that per-chunk overhead dominates.  A segment's
-chunks hold ``buffer_bytes // bytes_per_view(segment)`` views.  If not even one view of
-the largest segment fits, :class:`~stirgpu.errors.PlanError` says by how much.
+balance) but no chunk is so small that per-chunk overhead dominates.  If not even one
+viewgram of the largest segment fits, :class:`~stirgpu.errors.PlanError` says by how much.
 
 Defaults: the GPU budget is the device's free memory (cupy ``Device.mem_info``) less a
 reserve; the host budget a fraction of ``MemAvailable`` from ``/proc/meminfo``.
@@ -34,7 +38,7 @@ import numpy as np
 
 from ..errors import PlanError
 
-__all__ = ["Chunk", "Plan", "make_plan", "host_available_bytes", "default_host_budget",
+__all__ = ["Chunk", "ChunkPart", "Plan", "make_plan", "host_available_bytes", "default_host_budget",
            "default_gpu_budget", "partition", "format_bytes", "parse_bytes"]
 
 #: never plan chunks larger than this (bigger ones do not run faster, they only delay overlap)
@@ -50,13 +54,14 @@ GPU_RESERVE_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
-class Chunk:
-    """One unit of work: ``views`` (ascending) of ``segment``; ``shape`` (nv, na, nt)."""
+class ChunkPart:
+    """The part of a chunk in one segment: ``views`` (ascending) x all axial and tangential
+    positions, ``shape`` (nv, na, nt), starting at bin ``offset`` of the chunk's buffers."""
 
-    index: int
     segment: int
     views: tuple[int, ...]
     shape: tuple[int, int, int]
+    offset: int
 
     @property
     def num_bins(self) -> int:
@@ -64,9 +69,35 @@ class Chunk:
         return nv * na * nt
 
     @property
+    def stop(self) -> int:
+        """One past the part's last bin in the chunk's buffers."""
+        return self.offset + self.num_bins
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One unit of work: ``parts`` (one per segment, in file order), their bins one after the
+    other in the chunk's buffers."""
+
+    index: int
+    parts: tuple[ChunkPart, ...]
+
+    @property
+    def num_bins(self) -> int:
+        return self.parts[-1].stop if self.parts else 0
+
+    @property
     def nbytes(self) -> int:
         """Bytes of one float32 buffer of this chunk."""
         return 4 * self.num_bins
+
+    @property
+    def num_viewgrams(self) -> int:
+        return sum(len(p.views) for p in self.parts)
+
+    def viewgrams(self) -> list[tuple[int, int]]:
+        """(segment, view) of every viewgram of the chunk, in buffer order."""
+        return [(p.segment, v) for p in self.parts for v in p.views]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,13 +139,14 @@ class Plan:
         return 4 * self.num_bins
 
     def __str__(self) -> str:
-        rows = [("segment", "views", "chunks", "views/chunk", "bytes/chunk")]
-        by_seg: dict[int, list[Chunk]] = {}
+        rows = [("segment", "views", "parts", "views/part")]
+        by_seg: dict[int, list[ChunkPart]] = {}
         for c in self.chunks:
-            by_seg.setdefault(c.segment, []).append(c)
-        for seg, cs in by_seg.items():
-            rows.append((str(seg), str(sum(len(c.views) for c in cs)), str(len(cs)),
-                         str(max(len(c.views) for c in cs)), format_bytes(max(c.nbytes for c in cs))))
+            for p in c.parts:
+                by_seg.setdefault(p.segment, []).append(p)
+        for seg, ps in by_seg.items():
+            rows.append((str(seg), str(sum(len(p.views) for p in ps)), str(len(ps)),
+                         str(max(len(p.views) for p in ps))))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -122,8 +154,11 @@ class Plan:
                f"; GPU {format_bytes(self.device_bytes_per_lane)} per device of "
                f"{format_bytes(self.gpu_budget)} ({self.device_buffers_per_slot} buffers/slot + "
                f"{format_bytes(self.device_fixed_bytes)} images)")
+        most = max((len(c.parts) for c in self.chunks), default=0)
         lines.append(
-            f"{len(self.chunks)} chunks, {format_bytes(self.data_bytes)} of data; {self.lanes} lane(s) x "
+            f"{len(self.chunks)} chunks (at most {most} parts, "
+            f"{format_bytes(max((c.nbytes for c in self.chunks), default=0))} each), "
+            f"{format_bytes(self.data_bytes)} of data; {self.lanes} lane(s) x "
             f"{self.depth} slots x {self.host_buffers_per_slot} host buffers of "
             f"{format_bytes(self.buffer_bytes)}; host {format_bytes(self.host_bytes)} of "
             f"{format_bytes(self.host_budget)}" + gpu)
@@ -251,22 +286,51 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
         target = int(target_chunk_bytes)
     cap = max(target, largest) if fit is None else min(fit, max(target, largest))
 
-    chunks: list[Chunk] = []
+    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, max_views_per_chunk)
     per_seg: dict[int, int] = {}
-    for s in segments:
-        vpc = max(1, cap // view_bytes[s])
-        if max_views_per_chunk is not None:
-            vpc = min(vpc, int(max_views_per_chunk))
-        vpc = min(vpc, len(views))
-        per_seg[s] = vpc
-        na = proj_data_info.get_num_axial_poss(s)
-        for i in range(0, len(views), vpc):
-            vs = tuple(int(v) for v in views[i:i + vpc])
-            chunks.append(Chunk(len(chunks), s, vs, (len(vs), na, nt)))
+    for c in chunks:
+        for p in c.parts:
+            per_seg[p.segment] = max(per_seg.get(p.segment, 0), len(p.views))
     buffer_bytes = max(c.nbytes for c in chunks)
     return Plan(tuple(chunks), lanes, depth, buffer_bytes, host_buffers_per_slot,
                 int(device_buffers_per_slot or 0), int(host_fixed_bytes), int(device_fixed_bytes),
                 int(host_budget), None if gpu_budget is None else int(gpu_budget), per_seg)
+
+
+def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj_data_info, cap: int,
+         max_views: int | None) -> list[Chunk]:
+    """Cut the viewgrams (segments in order, then ``views``) into chunks of at most ``cap``
+    bytes (and ``max_views`` viewgrams); a chunk gets one part per segment it touches."""
+    chunks: list[Chunk] = []
+    parts: list[ChunkPart] = []
+    used = 0    # bytes of the open chunk
+    count = 0   # viewgrams of the open chunk
+    limit = len(views) * len(segments) if max_views is None else max(int(max_views), 1)
+
+    def close():
+        nonlocal parts, used, count
+        if parts:
+            chunks.append(Chunk(len(chunks), tuple(parts)))
+        parts, used, count = [], 0, 0
+
+    for s in segments:
+        vb = view_bytes[s]
+        na = proj_data_info.get_num_axial_poss(s)
+        i = 0
+        while i < len(views):
+            room = min((cap - used) // vb, limit - count)
+            if room <= 0:
+                close()
+                continue
+            take = min(room, len(views) - i)
+            vs = tuple(int(v) for v in views[i:i + take])
+            offset = parts[-1].stop if parts else 0
+            parts.append(ChunkPart(s, vs, (take, na, nt), offset))
+            used += take * vb
+            count += take
+            i += take
+    close()
+    return chunks
 
 
 def partition(chunks: Sequence[Chunk], rank: int, size: int) -> list[Chunk]:

@@ -27,10 +27,15 @@ __all__ = ["ChunkProgram", "ChunkData"]
 class ChunkData:
     """Everything a program's device step sees for one chunk.
 
-    Arrays are (nv, na, nt) float32 on the lane's device (numpy on CPU lanes):
-    ``inputs`` / ``outputs`` by name, ``scratch`` a list.  ``image`` is the lane's input
-    image, ``accum`` its accumulation image ((nz, ny, nx) float32), ``scalars`` a float64
-    vector (one entry per name in ``program.scalars``), ``xp`` numpy or cupy.
+    Arrays are flat (N,) float32 on the lane's device (numpy on CPU lanes), the chunk's
+    parts one after the other (``chunk.parts[k]`` occupies ``[offset, stop)``, shaped
+    (nv, na, nt)): ``inputs`` / ``outputs`` by name, ``scratch`` a list.  ``tables`` are
+    the parts' geometry tables in the form the kernels take for a whole chunk (a list of
+    ChunkTables; on a GPU lane one uploaded :class:`~stirgpu.kernels.cuda_backend.DeviceTables`),
+    so ``forward_chunk(d.tables, ...)`` projects every part in one call.  ``image`` is the
+    lane's input image, ``accum`` its accumulation image ((nz, ny, nx) float32),
+    ``scalars`` a float64 vector (one entry per name in ``program.scalars``), ``xp`` numpy
+    or cupy.
     """
 
     chunk: Any

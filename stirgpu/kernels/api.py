@@ -5,8 +5,9 @@ Two ways to say which LORs to project:
 * **explicit endpoints** -- :func:`joseph_forward` / :func:`joseph_back`, with the
   semantics of parallelproj's ``joseph3d_fwd`` / ``joseph3d_back``;
 * **geometry-aware chunks** -- :func:`forward_chunk` / :func:`back_chunk`, which take a
-  :class:`stirgpu.geometry.ChunkTables` and compute every LOR's endpoints inside the
-  kernel (no per-LOR endpoint array is ever built).
+  :class:`stirgpu.geometry.ChunkTables` (or a sequence of them: the parts of a chunk
+  that spans several segments) and compute every LOR's endpoints inside the kernel (no
+  per-LOR endpoint array is ever built).
 
 Conventions shared by all four (docs/joseph.md has the algorithm):
 
@@ -196,6 +197,30 @@ def _tables_shape(t64: tuple[np.ndarray, ...]) -> tuple[int, int, int]:
     return (t64[0].shape[0], t64[5].shape[0], t64[2].shape[0])
 
 
+def _chunk_parts(tables) -> tuple[list, list, tuple | None]:
+    """The parts of a chunk argument: (host ChunkTables per part, their validated float64
+    arrays, the (nv, na, nt) result shape of a single ChunkTables or None for a sequence,
+    whose results are the parts' bins one after the other, flat)."""
+    if getattr(tables, "parts", None) is not None and hasattr(tables, "data"):  # DeviceTables
+        parts, single = list(tables.parts), bool(getattr(tables, "single", False))
+    elif isinstance(tables, (list, tuple)):
+        parts, single = list(tables), False
+    else:
+        parts, single = [tables], True
+    if not parts:
+        raise GeometryError("tables: a chunk needs at least one part")
+    t64 = [_tables_f64(t) for t in parts]
+    shapes = [_tables_shape(t) for t in t64]
+    if len({s[2] for s in shapes}) != 1:
+        raise GeometryError(f"tables: the parts of one chunk must share the tangential positions "
+                            f"(got {sorted({s[2] for s in shapes})})")
+    return parts, t64, (shapes[0] if single else None)
+
+
+def _result_shape(t64, single) -> tuple[int, ...]:
+    return single if single is not None else (sum(int(np.prod(_tables_shape(t))) for t in t64),)
+
+
 # --------------------------------------------------------------------------------------
 # explicit endpoints
 # --------------------------------------------------------------------------------------
@@ -283,21 +308,24 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
     Parameters
     ----------
     tables
-        :class:`stirgpu.geometry.ChunkTables` (host arrays; mm, gantry frame).
+        :class:`stirgpu.geometry.ChunkTables` (host arrays; mm, gantry frame), or a
+        sequence of them: the parts (one segment each) of a multi-segment chunk, projected
+        in one launch on a GPU.
     image
         (nz, ny, nx) float32, C-contiguous, numpy or CUDA.
     origin, voxel_size
         (z, y, x) mm, gantry frame: centre of voxel [0, 0, 0] and voxel size
         (:func:`stirgpu.kernels.frames.stir_scaled_geometry` gives them for an ImageInfo).
     out
-        Optional (nv, na, nt) float32 array (same place as ``image``), overwritten.
+        Optional result array (same place as ``image``), overwritten.
     scale
         Multiplies every line integral (projectors pass 1 / vx for STIR's units).
 
-    Returns the (nv, na, nt) float32 projections in [view][axial][tangential] order.
+    Returns the (nv, na, nt) float32 projections in [view][axial][tangential] order for one
+    ChunkTables; for a sequence, the parts' projections one after the other, flat (N,).
     """
-    t64 = _tables_f64(tables)
-    shape = _tables_shape(t64)
+    parts, t64, single = _chunk_parts(tables)
+    shape = _result_shape(t64, single)
     named = {"image": _facts("image", image)}
     if out is not None:
         named["out"] = _facts("out", out)
@@ -312,18 +340,23 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
     from . import cpu
     if out is None:
         out = np.empty(shape, dtype=np.float32)
-    if out.size:
-        nz, ny, nx = image.shape
-        cpu.forward_tables(t64, image.reshape(-1), nz, ny, nx, *org, *vox, sc, out.reshape(-1))
+    flat = out.reshape(-1)
+    nz, ny, nx = image.shape
+    o = 0
+    for t in t64:
+        n = int(np.prod(_tables_shape(t)))
+        if n:
+            cpu.forward_tables(t, image.reshape(-1), nz, ny, nx, *org, *vox, sc, flat[o:o + n])
+        o += n
     return out
 
 
 def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0):
-    """Add the back projection of one chunk's ``values`` (nv, na, nt) float32 into
-    ``out_image``; the exact adjoint of :func:`forward_chunk` with the same arguments.
-    Returns ``out_image``."""
-    t64 = _tables_f64(tables)
-    shape = _tables_shape(t64)
+    """Add the back projection of one chunk's ``values`` (float32, shaped like
+    :func:`forward_chunk`'s result for the same ``tables``) into ``out_image``; the exact
+    adjoint of :func:`forward_chunk` with the same arguments.  Returns ``out_image``."""
+    parts, t64, single = _chunk_parts(tables)
+    shape = _result_shape(t64, single)
     named = {"values": _facts("values", values), "out_image": _facts("out_image", out_image)}
     _check("values", named["values"], shape=shape)
     _check("out_image", named["out_image"], ndim=3, writable=True)
@@ -333,9 +366,13 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0):
     if _same_place(named):
         return _cuda_backend().back_chunk(tables, values, out_image, org, vox, scale=sc)
     from . import cpu
-    n = shape[0] * shape[1] * shape[2]
-    if n:
-        nz, ny, nx = out_image.shape
-        cpu.back_project(cpu.back_tables, (t64, values.reshape(-1)), out_image.reshape(-1), n,
-                         (nz, ny, nx, *org, *vox, sc))
+    flat = values.reshape(-1)
+    nz, ny, nx = out_image.shape
+    o = 0
+    for t in t64:
+        n = int(np.prod(_tables_shape(t)))
+        if n:
+            cpu.back_project(cpu.back_tables, (t, flat[o:o + n]), out_image.reshape(-1), n,
+                             (nz, ny, nx, *org, *vox, sc))
+        o += n
     return out_image

@@ -2,8 +2,8 @@
 
 Same four entry points and semantics as :mod:`stirgpu.kernels.api` (which dispatches
 CUDA arrays here): :func:`joseph_forward`, :func:`joseph_back` (explicit endpoints) and
-:func:`forward_chunk`, :func:`back_chunk` (endpoints computed inside the kernel from a
-:class:`stirgpu.geometry.ChunkTables`).  ``docs/joseph.md`` is the specification,
+:func:`forward_chunk`, :func:`back_chunk` (endpoints computed inside the kernel from the
+:class:`stirgpu.geometry.ChunkTables` of a chunk's parts, all parts in one launch).  ``docs/joseph.md`` is the specification,
 ``cpu.py`` the reference; ``docs/kernel-tuning.md`` says how the kernels were tuned.
 
 * The kernels are ``cuda/joseph.cu`` + ``cuda/joseph_common.cuh`` (package data),
@@ -31,11 +31,13 @@ import dataclasses
 import functools
 import importlib.resources
 import math
+import types
 from typing import Any
 
 import numpy as np
 
 from ..errors import DeviceError, GeometryError, StirGpuError
+from . import tables as _tables
 
 __all__ = [
     "BackAccumulator",
@@ -73,7 +75,13 @@ class KernelOptions:
     voxel.  ``back_vec``: sm_90 float4 atomics for the two floats of a footprint row
     (slower: measured, kept for the record).  ``back_smem``: a warp on one plane sums its
     footprints in shared memory and adds each touched voxel once (on by default: +4-5 %
-    back projection on an H200, docs/kernel-tuning.md).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
+    back projection on an H200, docs/kernel-tuning.md).  ``back_smem_partial`` (needs
+    ``back_smem``): the shared-memory sums also when only some lanes are active, as long
+    as the active ones share one plane (experimental, off by default).  ``back_segsum``
+    (instead of ``back_smem``): lanes hitting the same voxels sum their footprints
+    exactly with register shuffles (segmented scan over runs of equal offsets), then one
+    lane adds each sum; supersedes ``back_merge`` and ``back_vec`` (experimental, off by
+    default).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
     ``maxrregcount`` / ``back_maxrregcount``: register cap of the forward / back kernels
     (they are compiled as two modules; None: the compiler's choice).
     ``auto_min_lors_per_voxel``: ``auto`` uses ``tiled`` when LORs >= this fraction of
@@ -91,6 +99,8 @@ class KernelOptions:
     back_merge: bool = True
     back_vec: bool = False
     back_smem: bool = True
+    back_smem_partial: bool = False
+    back_segsum: bool = False
     fmad: bool = True
     maxrregcount: int | None = 64
     back_maxrregcount: int | None = None
@@ -112,6 +122,11 @@ class KernelOptions:
             v = getattr(self, name)
             if v is not None and not 16 <= int(v) <= 255:
                 raise StirGpuError(f"KernelOptions: {name} must be in 16..255, not {v}")
+        if self.back_smem_partial and not self.back_smem:
+            raise StirGpuError("KernelOptions: back_smem_partial=True needs back_smem=True")
+        if self.back_segsum and self.back_smem:
+            raise StirGpuError("KernelOptions: back_segsum=True excludes back_smem=True "
+                               "(pass back_smem=False with back_segsum=True)")
 
     def compile_options(self, back: bool = False) -> tuple[str, ...]:
         """NVRTC options of the forward (and layout) module, or of the back module."""
@@ -126,6 +141,10 @@ class KernelOptions:
             opts.append("-DSG_BACK_VEC")
         if self.back_smem:
             opts.append("-DSG_BACK_SMEM")
+        if self.back_smem_partial:
+            opts.append("-DSG_BACK_SMEM_PARTIAL")
+        if self.back_segsum:
+            opts.append("-DSG_BACK_SEGSUM")
         cap = self.back_maxrregcount if back else self.maxrregcount
         if cap is not None:
             opts.append(f"--maxrregcount={int(cap)}")
@@ -278,59 +297,66 @@ def _like_input(result, reference):
 # --------------------------------------------------------------------------------------
 # tables
 # --------------------------------------------------------------------------------------
-_TABLE_FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
-
-
 class DeviceTables:
-    """A :class:`~stirgpu.geometry.ChunkTables` uploaded to one device (one packed
-    float64 array ``[cos_phi | sin_phi | s | half_chord | tantheta | m]``), reusable for
-    many kernel calls.  Every attribute of the wrapped tables stays readable, so it can
-    be passed wherever ChunkTables are accepted."""
+    """The tables of a chunk's parts (:class:`~stirgpu.geometry.ChunkTables`, one per
+    segment) packed (:mod:`stirgpu.kernels.tables`) and uploaded to one device, reusable for
+    many kernel calls.  ``parts`` are the host tables, ``shapes`` their (nv, na, nt),
+    ``data`` the packed float64 device array.  With one part, ``shape`` and every
+    attribute of that ChunkTables stay readable, so it can be passed wherever ChunkTables
+    are accepted."""
 
-    def __init__(self, tables, data, shape: tuple[int, int, int], device_id: int):
-        self.tables = tables
+    def __init__(self, parts, data, device_id: int):
+        #: made from one ChunkTables (results shaped (nv, na, nt)) rather than a sequence
+        self.single = not isinstance(parts, (list, tuple))
+        self.parts = (parts,) if self.single else tuple(parts)
+        self.shapes = _tables.parts_shapes(self.parts)
         self.data = data
-        self.shape = shape
-        self.device_id = device_id
+        self.device_id = int(device_id)
 
     def __getattr__(self, name):
-        if name == "tables":  # not yet set (during unpickling): avoid recursion
+        if name in ("parts", "shapes", "single"):  # not yet set (during unpickling): avoid recursion
             raise AttributeError(name)
-        return getattr(self.tables, name)
+        if len(self.parts) != 1:
+            raise AttributeError(f"DeviceTables of {len(self.parts)} parts has no single {name!r}")
+        return getattr(self.parts[0], name)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(nv, na, nt) of a one-part chunk."""
+        if len(self.shapes) != 1:
+            raise GeometryError(f"DeviceTables of {len(self.shapes)} parts has no single shape")
+        return self.shapes[0]
 
     @property
     def num_lors(self) -> int:
-        nv, na, nt = self.shape
-        return nv * na * nt
+        return sum(nv * na * nt for nv, na, nt in self.shapes)
 
 
 def upload_tables(tables, device: int | None = None) -> DeviceTables:
-    """Pack and copy ``tables`` (host numpy or device cupy arrays) to a CUDA device
-    (default: the current one).  A :class:`DeviceTables` is returned unchanged if it
-    is already on that device."""
+    """Pack and copy the tables of one chunk -- a ChunkTables, or a sequence of them (the
+    parts of a multi-segment chunk) -- to a CUDA device (default: the current one).  A
+    :class:`DeviceTables` is returned unchanged if it is already on that device."""
     cp = _cupy()
     dev = int(cp.cuda.Device().id if device is None else device)
     if isinstance(tables, DeviceTables):
         if tables.device_id == dev:
             return tables
-        tables = tables.tables
+        tables = tables.parts
+    parts = tuple(tables) if isinstance(tables, (list, tuple)) else (tables,)
+    host = _tables.pack_tables([_host_tables(t) for t in parts])
+    with cp.cuda.Device(dev):
+        data = cp.asarray(host)
+    return DeviceTables(parts if isinstance(tables, (list, tuple)) else tables, data, dev)
+
+
+def _host_tables(t):
+    """``t`` with its arrays on the host (tables built from cupy arrays are accepted)."""
+    if all(isinstance(getattr(t, n, None), np.ndarray) for n in _tables.FIELDS):
+        return t
     try:
-        parts = [getattr(tables, n) for n in _TABLE_FIELDS]
+        return types.SimpleNamespace(**{n: _cupy().asnumpy(getattr(t, n)) for n in _tables.FIELDS})
     except AttributeError as e:
         raise GeometryError(f"tables: expected stirgpu.geometry.ChunkTables ({e})") from None
-    nv, nt, na = len(parts[0]), len(parts[2]), len(parts[5])
-    lengths = dict(zip(_TABLE_FIELDS, (len(p) for p in parts)))
-    if lengths["sin_phi"] != nv or lengths["half_chord"] != nt or lengths["tantheta"] != nt:
-        raise GeometryError(f"tables: inconsistent lengths {lengths}")
-    with cp.cuda.Device(dev):
-        if all(isinstance(p, np.ndarray) for p in parts):
-            host = np.concatenate([np.ascontiguousarray(p, dtype=np.float64).reshape(-1) for p in parts])
-            if not np.all(np.isfinite(host)):
-                raise GeometryError("tables: must be finite")
-            data = cp.asarray(host)
-        else:
-            data = cp.concatenate([cp.asarray(p, dtype=cp.float64).reshape(-1) for p in parts])
-    return DeviceTables(tables, data, (nv, na, nt), dev)
 
 
 class _ImageWithWorkspace:
@@ -613,26 +639,42 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size, *, options:
 # --------------------------------------------------------------------------------------
 # geometry-aware chunks
 # --------------------------------------------------------------------------------------
-def _chunk_grid(shape, w: int):
-    nv, na, nt = shape
-    blocks = nv * ((na + w - 1) // w) * ((nt + 31) // 32)
+def _parts_grid(shapes, w: int):
+    """Grid and block of a tiled chunk launch over all parts (see ``part_of_block``)."""
+    blocks = sum(nv * ((na + w - 1) // w) * ((nt + 31) // 32) for nv, na, nt in shapes)
     return (blocks,), (32, w)
+
+
+def _chunk_shape(tables):
+    """Shapes of the parts, and the shape of a one-part result (None for several parts)."""
+    if isinstance(tables, DeviceTables):
+        shapes = tables.shapes
+        single = tables.single
+    elif isinstance(tables, (list, tuple)):
+        shapes = _tables.parts_shapes(tables)
+        single = False
+    else:
+        shapes = _tables.parts_shapes((tables,))
+        single = True
+    return shapes, (shapes[0] if single else None)
 
 
 def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
                   options: KernelOptions | None = None):
-    """Forward project one chunk: ``tables`` (ChunkTables, or :class:`DeviceTables`)
-    give the LORs, whose endpoints (mm, gantry frame) are computed in the kernel;
-    ``image`` (nz, ny, nx) float32 on the device; every line integral is multiplied by
-    ``scale``.  Returns (nv, na, nt) float32 in [view][axial][tangential] order (``out``
-    if given, overwritten)."""
+    """Forward project one chunk: ``tables`` (ChunkTables, a sequence of them -- the parts of a
+    multi-segment chunk -- or :class:`DeviceTables`) give the LORs, whose endpoints (mm,
+    gantry frame) are computed in the kernel; ``image`` (nz, ny, nx) float32 on the device;
+    every line integral is multiplied by ``scale``.  One launch covers all parts.  Returns
+    (nv, na, nt) float32 in [view][axial][tangential] order for one ChunkTables, else the
+    parts' bins one after the other, (N,) float32 (``out`` if given, overwritten)."""
     cp = _cupy()
     options = options or DEFAULT_OPTIONS
     img, prepared, kind = _image_arg(cp, image)
     _check("image", img, ndim=3)
     named = {"image": img}
-    dt = tables if isinstance(tables, DeviceTables) else None
-    shape = dt.shape if dt is not None else (len(tables.cos_phi), len(tables.m), len(tables.s))
+    shapes, single = _chunk_shape(tables)
+    n = sum(a * b * c for a, b, c in shapes)
+    shape = single if single is not None else (n,)
     if out is not None:
         res = _as_cupy(cp, "out", out)
         _check("out", res, shape=shape)
@@ -644,11 +686,10 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
     with cp.cuda.Device(dev):
         if out is None:
             res = cp.empty(shape, dtype=cp.float32)
-        n = shape[0] * shape[1] * shape[2]
         if n:
             dt = upload_tables(tables, dev)
             idx = _index_type(img.shape, options)
-            dims = (np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+            head = (dt.data, np.int32(len(shapes)), np.int32(shapes[0][2]))
             g = _grid_args(org, vox, img.shape)
             copies = None
             if prepared is not None and options.variant != "simple":
@@ -656,29 +697,29 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
             elif _use_tiled(options, n, img.shape):
                 copies = _try_scratch(cp, lambda: _padded_copies(cp, dev, options, img), options)
             if copies is not None:
-                grid, block = _chunk_grid(shape, int(options.warps_per_block))
+                grid, block = _parts_grid(shapes, int(options.warps_per_block))
                 k = _kernel(dev, options, f"fwd_chunk_tiled<{idx}>")
-                k(grid, block, (dt.data,) + dims + (img, copies[0], copies[1], res, sc) + g)
+                k(grid, block, head + (img, copies[0], copies[1], res, sc) + g)
             else:
                 tpb = int(options.threads_per_block)
                 k = _kernel(dev, options, f"fwd_chunk_simple<{idx}>")
-                k((_blocks_1d(n, tpb),), (tpb,), (dt.data,) + dims + (img, res, sc) + g)
+                k((_blocks_1d(n, tpb),), (tpb,), head + (np.int64(n), img, res, sc) + g)
     return out if out is not None else _like_input(res, kind)
 
 
 def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
                options: KernelOptions | None = None):
-    """Add the back projection of one chunk's ``values`` ((nv, na, nt) float32) into
-    ``out_image`` (accumulated); the adjoint of :func:`forward_chunk` with the same
-    arguments.  Returns ``out_image``.  With a :class:`BackAccumulator` as ``out_image`` the
+    """Add the back projection of one chunk's ``values`` into ``out_image`` (accumulated);
+    the adjoint of :func:`forward_chunk` with the same arguments (``values`` shaped like its
+    result).  Returns ``out_image``.  With a :class:`BackAccumulator` as ``out_image`` the
     tiled kernels add into its accumulators, and :meth:`BackAccumulator.finish` completes
     the image."""
     cp = _cupy()
     options = options or DEFAULT_OPTIONS
-    dt = tables if isinstance(tables, DeviceTables) else None
-    shape = dt.shape if dt is not None else (len(tables.cos_phi), len(tables.m), len(tables.s))
+    shapes, single = _chunk_shape(tables)
+    n = sum(a * b * c for a, b, c in shapes)
     vals = _as_cupy(cp, "values", values)
-    _check("values", vals, shape=shape)
+    _check("values", vals, shape=single if single is not None else (n,))
     held = out_image if isinstance(out_image, BackAccumulator) else None
     img = held.image if held is not None else _as_cupy(cp, "out_image", out_image)
     _check("out_image", img, ndim=3)
@@ -686,13 +727,12 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
     org = _triple("origin", origin, positive=False)
     vox = _triple("voxel_size", voxel_size, positive=True)
     sc = np.float32(scale)
-    n = shape[0] * shape[1] * shape[2]
     if n == 0:
         return out_image
     with cp.cuda.Device(dev):
         dt = upload_tables(tables, dev)
         idx = _index_type(img.shape, options)
-        dims = (np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+        head = (dt.data, np.int32(len(shapes)), np.int32(shapes[0][2]))
         g = _grid_args(org, vox, img.shape)
         acc = None
         if held is not None and held.a is not None and options.variant != "simple":
@@ -700,14 +740,14 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
         elif _use_tiled(options, n, img.shape):
             acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
         if acc is not None:
-            grid, block = _chunk_grid(shape, int(options.back_warps_per_block))
+            grid, block = _parts_grid(shapes, int(options.back_warps_per_block))
             k = _kernel(dev, options, f"back_chunk_tiled<{idx}>")
-            k(grid, block, (dt.data,) + dims + (vals, img, acc[0], acc[1], sc) + g,
+            k(grid, block, head + (vals, img, acc[0], acc[1], sc) + g,
               shared_mem=_back_smem(options, block[0] * block[1]))
             if held is None:
                 _combine(dev, options, img, acc[0], acc[1])
         else:
             tpb = int(options.threads_per_block)
             k = _kernel(dev, options, f"back_chunk_simple<{idx}>")
-            k((_blocks_1d(n, tpb),), (tpb,), (dt.data,) + dims + (vals, img, sc) + g)
+            k((_blocks_1d(n, tpb),), (tpb,), head + (np.int64(n), vals, img, sc) + g)
     return out_image

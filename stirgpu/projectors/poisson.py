@@ -46,12 +46,29 @@ def inverse_factors(xp, f, out):
     return out
 
 
-def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, loglik=None):
+def _above_small(xp, y, parts):
+    """``y > small`` with STIR's per-viewgram ``small`` (see the module docstring)."""
+    if parts is None:
+        nv = y.shape[0]
+        small = xp.maximum(y.reshape(nv, -1).max(axis=1) * SMALL_FRACTION, _F0).reshape((nv,) + (1,) * (y.ndim - 1))
+        return y > small
+    keep = xp.empty(y.shape, dtype=bool)
+    for p in parts:
+        nv = p.shape[0]
+        yp = y[p.offset:p.stop].reshape(nv, -1)
+        small = xp.maximum(yp.max(axis=1) * SMALL_FRACTION, _F0).reshape(nv, 1)
+        keep[p.offset:p.stop].reshape(nv, -1)[...] = yp > small
+    return keep
+
+
+def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, loglik=None, parts=None):
     """STIR's OSEM quotient for one chunk: ``out = divide_and_truncate(y, ybar) / f``.
 
     ``fwd`` is the forward projection (A x), ``y`` the measured data, ``additive`` (a) and
-    ``multiplicative`` (f) optional; all (nv, na, nt) float32 on one device.  ``out`` may be
-    ``fwd`` (it is written last).  With ``loglik`` (a float64 device array) the chunk's
+    ``multiplicative`` (f) optional; all float32 of one shape on one device: (nv, na, nt)
+    (one segment), or flat with ``parts`` (the chunk's parts, :class:`stirgpu.execution.plan.ChunkPart`:
+    ``offset``, ``stop``, ``shape``) saying where each segment's viewgrams are.  ``out`` may
+    be ``fwd`` (it is written last).  With ``loglik`` (a float64 device array) the chunk's
     log-likelihood is added to ``loglik[0]``.
     """
     ok = None
@@ -61,9 +78,7 @@ def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, l
         ybar = fwd / xp.where(ok, multiplicative, _F1)
     if additive is not None:
         ybar = ybar + additive
-    nv = y.shape[0]
-    small = xp.maximum(y.reshape(nv, -1).max(axis=1) * SMALL_FRACTION, _F0).reshape(nv, 1, 1)
-    keep = y > small
+    keep = _above_small(xp, y, parts)
     big = y > ybar * MAX_QUOTIENT  # array first: cupy arrays never meet numpy scalars' operators
     divide = keep & ~big  # here ybar >= y / 10000 > 0
     q = xp.where(divide, y / xp.where(divide, ybar, _F1), _F0)

@@ -48,7 +48,8 @@ class _Geometric(ChunkProgram):
 
     @staticmethod
     def _tables(d: ChunkData):
-        """The chunk's tables, uploaded once per chunk on a GPU lane (on the compute stream)."""
+        """The tables of the chunk's parts, uploaded once per chunk on a GPU lane (on the
+        compute stream; the pipeline has usually done it)."""
         if d.xp is np:
             return d.tables
         from ..kernels.cuda_backend import upload_tables
@@ -134,5 +135,5 @@ class PoissonRatioProgram(_Geometric):
         self._forward(d, fwd, tables)
         poisson_quotient(d.xp, fwd, d.inputs["measured"], d.inputs.get("additive"),
                          d.inputs.get("multiplicative"), out=fwd,
-                         loglik=d.scalars if self.scalars else None)
+                         loglik=d.scalars if self.scalars else None, parts=d.chunk.parts)
         self._back(d, fwd, tables)

@@ -12,7 +12,8 @@
 //              the same planes at the same time (warp-uniform plane loop), so a
 //              warp of neighbouring parallel LORs touches a few contiguous segments
 //              per step instead of 32 scattered voxels.
-// Chunk kernels compute each LOR's endpoints from ChunkTables; explicit kernels read
+// Chunk kernels compute each LOR's endpoints from packed ChunkTables of one or more
+// parts (segments) of a chunk; explicit kernels read
 // them from (N, 3) float32 arrays.  Idx is int when every index fits, else long long.
 //
 // Compile-time options (set by the Python side): SG_LERP (bilinear as two lerps),
@@ -20,7 +21,10 @@
 // (neighbouring lanes merge the back-projection atomics that hit the same voxel before
 // issuing them), SG_BACK_VEC (sm_90 float4 atomics for the two floats of a row),
 // SG_BACK_SMEM (per-warp shared-memory aggregation of the back-projection footprints;
-// the launch must give blockDim/32 * 4 KiB of dynamic shared memory).
+// the launch must give blockDim/32 * 4 KiB of dynamic shared memory), SG_BACK_SMEM_PARTIAL
+// (with SG_BACK_SMEM: also when only some lanes are active, provided the active ones share
+// one key), SG_BACK_SEGSUM (exact aggregation of runs of lanes with equal footprints by
+// register shuffles, no shared memory; replaces SG_BACK_MERGE's merging).
 #include "joseph_common.cuh"
 
 #define SG_FULL 0xffffffffu
@@ -200,17 +204,149 @@ __device__ __forceinline__ float *warp_rows()
 }
 #endif
 
+#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
+// SG_BACK_SMEM_PARTIAL: the shared-memory step of a warp whose ACTIVE lanes (bitmask
+// `amask`, not 0) all share one key, hence one plane and one buffer.  Inactive lanes add
+// nothing and are ignored by the reductions (sentinels), but they take part in every
+// warp-synchronous intrinsic and in the flush.  Returns false (nothing added) when the
+// active footprints do not fit the rows; the result is warp-uniform.  Every lane must call
+// this with the same amask.
+template <typename Idx>
+__device__ __forceinline__ bool smem_step(const TiledLane<Idx> &T, float *rows, unsigned amask, bool act,
+                                          int p, int iu, int iv, float c00, float c01, float c10, float c11,
+                                          float *A, float *B)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const int umin = warp_min_i(act ? iu : 0x7fffffff), umax = warp_max_i(act ? iu : -0x7fffffff);
+    const int vmin = warp_min_i(act ? iv : 0x7fffffff), vmax = warp_max_i(act ? iv : -0x7fffffff);
+    if (umax - umin > SG_ROWS_U - 2 || vmax - vmin > SG_ROWS_V - 2)
+        return false;  // warp-uniform (reduction results)
+    // the plane, strides and buffer of the active lanes' key, from the lowest active lane
+    // (an inactive lane may belong to another key or to none)
+    const int leader = __ffs(amask) - 1;
+    const Idx o0 = __shfl_sync(SG_FULL, padded_offset<Idx>(T.base, T.sp, T.su, p, umin, vmin), leader);
+    const Idx su = __shfl_sync(SG_FULL, T.su, leader);
+    float *buf = __shfl_sync(SG_FULL, T.use_b, leader) ? B : A;
+    if (act)
+    {
+        // zero coefficients (a LOR lying exactly in a voxel plane) need no atomic
+        float *r0 = rows + (iu - umin) * SG_ROWS_V + (iv - vmin);
+        if (c00 != 0.0f)
+            atomicAdd(r0, c00);
+        if (c01 != 0.0f)
+            atomicAdd(r0 + 1, c01);
+        if (c10 != 0.0f)
+            atomicAdd(r0 + SG_ROWS_V, c10);
+        if (c11 != 0.0f)
+            atomicAdd(r0 + SG_ROWS_V + 1, c11);
+    }
+    __syncwarp();
+    const int nr = umax - umin + 2, nc = vmax - vmin + 2;
+    for (int r = 0; r < nr; ++r)
+    {
+        for (int k = lane; k < nc; k += 32)
+        {
+            const float x = rows[r * SG_ROWS_V + k];
+            if (x != 0.0f)
+            {
+                atomicAdd(buf + o0 + (Idx)r * su + k, x);
+                rows[r * SG_ROWS_V + k] = 0.0f;
+            }
+        }
+    }
+    __syncwarp();
+    return true;
+}
+#endif
+
+#ifdef SG_BACK_SEGSUM
+// SG_BACK_SEGSUM: exact aggregation of the warp's 2x2 footprints with register shuffles.
+// Runs = maximal groups of consecutive ACTIVE lanes with equal (key, o) (same voxels:
+// lanes of one key are on one plane of one buffer).  A segmented inclusive scan leaves
+// each run's sums of c00, c01, c10, c11 in its last lane, which adds them once:
+// column o gets the run's c00 (+ the previous run's c01 when that run, ending at the lane
+// before this run's head, has the same key and offset o - 1), column o + 1 the run's c01
+// unless the next run (offset o + 1, same key) takes it; row 1 (o + su) likewise.  Any
+// lane configuration is exact (non-monotone offsets or other keys only merge less).
+// Every lane must call this (all intrinsics are unconditional); `act` false: adds nothing.
+template <typename Idx>
+__device__ __forceinline__ void segsum_step(unsigned amask, bool act, int key, int key_left, Idx o, Idx su,
+                                            float *buf, float c00, float c01, float c10, float c11)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const Idx o_left = __shfl_up_sync(SG_FULL, o, 1);
+    const bool with_left = act && lane > 0 && ((amask >> (lane - 1)) & 1u) && key_left == key;
+    const bool cont = with_left && o_left == o;      // continues the run of the lane to its left
+    const bool take = with_left && o_left + 1 == o;  // a head next to a run at o - 1
+    const unsigned heads = __ballot_sync(SG_FULL, !cont);  // inactive lanes are heads too
+    const unsigned takes = __ballot_sync(SG_FULL, take);
+    // lane 0 is always a head; (2u << 31) - 1u == 0xffffffff
+    const int head = 31 - __clz(heads & ((2u << lane) - 1u));
+    const int d = lane - head;  // distance to this lane's run head (0 for inactive lanes)
+    float s00 = c00, s01 = c01, s10 = c10, s11 = c11;
+    // Segmented inclusive scan.  `more` (warp-uniform, from the ballot): bit t set iff
+    // lane t has d >= off, i.e. lanes t-off+1..t all continue a run; the loop stops when
+    // no lane needs another step, so every lane runs every trip and every shuffle.
+    unsigned more = ~heads;
+    for (int off = 1; more != 0u; off <<= 1)
+    {
+        const float y00 = __shfl_up_sync(SG_FULL, s00, off);
+        const float y01 = __shfl_up_sync(SG_FULL, s01, off);
+        const float y10 = __shfl_up_sync(SG_FULL, s10, off);
+        const float y11 = __shfl_up_sync(SG_FULL, s11, off);
+        if (d >= off)
+        {
+            s00 += y00;
+            s01 += y01;
+            s10 += y10;
+            s11 += y11;
+        }
+        more &= more << off;
+    }
+    // the previous run's sums (its last lane is head - 1), taken when `takes` says so
+    const int prev = head > 0 ? head - 1 : 0;
+    const float p01 = __shfl_sync(SG_FULL, s01, prev);
+    const float p11 = __shfl_sync(SG_FULL, s11, prev);
+    const bool tail = act && (lane == 31 || ((heads >> (lane + 1)) & 1u));
+    if (tail)
+    {
+        const bool took = (takes >> head) & 1u;
+        const bool given = lane < 31 && ((takes >> (lane + 1)) & 1u);
+        const float a00 = took ? s00 + p01 : s00;
+        const float a10 = took ? s10 + p11 : s10;
+        float *q = buf + o;
+        if (a00 != 0.0f)
+            atomicAdd(q, a00);
+        if (!given && s01 != 0.0f)
+            atomicAdd(q + 1, s01);
+        if (a10 != 0.0f)
+            atomicAdd(q + su, a10);
+        if (!given && s11 != 0.0f)
+            atomicAdd(q + su + 1, s11);
+    }
+}
+#endif
+
 template <typename Idx>
 __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float val, float *A, float *B)
 {
     float *buf = T.use_b ? B : A;
     const JosephLine &L = T.L;
     const int lane = (int)(threadIdx.x & 31u);
-#ifdef SG_BACK_MERGE
+#if defined(SG_BACK_SEGSUM)
+    const int key_left = __shfl_up_sync(SG_FULL, T.key, 1);
+    (void)lane;
+#elif defined(SG_BACK_MERGE)
     const int key_left = __shfl_up_sync(SG_FULL, T.key, 1);
     const int key_right = __shfl_down_sync(SG_FULL, T.key, 1);
 #endif
-#ifdef SG_BACK_SMEM
+#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
+    float *rows = warp_rows();
+    // fast lanes of each key (the ballots' arguments may short-circuit, the ballots not)
+    const unsigned kmask0 = __ballot_sync(SG_FULL, T.fast && T.key == 0);
+    const unsigned kmask1 = __ballot_sync(SG_FULL, T.fast && T.key == 1);
+    const unsigned kmask2 = __ballot_sync(SG_FULL, T.fast && T.key == 2);
+#elif defined(SG_BACK_SMEM)
     float *rows = warp_rows();
     // (the shuffle must not sit inside a short-circuited condition: every lane executes it)
     const int key0 = __shfl_sync(SG_FULL, T.key, 0);
@@ -221,6 +357,11 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
     {
         const int p = T.lo + j;
         const bool act = T.fast && p >= L.istart && p <= L.iend;
+#if (defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)) || defined(SG_BACK_SEGSUM)
+        const unsigned amask = __ballot_sync(SG_FULL, act);
+        if (amask == 0u)
+            continue;  // warp-uniform (a ballot): no lane adds anything at this plane
+#endif
         Idx o = (Idx)-1;
         int iu = 0, iv = 0;
         float c00 = 0.0f, c10 = 0.0f, c01 = 0.0f, c11 = 0.0f;
@@ -233,7 +374,18 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
             c01 = val * ((1 - wu) * (wv));
             c11 = val * ((wu) * (wv));
         }
-#ifdef SG_BACK_SMEM
+#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
+        // Every active lane on one key (so one plane and one buffer), whatever the
+        // inactive lanes are: aggregate in shared memory.  amask and the key masks are
+        // warp-uniform, so is the condition; smem_step's result is warp-uniform too.
+        // (nested ifs, not `&&`: smem_step's intrinsics must not sit in a short-circuit)
+        const bool one_key = (amask & ~kmask0) == 0u || (amask & ~kmask1) == 0u || (amask & ~kmask2) == 0u;
+        if (one_key)
+        {
+            if (smem_step<Idx>(T, rows, amask, act, p, iu, iv, c00, c01, c10, c11, A, B))
+                continue;  // warp-uniform
+        }
+#elif defined(SG_BACK_SMEM)
         // When the whole warp sits on one plane of one buffer, sum its 32 footprints in
         // shared memory first and add every touched voxel to global memory once: the
         // cost of global atomics grows with the number of float updates, and
@@ -269,6 +421,11 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
             }
         }
 #endif
+#if defined(SG_BACK_SEGSUM)
+        (void)iu;
+        (void)iv;
+        segsum_step<Idx>(amask, act, T.key, key_left, o, T.su, buf, c00, c01, c10, c11);
+#else
 #ifdef SG_BACK_MERGE
         // The left neighbour's right column (v+1) is often this lane's left column:
         // take it over, so the pair issues 2 instead of 4 atomics there.  Lanes of one
@@ -296,6 +453,7 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
             add_pair(q, c00, c01, given);
             add_pair(q + T.su, c10, c11, given);
         }
+#endif
     }
 }
 
@@ -416,25 +574,92 @@ __global__ void back_explicit_tiled(const E *__restrict__ xstart, const E *__res
 }
 
 // ------------------------------------------------------------------------------------
-// chunk: endpoints from the tables (double [cos nv][sin nv][s nt][half_chord nt]
-// [tantheta nt][m na]); bins in [view][axial][tangential] order.
+// chunk: endpoints from packed tables (stirgpu/kernels/tables.py): a header of 4 doubles
+// per part [offset of its tables, offset of its first bin, nv, na], then per part
+// [cos nv][sin nv][s nt][half_chord nt][tantheta nt][m na]; part k's bins are
+// [view][axial][tangential] from its bin offset on.  One launch covers every part of a
+// chunk (one segment each), so a multi-segment chunk has one launch tail, not one per
+// segment.
 // ------------------------------------------------------------------------------------
+namespace sg {
+
+struct Part
+{
+    const double *T;  // this part's tables
+    long long bin0;   // its first bin in the chunk
+    int nv, na;
+};
+
+__device__ __forceinline__ Part chunk_part(const double *__restrict__ P, int k)
+{
+    Part c;
+    c.T = P + (long long)P[4 * k];
+    c.bin0 = (long long)P[4 * k + 1];
+    c.nv = (int)P[4 * k + 2];
+    c.na = (int)P[4 * k + 3];
+    return c;
+}
+
+// The part holding bin i (the parts' bins follow each other).
+__device__ __forceinline__ Part part_of_bin(const double *__restrict__ P, int nparts, long long i)
+{
+    int k = 0;
+    while (k + 1 < nparts && (long long)P[4 * (k + 1) + 1] <= i)
+        ++k;
+    return chunk_part(P, k);
+}
+
+// Tiled kernels: the part of this block, and the block's index `b` within the part
+// (each part has nv * ceil(na / blockDim.y) * ceil(nt / 32) blocks; block-uniform).
+__device__ __forceinline__ Part part_of_block(const double *__restrict__ P, int nparts, int nt, long long &b)
+{
+    const long long tiles_t = (nt + 31) / 32, w = blockDim.y;
+    b = blockIdx.x;
+    int k = 0;
+    for (; k + 1 < nparts; ++k)
+    {
+        const long long nb = (long long)P[4 * k + 2] * (((long long)P[4 * k + 3] + w - 1) / w) * tiles_t;
+        if (b < nb)
+            break;
+        b -= nb;
+    }
+    return chunk_part(P, k);
+}
+
+// Bin (iv, ia, it) of local block b: blockDim = (32, W); each warp takes 32 consecutive
+// tangential bins of one (view, axial position); the W warps of a block take W
+// consecutive axial positions of the same view; tangential tiles fastest.
+__device__ __forceinline__ void chunk_tile(long long b, int na, int nt, int &iv, int &ia, int &it)
+{
+    const int tiles_t = (nt + 31) / 32;
+    const int tiles_a = (na + (int)blockDim.y - 1) / (int)blockDim.y;
+    const int tt = (int)(b % tiles_t);
+    b /= tiles_t;
+    const int at = (int)(b % tiles_a);
+    iv = (int)(b / tiles_a);
+    it = tt * 32 + (int)threadIdx.x;
+    ia = at * (int)blockDim.y + (int)threadIdx.y;
+}
+
+}  // namespace sg
+
 template <typename Idx>
-__global__ void fwd_chunk_simple(const double *__restrict__ tables, int nv, int na, int nt,
+__global__ void fwd_chunk_simple(const double *__restrict__ P, int nparts, int nt, long long nlors,
                                  const float *__restrict__ img, float *__restrict__ out, float scale,
                                  SG_GRID_ARGS)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long nlors = (long long)nv * na * nt;
     if (i >= nlors)
         return;
-    const int it = (int)(i % nt);
-    const long long r = i / nt;
-    const int ia = (int)(r % na), iv = (int)(r / na);
+    const sg::Part c = sg::part_of_bin(P, nparts, i);
+    const long long j = i - c.bin0;
+    const int it = (int)(j % nt);
+    const long long r = j / nt;
+    const int ia = (int)(r % c.na), iv = (int)(r / c.na);
     const sg::Grid g = SG_GRID;
     double xs[3], xe[3];
     float res = 0.0f;
-    if (sg::chunk_lor(tables, nv, na, nt, iv, ia, it, xs, xe))
+    if (sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe))
     {
         const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
         if (L.dir >= 0)
@@ -444,84 +669,72 @@ __global__ void fwd_chunk_simple(const double *__restrict__ tables, int nv, int 
 }
 
 template <typename Idx>
-__global__ void back_chunk_simple(const double *__restrict__ tables, int nv, int na, int nt,
+__global__ void back_chunk_simple(const double *__restrict__ P, int nparts, int nt, long long nlors,
                                   const float *__restrict__ values, float *img, float scale,
                                   SG_GRID_ARGS)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long nlors = (long long)nv * na * nt;
     if (i >= nlors)
         return;
     const float v = values[i];
     if (v == 0.0f)
         return;
-    const int it = (int)(i % nt);
-    const long long r = i / nt;
-    const int ia = (int)(r % na), iv = (int)(r / na);
+    const sg::Part c = sg::part_of_bin(P, nparts, i);
+    const long long j = i - c.bin0;
+    const int it = (int)(j % nt);
+    const long long r = j / nt;
+    const int ia = (int)(r % c.na), iv = (int)(r / c.na);
     const sg::Grid g = SG_GRID;
     double xs[3], xe[3];
-    if (!sg::chunk_lor(tables, nv, na, nt, iv, ia, it, xs, xe))
+    if (!sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe))
         return;
     const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
     if (L.dir >= 0)
         sg::simple_back_lor<Idx>(L, L.cf * (v * scale), img, g);
 }
 
-// Tiled chunk kernels: blockDim = (32, W); each warp takes 32 consecutive tangential
-// bins of one (view, axial position); the W warps of a block take W consecutive axial
-// positions of the same view.  1-D grid over (view, axial tile, tangential tile) with
-// the tangential tile fastest.
-__device__ __forceinline__ void chunk_tile(int na, int nt, int &iv, int &ia, int &it)
-{
-    const int tiles_t = (nt + 31) / 32;
-    const int tiles_a = (na + (int)blockDim.y - 1) / (int)blockDim.y;
-    long long b = blockIdx.x;
-    const int tt = (int)(b % tiles_t);
-    b /= tiles_t;
-    const int at = (int)(b % tiles_a);
-    iv = (int)(b / tiles_a);
-    it = tt * 32 + (int)threadIdx.x;
-    ia = at * (int)blockDim.y + (int)threadIdx.y;
-}
-
 template <typename Idx>
-__global__ void fwd_chunk_tiled(const double *__restrict__ tables, int nv, int na, int nt,
+__global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt,
                                 const float *__restrict__ img, const float *__restrict__ A,
                                 const float *__restrict__ B, float *__restrict__ out, float scale,
                                 SG_GRID_ARGS)
 {
+    long long b;
+    const sg::Part c = sg::part_of_block(P, nparts, nt, b);
     int iv, ia, it;
-    chunk_tile(na, nt, iv, ia, it);
-    const bool in_range = it < nt && ia < na;
+    sg::chunk_tile(b, c.na, nt, iv, ia, it);
+    const bool in_range = it < nt && ia < c.na;
     const sg::Grid g = SG_GRID;
     double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
     bool has = false;
     if (in_range)
-        has = sg::chunk_lor(tables, nv, na, nt, iv, ia, it, xs, xe);
+        has = sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe);
     const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(has, xs, xe, g);
     float sum = sg::tiled_forward_lane<Idx>(T, A, B);
     if (T.L.dir >= 0 && !T.fast)
         sum = sg::simple_forward_lor<Idx>(T.L, img, g);
     if (in_range)
-        out[((long long)iv * na + ia) * nt + it] = T.L.dir >= 0 ? (sum * T.L.cf) * scale : 0.0f;
+        out[c.bin0 + ((long long)iv * c.na + ia) * nt + it] = T.L.dir >= 0 ? (sum * T.L.cf) * scale : 0.0f;
 }
 
 template <typename Idx>
-__global__ void back_chunk_tiled(const double *__restrict__ tables, int nv, int na, int nt,
+__global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int nt,
                                  const float *__restrict__ values, float *img, float *A, float *B,
                                  float scale, SG_GRID_ARGS)
 {
+    long long b;
+    const sg::Part c = sg::part_of_block(P, nparts, nt, b);
     int iv, ia, it;
-    chunk_tile(na, nt, iv, ia, it);
+    sg::chunk_tile(b, c.na, nt, iv, ia, it);
     const sg::Grid g = SG_GRID;
     double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
     float v = 0.0f;
     bool has = false;
-    if (it < nt && ia < na)
+    if (it < nt && ia < c.na)
     {
-        v = values[((long long)iv * na + ia) * nt + it];
+        v = values[c.bin0 + ((long long)iv * c.na + ia) * nt + it];
         if (v != 0.0f)
-            has = sg::chunk_lor(tables, nv, na, nt, iv, ia, it, xs, xe);
+            has = sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe);
     }
     const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(has, xs, xe, g);
     const float val = T.L.cf * (v * scale);

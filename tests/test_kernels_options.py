@@ -1,0 +1,71 @@
+"""KernelOptions of the CUDA backend: validation, NVRTC macros, dynamic shared memory, and
+the benchmark's variant tokens (CPU only: nothing here imports cupy or compiles)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from stirgpu.errors import StirGpuError
+from stirgpu.kernels import cuda_backend as cb
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_unchanged():
+    """The tuned defaults: shared-memory aggregation for full warps only, no shuffle sums."""
+    o = cb.KernelOptions()
+    assert o.back_smem and not o.back_smem_partial and not o.back_segsum
+    opts = o.compile_options(back=True)
+    assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_MERGE" in opts
+    assert "-DSG_BACK_SMEM_PARTIAL" not in opts and "-DSG_BACK_SEGSUM" not in opts
+    assert cb._back_smem(o, 256) == 8 * 4096
+
+
+def test_back_smem_partial_needs_back_smem():
+    with pytest.raises(StirGpuError, match="back_smem_partial=True needs back_smem=True"):
+        cb.KernelOptions(back_smem=False, back_smem_partial=True)
+    o = cb.KernelOptions(back_smem_partial=True)
+    opts = o.compile_options(back=True)
+    assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_SMEM_PARTIAL" in opts
+    assert cb._back_smem(o, 128) == 4 * 4096  # the same per-warp rows
+
+
+def test_back_segsum_excludes_back_smem():
+    with pytest.raises(StirGpuError, match="back_segsum=True excludes back_smem=True"):
+        cb.KernelOptions(back_segsum=True)  # back_smem is on by default
+    with pytest.raises(StirGpuError, match="back_segsum"):
+        cb.KernelOptions(back_segsum=True, back_smem=True, back_smem_partial=True)
+    o = cb.KernelOptions(back_smem=False, back_segsum=True)
+    opts = o.compile_options(back=True)
+    assert "-DSG_BACK_SEGSUM" in opts and "-DSG_BACK_SMEM" not in opts
+    assert cb._back_smem(o, 256) == 0  # no shared memory
+
+
+def test_kernel_source_has_the_variants():
+    """The inlined source (what cupy compiles) carries both variants' macros."""
+    src = cb._source()
+    assert "SG_BACK_SMEM_PARTIAL" in src and "SG_BACK_SEGSUM" in src
+    assert '#include "joseph_common.cuh"' not in src
+
+
+def _benchmark_module():
+    spec = importlib.util.spec_from_file_location("stirgpu_bench_kernels", REPO / "benchmarks" / "kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("text,want", [
+    ("default", (True, False, False)),
+    ("default+smemp", (True, True, False)),
+    ("default+segsum", (False, False, True)),
+    ("segsum+smem", (True, False, False)),
+    ("smemp+nosmem", (False, False, False)),
+    ("smemp+segsum+bw4+i64", (False, False, True)),
+])
+def test_benchmark_variant_tokens(text, want):
+    o = _benchmark_module().parse_variant(cb, text)
+    assert (o.back_smem, o.back_smem_partial, o.back_segsum) == want
