@@ -27,8 +27,9 @@ Variants are ``+``-joined tokens applied, left to right, to the tuned defaults
 cap, 8 warps per block), ``lerp``, ``ilpN`` (branch-free forward unrolled N times),
 ``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` / ``nosmem`` (shared-memory
 aggregated back projection on / off), ``smemp`` (``smem`` also for warps with only some
-lanes active: ``back_smem_partial``), ``segsum`` (shuffle-only exact aggregation of equal
-footprints instead of shared memory: ``back_segsum``, ``back_smem`` off), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
+lanes active: ``back_smem_partial``), ``segsum`` / ``nosegsum`` (shuffle-only exact
+aggregation of equal footprints, the default: ``back_segsum``; ``nosegsum`` leaves the
+merged atomics), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
 (64-bit offsets); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
 
@@ -84,7 +85,7 @@ def parse_variant(cb, text: str):
         if tok in ("tiled", "simple", "auto"):
             kw["variant"] = tok
         elif tok == "plain":  # the tiled kernels before tuning
-            kw.update(fwd_ilp=0, back_merge=False, maxrregcount=None, warps_per_block=8)
+            kw.update(fwd_ilp=0, back_merge=False, back_segsum=False, maxrregcount=None, warps_per_block=8)
         elif tok == "lerp":
             kw["lerp"] = True
         elif tok == "merge":
@@ -99,6 +100,8 @@ def parse_variant(cb, text: str):
             kw.update(back_smem=True, back_smem_partial=True, back_segsum=False)
         elif tok == "segsum":
             kw.update(back_smem=False, back_smem_partial=False, back_segsum=True)
+        elif tok == "nosegsum":
+            kw["back_segsum"] = False
         elif tok.startswith("ilp") and tok[3:].isdigit():
             kw["fwd_ilp"] = int(tok[3:])
         elif tok == "nofmad":

@@ -25,12 +25,14 @@ from stirgpu.kernels import cpu, stir_scaled_geometry
 pytestmark = pytest.mark.gpu
 
 RTOL_OF_MAX = 1e-5
-VARIANTS = ["simple", "tiled", "tiled-smem", "tiled-smem-partial", "tiled-segsum"]
+VARIANTS = ["simple", "tiled", "tiled-merge", "tiled-smem", "tiled-smem-partial", "tiled-segsum"]
 
 
 def options(cb, name):
     if name == "tiled-smem":  # shared-memory aggregated back projection
         return cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True)
+    if name == "tiled-merge":  # neighbouring lanes merge atomics (the default before segsum)
+        return cb.KernelOptions(variant="tiled", back_segsum=False, back_merge=True)
     if name == "tiled-smem-partial":  # ... also for warps with only some lanes active
         return cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True)
     if name == "tiled-segsum":  # shuffle-only aggregation of equal footprints
@@ -230,14 +232,16 @@ def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
     ref_b = ref_b.get()
     variants = [
         cb.KernelOptions(variant="tiled", lerp=True),
-        cb.KernelOptions(variant="tiled", back_merge=True),
-        cb.KernelOptions(variant="tiled", fwd_ilp=4, back_vec=True),
-        cb.KernelOptions(variant="tiled", fwd_ilp=3, back_vec=True, back_merge=True, lerp=True),
+        cb.KernelOptions(variant="tiled", back_merge=True, back_segsum=False),
+        cb.KernelOptions(variant="tiled", back_merge=False, back_segsum=False),
+        cb.KernelOptions(variant="tiled", fwd_ilp=4, back_vec=True, back_segsum=False),
+        cb.KernelOptions(variant="tiled", fwd_ilp=3, back_vec=True, back_merge=True, lerp=True, back_segsum=False),
         cb.KernelOptions(variant="tiled", back_smem=True),
         cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4, maxrregcount=64),
-        cb.KernelOptions(variant="tiled", back_smem_partial=True),
-        cb.KernelOptions(variant="tiled", back_smem_partial=True, back_merge=False, back_warps_per_block=4),
-        cb.KernelOptions(variant="tiled", back_smem_partial=True, index64=True),
+        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True),
+        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True, back_merge=False,
+                         back_warps_per_block=4),
+        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True, index64=True),
         cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True),
         cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4),
         cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_merge=False, index64=True),

@@ -14,34 +14,33 @@ from stirgpu.kernels import cuda_backend as cb
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_defaults_unchanged():
-    """The tuned defaults: shared-memory aggregation for full warps only, no shuffle sums."""
+def test_defaults():
+    """The tuned defaults: shuffle-aggregated back projection, no shared memory."""
     o = cb.KernelOptions()
-    assert o.back_smem and not o.back_smem_partial and not o.back_segsum
+    assert o.back_segsum and not o.back_smem and not o.back_smem_partial
     opts = o.compile_options(back=True)
-    assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_MERGE" in opts
-    assert "-DSG_BACK_SMEM_PARTIAL" not in opts and "-DSG_BACK_SEGSUM" not in opts
-    assert cb._back_smem(o, 256) == 8 * 4096
+    assert "-DSG_BACK_SEGSUM" in opts
+    assert "-DSG_BACK_SMEM" not in opts and "-DSG_BACK_SMEM_PARTIAL" not in opts
+    assert cb._back_smem(o, 256) == 0  # no shared memory
 
 
 def test_back_smem_partial_needs_back_smem():
     with pytest.raises(StirGpuError, match="back_smem_partial=True needs back_smem=True"):
-        cb.KernelOptions(back_smem=False, back_smem_partial=True)
-    o = cb.KernelOptions(back_smem_partial=True)
+        cb.KernelOptions(back_smem_partial=True)  # back_smem is off by default
+    o = cb.KernelOptions(back_smem=True, back_smem_partial=True)
     opts = o.compile_options(back=True)
     assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_SMEM_PARTIAL" in opts
     assert cb._back_smem(o, 128) == 4 * 4096  # the same per-warp rows
 
 
-def test_back_segsum_excludes_back_smem():
-    with pytest.raises(StirGpuError, match="back_segsum=True excludes back_smem=True"):
-        cb.KernelOptions(back_segsum=True)  # back_smem is on by default
-    with pytest.raises(StirGpuError, match="back_segsum"):
-        cb.KernelOptions(back_segsum=True, back_smem=True, back_smem_partial=True)
-    o = cb.KernelOptions(back_smem=False, back_segsum=True)
+def test_back_smem_replaces_back_segsum():
+    """Shared-memory aggregation, when asked for, is compiled instead of the shuffle sums."""
+    o = cb.KernelOptions(back_smem=True)
     opts = o.compile_options(back=True)
-    assert "-DSG_BACK_SEGSUM" in opts and "-DSG_BACK_SMEM" not in opts
-    assert cb._back_smem(o, 256) == 0  # no shared memory
+    assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_SEGSUM" not in opts
+    assert cb._back_smem(o, 256) == 8 * 4096
+    plain = cb.KernelOptions(back_segsum=False).compile_options(back=True)
+    assert "-DSG_BACK_SEGSUM" not in plain and "-DSG_BACK_MERGE" in plain
 
 
 def test_kernel_source_has_the_variants():
@@ -59,7 +58,8 @@ def _benchmark_module():
 
 
 @pytest.mark.parametrize("text,want", [
-    ("default", (True, False, False)),
+    ("default", (False, False, True)),
+    ("default+smem", (True, False, False)),
     ("default+smemp", (True, True, False)),
     ("default+segsum", (False, False, True)),
     ("segsum+smem", (True, False, False)),

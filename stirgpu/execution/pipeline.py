@@ -116,6 +116,9 @@ class Engine:
         self._staging = None  # pinned copy of the input image (GPU)
         self._io: DaemonPool | None = None
         self._lock = threading.Lock()  # one call at a time per engine
+        # geometry tables of chunk parts, by (geometry, segment, views): OSEM revisits the same
+        # subsets every iteration, and building tables is Python work in the reader threads
+        self._tables: dict = {}
 
     @property
     def io_pool(self) -> DaemonPool | None:
@@ -201,11 +204,25 @@ class Engine:
         self._slots[k] = slots
         return slots
 
+    #: geometry tables kept at most (a few KiB each)
+    _TABLES_KEPT = 4096
+
+    def _chunk_tables(self, pdi, part):
+        """The (read-only, so shareable) ChunkTables of ``part``, made once per engine."""
+        key = (pdi, part.segment, part.views)
+        t = self._tables.get(key)
+        if t is None:
+            if len(self._tables) >= self._TABLES_KEPT:
+                self._tables.clear()
+            t = self._tables[key] = pdi.chunk_tables(part.segment, part.views)
+        return t
+
     def release(self) -> None:
         """Drop cached buffers and images (GPU memory returns to cupy's pool)."""
         with self._lock:
             self._slots.clear()
             self._images.clear()
+            self._tables.clear()
             self._staging = None
 
     # -- the input image -----------------------------------------------------------------
@@ -387,7 +404,7 @@ class Engine:
                             put(ready_q, _END)
                             return
                         t0 = time.perf_counter()
-                        tables = [pdi.chunk_tables(p.segment, p.views) for p in chunk.parts]
+                        tables = [self._chunk_tables(pdi, p) for p in chunk.parts]
                         if slot.tab_host is not None:
                             pack_tables(tables, slot.tab_host)
                         bufs = views_of(slot.host, chunk, program.inputs, 0)

@@ -286,7 +286,10 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
         target = int(target_chunk_bytes)
     cap = max(target, largest) if fit is None else min(fit, max(target, largest))
 
-    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, max_views_per_chunk)
+    # taper: the last chunks shrink (down to ``floor``) so that the pipeline's drain -- the
+    # last chunk's download and write, or the first one's read and upload -- is short
+    floor = cap if target_chunk_bytes is not None else min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest))
+    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, lanes, max_views_per_chunk)
     per_seg: dict[int, int] = {}
     for c in chunks:
         for p in c.parts:
@@ -298,27 +301,32 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
 
 
 def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj_data_info, cap: int,
-         max_views: int | None) -> list[Chunk]:
+         floor: int, lanes: int, max_views: int | None) -> list[Chunk]:
     """Cut the viewgrams (segments in order, then ``views``) into chunks of at most ``cap``
-    bytes (and ``max_views`` viewgrams); a chunk gets one part per segment it touches."""
+    bytes (and ``max_views`` viewgrams); a chunk gets one part per segment it touches.
+    Near the end a chunk takes at most half of what is left per lane, but never less than
+    ``floor`` (guided scheduling: the tail shrinks geometrically)."""
     chunks: list[Chunk] = []
     parts: list[ChunkPart] = []
     used = 0    # bytes of the open chunk
     count = 0   # viewgrams of the open chunk
+    left = sum(view_bytes[s] for s in segments) * len(views)  # bytes not yet in a chunk
     limit = len(views) * len(segments) if max_views is None else max(int(max_views), 1)
+    size = cap  # the open chunk's capacity
 
     def close():
-        nonlocal parts, used, count
+        nonlocal parts, used, count, size
         if parts:
             chunks.append(Chunk(len(chunks), tuple(parts)))
         parts, used, count = [], 0, 0
+        size = max(floor, min(cap, -(-left // (2 * lanes))))
 
     for s in segments:
         vb = view_bytes[s]
         na = proj_data_info.get_num_axial_poss(s)
         i = 0
         while i < len(views):
-            room = min((cap - used) // vb, limit - count)
+            room = min((size - used) // vb, limit - count)
             if room <= 0:
                 close()
                 continue
@@ -327,6 +335,7 @@ def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj
             offset = parts[-1].stop if parts else 0
             parts.append(ChunkPart(s, vs, (take, na, nt), offset))
             used += take * vb
+            left -= take * vb
             count += take
             i += take
     close()

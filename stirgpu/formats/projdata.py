@@ -202,6 +202,19 @@ class ProjData(abc.ABC):
         """Bins of ``views`` (any int sequence) of one segment: float32 (len(views), axial,
         tangential).  Runs of consecutive views are read in one go.  ``out`` (e.g. a pinned
         buffer) is filled in place and returned."""
+        seg, t, v, out = self._read_args(segment, views, out, timing_pos)
+        for pos, v0, v1 in view_runs(v):
+            self._read_box(seg, t, (v0, v1), (0, out.shape[1]), out[pos:pos + v1 - v0])
+        return out
+
+    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
+        """Store ``array`` (len(views), axial, tangential) as those views of one segment."""
+        seg, t, v, a = self._write_args(array, segment, views, timing_pos)
+        for pos, v0, v1 in view_runs(v):
+            self._write_box(seg, t, v0, 0, a[pos:pos + v1 - v0])
+
+    def _read_args(self, segment, views, out, timing_pos):
+        """Validated (segment, TOF index, views, output array) of a read_views call."""
         seg = self._segment(segment)
         t = self._tof_index(timing_pos)
         v = self._views(views)
@@ -215,20 +228,17 @@ class ProjData(abc.ABC):
             self._check_shape("read_views: out", out, shape)
             if not out.flags.writeable:
                 raise GeometryError("read_views: out is read-only")
-        for pos, v0, v1 in view_runs(v):
-            self._read_box(seg, t, (v0, v1), (0, shape[1]), out[pos:pos + v1 - v0])
-        return out
+        return seg, t, v, out
 
-    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
-        """Store ``array`` (len(views), axial, tangential) as those views of one segment."""
+    def _write_args(self, array, segment, views, timing_pos):
+        """Validated (segment, TOF index, views, float32 array) of a write_views call."""
         seg = self._segment(segment)
         t = self._tof_index(timing_pos)
         v = self._views(views)
         a = np.asarray(array, dtype=np.float32)
         self._check_shape("write_views: array", a,
                           (len(v), self.get_num_axial_poss(seg), self.get_num_tangential_poss()))
-        for pos, v0, v1 in view_runs(v):
-            self._write_box(seg, t, v0, 0, a[pos:pos + v1 - v0])
+        return seg, t, v, a
 
     def view_chunks(self, segment: int, max_bytes: int = _STEP_BYTES) -> Iterator[range]:
         """Consecutive view ranges of one segment, each at most ``max_bytes`` of float32

@@ -51,6 +51,22 @@ class ProjDataInMemory(ProjData):
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._segments.values())
 
+    # A set of views is one numpy gather/scatter (one call, the GIL released once), rather
+    # than one copy per run of consecutive views: a subset's views are all isolated, and in
+    # the threaded pipeline every reacquisition of the GIL can wait for other threads.
+    def read_views(self, segment: int, views, out: np.ndarray | None = None,
+                   timing_pos: int = 0) -> np.ndarray:
+        seg, t, v, out = self._read_args(segment, views, out, timing_pos)
+        np.take(self._segments[seg][t], v, axis=0, out=out)
+        return out
+
+    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
+        seg, t, v, a = self._write_args(array, segment, views, timing_pos)
+        self._segments[seg][t][v] = a
+
+    read_views.__doc__ = ProjData.read_views.__doc__
+    write_views.__doc__ = ProjData.write_views.__doc__
+
     def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
         (v0, v1), (a0, a1) = view_range, axial_range
         out[...] = self._segments[segment][tof_index, v0:v1, a0:a1]

@@ -73,15 +73,16 @@ class KernelOptions:
     ``fwd_ilp``: branch-free forward steps unrolled this many times (0: off).
     ``back_merge``: neighbouring lanes merge back-projection atomics that hit the same
     voxel.  ``back_vec``: sm_90 float4 atomics for the two floats of a footprint row
-    (slower: measured, kept for the record).  ``back_smem``: a warp on one plane sums its
-    footprints in shared memory and adds each touched voxel once (on by default: +4-5 %
-    back projection on an H200, docs/kernel-tuning.md).  ``back_smem_partial`` (needs
-    ``back_smem``): the shared-memory sums also when only some lanes are active, as long
-    as the active ones share one plane (experimental, off by default).  ``back_segsum``
-    (instead of ``back_smem``): lanes hitting the same voxels sum their footprints
-    exactly with register shuffles (segmented scan over runs of equal offsets), then one
-    lane adds each sum; supersedes ``back_merge`` and ``back_vec`` (experimental, off by
-    default).  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
+    (slower: measured, kept for the record).  ``back_segsum`` (on by default): lanes
+    hitting the same voxels sum their footprints exactly with register shuffles (a
+    segmented scan over runs of equal offsets), then one lane adds each sum -- one global
+    atomic per touched voxel and warp step; supersedes ``back_merge`` and ``back_vec``
+    (+65 % back projection on an H200 for GE DMI, docs/kernel-tuning.md).  ``back_smem``:
+    a warp whose 32 lanes are all on one plane sums its footprints in shared memory
+    instead (the previous default; when on, it replaces ``back_segsum``).
+    ``back_smem_partial`` (needs ``back_smem``): the shared-memory sums also when only
+    some lanes are active (measured slower).  ``fmad``: let NVRTC contract multiply-adds
+    in the inner loop.
     ``maxrregcount`` / ``back_maxrregcount``: register cap of the forward / back kernels
     (they are compiled as two modules; None: the compiler's choice).
     ``auto_min_lors_per_voxel``: ``auto`` uses ``tiled`` when LORs >= this fraction of
@@ -98,9 +99,9 @@ class KernelOptions:
     fwd_ilp: int = 2
     back_merge: bool = True
     back_vec: bool = False
-    back_smem: bool = True
+    back_smem: bool = False
     back_smem_partial: bool = False
-    back_segsum: bool = False
+    back_segsum: bool = True
     fmad: bool = True
     maxrregcount: int | None = 64
     back_maxrregcount: int | None = None
@@ -124,9 +125,6 @@ class KernelOptions:
                 raise StirGpuError(f"KernelOptions: {name} must be in 16..255, not {v}")
         if self.back_smem_partial and not self.back_smem:
             raise StirGpuError("KernelOptions: back_smem_partial=True needs back_smem=True")
-        if self.back_segsum and self.back_smem:
-            raise StirGpuError("KernelOptions: back_segsum=True excludes back_smem=True "
-                               "(pass back_smem=False with back_segsum=True)")
 
     def compile_options(self, back: bool = False) -> tuple[str, ...]:
         """NVRTC options of the forward (and layout) module, or of the back module."""
@@ -143,7 +141,7 @@ class KernelOptions:
             opts.append("-DSG_BACK_SMEM")
         if self.back_smem_partial:
             opts.append("-DSG_BACK_SMEM_PARTIAL")
-        if self.back_segsum:
+        if self.back_segsum and not self.back_smem:  # back_smem replaces it
             opts.append("-DSG_BACK_SEGSUM")
         cap = self.back_maxrregcount if back else self.maxrregcount
         if cap is not None:

@@ -55,23 +55,27 @@ class _Geometric(ChunkProgram):
         from ..kernels.cuda_backend import upload_tables
         return upload_tables(d.tables)
 
+    # On GPU lanes the programs call the CUDA backend directly: the pipeline made the tables
+    # from the geometry (nothing to validate), and the public front end's per-chunk checks
+    # are Python work that competes for the GIL with the reader and writer threads.
     def _forward(self, d: ChunkData, out, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
-        image = d.image
-        if d.xp is not np:
-            from ..kernels.cuda_backend import prepare_image
-            image = self._kept(d, "image", lambda: prepare_image(d.image))
-        return forward_chunk(t, image, g.origin, g.voxel_size, out=out, scale=g.scale)
+        if d.xp is np:
+            return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
+        from ..kernels import cuda_backend as cb
+        image = self._kept(d, "image", lambda: cb.prepare_image(d.image))
+        return cb.forward_chunk(t, image, g.origin, g.voxel_size, out=out, scale=g.scale)
 
     def _back(self, d: ChunkData, values, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
-        target = d.accum
-        if d.xp is not np:
-            from ..kernels.cuda_backend import prepare_back_accumulator
-            target = self._kept(d, "accum", lambda: prepare_back_accumulator(d.accum))
-        back_chunk(t, values, target, g.origin, g.voxel_size, scale=g.scale)
+        if d.xp is np:
+            back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
+            return
+        from ..kernels import cuda_backend as cb
+        target = self._kept(d, "accum", lambda: cb.prepare_back_accumulator(d.accum))
+        cb.back_chunk(t, values, target, g.origin, g.voxel_size, scale=g.scale)
 
 
 class ForwardProgram(_Geometric):
