@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["DaemonPool", "split_ranges", "run_pieces", "parallel_copy", "MIN_PIECE_BYTES"]
 
 #: below this a piece is not worth a thread hand-off
-MIN_PIECE_BYTES = 2 * 1024 * 1024
+MIN_PIECE_BYTES = 1024 * 1024
 
 _STOP = object()
 

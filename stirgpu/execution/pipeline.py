@@ -164,6 +164,9 @@ class Engine:
         # temporaries exist once per lane (one chunk computes at a time): spread over the slots
         extra = program.scratch + -(-int(program.workspace) // max(int(depth), 1))
         images_per_lane = int(program.uses_image) + int(program.accumulates_image)
+        # small first chunks when the device must wait for a read, small last ones when a
+        # write must follow the last kernel (see make_plan)
+        shape = dict(ramp_up=bool(program.inputs), taper=bool(program.outputs))
         lanes = len(self.devices)
         if self.backend == "cpu":
             # CPU lanes share one input image; each keeps its own accumulation image
@@ -173,7 +176,7 @@ class Engine:
                              host_buffers_per_slot=n_io + extra, device_buffers_per_slot=None,
                              host_budget=host_budget, gpu_budget=None, host_fixed_bytes=host_fixed,
                              depth=depth, max_views_per_chunk=max_views_per_chunk,
-                             target_chunk_bytes=target_chunk_bytes)
+                             target_chunk_bytes=target_chunk_bytes, **shape)
         if gpu_budget is None:
             gpu_budget = self.gpu_budget()
         # host: the reduced result and one pinned staging copy of the image
@@ -183,7 +186,8 @@ class Engine:
                          gpu_budget=gpu_budget, host_fixed_bytes=host_fixed,
                          device_fixed_bytes=image_bytes * images_per_lane
                          + padded_bytes * program.image_workspace, depth=depth,
-                         max_views_per_chunk=max_views_per_chunk, target_chunk_bytes=target_chunk_bytes)
+                         max_views_per_chunk=max_views_per_chunk, target_chunk_bytes=target_chunk_bytes,
+                         **shape)
 
     def _slots_for(self, k: int, lane, plan: Plan, n_host: int, n_dev: int) -> list[_Slot]:
         capacity = plan.buffer_bytes // 4
@@ -372,25 +376,30 @@ class Engine:
         def part_view(buf, part):
             return buf[part.offset:part.stop].reshape(part.shape)
 
-        def read_chunk(store, chunk, flat, split):
+        def chunk_pieces(chunk, flat, split):
+            """(segment, views, buffer) pieces of a chunk's I/O: each part split by views
+            into pieces of at least MIN_PIECE_BYTES; all pieces, of all parts, are run
+            together on the I/O pool (a subset's chunk has several small parts)."""
+            pieces = []
             for part in chunk.parts:
-                buf, views = part_view(flat, part), part.views
+                buf = part_view(flat, part)
+                for a, b in split_ranges(len(part.views), buf[0].nbytes, io_split if split else 1):
+                    pieces.append((part.segment, part.views[a:b], buf[a:b]))
+            return pieces
 
-                def piece(a, b, buf=buf, views=views, seg=part.segment):
-                    got = store.read_views(seg, views[a:b], out=buf[a:b])
-                    if got is not buf[a:b] and got is not None:  # a store that ignores ``out``
-                        np.copyto(buf[a:b], got)
-                ranges = split_ranges(len(views), buf[0].nbytes, io_split if split else 1)
-                run_pieces(io_pool if split else None, piece, ranges)
+        def run_io(pieces, split, fn):
+            run_pieces(io_pool if split else None, lambda i, j: fn(*pieces[i]),
+                       [(i, i + 1) for i in range(len(pieces))])
+
+        def read_chunk(store, chunk, flat, split):
+            def piece(seg, views, buf):
+                got = store.read_views(seg, views, out=buf)
+                if got is not buf and got is not None:  # a store that ignores ``out``
+                    np.copyto(buf, got)
+            run_io(chunk_pieces(chunk, flat, split), split, piece)
 
         def write_chunk(store, chunk, flat, split):
-            for part in chunk.parts:
-                buf, views = part_view(flat, part), part.views
-
-                def piece(a, b, buf=buf, views=views, seg=part.segment):
-                    store.write_views(buf[a:b], seg, views[a:b])
-                ranges = split_ranges(len(views), buf[0].nbytes, io_split if split else 1)
-                run_pieces(io_pool if split else None, piece, ranges)
+            run_io(chunk_pieces(chunk, flat, split), split, lambda seg, views, buf: store.write_views(buf, seg, views))
 
         def reader(k, lane, free_q, ready_q):
             try:

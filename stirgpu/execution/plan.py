@@ -45,6 +45,8 @@ __all__ = ["Chunk", "ChunkPart", "Plan", "make_plan", "host_available_bytes", "d
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
 #: do not split work below this size just to get more chunks per lane
 MIN_CHUNK_BYTES = 4 * 1024 * 1024
+#: the smallest first chunk of a ramp-up (see make_plan)
+RAMP_MIN_BYTES = 1024 * 1024
 #: aim for this many chunks per lane (pipeline fill/drain and load balance)
 CHUNKS_PER_LANE = 12
 #: fraction of MemAvailable a call may use for staging by default
@@ -234,12 +236,16 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
               host_buffers_per_slot: int, device_buffers_per_slot: int | None,
               host_budget: int, gpu_budget: int | None, host_fixed_bytes: int = 0,
               device_fixed_bytes: int = 0, depth: int = 2, max_views_per_chunk: int | None = None,
-              target_chunk_bytes: int | None = None) -> Plan:
+              target_chunk_bytes: int | None = None, ramp_up: bool = False, taper: bool = True) -> Plan:
     """Split ``views`` of each of ``segments`` into chunks that fit the budgets.
 
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
     buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
-    (a few chunks per lane, between 4 and 64 MiB).
+    (a few chunks per lane, between 4 and 64 MiB) and turns off the size shaping:
+    ``ramp_up`` makes each lane's first chunks small (1/8, 1/4, 1/2 of the target: the
+    device starts computing after a short read and upload -- for programs that read
+    projection data), ``taper`` the last ones (the drain after the last kernel -- download
+    and write -- stays short: for programs that write projection data).
     """
     lanes, depth = int(lanes), int(depth)
     if lanes < 1 or depth < 1:
@@ -288,8 +294,10 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
 
     # taper: the last chunks shrink (down to ``floor``) so that the pipeline's drain -- the
     # last chunk's download and write, or the first one's read and upload -- is short
-    floor = cap if target_chunk_bytes is not None else min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest))
-    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, lanes, max_views_per_chunk)
+    shaped = target_chunk_bytes is None
+    floor = min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest)) if shaped and taper else cap
+    head = min(cap, max(RAMP_MIN_BYTES, largest)) if shaped and ramp_up else cap
+    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     per_seg: dict[int, int] = {}
     for c in chunks:
         for p in c.parts:
@@ -301,25 +309,36 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
 
 
 def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj_data_info, cap: int,
-         floor: int, lanes: int, max_views: int | None) -> list[Chunk]:
+         floor: int, head: int, lanes: int, max_views: int | None) -> list[Chunk]:
     """Cut the viewgrams (segments in order, then ``views``) into chunks of at most ``cap``
     bytes (and ``max_views`` viewgrams); a chunk gets one part per segment it touches.
-    Near the end a chunk takes at most half of what is left per lane, but never less than
-    ``floor`` (guided scheduling: the tail shrinks geometrically)."""
+    Each lane's first three chunks hold at most 1/8, 1/4, 1/2 of ``cap`` (not less than
+    ``head``; ``head == cap``: no ramp).  Near the end a chunk takes at most half of what is
+    left per lane, but never less than ``floor`` (guided scheduling: the tail shrinks
+    geometrically; ``floor == cap``: no taper)."""
     chunks: list[Chunk] = []
     parts: list[ChunkPart] = []
     used = 0    # bytes of the open chunk
     count = 0   # viewgrams of the open chunk
     left = sum(view_bytes[s] for s in segments) * len(views)  # bytes not yet in a chunk
     limit = len(views) * len(segments) if max_views is None else max(int(max_views), 1)
-    size = cap  # the open chunk's capacity
+
+    def capacity() -> int:
+        """Bytes the next chunk may hold."""
+        size = cap
+        round_ = len(chunks) // lanes
+        if round_ < 3:
+            size = max(head, cap >> (3 - round_))
+        return min(size, max(floor, -(-left // (2 * lanes))))
+
+    size = capacity()  # the open chunk's
 
     def close():
         nonlocal parts, used, count, size
         if parts:
             chunks.append(Chunk(len(chunks), tuple(parts)))
         parts, used, count = [], 0, 0
-        size = max(floor, min(cap, -(-left // (2 * lanes))))
+        size = capacity()
 
     for s in segments:
         vb = view_bytes[s]
