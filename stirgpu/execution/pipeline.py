@@ -82,9 +82,17 @@ class _Slot:
         self.dev = self.host if lane.shares_host_buffers else [lane.alloc_device(capacity) for _ in range(n_dev)]
         if lane.shares_host_buffers:
             self.tab_host = self.tab_dev = None
+            self.events = None
         else:
             self.tab_host = lane.alloc_host(table_capacity, np.float64)
             self.tab_dev = lane.alloc_device(table_capacity, np.float64)
+            # the stage events of the slot's chunk, recorded again for every chunk (the writer
+            # has read them before it hands the slot back)
+            self.events = {k: lane.new_event() for k in _EVENTS}
+
+
+#: CUDA events of a chunk's stages: copy-in start/end, compute start/end, copy-out start/end
+_EVENTS = ("h2d0", "h2d1", "c0", "c1", "d0", "d1")
 
 
 def _table_length(chunk) -> int:
@@ -455,23 +463,24 @@ class Engine:
                             rec.stage(lane.name, "compute", chunk.index, t0, t1)
                             put(done_q, (chunk, slot, None))
                             continue
-                        ev = {"h2d0": lane.record(lane.s_in)}
+                        ev = dict(slot.events)
+                        lane.record(lane.s_in, ev["h2d0"])
                         nt64 = _table_length(chunk)
                         lane.to_device(slot.tab_dev, slot.tab_host, 8 * nt64)
                         data.tables = DeviceTables(tables, slot.tab_dev[:nt64], lane.device_id)
                         for i in range(n_in):
                             lane.to_device(slot.dev[i], slot.host[i], nbytes)
-                        ev["h2d1"] = lane.record(lane.s_in)
+                        lane.record(lane.s_in, ev["h2d1"])
                         lane.s_compute.wait_event(ev["h2d1"])
-                        ev["c0"] = lane.record(lane.s_compute)
+                        lane.record(lane.s_compute, ev["c0"])
                         with lane.s_compute:
                             program.compute(data)
-                        ev["c1"] = lane.record(lane.s_compute)
+                        lane.record(lane.s_compute, ev["c1"])
                         lane.s_out.wait_event(ev["c1"])
-                        ev["d0"] = lane.record(lane.s_out)
+                        lane.record(lane.s_out, ev["d0"])
                         for j in range(n_out):
                             lane.to_host(slot.host[n_in + j], slot.dev[n_in + j], nbytes)
-                        ev["d1"] = lane.record(lane.s_out)
+                        lane.record(lane.s_out, ev["d1"])
                         rec.add(bytes_uploaded=n_in * nbytes, bytes_downloaded=n_out * nbytes)
                         put(done_q, (chunk, slot, ev))
             except _Stopped:
