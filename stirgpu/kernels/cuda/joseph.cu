@@ -609,13 +609,13 @@ __device__ __forceinline__ Part part_of_bin(const double *__restrict__ P, int np
     return chunk_part(P, k);
 }
 
-// Tiled kernels: the part of this block, and the block's index `b` within the part
+// Tiled kernels: the part `k` of this block, and the block's index `b` within the part
 // (each part has nv * ceil(na / blockDim.y) * ceil(nt / 32) blocks; block-uniform).
-__device__ __forceinline__ Part part_of_block(const double *__restrict__ P, int nparts, int nt, long long &b)
+__device__ __forceinline__ Part part_of_block(const double *__restrict__ P, int nparts, int nt, long long &b, int &k)
 {
     const long long tiles_t = (nt + 31) / 32, w = blockDim.y;
     b = blockIdx.x;
-    int k = 0;
+    k = 0;
     for (; k + 1 < nparts; ++k)
     {
         const long long nb = (long long)P[4 * k + 2] * (((long long)P[4 * k + 3] + w - 1) / w) * tiles_t;
@@ -624,6 +624,16 @@ __device__ __forceinline__ Part part_of_block(const double *__restrict__ P, int 
         b -= nb;
     }
     return chunk_part(P, k);
+}
+
+// Offset of bin (iv, ia, it) of part k in the chunk's values, the part's header read again
+// (through L2: the compiler must not keep the first reads alive across the projection loop,
+// whose register budget they would take).
+__device__ __forceinline__ long long part_bin(const double *P, int k, int nt, int iv, int ia, int it)
+{
+    const long long bin0 = (long long)__ldcg(P + 4 * k + 1);
+    const int na = (int)__ldcg(P + 4 * k + 3);
+    return bin0 + ((long long)iv * na + ia) * nt + it;
 }
 
 // Bin (iv, ia, it) of local block b: blockDim = (32, W); each warp takes 32 consecutive
@@ -700,7 +710,8 @@ __global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt
                                 SG_GRID_ARGS)
 {
     long long b;
-    const sg::Part c = sg::part_of_block(P, nparts, nt, b);
+    int k;
+    const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
     int iv, ia, it;
     sg::chunk_tile(b, c.na, nt, iv, ia, it);
     const bool in_range = it < nt && ia < c.na;
@@ -714,7 +725,7 @@ __global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt
     if (T.L.dir >= 0 && !T.fast)
         sum = sg::simple_forward_lor<Idx>(T.L, img, g);
     if (in_range)
-        out[c.bin0 + ((long long)iv * c.na + ia) * nt + it] = T.L.dir >= 0 ? (sum * T.L.cf) * scale : 0.0f;
+        out[sg::part_bin(P, k, nt, iv, ia, it)] = T.L.dir >= 0 ? (sum * T.L.cf) * scale : 0.0f;
 }
 
 template <typename Idx>
@@ -723,7 +734,8 @@ __global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int n
                                  float scale, SG_GRID_ARGS)
 {
     long long b;
-    const sg::Part c = sg::part_of_block(P, nparts, nt, b);
+    int k;
+    const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
     int iv, ia, it;
     sg::chunk_tile(b, c.na, nt, iv, ia, it);
     const sg::Grid g = SG_GRID;
