@@ -122,6 +122,7 @@ class Engine:
         self._slots: dict[int, list[_Slot]] = {}
         self._images: dict[int, Any] = {}
         self._staging = None  # pinned copy of the input image (GPU)
+        self._uploads: list = []  # CUDA events: the last upload's DMAs out of _staging
         self._io: DaemonPool | None = None
         self._lock = threading.Lock()  # one call at a time per engine
         # geometry tables of chunk parts, by (geometry, segment, views): OSEM revisits the same
@@ -232,6 +233,7 @@ class Engine:
     def release(self) -> None:
         """Drop cached buffers and images (GPU memory returns to cupy's pool)."""
         with self._lock:
+            self._wait_uploads()
             self._slots.clear()
             self._images.clear()
             self._tables.clear()
@@ -240,7 +242,12 @@ class Engine:
     # -- the input image -----------------------------------------------------------------
     def set_image(self, image, fov_mask: np.ndarray | None) -> tuple[int, float]:
         """Put ``image`` ((nz, ny, nx) float32: numpy, or cupy on any GPU) on every lane, zeroed
-        outside ``fov_mask`` when given.  Returns (bytes uploaded, seconds)."""
+        outside ``fov_mask`` when given.  Returns (bytes uploaded, seconds).
+
+        A numpy image goes up in z slabs: each slab is copied into one pinned buffer (by the
+        I/O threads) while the previous slab's DMA runs, and the call returns once the host
+        copy is done: the last DMAs finish while the next call starts its pipeline, and each
+        lane's compute stream waits for them (CUDA events) before its first kernel."""
         from ..kernels import apply_cylindrical_fov
         t0 = time.perf_counter()
         uploaded = 0
@@ -251,15 +258,9 @@ class Engine:
                     apply_cylindrical_fov(host, fov_mask, out=host)
                 for k in range(len(self.devices)):
                     self._images[k] = host  # CPU lanes share one read-only copy
+            elif isinstance(image, np.ndarray):
+                uploaded = self._upload_host_image(image, fov_mask)
             else:
-                if isinstance(image, np.ndarray):
-                    # one pinned copy, filled by several threads, DMA'd to every GPU
-                    if self._staging is None or self._staging.shape != image.shape:
-                        self._staging = None
-                        import cupyx
-                        self._staging = cupyx.empty_pinned(image.shape, dtype=np.float32)
-                    parallel_copy(self.io_pool, self._staging, image)
-                    image = self._staging
                 for k, lane in enumerate(self.lanes):
                     dst = lane.upload_image(image, self._images.get(k), pinned=True)
                     if fov_mask is not None:
@@ -269,6 +270,49 @@ class Engine:
                     self._images[k] = dst
                     uploaded += int(dst.nbytes)
         return uploaded, time.perf_counter() - t0
+
+    #: z slabs of a pipelined image upload
+    _UPLOAD_SLABS = 8
+
+    def _upload_host_image(self, image: np.ndarray, fov_mask) -> int:
+        from ..kernels import apply_cylindrical_fov
+        import cupyx
+        lanes = self.lanes
+        self._wait_uploads()  # the staging buffer may still feed the last call's DMAs
+        if self._staging is None or self._staging.shape != image.shape:
+            self._staging = None
+            self._staging = cupyx.empty_pinned(image.shape, dtype=np.float32)
+        dsts = []
+        for k, lane in enumerate(lanes):
+            dst = self._images.get(k)
+            if dst is None or tuple(dst.shape) != tuple(image.shape):
+                with lane.device:  # no memset: the copy-in stream does not wait for other streams
+                    dst = lane.cp.empty(image.shape, dtype=lane.cp.float32)
+            dsts.append(dst)
+        edges = np.linspace(0, image.shape[0], min(self._UPLOAD_SLABS, max(image.shape[0], 1)) + 1).round()
+        for a, b in zip(edges[:-1].astype(int), edges[1:].astype(int)):
+            if b <= a:
+                continue
+            parallel_copy(self.io_pool, self._staging[a:b], image[a:b])
+            for lane, dst in zip(lanes, dsts):
+                with lane.device:
+                    lane.to_device(dst[a:b], self._staging[a:b], self._staging[a:b].nbytes)
+        self._uploads = []
+        for k, (lane, dst) in enumerate(zip(lanes, dsts)):
+            with lane.device:
+                done = lane.record(lane.s_in)
+                lane.s_compute.wait_event(done)
+                if fov_mask is not None:
+                    with lane.s_compute:
+                        apply_cylindrical_fov(dst, fov_mask, out=dst)
+            self._uploads.append(done)
+            self._images[k] = dst
+        return int(image.nbytes) * len(lanes)
+
+    def _wait_uploads(self) -> None:
+        for ev in self._uploads:
+            ev.synchronize()
+        self._uploads = []
 
     def has_image(self) -> bool:
         return len(self._images) == len(self.devices)
