@@ -60,6 +60,28 @@ def test_small_requests_pack_several_segments_per_chunk():
     assert sum(len(c.parts) for c in full.chunks) <= len(full.chunks) + mmr.get_num_segments()
 
 
+def test_large_calls_ramp_up_and_taper():
+    """With big chunks, each lane's first chunks are smaller (the device starts sooner) and the
+    last ones shrink (a short drain), never below 4 MiB (except the remainder); a subset, whose
+    chunks are at the minimum already, is not shaped; an explicit target turns shaping off."""
+    from stirgpu.geometry import ProjDataInfo, Scanner
+    mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
+    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34,
+                gpu_budget=None, ramp_up=True, taper=True)
+    sizes = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **args).chunks]
+    big = max(sizes)
+    viewgram = 4 * 127 * 344  # chunks hold whole viewgrams
+    assert sizes[0] < sizes[1] < sizes[2] < big and sizes[0] > (4 << 20) - viewgram
+    assert sizes[-2] < big / 2 and sizes[-1] < sizes[-3] and min(sizes[:-1]) > (4 << 20) - viewgram
+    plain = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **{**args, "ramp_up": False,
+                                                                              "taper": False}).chunks]
+    assert plain[0] == max(plain) and len(plain) < len(sizes)
+    sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
+    assert len(sub.chunks) == 4
+    fixed = make_plan(mmr, mmr.segment_nums, range(252), target_chunk_bytes=8 << 20, **args)
+    assert all(c.nbytes <= 8 << 20 for c in fixed.chunks) and fixed.chunks[0].nbytes > (8 << 20) * 0.9
+
+
 def test_buffers_fit_the_budgets():
     """Host staging (lanes x slots x buffers x buffer size + fixed images) stays within the host
     budget, GPU use within the GPU budget; the largest chunk fills at most one buffer."""

@@ -173,9 +173,9 @@ class Engine:
         # temporaries exist once per lane (one chunk computes at a time): spread over the slots
         extra = program.scratch + -(-int(program.workspace) // max(int(depth), 1))
         images_per_lane = int(program.uses_image) + int(program.accumulates_image)
-        # small first chunks when the device must wait for a read, small last ones when a
-        # write must follow the last kernel (see make_plan)
-        shape = dict(ramp_up=bool(program.inputs), taper=bool(program.outputs))
+        # small first chunks (the device starts sooner) and small last ones (a short drain:
+        # the last kernel, download and write); see make_plan
+        shape = dict(ramp_up=True, taper=True)
         lanes = len(self.devices)
         if self.backend == "cpu":
             # CPU lanes share one input image; each keeps its own accumulation image

@@ -45,8 +45,6 @@ __all__ = ["Chunk", "ChunkPart", "Plan", "make_plan", "host_available_bytes", "d
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
 #: do not split work below this size just to get more chunks per lane
 MIN_CHUNK_BYTES = 4 * 1024 * 1024
-#: the smallest first chunk of a ramp-up (see make_plan)
-RAMP_MIN_BYTES = 1024 * 1024
 #: aim for this many chunks per lane (pipeline fill/drain and load balance)
 CHUNKS_PER_LANE = 12
 #: fraction of MemAvailable a call may use for staging by default
@@ -242,10 +240,10 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
     buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
     (a few chunks per lane, between 4 and 64 MiB) and turns off the size shaping:
-    ``ramp_up`` makes each lane's first chunks small (1/8, 1/4, 1/2 of the target: the
-    device starts computing after a short read and upload -- for programs that read
-    projection data), ``taper`` the last ones (the drain after the last kernel -- download
-    and write -- stays short: for programs that write projection data).
+    ``ramp_up`` makes each lane's first chunks small (1/8, 1/4, 1/2 of the target, not
+    below 4 MiB: the device starts computing after a short read and upload), ``taper``
+    the last ones (the drain after the last kernel -- its download and write -- stays
+    short).
     """
     lanes, depth = int(lanes), int(depth)
     if lanes < 1 or depth < 1:
@@ -296,7 +294,9 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     # last chunk's download and write, or the first one's read and upload -- is short
     shaped = target_chunk_bytes is None
     floor = min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest)) if shaped and taper else cap
-    head = min(cap, max(RAMP_MIN_BYTES, largest)) if shaped and ramp_up else cap
+    # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
+    # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
+    head = min(cap, max(MIN_CHUNK_BYTES, largest)) if shaped and ramp_up else cap
     chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     per_seg: dict[int, int] = {}
     for c in chunks:
