@@ -75,7 +75,7 @@ def test_large_calls_ramp_up_and_taper():
     assert sizes[-2] < big / 2 and sizes[-1] < sizes[-3] and min(sizes[:-1]) > (4 << 20) - viewgram
     plain = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **{**args, "ramp_up": False,
                                                                               "taper": False}).chunks]
-    assert plain[0] == max(plain) and len(plain) < len(sizes)
+    assert plain[0] > 0.99 * max(plain) and len(plain) < len(sizes)
     sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
     assert len(sub.chunks) == 4
     fixed = make_plan(mmr, mmr.segment_nums, range(252), target_chunk_bytes=8 << 20, **args)
