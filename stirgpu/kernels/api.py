@@ -217,6 +217,16 @@ def _chunk_parts(tables) -> tuple[list, list, tuple | None]:
     return parts, t64, (shapes[0] if single else None)
 
 
+def _part_ranges(t64):
+    """(tables, first bin, end bin) of each non-empty part in a chunk's flat bin order."""
+    o = 0
+    for t in t64:
+        n = int(np.prod(_tables_shape(t)))
+        if n:
+            yield t, o, o + n
+        o += n
+
+
 def _result_shape(t64, single) -> tuple[int, ...]:
     return single if single is not None else (sum(int(np.prod(_tables_shape(t))) for t in t64),)
 
@@ -341,13 +351,8 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
     if out is None:
         out = np.empty(shape, dtype=np.float32)
     flat = out.reshape(-1)
-    nz, ny, nx = image.shape
-    o = 0
-    for t in t64:
-        n = int(np.prod(_tables_shape(t)))
-        if n:
-            cpu.forward_tables(t, image.reshape(-1), nz, ny, nx, *org, *vox, sc, flat[o:o + n])
-        o += n
+    for t, a, b in _part_ranges(t64):
+        cpu.forward_tables(t, image.reshape(-1), *image.shape, *org, *vox, sc, flat[a:b])
     return out
 
 
@@ -367,12 +372,7 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0):
         return _cuda_backend().back_chunk(tables, values, out_image, org, vox, scale=sc)
     from . import cpu
     flat = values.reshape(-1)
-    nz, ny, nx = out_image.shape
-    o = 0
-    for t in t64:
-        n = int(np.prod(_tables_shape(t)))
-        if n:
-            cpu.back_project(cpu.back_tables, (t, flat[o:o + n]), out_image.reshape(-1), n,
-                             (nz, ny, nx, *org, *vox, sc))
-        o += n
+    for t, a, b in _part_ranges(t64):
+        cpu.back_project(cpu.back_tables, (t, flat[a:b]), out_image.reshape(-1), b - a,
+                         (*out_image.shape, *org, *vox, sc))
     return out_image
