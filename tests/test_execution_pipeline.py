@@ -183,3 +183,43 @@ def test_forward_into_disk_then_back_from_disk_equals_memory(backend, tmp_path):
     with read_from_file(tmp_path / "f.hs") as disk:
         assert same_data(disk, mem, pdi)
         assert_same_back(pp.back_project(None, disk), pp.back_project(None, mem), backend)
+
+
+def test_engine_builds_each_parts_tables_once_per_geometry_object(monkeypatch):
+    """Repeated calls over the same plan (OSEM's subsets) reuse the parts' geometry tables; a
+    geometry that is equal but another object gets its own (equality tolerates header
+    rounding, the tables must not)."""
+    import numpy as np
+
+    from stirgpu.geometry import ProjDataInfo
+
+    made = []
+    original = ProjDataInfo.chunk_tables
+
+    def counting(self, segment_num, views=None, *args, **kw):
+        made.append((id(self), segment_num))
+        return original(self, segment_num, views, *args, **kw)
+
+    monkeypatch.setattr(ProjDataInfo, "chunk_tables", counting)
+
+    class Fill(ChunkProgram):
+        name = "fill"
+        outputs = ("out",)
+
+        def compute(self, d):
+            d.outputs["out"][...] = np.float32(1.0)
+
+    pdi, info = small_geometry()
+    eng = Engine("cpu", (0,))
+    plan = eng.make_plan(Fill(), pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape,
+                         host_budget=1 << 28, gpu_budget=None)
+    parts = sum(len(c.parts) for c in plan.chunks)
+    for _ in range(3):
+        eng.run(Fill(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
+    assert len(made) == parts
+    other = ProjDataInfo(pdi.get_scanner(), [pdi.get_min_ring_difference(s) for s in pdi.segment_nums],
+                         [pdi.get_max_ring_difference(s) for s in pdi.segment_nums], pdi.get_num_views(),
+                         pdi.get_num_tangential_poss(), pdi.is_arc_corrected())
+    assert other == pdi and other is not pdi
+    eng.run(Fill(), plan, other, {}, {"out": ProjDataInMemory(other)})
+    assert len(made) == 2 * parts and {i for i, _ in made[parts:]} == {id(other)}

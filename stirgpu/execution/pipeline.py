@@ -125,7 +125,7 @@ class Engine:
         self._uploads: list = []  # CUDA events: the last upload's DMAs out of _staging
         self._io: DaemonPool | None = None
         self._lock = threading.Lock()  # one call at a time per engine
-        # geometry tables of chunk parts, by (geometry, segment, views): OSEM revisits the same
+        # geometry tables of chunk parts, by (geometry object, segment, views): OSEM revisits the same
         # subsets every iteration, and building tables is Python work in the reader threads
         self._tables: dict = {}
 
@@ -221,13 +221,17 @@ class Engine:
     _TABLES_KEPT = 4096
 
     def _chunk_tables(self, pdi, part):
-        """The (read-only, so shareable) ChunkTables of ``part``, made once per engine."""
-        key = (pdi, part.segment, part.views)
-        t = self._tables.get(key)
-        if t is None:
-            if len(self._tables) >= self._TABLES_KEPT:
-                self._tables.clear()
-            t = self._tables[key] = pdi.chunk_tables(part.segment, part.views)
+        """The (read-only, so shareable) ChunkTables of ``part``, made once per engine.  Keyed by
+        the geometry object itself, not by equality: ProjDataInfo equality tolerates header
+        rounding, and tables must come from the very geometry of the call."""
+        key = (id(pdi), part.segment, part.views)
+        hit = self._tables.get(key)
+        if hit is not None and hit[0] is pdi:
+            return hit[1]
+        if len(self._tables) >= self._TABLES_KEPT:
+            self._tables.clear()
+        t = pdi.chunk_tables(part.segment, part.views)
+        self._tables[key] = (pdi, t)  # holding pdi keeps its id from being reused
         return t
 
     def release(self) -> None:
@@ -252,6 +256,7 @@ class Engine:
         t0 = time.perf_counter()
         uploaded = 0
         with self._lock:
+            self._wait_uploads()  # the lanes' images may still receive the last upload's DMAs
             if self.backend == "cpu":
                 host = np.array(image, dtype=np.float32, copy=True, order="C")
                 if fov_mask is not None:
@@ -278,7 +283,6 @@ class Engine:
         from ..kernels import apply_cylindrical_fov
         import cupyx
         lanes = self.lanes
-        self._wait_uploads()  # the staging buffer may still feed the last call's DMAs
         if self._staging is None or self._staging.shape != image.shape:
             self._staging = None
             self._staging = cupyx.empty_pinned(image.shape, dtype=np.float32)

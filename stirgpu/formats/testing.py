@@ -226,16 +226,17 @@ class ProjDataContract:
         np.testing.assert_array_equal(out, reference_segment(ref, pdi, s)[:, views, :].transpose(1, 0, 2))
 
     def test_write_views_subset(self, filled, pdi):
-        """write_views stores exactly the listed views and leaves the others."""
+        """write_views stores exactly the listed views and leaves the others: an unsorted
+        short list, and a STIR subset (strided: every view its own run)."""
         store, ref = filled
-        s = pdi.get_max_segment_num()
-        views = [4, 1, 2]
         t = self._timing_poss(pdi)[-1]
-        data = np.random.default_rng(3).standard_normal(
-            (3, pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())).astype(np.float32)
-        store.write_views(data, s, views, timing_pos=t)
-        reference_segment(ref, pdi, s, t)[:, views, :] = data.transpose(1, 0, 2)
-        np.testing.assert_array_equal(store.as_array(), ref)
+        rng = np.random.default_rng(3)
+        for s, views in ((pdi.get_max_segment_num(), [4, 1, 2]), (pdi.get_min_segment_num(), pdi.subset_views(2, 3))):
+            data = rng.standard_normal((len(views), pdi.get_num_axial_poss(s),
+                                        pdi.get_num_tangential_poss())).astype(np.float32)
+            store.write_views(data, s, views, timing_pos=t)
+            reference_segment(ref, pdi, s, t)[:, list(views), :] = data.transpose(1, 0, 2)
+            np.testing.assert_array_equal(store.as_array(), ref)
 
     def test_timing_positions_are_independent(self, store, pdi):
         """Writing one timing position leaves the others untouched."""
