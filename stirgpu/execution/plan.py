@@ -115,7 +115,6 @@ class Plan:
     device_fixed_bytes: int
     host_budget: int
     gpu_budget: int | None
-    views_per_chunk: dict = dataclasses.field(default_factory=dict)
 
     @property
     def host_bytes(self) -> int:
@@ -254,7 +253,7 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
     if not segments or not len(views):
         return Plan((), lanes, depth, 0, host_buffers_per_slot, device_buffers_per_slot or 0,
-                    host_fixed_bytes, device_fixed_bytes, int(host_budget), gpu_budget, {})
+                    host_fixed_bytes, device_fixed_bytes, int(host_budget), gpu_budget)
     largest = max(view_bytes.values())
 
     limits = []  # (name, bytes per buffer allowed, explanation)
@@ -298,14 +297,10 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
     head = min(cap, max(MIN_CHUNK_BYTES, largest)) if shaped and ramp_up else cap
     chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
-    per_seg: dict[int, int] = {}
-    for c in chunks:
-        for p in c.parts:
-            per_seg[p.segment] = max(per_seg.get(p.segment, 0), len(p.views))
     buffer_bytes = max(c.nbytes for c in chunks)
     return Plan(tuple(chunks), lanes, depth, buffer_bytes, host_buffers_per_slot,
                 int(device_buffers_per_slot or 0), int(host_fixed_bytes), int(device_fixed_bytes),
-                int(host_budget), None if gpu_budget is None else int(gpu_budget), per_seg)
+                int(host_budget), None if gpu_budget is None else int(gpu_budget))
 
 
 def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj_data_info, cap: int,

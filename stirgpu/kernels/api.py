@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import DeviceError, GeometryError, StirGpuError
+from .tables import parts_shapes
 
 __all__ = ["joseph_forward", "joseph_back", "forward_chunk", "back_chunk"]
 
@@ -207,13 +208,8 @@ def _chunk_parts(tables) -> tuple[list, list, tuple | None]:
         parts, single = list(tables), False
     else:
         parts, single = [tables], True
-    if not parts:
-        raise GeometryError("tables: a chunk needs at least one part")
     t64 = [_tables_f64(t) for t in parts]
-    shapes = [_tables_shape(t) for t in t64]
-    if len({s[2] for s in shapes}) != 1:
-        raise GeometryError(f"tables: the parts of one chunk must share the tangential positions "
-                            f"(got {sorted({s[2] for s in shapes})})")
+    shapes = parts_shapes(parts)  # at least one part, all with the same tangential positions
     return parts, t64, (shapes[0] if single else None)
 
 
