@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import DeviceError, GeometryError, StirGpuError
-from .tables import parts_shapes
+from .tables import chunk_parts, parts_shapes
 
 __all__ = ["joseph_forward", "joseph_back", "forward_chunk", "back_chunk"]
 
@@ -202,12 +202,7 @@ def _chunk_parts(tables) -> tuple[list, list, tuple | None]:
     """The parts of a chunk argument: (host ChunkTables per part, their validated float64
     arrays, the (nv, na, nt) result shape of a single ChunkTables or None for a sequence,
     whose results are the parts' bins one after the other, flat)."""
-    if getattr(tables, "parts", None) is not None and hasattr(tables, "data"):  # DeviceTables
-        parts, single = list(tables.parts), bool(getattr(tables, "single", False))
-    elif isinstance(tables, (list, tuple)):
-        parts, single = list(tables), False
-    else:
-        parts, single = [tables], True
+    parts, single = chunk_parts(tables)
     t64 = [_tables_f64(t) for t in parts]
     shapes = parts_shapes(parts)  # at least one part, all with the same tangential positions
     return parts, t64, (shapes[0] if single else None)

@@ -336,15 +336,13 @@ def upload_tables(tables, device: int | None = None) -> DeviceTables:
     :class:`DeviceTables` is returned unchanged if it is already on that device."""
     cp = _cupy()
     dev = int(cp.cuda.Device().id if device is None else device)
-    if isinstance(tables, DeviceTables):
-        if tables.device_id == dev:
-            return tables
-        tables = tables.parts
-    parts = tuple(tables) if isinstance(tables, (list, tuple)) else (tables,)
+    if isinstance(tables, DeviceTables) and tables.device_id == dev:
+        return tables
+    parts, single = _tables.chunk_parts(tables)  # from another device: its host parts again
     host = _tables.pack_tables([_host_tables(t) for t in parts])
     with cp.cuda.Device(dev):
         data = cp.asarray(host)
-    return DeviceTables(parts if isinstance(tables, (list, tuple)) else tables, data, dev)
+    return DeviceTables(parts[0] if single else parts, data, dev)
 
 
 def _host_tables(t):
@@ -645,15 +643,10 @@ def _parts_grid(shapes, w: int):
 
 def _chunk_shape(tables):
     """Shapes of the parts, and the shape of a one-part result (None for several parts)."""
-    if isinstance(tables, DeviceTables):
-        shapes = tables.shapes
-        single = tables.single
-    elif isinstance(tables, (list, tuple)):
-        shapes = _tables.parts_shapes(tables)
-        single = False
-    else:
-        shapes = _tables.parts_shapes((tables,))
-        single = True
+    if isinstance(tables, DeviceTables):  # shapes checked when it was made
+        return tables.shapes, (tables.shapes[0] if tables.single else None)
+    parts, single = _tables.chunk_parts(tables)
+    shapes = _tables.parts_shapes(parts)
     return shapes, (shapes[0] if single else None)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import GeometryError
 
-__all__ = ["FIELDS", "HEADER", "table_length", "packed_length", "pack_tables", "parts_shapes"]
+__all__ = ["FIELDS", "HEADER", "table_length", "packed_length", "pack_tables", "parts_shapes", "chunk_parts"]
 
 #: the ChunkTables arrays in packed order
 FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
@@ -60,6 +60,17 @@ def parts_shapes(parts: Sequence) -> tuple[tuple[int, int, int], ...]:
         raise GeometryError(f"tables: the parts of one chunk must share the tangential positions "
                             f"(got {sorted({s[2] for s in shapes})})")
     return tuple(shapes)
+
+
+def chunk_parts(tables) -> tuple[tuple, bool]:
+    """(parts, single) of a chunk argument: a ChunkTables (``single``: results shaped
+    (nv, na, nt)), a sequence of them (the parts of a multi-segment chunk: flat results), or
+    uploaded tables carrying ``parts`` and ``single`` (the CUDA backend's DeviceTables)."""
+    if getattr(tables, "parts", None) is not None and hasattr(tables, "single"):
+        return tuple(tables.parts), bool(tables.single)
+    if isinstance(tables, (list, tuple)):
+        return tuple(tables), False
+    return (tables,), True
 
 
 def pack_tables(parts: Sequence, out: np.ndarray | None = None) -> np.ndarray:
