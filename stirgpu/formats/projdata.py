@@ -12,7 +12,9 @@ All of it is implemented here once, on two primitives a store provides:
   shape ``(v1-v0, a1-a0, num_tangential)``, possibly a strided view) with those bins;
 * ``_write_box(segment, tof_index, v0, a0, data)``: the reverse.
 
-So there is one indexing layer; a store only maps a box to its own layout.
+So there is one indexing layer; a store only maps a box to its own layout.  A store
+that holds its bins in host memory in view order may also hand that memory out
+(:meth:`ProjData.host_array`), so that GPUs copy chunks straight to and from it.
 
 Arrays are float32.  Shapes: viewgram ``(axial, tangential)``; sinogram ``(view,
 tangential)``; segment by view ``(view, axial, tangential)``; segment by sinogram
@@ -85,6 +87,15 @@ class ProjData(abc.ABC):
 
     def close(self) -> None:
         """Release resources (files).  Further use is an error for file-backed stores."""
+
+    def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray | None:
+        """The store's own memory for one segment and timing position, when the store keeps
+        its bins in host memory in view order: a writable, C-contiguous float32 array
+        (views, axial, tangential) that *is* the data (writes to it change the store), and
+        the same memory for the store's whole life.  ``None`` (the default) for stores that
+        do not.  The execution engine page-locks it and moves chunks between it and a GPU by
+        DMA, with no staging copy."""
+        return None
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self):

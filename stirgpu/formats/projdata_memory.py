@@ -51,6 +51,11 @@ class ProjDataInMemory(ProjData):
     def storage_order(self) -> StorageOrder:
         return StorageOrder.VIEW
 
+    def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray:
+        """The segment's bins themselves, (views, axial, tangential) float32 (see
+        :meth:`ProjData.host_array`)."""
+        return self._segments[self._segment(segment)][self._tof_index(timing_pos)]
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._segments.values())

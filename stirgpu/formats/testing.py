@@ -262,6 +262,26 @@ class ProjDataContract:
             reference_segment(expected, pdi, s, 0)[...] *= -1
         np.testing.assert_array_equal(store.as_array(), expected)
 
+    def test_host_array_is_the_data_or_none(self, filled, pdi):
+        """A store that hands out its host memory (``host_array``) hands out the data itself:
+        (views, axial, tangential) float32, C-contiguous, writable, and a write through it is
+        what read_views then returns.  Stores without one return None."""
+        store, ref = filled
+        t = self._timing_poss(pdi)[-1]
+        s = pdi.get_min_segment_num()
+        a = store.host_array(s, timing_pos=t)
+        if a is None:
+            return
+        shape = (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
+        assert a.shape == shape and a.dtype == np.float32
+        assert a.flags.c_contiguous and a.flags.writeable
+        assert store.host_array(s, timing_pos=t).ctypes.data == a.ctypes.data  # the same memory each time
+        np.testing.assert_array_equal(a, store.read_views(s, range(pdi.get_num_views()), timing_pos=t))
+        a[1] = 7.0
+        assert np.all(store.read_views(s, [1], timing_pos=t) == 7.0)
+        with pytest.raises(GeometryError, match="segment"):
+            store.host_array(pdi.get_max_segment_num() + 1)
+
     # -- bad requests --------------------------------------------------------------------
     def test_out_of_range_requests_are_geometry_errors(self, store, pdi):
         """Asking outside the geometry raises GeometryError naming what is wrong."""
