@@ -32,6 +32,7 @@ OPTION_SETS = {
     "tiled-segsum": dict(variant="tiled", back_smem=False, back_segsum=True),
     "tiled-segsum-bw4-i64": dict(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4,
                                  index64=True),
+    "tiled-block-orders-swapped": dict(variant="tiled", block_order="view", back_block_order="axial"),
 }
 
 

@@ -25,7 +25,8 @@ from stirgpu.kernels import cpu, stir_scaled_geometry
 pytestmark = pytest.mark.gpu
 
 RTOL_OF_MAX = 1e-5
-VARIANTS = ["simple", "tiled", "tiled-merge", "tiled-smem", "tiled-smem-partial", "tiled-segsum"]
+VARIANTS = ["simple", "tiled", "tiled-merge", "tiled-smem", "tiled-smem-partial", "tiled-segsum",
+            "tiled-orders-swapped"]
 
 
 def options(cb, name):
@@ -37,6 +38,8 @@ def options(cb, name):
         return cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True)
     if name == "tiled-segsum":  # shuffle-only aggregation of equal footprints
         return cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True)
+    if name == "tiled-orders-swapped":  # chunk kernels' blocks view-major forward, axial-major back
+        return cb.KernelOptions(variant="tiled", block_order="view", back_block_order="axial")
     return cb.KernelOptions(variant=name)
 
 

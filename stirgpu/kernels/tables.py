@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import GeometryError
 
-__all__ = ["FIELDS", "HEADER", "table_length", "packed_length", "pack_tables", "parts_shapes", "chunk_parts"]
+__all__ = ["FIELDS", "HEADER", "table_length", "packed_length", "pack_tables", "parts_shapes", "chunk_parts",
+           "views_spread"]
 
 #: the ChunkTables arrays in packed order
 FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
@@ -60,6 +61,16 @@ def parts_shapes(parts: Sequence) -> tuple[tuple[int, int, int], ...]:
         raise GeometryError(f"tables: the parts of one chunk must share the tangential positions "
                             f"(got {sorted({s[2] for s in shapes})})")
     return tuple(shapes)
+
+
+def views_spread(parts: Sequence) -> bool:
+    """Whether some part's views (``ChunkTables.views``) are not one run of consecutive views,
+    as a subset's are (tables without views count as consecutive)."""
+    for t in parts:
+        v = getattr(t, "views", None)
+        if v is not None and len(v) > 1 and np.any(np.diff(np.asarray(v)) != 1):
+            return True
+    return False
 
 
 def chunk_parts(tables) -> tuple[tuple, bool]:

@@ -638,15 +638,28 @@ __device__ __forceinline__ long long part_bin(const double *P, int k, int nt, in
 
 // Bin (iv, ia, it) of local block b: blockDim = (32, W); each warp takes 32 consecutive
 // tangential bins of one (view, axial position); the W warps of a block take W
-// consecutive axial positions of the same view; tangential tiles fastest.
-__device__ __forceinline__ void chunk_tile(long long b, int na, int nt, int &iv, int &ia, int &it)
+// consecutive axial positions of the same view; tangential tiles fastest, then axial
+// tiles, then views -- or, with ``axial`` (uniform over the launch), then views, then
+// axial tiles: the blocks running at one time cover a slab of planes of every view
+// rather than every plane of a few views.
+__device__ __forceinline__ void chunk_tile(long long b, int nv, int na, int nt, int axial, int &iv, int &ia,
+                                           int &it)
 {
     const int tiles_t = (nt + 31) / 32;
     const int tiles_a = (na + (int)blockDim.y - 1) / (int)blockDim.y;
     const int tt = (int)(b % tiles_t);
     b /= tiles_t;
-    const int at = (int)(b % tiles_a);
-    iv = (int)(b / tiles_a);
+    int at;
+    if (axial)
+    {
+        iv = (int)(b % nv);
+        at = (int)(b / nv);
+    }
+    else
+    {
+        at = (int)(b % tiles_a);
+        iv = (int)(b / tiles_a);
+    }
     it = tt * 32 + (int)threadIdx.x;
     ia = at * (int)blockDim.y + (int)threadIdx.y;
 }
@@ -704,7 +717,7 @@ __global__ void back_chunk_simple(const double *__restrict__ P, int nparts, int 
 }
 
 template <typename Idx>
-__global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt,
+__global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt, int axial,
                                 const float *__restrict__ img, const float *__restrict__ A,
                                 const float *__restrict__ B, float *__restrict__ out, float scale,
                                 SG_GRID_ARGS)
@@ -713,7 +726,7 @@ __global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt
     int k;
     const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
     int iv, ia, it;
-    sg::chunk_tile(b, c.na, nt, iv, ia, it);
+    sg::chunk_tile(b, c.nv, c.na, nt, axial, iv, ia, it);
     const bool in_range = it < nt && ia < c.na;
     const sg::Grid g = SG_GRID;
     double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
@@ -729,7 +742,7 @@ __global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt
 }
 
 template <typename Idx>
-__global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int nt,
+__global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int nt, int axial,
                                  const float *__restrict__ values, float *img, float *A, float *B,
                                  float scale, SG_GRID_ARGS)
 {
@@ -737,7 +750,7 @@ __global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int n
     int k;
     const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
     int iv, ia, it;
-    sg::chunk_tile(b, c.na, nt, iv, ia, it);
+    sg::chunk_tile(b, c.nv, c.na, nt, axial, iv, ia, it);
     const sg::Grid g = SG_GRID;
     double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
     float v = 0.0f;
