@@ -35,6 +35,9 @@ class Config:
     max_views_per_chunk: int | None = None
     #: show progress bars (the CLI turns this on; library use is quiet)
     progress: bool = False
+    #: page-lock in-memory projection data on first use by a GPU projector, so that chunks go
+    #: straight between it and the GPUs (False: through pinned staging buffers, a host copy each way)
+    pin_host_memory: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):

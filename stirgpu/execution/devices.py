@@ -8,7 +8,8 @@ four primitives below differ:
 * ``alloc_host`` / ``alloc_device``: chunk buffers (pinned host memory on GPUs; on
   the CPU the "device" buffers are the host buffers themselves);
 * ``to_device`` / ``to_host``: asynchronous copies on the lane's copy streams (no-ops
-  on the CPU);
+  on the CPU); ``copy_views`` moves a part's viewgrams straight between the GPU and a
+  page-locked store (GPUs only, see :mod:`stirgpu.execution.pinning`);
 * ``compute``: runs a chunk program's device step on the compute stream (CPU: under a
   lock shared by the CPU lanes -- numba's parallel kernels already use every core, and
   numba's default ``workqueue`` threading layer must not be entered by two threads at
@@ -211,8 +212,12 @@ class CudaLane:
             return self.cp.empty(int(n), dtype=dtype)
 
     def zeros_device(self, shape, dtype=np.float32):
+        """Zeros on this GPU, set on the compute stream (ordered before the kernels queued
+        there after it, with no wait here)."""
         with self.device:
-            return self.cp.zeros(shape, dtype=dtype)
+            a = self.cp.empty(shape, dtype=dtype)
+            a.data.memset_async(0, a.nbytes, self.s_compute)
+            return a
 
     def _event(self):
         return self.cp.cuda.Event(block=False, disable_timing=False, interprocess=False)
@@ -228,6 +233,43 @@ class CudaLane:
         if nbytes:
             rt = self.cp.cuda.runtime
             rt.memcpyAsync(dst.ctypes.data, src.data.ptr, int(nbytes), rt.memcpyDeviceToHost, self.s_out.ptr)
+
+    #: the largest row pitch cudaMemcpy2D accepts on current GPUs (cudaDevAttrMaxPitch)
+    _MAX_PITCH = 2 ** 31 - 1
+
+    def copy_views(self, to_device: bool, dev_ptr: int, host: np.ndarray, views, stream) -> None:
+        """Queue, on ``stream``, the copy between ``host[views]`` -- page-locked store memory,
+        (views, axial, tangential), C-contiguous -- and ``len(views)`` consecutive viewgrams at
+        device address ``dev_ptr`` (``to_device``: host to device).  Consecutive views are one
+        copy, evenly spaced ones (a subset's) one 2-D copy, others one copy per run."""
+        rt = self.cp.cuda.runtime
+        vb = int(host.strides[0])
+        base = int(host.ctypes.data)
+        kind = rt.memcpyHostToDevice if to_device else rt.memcpyDeviceToHost
+        n = len(views)
+        if n == 0:
+            return
+        step = int(views[1]) - int(views[0]) if n > 1 else 1
+        even = step > 0 and all(int(views[i + 1]) - int(views[i]) == step for i in range(n - 1))
+        if even and (step == 1 or step * vb <= self._MAX_PITCH):
+            h = base + int(views[0]) * vb
+            if step == 1:
+                dst, src = (dev_ptr, h) if to_device else (h, dev_ptr)
+                rt.memcpyAsync(dst, src, n * vb, kind, stream.ptr)
+            elif to_device:
+                rt.memcpy2DAsync(dev_ptr, vb, h, step * vb, vb, n, kind, stream.ptr)
+            else:
+                rt.memcpy2DAsync(h, step * vb, dev_ptr, vb, vb, n, kind, stream.ptr)
+            return
+        i = 0
+        while i < n:  # runs of consecutive views
+            j = i + 1
+            while j < n and int(views[j]) == int(views[j - 1]) + 1:
+                j += 1
+            h, d = base + int(views[i]) * vb, dev_ptr + i * vb
+            dst, src = (d, h) if to_device else (h, d)
+            rt.memcpyAsync(dst, src, (j - i) * vb, kind, stream.ptr)
+            i = j
 
     def new_event(self):
         """A timing CUDA event (creating one costs tens of microseconds of Python and driver

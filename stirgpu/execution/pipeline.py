@@ -14,6 +14,16 @@ Per lane (one GPU, or one CPU worker) three threads and ``depth`` slots:
 * the **writer** waits for the slot's last event, writes the outputs into the output
   stores part by part, by views, and hands the slot back to the reader.
 
+Direct transfers: a store that keeps its bins in host memory (``host_array``; stirgpu's
+``ProjDataInMemory``) is page-locked once (:mod:`stirgpu.execution.pinning`) and its
+chunks go straight between it and the GPU by DMA -- no read or write stage, no staging
+buffer.  When every store of a call is direct (or there is none), the reader and writer
+have nothing to do: one thread per GPU (the calling thread for the first, kept pool
+threads for the others) queues each chunk's copies and kernels and waits only when all of
+the lane's slots are in flight.  Chunk tables stay on each device once uploaded, and plans
+are kept per request, so a repeated call (an OSEM subset) does no set-up work beyond
+queueing.
+
 Queues are bounded (a lane never has more than ``depth`` chunks in flight), so host
 memory is bounded by the plan, not by the data: no full-size projection array exists
 anywhere.  Images accumulated by a program are kept one per lane and reduced (in lane
@@ -28,11 +38,14 @@ error), so a failed call never leaves data that looks complete.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import os
 import queue
 import threading
 import time
+import weakref
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -41,7 +54,8 @@ from ..errors import DeviceError, PipelineError
 from ..kernels.tables import pack_tables, packed_length
 from . import devices as _devices
 from .hostio import DaemonPool, parallel_copy, run_pieces, split_ranges
-from .plan import Plan, default_gpu_budget, make_plan
+from .pinning import HostPinning
+from .plan import Plan, default_gpu_budget, default_host_budget, make_plan
 from .program import ChunkData, ChunkProgram
 from .stats import RunStats, StatsRecorder
 
@@ -71,9 +85,10 @@ class RunResult:
 
 
 class _Slot:
-    """Chunk buffers of one slot: ``host`` (pinned on GPUs) and ``dev`` flat float32 arrays; on
-    GPUs also a pinned/device pair for the chunk's geometry tables (float64), so that they go
-    up asynchronously with the data (a copy from pageable memory would wait for the GPU)."""
+    """Chunk buffers of one slot: ``host`` (pinned on GPUs; one per staged store) and ``dev``
+    flat float32 arrays; on GPUs also a pinned buffer for packing a chunk's geometry tables
+    (float64) the first time they go up, asynchronously with the data (a copy from pageable
+    memory would wait for the copy stream)."""
 
     def __init__(self, lane, capacity: int, n_host: int, n_dev: int, table_capacity: int):
         self.capacity = int(capacity)
@@ -81,11 +96,10 @@ class _Slot:
         self.host = [lane.alloc_host(capacity) for _ in range(n_host)]
         self.dev = self.host if lane.shares_host_buffers else [lane.alloc_device(capacity) for _ in range(n_dev)]
         if lane.shares_host_buffers:
-            self.tab_host = self.tab_dev = None
+            self.tab_host = None
             self.events = None
         else:
             self.tab_host = lane.alloc_host(table_capacity, np.float64)
-            self.tab_dev = lane.alloc_device(table_capacity, np.float64)
             # the stage events of the slot's chunk, recorded again for every chunk (the writer
             # has read them before it hands the slot back)
             self.events = {k: lane.new_event() for k in _EVENTS}
@@ -108,11 +122,22 @@ class Engine:
     no allocation and, for an unchanged image, no upload.
     """
 
-    def __init__(self, backend: str, devices, io_threads: int | None = None):
+    def __init__(self, backend: str, devices, io_threads: int | None = None, pin_host_memory: bool = True):
         if backend not in ("cpu", "cuda"):
             raise DeviceError(f"engine backend must be 'cpu' or 'cuda', not {backend!r}")
         self.backend = backend
         self.devices = tuple(int(d) for d in devices)
+        #: page-lock in-memory stores on first use so that GPUs copy straight to/from them
+        #: (see :mod:`stirgpu.execution.pinning`); False: every chunk goes through staging buffers
+        self.pin_host_memory = bool(pin_host_memory)
+        self._pinning = HostPinning()
+        # plans by their arguments (OSEM asks for the same subsets' plans every iteration), and
+        # per lane the chunks' packed tables already on the device, by (geometry, parts)
+        self._plans: dict = {}
+        self._device_tables: dict[int, dict] = {}
+        self._lane_pool: DaemonPool | None = None  # lanes other than the first, on direct calls
+        self._direct: dict = {}  # direct_io's answers per store (weakly held)
+        self._prepared: dict[int, Any] = {}  # per GPU lane: the input image in the tiled kernels' layouts
         #: threads that split chunks' host reads/writes (and image staging) by views; default 4
         #: per lane, at most half the cores (one host thread copies only a few GB/s)
         if io_threads is None:
@@ -137,6 +162,15 @@ class Engine:
             self._io = DaemonPool(self.io_threads - 1, "stirgpu-io")  # the caller does one share
         return self._io
 
+    @property
+    def lane_pool(self) -> DaemonPool | None:
+        """Kept threads for the lanes after the first on direct calls (None with one lane)."""
+        if len(self.devices) < 2:
+            return None
+        if self._lane_pool is None:
+            self._lane_pool = DaemonPool(len(self.devices) - 1, "stirgpu-lane")
+        return self._lane_pool
+
     # -- lanes and memory ----------------------------------------------------------------
     @property
     def lanes(self) -> list:
@@ -148,7 +182,9 @@ class Engine:
         slots = self._slots.get(k, [])
         n = sum(4 * s.capacity * (len(s.dev) if s.dev is not s.host else 0) for s in slots)
         img = self._images.get(k)
-        return n + (int(img.nbytes) if img is not None else 0)
+        prep = self._prepared.get(k)
+        layouts = sum(int(x.nbytes) for x in (prep.a, prep.b) if x is not None) if prep is not None else 0
+        return n + layouts + (int(img.nbytes) if img is not None else 0)
 
     def gpu_budget(self) -> int | None:
         """Default per-device GPU budget: the smallest over the lanes (None on the CPU).
@@ -161,11 +197,42 @@ class Engine:
             budgets.append(default_gpu_budget(free + self._cached_bytes(k), total))
         return min(budgets)
 
+    #: plans kept at most
+    _PLANS_KEPT = 256
+
     def make_plan(self, program: ChunkProgram, proj_data_info, segments, views,
-                  image_shape: tuple[int, int, int], host_budget: int, gpu_budget: int | None,
-                  max_views_per_chunk: int | None = None, depth: int = 2,
-                  target_chunk_bytes: int | None = None) -> Plan:
-        """The plan for ``program`` on this engine's lanes (see :func:`stirgpu.execution.plan.make_plan`)."""
+                  image_shape: tuple[int, int, int], host_budget: int | None = None,
+                  gpu_budget: int | None = None, max_views_per_chunk: int | None = None, depth: int = 2,
+                  target_chunk_bytes: int | None = None, direct=()) -> Plan:
+        """The plan for ``program`` on this engine's lanes (see :func:`stirgpu.execution.plan.make_plan`).
+
+        ``host_budget`` / ``gpu_budget`` None: the defaults, from the memory free now.
+        ``direct``: names of the program's stores that GPUs copy straight to and from
+        (:meth:`direct_io`): they need no host staging buffers.  A plan asked for again with
+        the same arguments is the one made before, as long as it still fits the budgets."""
+        views = np.asarray(views, dtype=np.int64).reshape(-1)
+        direct = frozenset(direct) if self.backend == "cuda" else frozenset()
+        key = (type(program), program.inputs, program.outputs, program.scratch, program.workspace,
+               program.image_workspace, program.uses_image, program.accumulates_image, id(proj_data_info),
+               tuple(int(s) for s in segments), views.tobytes(), tuple(int(n) for n in image_shape),
+               host_budget, gpu_budget, max_views_per_chunk, int(depth), target_chunk_bytes, direct)
+        host = default_host_budget() if host_budget is None else int(host_budget)
+        gpu = gpu_budget
+        if gpu is None and self.backend == "cuda":
+            gpu = self.gpu_budget()
+        hit = self._plans.get(key)
+        if (hit is not None and hit[0] is proj_data_info and hit[1].host_bytes <= host
+                and (gpu is None or hit[1].device_bytes_per_lane <= gpu)):
+            return hit[1]
+        plan = self._new_plan(program, proj_data_info, segments, views, image_shape, host, gpu,
+                              max_views_per_chunk, depth, target_chunk_bytes, direct)
+        if len(self._plans) >= self._PLANS_KEPT:
+            self._plans.clear()
+        self._plans[key] = (proj_data_info, plan)  # holding the geometry keeps its id from being reused
+        return plan
+
+    def _new_plan(self, program, proj_data_info, segments, views, image_shape, host_budget, gpu_budget,
+                  max_views_per_chunk, depth, target_chunk_bytes, direct) -> Plan:
         nz, ny, nx = (int(n) for n in image_shape)
         image_bytes = 4 * nz * ny * nx
         padded_bytes = 4 * (nz + 2) * (ny + 2) * (nx + 2)
@@ -186,11 +253,11 @@ class Engine:
                              host_budget=host_budget, gpu_budget=None, host_fixed_bytes=host_fixed,
                              depth=depth, max_views_per_chunk=max_views_per_chunk,
                              target_chunk_bytes=target_chunk_bytes, **shape)
-        if gpu_budget is None:
-            gpu_budget = self.gpu_budget()
-        # host: the reduced result and one pinned staging copy of the image
+        # host: the reduced result and one pinned staging copy of the image; staging buffers
+        # only for the stores that are not copied directly
         host_fixed = image_bytes * (int(program.accumulates_image) + int(program.uses_image))
-        return make_plan(proj_data_info, segments, views, lanes=lanes, host_buffers_per_slot=n_io,
+        staged = sum(1 for n in program.inputs + program.outputs if n not in direct)
+        return make_plan(proj_data_info, segments, views, lanes=lanes, host_buffers_per_slot=staged,
                          device_buffers_per_slot=n_io + extra, host_budget=host_budget,
                          gpu_budget=gpu_budget, host_fixed_bytes=host_fixed,
                          device_fixed_bytes=image_bytes * images_per_lane
@@ -234,13 +301,85 @@ class Engine:
         self._tables[key] = (pdi, t)  # holding pdi keeps its id from being reused
         return t
 
+    def direct_io(self, stores: Mapping[str, Any], proj_data_info, segments) -> dict:
+        """Which of ``stores`` (by name) GPUs can copy straight to and from: those whose
+        ``host_array(segment)`` is float32 view-order memory for every one of ``segments``,
+        page-locked here on first use (:mod:`stirgpu.execution.pinning`).  Returns
+        ``{name: {segment: array}}``; empty on the CPU backend or with ``pin_host_memory``
+        off.  Everything else goes through the host staging buffers."""
+        if self.backend != "cuda" or not self.pin_host_memory:
+            return {}
+        segments = tuple(int(s) for s in segments)
+        found = {}
+        for name, store in stores.items():
+            # a store's host memory is the same for its whole life (ProjData.host_array): the
+            # answer is kept per store, so a call does not check every segment again
+            key = (id(store), id(proj_data_info), segments)
+            hit = self._direct.get(key)
+            if hit is not None and hit[0]() is store and hit[1] is proj_data_info:
+                arrays = hit[2]
+            else:
+                arrays = self._host_arrays(store, proj_data_info, segments)
+                try:
+                    ref = weakref.ref(store)
+                except TypeError:  # not weak-referenceable: asked again next time
+                    ref = None
+                if ref is not None:
+                    self._direct = {k: v for k, v in self._direct.items() if v[0]() is not None}
+                    self._direct[key] = (ref, proj_data_info, arrays)
+            if arrays is not None:
+                found[name] = arrays
+        return found
+
+    def _host_arrays(self, store, pdi, segments) -> dict | None:
+        """``{segment: host_array(segment)}`` page-locked, or None if any is missing or unfit."""
+        get = getattr(store, "host_array", None)
+        if not callable(get):
+            return None
+        nt, nv = pdi.get_num_tangential_poss(), pdi.get_num_views()
+        arrays = {}
+        for seg in segments:
+            a = get(seg)
+            if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
+                    and a.flags.writeable and a.shape == (nv, pdi.get_num_axial_poss(seg), nt)
+                    and self._pinning.pin(a)):
+                return None
+            arrays[seg] = a
+        return arrays
+
+    #: chunk tables kept on each device at most (a few KiB each)
+    _DEVICE_TABLES_KEPT = 4096
+
+    def _tables_on(self, k: int, lane, pdi, chunk, slot):
+        """The chunk's packed tables on lane ``k``'s GPU, uploaded (on the copy-in stream, from
+        the slot's pinned table buffer) the first time these parts are seen, then kept."""
+        from ..kernels.cuda_backend import DeviceTables
+        kept = self._device_tables.setdefault(k, {})
+        key = (id(pdi), chunk.parts)
+        hit = kept.get(key)
+        if hit is not None and hit[0] is pdi:
+            return hit[1]
+        tables = [self._chunk_tables(pdi, p) for p in chunk.parts]
+        packed = pack_tables(tables, slot.tab_host)
+        dev = lane.alloc_device(len(packed), np.float64)
+        lane.to_device(dev, packed, packed.nbytes)  # ordered before the chunk's kernels (s_in)
+        if len(kept) >= self._DEVICE_TABLES_KEPT:
+            kept.clear()
+        dt = DeviceTables(tables, dev, lane.device_id)
+        kept[key] = (pdi, dt)
+        return dt
+
     def release(self) -> None:
-        """Drop cached buffers and images (GPU memory returns to cupy's pool)."""
+        """Drop cached buffers, images, plans and tables (GPU memory returns to cupy's pool)."""
         with self._lock:
             self._wait_uploads()
             self._slots.clear()
             self._images.clear()
             self._tables.clear()
+            self._device_tables.clear()
+            self._plans.clear()
+            self._direct.clear()
+            self._prepared.clear()
             self._staging = None
 
     # -- the input image -----------------------------------------------------------------
@@ -274,7 +413,19 @@ class Engine:
                             lane.device.synchronize()
                     self._images[k] = dst
                     uploaded += int(dst.nbytes)
+            if self.backend == "cuda":
+                self._prepare_images()
         return uploaded, time.perf_counter() - t0
+
+    def _prepare_images(self) -> None:
+        """The tiled forward kernels' layouts of each lane's image, made once per image (on the
+        compute stream, after the upload) rather than once per call: repeated projections of
+        one image -- a subset after another -- skip the copies."""
+        from ..kernels.cuda_backend import prepare_image
+        self._prepared.clear()  # the old layouts go back to the pool before the new ones are made
+        for k, lane in enumerate(self.lanes):
+            with lane.device, lane.s_compute:
+                self._prepared[k] = prepare_image(self._images[k])
 
     #: z slabs of a pipelined image upload (measured on an H200 host: 1, 2 and 4 about equal, 8 slower)
     _UPLOAD_SLABS = 2
@@ -293,6 +444,8 @@ class Engine:
                 with lane.device:  # no memset: the copy-in stream does not wait for other streams
                     dst = lane.cp.empty(image.shape, dtype=lane.cp.float32)
             dsts.append(dst)
+            with lane.device:  # the last image's FOV masking and layouts (compute stream) read it first
+                lane.s_in.wait_event(lane.record(lane.s_compute))
         edges = np.linspace(0, image.shape[0], min(self._UPLOAD_SLABS, max(image.shape[0], 1)) + 1).round()
         for a, b in zip(edges[:-1].astype(int), edges[1:].astype(int)):
             if b <= a:
@@ -326,7 +479,8 @@ class Engine:
             sinks: Mapping[str, Any], image_shape: tuple[int, int, int] | None = None,
             progress: Callable[[int], None] | None = None, operation: str = "",
             result_device: int | None = None, parallel_io: Mapping[str, bool] | None = None,
-            after_write: Mapping[str, Callable] | None = None) -> RunResult:
+            after_write: Mapping[str, Callable] | None = None, direct: Mapping[str, Mapping] | None = None
+            ) -> RunResult:
         """Run ``program`` over ``plan``'s chunks.
 
         ``sources[name]`` provides ``read_views(segment, views, out=...)`` for each input,
@@ -340,6 +494,8 @@ class Engine:
         disjoint views): its chunk reads/writes are then split over the I/O threads.
         ``after_write[name](chunk)`` is called by the writer after each chunk written to that
         output (the projectors use it to start a disk file's write-back early).
+        ``direct`` is what :meth:`direct_io` returned for these stores (None: asked here);
+        the plan must have been made with the same names.
         """
         missing = [n for n in program.inputs if n not in sources] + [n for n in program.outputs if n not in sinks]
         if missing:
@@ -348,23 +504,34 @@ class Engine:
             raise PipelineError(f"{program.name}: no input image was set")
         if program.accumulates_image and image_shape is None:
             raise PipelineError(f"{program.name}: accumulating an image needs its shape")
+        if direct is None:
+            segments = sorted({p.segment for c in plan.chunks for p in c.parts})
+            direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
+        direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
+        staged = [n for n in program.inputs + program.outputs if n not in direct]
+        if plan.chunks and len(staged) > plan.host_buffers_per_slot:
+            raise PipelineError(f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
+                                f"slot, {len(staged)} stores need one ({staged}); make the plan with direct="
+                                f"{sorted(direct)}")
         with self._lock:
             return self._run(program, plan, proj_data_info, sources, sinks, image_shape, progress, operation,
-                             result_device, dict(parallel_io or {}), dict(after_write or {}))
+                             result_device, dict(parallel_io or {}), dict(after_write or {}), direct)
 
     def _run(self, program, plan, pdi, sources, sinks, image_shape, progress, operation,
-             result_device, parallel_io, after_write) -> RunResult:
+             result_device, parallel_io, after_write, direct) -> RunResult:
         t_start = time.perf_counter()
         lanes = self.lanes
         n_in, n_out = len(program.inputs), len(program.outputs)
         cuda = self.backend == "cuda"
-        n_host = n_in + n_out + (0 if cuda else program.scratch)
+        # host staging buffers: one per store not copied directly (on CPU lanes, where every
+        # store is staged, the slot's buffers are the compute buffers: inputs, outputs, scratch)
+        staged = [n for n in program.inputs + program.outputs if n not in direct]
+        host_of = {n: i for i, n in enumerate(staged)}
+        n_host = len(staged) + (0 if cuda else program.scratch)
         n_dev = n_in + n_out + program.scratch
         rec = StatsRecorder([lane.name for lane in lanes], t_start)
         io_pool = self.io_pool
         io_split = max(self.io_threads // len(lanes), 1)  # pieces per chunk; lanes share the pool
-        if cuda:
-            from ..kernels.cuda_backend import DeviceTables
 
         # per-lane resources (allocated before any thread starts; synchronised on GPUs so
         # the non-blocking streams never see an unfinished memset)
@@ -372,15 +539,15 @@ class Engine:
         for k, lane in enumerate(lanes):
             slots[k] = self._slots_for(k, lane, plan, n_host, n_dev) if plan.chunks else []
             with lane.activate():
-                accum[k] = lane.zeros_device(image_shape) if program.accumulates_image else None
-                scalars[k] = lane.zeros_device((max(len(program.scalars), 1),), np.float64)
                 if cuda:
                     # a reference event and the host time it fired: puts GPU stage times on the
                     # host clock of the timeline
-                    lane.device.synchronize()
                     ref = lane.record(lane.s_compute)
-                    lane.s_compute.synchronize()
+                    ref.synchronize()
                     refs[k] = (ref, time.perf_counter())
+                # zeroed on the compute stream (GPUs), ahead of every kernel of the call
+                accum[k] = lane.zeros_device(image_shape) if program.accumulates_image else None
+                scalars[k] = lane.zeros_device((len(program.scalars),), np.float64) if program.scalars else None
         setup_seconds = time.perf_counter() - t_start
 
         stop = threading.Event()
@@ -425,10 +592,6 @@ class Engine:
                     if stop.is_set():
                         raise _Stopped from None
 
-        def views_of(bufs, chunk, names, offset):
-            n = chunk.num_bins
-            return {name: bufs[offset + i][:n] for i, name in enumerate(names)}
-
         def part_view(buf, part):
             return buf[part.offset:part.stop].reshape(part.shape)
 
@@ -457,6 +620,117 @@ class Engine:
         def write_chunk(store, chunk, flat, split):
             run_io(chunk_pieces(chunk, flat, split), split, lambda seg, views, buf: store.write_views(buf, seg, views))
 
+        def chunk_data(k, lane, chunk, slot, tables):
+            n = chunk.num_bins
+            return ChunkData(chunk=chunk, tables=tables,
+                             inputs={name: slot.dev[i][:n] for i, name in enumerate(program.inputs)},
+                             outputs={name: slot.dev[n_in + j][:n] for j, name in enumerate(program.outputs)},
+                             scratch=[slot.dev[n_in + n_out + i][:n] for i in range(program.scratch)],
+                             image=self._prepared.get(k, self._images.get(k)), accum=accum[k], scalars=scalars[k],
+                             xp=lane.xp, lane=lane)
+
+        def enqueue(k, lane, chunk, slot):
+            """Queue one chunk on a GPU: tables and inputs up (copy-in stream), the program's
+            device step (compute stream, after the copies), outputs down (copy-out stream,
+            after the compute); CUDA events order the streams and time the stages.  Staged
+            stores move through the slot's pinned buffers, direct ones straight from and to
+            their page-locked memory.  Never waits."""
+            nbytes = chunk.nbytes
+            ev = slot.events
+            lane.record(lane.s_in, ev["h2d0"])
+            tables = self._tables_on(k, lane, pdi, chunk, slot)
+            data = chunk_data(k, lane, chunk, slot, tables)
+            for i, name in enumerate(program.inputs):
+                if name in direct:
+                    arrays, base = direct[name], slot.dev[i].data.ptr
+                    for part in chunk.parts:
+                        lane.copy_views(True, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_in)
+                else:
+                    lane.to_device(slot.dev[i], slot.host[host_of[name]], nbytes)
+            lane.record(lane.s_in, ev["h2d1"])
+            lane.s_compute.wait_event(ev["h2d1"])
+            lane.record(lane.s_compute, ev["c0"])
+            with lane.s_compute:
+                program.compute(data)
+            lane.record(lane.s_compute, ev["c1"])
+            lane.s_out.wait_event(ev["c1"])
+            lane.record(lane.s_out, ev["d0"])
+            for j, name in enumerate(program.outputs):
+                if name in direct:
+                    arrays, base = direct[name], slot.dev[n_in + j].data.ptr
+                    for part in chunk.parts:
+                        lane.copy_views(False, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_out)
+                else:
+                    lane.to_host(slot.host[host_of[name]], slot.dev[n_in + j], nbytes)
+            lane.record(lane.s_out, ev["d1"])
+            n_direct_in = sum(1 for n in program.inputs if n in direct)
+            rec.add(bytes_uploaded=n_in * nbytes, bytes_downloaded=n_out * nbytes, bytes_read=n_direct_in * nbytes)
+            return ev
+
+        def gpu_stages(k, lane, chunk, ev):
+            """Wait for a chunk's last event, then record its GPU stages on the host clock."""
+            ev["d1"].synchronize()
+            ref, t_ref = refs[k]
+            at = {key: t_ref + lane.cp.cuda.get_elapsed_time(ref, e) / 1e3 for key, e in ev.items()}
+            if n_in:
+                rec.stage(lane.name, "h2d", chunk.index, at["h2d0"], at["h2d1"])
+            rec.stage(lane.name, "compute", chunk.index, at["c0"], at["c1"])
+            if n_out:
+                rec.stage(lane.name, "d2h", chunk.index, at["d0"], at["d1"])
+
+        def chunk_finished(lane, chunk):
+            n_direct_out = 0
+            for name in program.outputs:
+                if name in direct:
+                    n_direct_out += 1
+                    if name in after_write:
+                        after_write[name](chunk)
+            if n_direct_out:
+                rec.add(bytes_written=n_direct_out * chunk.nbytes)
+            rec.chunk_done(lane.name, chunk.num_bins)
+            if progress is not None:
+                progress(1)
+
+        def finish_lane(k, lane):
+            if cuda:
+                with lane.s_compute:
+                    program.finish_lane(lane, accum[k])
+            else:
+                lane.compute(lambda: program.finish_lane(lane, accum[k]))
+
+        # -- every store copied directly: one thread per GPU queues everything ----------
+        def direct_lane(k, lane):
+            """The whole pipeline of one GPU when no store needs staging: nothing to read
+            or write on the host, so one thread queues each chunk's copies and kernels and
+            only waits when all of the lane's slots are in flight (for the oldest one)."""
+            try:
+                with lane.activate():
+                    free = list(slots[k])
+                    flight: collections.deque = collections.deque()
+
+                    def retire():
+                        chunk, slot, ev = flight.popleft()
+                        gpu_stages(k, lane, chunk, ev)
+                        chunk_finished(lane, chunk)
+                        free.append(slot)
+
+                    try:
+                        while not stop.is_set():
+                            chunk = take(k)
+                            if chunk is None:
+                                finish_lane(k, lane)
+                                break
+                            if not free:
+                                retire()
+                            slot = free.pop()
+                            flight.append((chunk, slot, enqueue(k, lane, chunk, slot)))
+                    finally:
+                        while flight:  # the queued work finishes anyway: let it, and count it
+                            retire()
+            except BaseException as exc:  # noqa: BLE001 - reported through PipelineError
+                fail("worker", lane, exc)
+
+        # -- staged stores: reader, worker and writer threads per lane --------------------
         def reader(k, lane, free_q, ready_q):
             try:
                 with lane.activate():
@@ -469,15 +743,18 @@ class Engine:
                             put(ready_q, _END)
                             return
                         t0 = time.perf_counter()
-                        tables = [self._chunk_tables(pdi, p) for p in chunk.parts]
-                        if slot.tab_host is not None:
-                            pack_tables(tables, slot.tab_host)
-                        bufs = views_of(slot.host, chunk, program.inputs, 0)
+                        # GPU lanes keep their chunks' tables on the device (the worker uploads them)
+                        tables = None if cuda else [self._chunk_tables(pdi, p) for p in chunk.parts]
+                        n = chunk.num_bins
+                        read = 0
                         for name in program.inputs:
-                            read_chunk(sources[name], chunk, bufs[name], parallel_io.get(name, False))
-                        if n_in:
+                            if name not in direct:
+                                read_chunk(sources[name], chunk, slot.host[host_of[name]][:n],
+                                           parallel_io.get(name, False))
+                                read += 1
+                        if read:
                             rec.stage(lane.name, "read", chunk.index, t0, time.perf_counter())
-                            rec.add(bytes_read=n_in * chunk.nbytes)
+                            rec.add(bytes_read=read * chunk.nbytes)
                         put(ready_q, (chunk, slot, tables))
             except _Stopped:
                 return
@@ -490,47 +767,17 @@ class Engine:
                     while True:
                         item = get(ready_q)
                         if item is _END:
-                            if cuda:
-                                with lane.s_compute:
-                                    program.finish_lane(lane, accum[k])
-                            else:
-                                lane.compute(lambda: program.finish_lane(lane, accum[k]))
+                            finish_lane(k, lane)
                             put(done_q, _END)
                             return
                         chunk, slot, tables = item
-                        nbytes = chunk.nbytes
-                        data = ChunkData(chunk=chunk, tables=tables,
-                                         inputs=views_of(slot.dev, chunk, program.inputs, 0),
-                                         outputs=views_of(slot.dev, chunk, program.outputs, n_in),
-                                         scratch=[slot.dev[n_in + n_out + i][:chunk.num_bins]
-                                                  for i in range(program.scratch)],
-                                         image=self._images.get(k), accum=accum[k], scalars=scalars[k],
-                                         xp=lane.xp, lane=lane)
-                        if not cuda:
+                        if cuda:
+                            put(done_q, (chunk, slot, enqueue(k, lane, chunk, slot)))
+                        else:
+                            data = chunk_data(k, lane, chunk, slot, tables)
                             t0, t1 = lane.compute(lambda: program.compute(data))
                             rec.stage(lane.name, "compute", chunk.index, t0, t1)
                             put(done_q, (chunk, slot, None))
-                            continue
-                        ev = dict(slot.events)
-                        lane.record(lane.s_in, ev["h2d0"])
-                        nt64 = _table_length(chunk)
-                        lane.to_device(slot.tab_dev, slot.tab_host, 8 * nt64)
-                        data.tables = DeviceTables(tables, slot.tab_dev[:nt64], lane.device_id)
-                        for i in range(n_in):
-                            lane.to_device(slot.dev[i], slot.host[i], nbytes)
-                        lane.record(lane.s_in, ev["h2d1"])
-                        lane.s_compute.wait_event(ev["h2d1"])
-                        lane.record(lane.s_compute, ev["c0"])
-                        with lane.s_compute:
-                            program.compute(data)
-                        lane.record(lane.s_compute, ev["c1"])
-                        lane.s_out.wait_event(ev["c1"])
-                        lane.record(lane.s_out, ev["d0"])
-                        for j in range(n_out):
-                            lane.to_host(slot.host[n_in + j], slot.dev[n_in + j], nbytes)
-                        lane.record(lane.s_out, ev["d1"])
-                        rec.add(bytes_uploaded=n_in * nbytes, bytes_downloaded=n_out * nbytes)
-                        put(done_q, (chunk, slot, ev))
             except _Stopped:
                 return
             except BaseException as exc:  # noqa: BLE001
@@ -545,63 +792,70 @@ class Engine:
                             return
                         chunk, slot, ev = item
                         if ev is not None:
-                            ev["d1"].synchronize()
-                            ref, t_ref = refs[k]
-                            at = {key: t_ref + lane.cp.cuda.get_elapsed_time(ref, e) / 1e3 for key, e in ev.items()}
-                            if n_in:
-                                rec.stage(lane.name, "h2d", chunk.index, at["h2d0"], at["h2d1"])
-                            rec.stage(lane.name, "compute", chunk.index, at["c0"], at["c1"])
-                            if n_out:
-                                rec.stage(lane.name, "d2h", chunk.index, at["d0"], at["d1"])
+                            gpu_stages(k, lane, chunk, ev)
                         if stop.is_set():
                             return
-                        if n_out:
-                            t0 = time.perf_counter()
-                            outs = views_of(slot.host, chunk, program.outputs, n_in)
-                            for name in program.outputs:
-                                write_chunk(sinks[name], chunk, outs[name], parallel_io.get(name, False))
-                                if name in after_write:
-                                    after_write[name](chunk)
+                        t0 = time.perf_counter()
+                        written = 0
+                        for name in program.outputs:
+                            if name in direct:
+                                continue
+                            write_chunk(sinks[name], chunk, slot.host[host_of[name]][:chunk.num_bins],
+                                        parallel_io.get(name, False))
+                            if name in after_write:
+                                after_write[name](chunk)
+                            written += 1
+                        if written:
                             rec.stage(lane.name, "write", chunk.index, t0, time.perf_counter())
-                            rec.add(bytes_written=n_out * chunk.nbytes)
-                        rec.chunk_done(lane.name, chunk.num_bins)
-                        if progress is not None:
-                            progress(1)
+                            rec.add(bytes_written=written * chunk.nbytes)
+                        chunk_finished(lane, chunk)
                         free_q.put(slot)
             except _Stopped:
                 return
             except BaseException as exc:  # noqa: BLE001
                 fail("writer", lane, exc)
 
-        threads = []
-        for k, lane in enumerate(lanes):
-            free_q: queue.Queue = queue.Queue()
-            for s in slots[k]:
-                free_q.put(s)
-            ready_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
-            done_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
-            if not slots[k]:
-                continue
-            for fn, args, tag in ((reader, (k, lane, free_q, ready_q), "read"),
-                                  (worker, (k, lane, ready_q, done_q), "work"),
-                                  (writer, (k, lane, done_q, free_q), "write")):
-                threads.append(threading.Thread(target=fn, args=args, name=f"stirgpu-{tag}-{lane.name}",
-                                                daemon=True))
+        all_direct = cuda and not staged
+        threads, futures = [], []
+        if not all_direct:
+            for k, lane in enumerate(lanes):
+                if not slots[k]:
+                    continue
+                free_q: queue.Queue = queue.Queue()
+                for s in slots[k]:
+                    free_q.put(s)
+                ready_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
+                done_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
+                for fn, args, tag in ((reader, (k, lane, free_q, ready_q), "read"),
+                                      (worker, (k, lane, ready_q, done_q), "work"),
+                                      (writer, (k, lane, done_q, free_q), "write")):
+                    threads.append(threading.Thread(target=fn, args=args, name=f"stirgpu-{tag}-{lane.name}",
+                                                    daemon=True))
         try:
-            for t in threads:
-                t.start()
-            deadline = None
-            for t in threads:
-                while t.is_alive():
-                    t.join(_POLL)
-                    if stop.is_set():
-                        deadline = deadline or time.monotonic() + _SHUTDOWN_SECONDS
-                        if time.monotonic() > deadline:
-                            break
+            if all_direct:
+                # the first lane runs in this thread, the others on kept threads: a call
+                # starts no thread
+                busy = [k for k in range(len(lanes)) if slots[k]]
+                futures = [self.lane_pool.submit(direct_lane, k, lanes[k]) for k in busy[1:]]
+                if busy:
+                    direct_lane(busy[0], lanes[busy[0]])
+                concurrent.futures.wait(futures)
+            else:
+                for t in threads:
+                    t.start()
+                deadline = None
+                for t in threads:
+                    while t.is_alive():
+                        t.join(_POLL)
+                        if stop.is_set():
+                            deadline = deadline or time.monotonic() + _SHUTDOWN_SECONDS
+                            if time.monotonic() > deadline:
+                                break
         except BaseException:
             stop.set()  # KeyboardInterrupt in the caller: let the threads go
             for t in threads:
                 t.join(_SHUTDOWN_SECONDS / max(len(threads), 1))
+            concurrent.futures.wait(futures, timeout=_SHUTDOWN_SECONDS)
             raise
         finally:
             for lane in lanes:
@@ -620,6 +874,8 @@ class Engine:
         if program.accumulates_image:
             if cuda and result_device is not None and result_device in self.devices:
                 image = self._reduce_on_device(lanes, accum, result_device)
+            elif cuda:
+                image = self._download(lanes[0], self._reduce_on_device(lanes, accum, lanes[0].device_id))
             else:
                 for k, lane in enumerate(lanes):
                     part = lane.to_numpy(accum[k])  # a fresh array per call: no copy needed
@@ -635,8 +891,23 @@ class Engine:
         stats = rec.finish(operation=operation or program.name, backend=self.backend,
                            wall_seconds=time.perf_counter() - t_start, setup_seconds=setup_seconds,
                            host_bytes_allocated=host_alloc, device_bytes_allocated=plan.device_bytes_per_lane,
-                           plan=str(plan), shared_compute=not cuda)
+                           plan=str(plan), shared_compute=not cuda, direct=tuple(sorted(direct)))
         return RunResult(image, {n: float(sums[i]) for i, n in enumerate(program.scalars)}, stats)
+
+    def _download(self, lane, image):
+        """A new numpy copy of a device image: DMA into the engine's pinned image buffer (the
+        one uploads use; no upload is pending at the end of a call), then a host copy split
+        over the I/O threads -- a pageable download is driver-staged at a few GB/s."""
+        import cupyx
+        self._wait_uploads()
+        if self._staging is None or self._staging.shape != image.shape:
+            self._staging = None
+            self._staging = cupyx.empty_pinned(image.shape, dtype=np.float32)
+        lane.to_host(self._staging, image, image.nbytes)
+        lane.s_out.synchronize()
+        out = np.empty(image.shape, dtype=np.float32)
+        parallel_copy(self.io_pool, out, self._staging)
+        return out
 
     @staticmethod
     def _reduce_on_device(lanes, accum, device_id: int):

@@ -30,6 +30,7 @@ reserve; the host budget a fraction of ``MemAvailable`` from ``/proc/meminfo``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from typing import Sequence
@@ -138,6 +139,11 @@ class Plan:
         return 4 * self.num_bins
 
     def __str__(self) -> str:
+        return self.table
+
+    @functools.cached_property
+    def table(self) -> str:
+        """The readable table (made once: statistics quote it after every call)."""
         rows = [("segment", "views", "parts", "views/part")]
         by_seg: dict[int, list[ChunkPart]] = {}
         for c in self.chunks:

@@ -79,6 +79,9 @@ class RunStats:
     plan: str = ""
     #: True when the lanes share one compute resource (the CPU backend)
     shared_compute: bool = False
+    #: the call's stores that GPUs copied straight to and from (page-locked host memory: no
+    #: read/write stage, their bytes move in h2d/d2h)
+    direct: tuple = ()
 
     # -- derived figures -------------------------------------------------------------
     def stage_seconds(self, stage: str) -> float:
@@ -122,7 +125,7 @@ class RunStats:
             "compute_utilisation": self.compute_utilisation, "concurrency": self.concurrency,
             "host_bytes_allocated": self.host_bytes_allocated,
             "device_bytes_allocated": self.device_bytes_allocated,
-            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_rss_bytes": self.peak_rss_bytes, "direct": list(self.direct),
         }
 
     def summary(self) -> str:
@@ -131,7 +134,8 @@ class RunStats:
         lines = [f"{self.operation} on {self.backend} ({', '.join(self.lanes)}): {self.chunks} chunks, "
                  f"{self.bins} bins, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
                  f"  read {self.bytes_read / gb:.3f} GB, written {self.bytes_written / gb:.3f} GB, "
-                 f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"]
+                 f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"
+                 + (f" (straight to/from {', '.join(self.direct)})" if self.direct else "")]
         for lane, b in self.busy.items():
             parts = ", ".join(f"{s} {b[s]:.3f}" for s in STAGES if s in b)
             lines.append(f"  {lane}: {self.chunks_per_lane.get(lane, 0)} chunks; busy s: {parts}")

@@ -19,6 +19,11 @@ Options (constructor keywords; ``None`` takes the value of :func:`stirgpu.config
   computing, one queued, so per-chunk host work never leaves the GPU waiting; 2 is plain
   double buffering and uses less memory).
 
+In-memory stores (``ProjDataInMemory``) are page-locked on their first use by a GPU
+projector, once, so that chunks go straight between them and the GPUs by DMA (no staging
+copy); the configuration's ``pin_host_memory=False`` keeps every store on the staged path
+(see docs/execution.md, "Direct transfers").
+
 The input image and its upload.  ``set_input(image)`` uploads ``image`` to every lane
 now (STIR's ``set_input``); a later call with ``image=None`` uses it as uploaded.  A call
 given ``image=`` re-uploads unless it is the very object of the last upload *and* that
@@ -40,7 +45,7 @@ import numpy as np
 from ..config import get_config
 from ..errors import GeometryError, StirGpuError
 from ..execution import Engine, RunResult, resolve_backend, resolve_devices
-from ..execution.plan import Plan, default_host_budget, parse_bytes
+from ..execution.plan import Plan, parse_bytes
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
 from ..geometry import ImageInfo, ProjDataInfo
@@ -100,6 +105,7 @@ class StreamingProjector:
         if int(num_slots) < 1:
             raise StirGpuError(f"num_slots must be >= 1, not {num_slots}")
         self.num_slots = int(num_slots)
+        self.pin_host_memory = bool(cfg.pin_host_memory)
         self._shared = _Shared()
         self._pdi: ProjDataInfo | None = None
         self._image_info: ImageInfo | None = None
@@ -133,7 +139,8 @@ class StreamingProjector:
         self._shared.input_valid = False
         if self._shared.engine is None:
             backend = resolve_backend(self.backend_requested)
-            self._shared.engine = Engine(backend, resolve_devices(backend, self.devices_requested))
+            self._shared.engine = Engine(backend, resolve_devices(backend, self.devices_requested),
+                                         pin_host_memory=self.pin_host_memory)
 
     def is_set_up(self) -> bool:
         return self._pdi is not None
@@ -221,9 +228,6 @@ class StreamingProjector:
     def _views(self, subset_num: int, num_subsets: int) -> np.ndarray:
         return self._pdi.subset_views(subset_num, num_subsets)
 
-    def _host_budget(self) -> int:
-        return self.host_memory_budget if self.host_memory_budget is not None else default_host_budget()
-
     def _result_device(self, image_out) -> int | None:
         """The GPU to reduce a back projection on: that of a cupy ``image_out`` when it is one of
         this projector's GPUs (the result then never visits host memory), else None."""
@@ -235,9 +239,13 @@ class StreamingProjector:
     def _run(self, program, views, sources: dict, sinks: dict, operation: str,
              result_device: int | None = None) -> RunResult:
         engine = self._shared.engine
-        plan = engine.make_plan(program, self._pdi, self.segments_to_process(), views, self._image_info.shape,
-                                host_budget=self._host_budget(), gpu_budget=self.gpu_memory_budget,
-                                max_views_per_chunk=self.max_views_per_chunk, depth=self.num_slots)
+        segments = self.segments_to_process()
+        # in-memory stores are page-locked once and copied straight to/from the GPUs
+        direct = engine.direct_io({**sources, **sinks}, self._pdi, segments)
+        plan = engine.make_plan(program, self._pdi, segments, views, self._image_info.shape,
+                                host_budget=self.host_memory_budget, gpu_budget=self.gpu_memory_budget,
+                                max_views_per_chunk=self.max_views_per_chunk, depth=self.num_slots,
+                                direct=direct)
         self.last_plan = plan
         with progress_bar(len(plan.chunks), operation) as update:
             with contextlib.ExitStack() as stack:
@@ -245,7 +253,7 @@ class StreamingProjector:
                 result = engine.run(program, plan, self._pdi, sources, sinks, image_shape=self._image_info.shape,
                                     progress=update, operation=operation, result_device=result_device,
                                     parallel_io={n: _parallel_safe(st) for n, st in {**sources, **sinks}.items()},
-                                    after_write=behind)
+                                    after_write=behind, direct=direct)
         up_bytes, up_seconds = self._pending_upload
         self._pending_upload = (0, 0.0)
         result.stats.bytes_uploaded += up_bytes
