@@ -31,7 +31,8 @@ lanes active: ``back_smem_partial``), ``segsum`` / ``nosegsum`` (shuffle-only ex
 aggregation of equal footprints, the default: ``back_segsum``; ``nosegsum`` leaves the
 merged atomics), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
-(64-bit offsets); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
+(64-bit offsets), ``axial`` / ``viewmajor`` / ``autoorder`` and ``baxial`` / ``bviewmajor`` /
+``bautoorder`` (block order of the forward / back chunk kernels); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
 
 ``--subsets K`` also times one subset of K (its views spread over the data, every segment)
 against the same number of consecutive views, with the first variant.
@@ -108,6 +109,9 @@ def parse_variant(cb, text: str):
             kw["fmad"] = False
         elif tok == "i64":
             kw["index64"] = True
+        elif tok.lstrip("b") in ("axial", "viewmajor", "autoorder"):
+            order = {"axial": "axial", "viewmajor": "view", "autoorder": "auto"}[tok.lstrip("b")]
+            kw["back_block_order" if tok.startswith("b") else "block_order"] = order
         elif tok.startswith("bw") and tok[2:].isdigit():
             kw["back_warps_per_block"] = int(tok[2:])
         elif tok[0] in "wtr" and tok[1:].isdigit():
