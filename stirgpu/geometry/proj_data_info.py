@@ -269,6 +269,8 @@ class ProjDataInfo:
 
     # -- value semantics ---------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
+        if other is self:  # every projector call compares its stores' geometry with its own
+            return True
         if not isinstance(other, ProjDataInfo):
             return NotImplemented
         return (self._scanner == other._scanner and self._segments == other._segments
