@@ -309,7 +309,10 @@ class Engine:
         off.  Everything else goes through the host staging buffers."""
         if self.backend != "cuda" or not self.pin_host_memory:
             return {}
-        segments = tuple(int(s) for s in segments)
+        with self._lock:  # one page-locking at a time (two threads sharing a projector)
+            return self._direct_io(stores, proj_data_info, tuple(int(s) for s in segments))
+
+    def _direct_io(self, stores, proj_data_info, segments) -> dict:
         found = {}
         for name, store in stores.items():
             # a store's host memory is the same for its whole life (ProjData.host_array): the
