@@ -190,19 +190,8 @@ def test_failing_program_ends_direct_call():
     import time
 
     from stirgpu.errors import PipelineError
-    from stirgpu.execution.program import ChunkProgram
 
-    class Failing(ChunkProgram):
-        name = "failing program"
-        inputs = ("data",)
-        accumulates_image = True
-
-        def __init__(self, fail_at):
-            self.fail_at = fail_at
-
-        def compute(self, d):
-            if d.chunk.index == self.fail_at:
-                raise RuntimeError(f"chunk {d.chunk.index}")
+    from test_execution_pipeline import Boom, _Failing as Failing
 
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
@@ -215,7 +204,7 @@ def test_failing_program_ends_direct_call():
     t0 = time.monotonic()
     with pytest.raises(PipelineError, match="worker") as err:
         eng.run(Failing(2), plan, pdi, {"data": data}, {}, image_shape=info.shape, direct=direct)
-    assert isinstance(err.value.__cause__, RuntimeError) and time.monotonic() - t0 < 10
+    assert isinstance(err.value.__cause__, Boom) and time.monotonic() - t0 < 10
     res = eng.run(Failing(-1), plan, pdi, {"data": data}, {}, image_shape=info.shape)
     assert res.stats.chunks == len(plan.chunks) and res.stats.direct == ("data",)
 
