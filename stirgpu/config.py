@@ -18,7 +18,10 @@ from typing import Iterator
 
 from .errors import StirGpuError
 
-__all__ = ["Config", "config", "get_config"]
+__all__ = ["Config", "config", "get_config", "PIN_POLICIES"]
+
+#: values of Config.pin_host_memory
+PIN_POLICIES = ("reused", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,9 +38,11 @@ class Config:
     max_views_per_chunk: int | None = None
     #: show progress bars (the CLI turns this on; library use is quiet)
     progress: bool = False
-    #: page-lock in-memory projection data on first use by a GPU projector, so that chunks go
-    #: straight between it and the GPUs (False: through pinned staging buffers, a host copy each way)
-    pin_host_memory: bool = True
+    #: page-lock in-memory projection data so that chunks go straight between it and the GPUs:
+    #: "reused" (from a store's second use by a projector on: a store used once, such as a fresh
+    #: output, is not worth the page-locking), "always" (from its first use) or "never" (every
+    #: chunk through pinned staging buffers, a host copy each way)
+    pin_host_memory: str = "reused"
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):
@@ -46,6 +51,8 @@ class Config:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v <= 0):
                 raise StirGpuError(f"config: {name} must be a positive integer, not {v!r}")
+        if self.pin_host_memory not in PIN_POLICIES:
+            raise StirGpuError(f"config: pin_host_memory must be one of {PIN_POLICIES}, not {self.pin_host_memory!r}")
         if self.devices is not None:
             object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
 

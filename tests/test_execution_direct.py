@@ -26,7 +26,7 @@ from test_projectors_streaming import BACK_RTOL, random_proj_data, same_data, sm
 
 
 def _pair(pin: bool, **kw):
-    with config(pin_host_memory=pin):
+    with config(pin_host_memory="always" if pin else "never"):
         return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False, **kw)
 
 
@@ -58,6 +58,15 @@ def test_plans_are_kept_per_arguments():
     assert small is not a and small.host_bytes <= 1 << 20
     eng.release()
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args) is not a
+
+
+def test_pin_policy_is_validated():
+    from stirgpu.errors import DeviceError, StirGpuError
+    with pytest.raises(StirGpuError, match="pin_host_memory"):
+        with config(pin_host_memory="sometimes"):
+            pass
+    with pytest.raises(DeviceError, match="pin_host_memory"):
+        Engine("cpu", (0,), pin_host_memory=True)
 
 
 def test_cpu_engine_copies_nothing_directly():
@@ -184,6 +193,27 @@ def test_mixed_direct_and_staged_stores(tmp_path):
 
 
 @pytest.mark.gpu
+def test_default_policy_page_locks_a_store_at_its_second_use():
+    """By default a store's first use is staged (a fresh output is not worth page-locking),
+    its second and later uses are direct; an output made fresh for each call stays staged;
+    and the numbers are the same either way."""
+    pdi, info = small_geometry()
+    img = phantom(info)
+    pp = ProjectorPair(backend="cuda", devices=[0], restrict_to_cylindrical_fov=False)
+    pp.set_up(pdi, info)
+    out = ProjDataInMemory(pdi)
+    got = []
+    for _ in range(3):
+        pp.forward_project(out, img)
+        got.append((pp.last_stats.direct, ProjDataInMemory.from_proj_data(out)))
+    assert [d for d, _ in got] == [(), ("out",), ("out",)]
+    assert same_data(got[0][1], got[2][1], pdi)
+    for _ in range(2):
+        pp.forward_project(ProjDataInMemory(pdi), img, subset_num=1, num_subsets=4)
+        assert pp.last_stats.direct == ()
+
+
+@pytest.mark.gpu
 def test_failing_program_ends_direct_call():
     """A program failing on a direct call (no reader or writer threads) ends it with the
     worker's PipelineError, promptly; the engine runs the next call normally."""
@@ -195,7 +225,7 @@ def test_failing_program_ends_direct_call():
 
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
-    eng = Engine("cuda", (0,))
+    eng = Engine("cuda", (0,), pin_host_memory="always")
     direct = eng.direct_io({"data": data}, pdi, pdi.segment_nums)
     assert set(direct) == {"data"}
     plan = eng.make_plan(Failing(2), pdi, pdi.segment_nums, range(24), info.shape, max_views_per_chunk=2,

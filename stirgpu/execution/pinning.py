@@ -8,10 +8,12 @@ page-locking 290 MB of existing memory (``cudaHostRegister``) takes 14 ms (21 GB
 DMA then runs at 53 GB/s each way, while the staged path costs a host copy of every
 byte at ~5 GB/s per thread (see docs/execution.md, "Direct transfers").
 
-So the engine page-locks an in-memory store's arrays on their first use by a GPU call,
-once: the registration stays as long as the array lives and is undone by a finalizer
-just before the array's memory is freed (numpy clears weak references before it frees
-an array's buffer).  Memory somebody else already page-locked is used as it is and never
+So the engine page-locks an in-memory store's arrays once -- by default at the store's
+second use (a store used once, such as a fresh output of a SIRF-style ``forward``, would
+pay the page-locking for one call's gain; a zero-filled new store even has its pages
+faulted in by it) -- and the registration stays as long as the array lives; a finalizer
+undoes it just before the array's memory is freed (numpy clears weak references before
+it frees an array's buffer).  Memory somebody else already page-locked is used as it is and never
 unregistered here.  A registration the driver refuses (limits, odd memory) leaves that
 array on the staged path: slower, never wrong.
 """
@@ -55,6 +57,19 @@ class HostPinning:
     def __init__(self):
         self._known: dict[int, tuple[weakref.ref, bool]] = {}
 
+    def is_pinned(self, a: np.ndarray) -> bool:
+        """Whether ``a``'s memory is page-locked already (here or by its owner); registers nothing."""
+        if a.nbytes == 0:
+            return False
+        owner = _owner(a)
+        if owner is not None:
+            hit = self._known.get(id(owner))
+            if hit is not None and hit[0]() is owner:
+                return hit[1]
+        from cupy.cuda import runtime
+        ptr = int(a.ctypes.data)
+        return all(_is_pinned(runtime, p) for p in (ptr, ptr + a.nbytes - 1))
+
     def pin(self, a: np.ndarray) -> bool:
         if a.nbytes == 0:
             return False
@@ -62,9 +77,7 @@ class HostPinning:
         if owner is None:
             # memory of another object (cupy's pinned allocator, a foreign buffer): used when it
             # is page-locked already, never registered here (its lifetime is not ours to follow)
-            from cupy.cuda import runtime
-            ptr = int(a.ctypes.data)
-            return all(_is_pinned(runtime, p) for p in (ptr, ptr + a.nbytes - 1))
+            return self.is_pinned(a)
         key = id(owner)
         hit = self._known.get(key)
         if hit is not None and hit[0]() is owner:

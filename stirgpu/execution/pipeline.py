@@ -54,6 +54,7 @@ from ..errors import DeviceError, PipelineError
 from ..kernels.tables import pack_tables, packed_length
 from . import devices as _devices
 from .hostio import DaemonPool, parallel_copy, run_pieces, split_ranges
+from ..config import PIN_POLICIES
 from .pinning import HostPinning
 from .plan import Plan, default_gpu_budget, default_host_budget, make_plan
 from .program import ChunkData, ChunkProgram
@@ -65,6 +66,14 @@ __all__ = ["Engine", "RunResult"]
 _POLL = 0.05
 #: how long threads get to leave after a failure before the call gives up on them
 _SHUTDOWN_SECONDS = 30.0
+
+
+def _weak(obj):
+    """A weak reference to ``obj``, or None when it cannot be weakly referenced."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
 
 
 class _Stopped(Exception):
@@ -122,14 +131,18 @@ class Engine:
     no allocation and, for an unchanged image, no upload.
     """
 
-    def __init__(self, backend: str, devices, io_threads: int | None = None, pin_host_memory: bool = True):
+    def __init__(self, backend: str, devices, io_threads: int | None = None, pin_host_memory: str = "reused"):
         if backend not in ("cpu", "cuda"):
             raise DeviceError(f"engine backend must be 'cpu' or 'cuda', not {backend!r}")
         self.backend = backend
         self.devices = tuple(int(d) for d in devices)
-        #: page-lock in-memory stores on first use so that GPUs copy straight to/from them
-        #: (see :mod:`stirgpu.execution.pinning`); False: every chunk goes through staging buffers
-        self.pin_host_memory = bool(pin_host_memory)
+        #: when in-memory stores are page-locked so that GPUs copy straight to/from them (see
+        #: :mod:`stirgpu.execution.pinning`): "reused" (at a store's second use), "always",
+        #: "never" (every chunk through the staging buffers)
+        if pin_host_memory not in PIN_POLICIES:
+            raise DeviceError(f"pin_host_memory must be one of {PIN_POLICIES}, not {pin_host_memory!r}")
+        self.pin_host_memory = pin_host_memory
+        self._seen: dict = {}  # stores met once (weakly held): "reused" page-locks them next time
         self._pinning = HostPinning()
         # plans by their arguments (OSEM asks for the same subsets' plans every iteration), and
         # per lane the chunks' packed tables already on the device, by (geometry, parts)
@@ -304,10 +317,12 @@ class Engine:
     def direct_io(self, stores: Mapping[str, Any], proj_data_info, segments) -> dict:
         """Which of ``stores`` (by name) GPUs can copy straight to and from: those whose
         ``host_array(segment)`` is float32 view-order memory for every one of ``segments``,
-        page-locked here on first use (:mod:`stirgpu.execution.pinning`).  Returns
-        ``{name: {segment: array}}``; empty on the CPU backend or with ``pin_host_memory``
-        off.  Everything else goes through the host staging buffers."""
-        if self.backend != "cuda" or not self.pin_host_memory:
+        page-locked (:mod:`stirgpu.execution.pinning`) -- here at the store's second use
+        ("reused"; page-locking 290 MB costs ~14 ms, more than one call gains from it) or
+        first ("always"), or by its owner already.  Returns ``{name: {segment: array}}``;
+        empty on the CPU backend or with ``pin_host_memory="never"``.  Everything else goes
+        through the host staging buffers."""
+        if self.backend != "cuda" or self.pin_host_memory == "never":
             return {}
         with self._lock:  # one page-locking at a time (two threads sharing a projector)
             return self._direct_io(stores, proj_data_info, tuple(int(s) for s in segments))
@@ -322,20 +337,28 @@ class Engine:
             if hit is not None and hit[0]() is store and hit[1] is proj_data_info:
                 arrays = hit[2]
             else:
-                arrays = self._host_arrays(store, proj_data_info, segments)
-                try:
-                    ref = weakref.ref(store)
-                except TypeError:  # not weak-referenceable: asked again next time
-                    ref = None
-                if ref is not None:
+                register = self.pin_host_memory == "always" or self._met_before(store)
+                arrays = self._host_arrays(store, proj_data_info, segments, register)
+                if arrays is not None and (ref := _weak(store)) is not None:
                     self._direct = {k: v for k, v in self._direct.items() if v[0]() is not None}
                     self._direct[key] = (ref, proj_data_info, arrays)
             if arrays is not None:
                 found[name] = arrays
         return found
 
-    def _host_arrays(self, store, pdi, segments) -> dict | None:
-        """``{segment: host_array(segment)}`` page-locked, or None if any is missing or unfit."""
+    def _met_before(self, store) -> bool:
+        """Whether this engine has met ``store`` before (and remembers it now)."""
+        hit = self._seen.get(id(store))
+        if hit is not None and hit() is store:
+            return True
+        if (ref := _weak(store)) is not None:  # a store that cannot be weakly held stays staged
+            self._seen = {k: v for k, v in self._seen.items() if v() is not None}
+            self._seen[id(store)] = ref
+        return False
+
+    def _host_arrays(self, store, pdi, segments, register: bool) -> dict | None:
+        """``{segment: host_array(segment)}`` when every one fits and is page-locked (by this
+        call when ``register``, else already), or None."""
         get = getattr(store, "host_array", None)
         if not callable(get):
             return None
@@ -344,11 +367,11 @@ class Engine:
         for seg in segments:
             a = get(seg)
             if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
-                    and a.flags.writeable and a.shape == (nv, pdi.get_num_axial_poss(seg), nt)
-                    and self._pinning.pin(a)):
+                    and a.flags.writeable and a.shape == (nv, pdi.get_num_axial_poss(seg), nt)):
                 return None
             arrays[seg] = a
-        return arrays
+        lock = self._pinning.pin if register else self._pinning.is_pinned
+        return arrays if all(lock(a) for a in arrays.values()) else None
 
     #: chunk tables kept on each device at most (a few KiB each)
     _DEVICE_TABLES_KEPT = 4096

@@ -19,10 +19,11 @@ Options (constructor keywords; ``None`` takes the value of :func:`stirgpu.config
   computing, one queued, so per-chunk host work never leaves the GPU waiting; 2 is plain
   double buffering and uses less memory).
 
-In-memory stores (``ProjDataInMemory``) are page-locked on their first use by a GPU
-projector, once, so that chunks go straight between them and the GPUs by DMA (no staging
-copy); the configuration's ``pin_host_memory=False`` keeps every store on the staged path
-(see docs/execution.md, "Direct transfers").
+In-memory stores (``ProjDataInMemory``) used more than once by a GPU projector are
+page-locked, once, so that chunks go straight between them and the GPUs by DMA (no staging
+copy); a store used once (a fresh output) is not worth it and goes through the staging
+buffers.  The configuration's ``pin_host_memory`` ("reused", "always", "never") sets the
+policy (see docs/execution.md, "Direct transfers").
 
 The input image and its upload.  ``set_input(image)`` uploads ``image`` to every lane
 now (STIR's ``set_input``); a later call with ``image=None`` uses it as uploaded.  A call
@@ -105,7 +106,7 @@ class StreamingProjector:
         if int(num_slots) < 1:
             raise StirGpuError(f"num_slots must be >= 1, not {num_slots}")
         self.num_slots = int(num_slots)
-        self.pin_host_memory = bool(cfg.pin_host_memory)
+        self.pin_host_memory = cfg.pin_host_memory
         self._shared = _Shared()
         self._pdi: ProjDataInfo | None = None
         self._image_info: ImageInfo | None = None
