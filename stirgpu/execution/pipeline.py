@@ -553,14 +553,16 @@ class Engine:
         # store is staged, the slot's buffers are the compute buffers: inputs, outputs, scratch)
         staged = [n for n in program.inputs + program.outputs if n not in direct]
         host_of = {n: i for i, n in enumerate(staged)}
+        n_direct_in = sum(1 for n in program.inputs if n in direct)
+        n_direct_out = sum(1 for n in program.outputs if n in direct)
         n_host = len(staged) + (0 if cuda else program.scratch)
         n_dev = n_in + n_out + program.scratch
         rec = StatsRecorder([lane.name for lane in lanes], t_start)
         io_pool = self.io_pool
         io_split = max(self.io_threads // len(lanes), 1)  # pieces per chunk; lanes share the pool
 
-        # per-lane resources (allocated before any thread starts; synchronised on GPUs so
-        # the non-blocking streams never see an unfinished memset)
+        # per-lane resources, allocated before any thread starts (on GPUs the zeroing is queued
+        # on the compute stream, ahead of every kernel of the call)
         slots, accum, scalars, refs = {}, {}, {}, {}
         for k, lane in enumerate(lanes):
             slots[k] = self._slots_for(k, lane, plan, n_host, n_dev) if plan.chunks else []
@@ -689,7 +691,6 @@ class Engine:
                 else:
                     lane.to_host(slot.host[host_of[name]], slot.dev[n_in + j], nbytes)
             lane.record(lane.s_out, ev["d1"])
-            n_direct_in = sum(1 for n in program.inputs if n in direct)
             rec.add(bytes_uploaded=n_in * nbytes, bytes_downloaded=n_out * nbytes, bytes_read=n_direct_in * nbytes)
             return ev
 
@@ -705,12 +706,9 @@ class Engine:
                 rec.stage(lane.name, "d2h", chunk.index, at["d0"], at["d1"])
 
         def chunk_finished(lane, chunk):
-            n_direct_out = 0
             for name in program.outputs:
-                if name in direct:
-                    n_direct_out += 1
-                    if name in after_write:
-                        after_write[name](chunk)
+                if name in direct and name in after_write:
+                    after_write[name](chunk)
             if n_direct_out:
                 rec.add(bytes_written=n_direct_out * chunk.nbytes)
             rec.chunk_done(lane.name, chunk.num_bins)
