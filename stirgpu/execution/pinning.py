@@ -62,13 +62,8 @@ class HostPinning:
         if a.nbytes == 0:
             return False
         owner = _owner(a)
-        if owner is not None:
-            hit = self._known.get(id(owner))
-            if hit is not None and hit[0]() is owner:
-                return hit[1]
-        from cupy.cuda import runtime
-        ptr = int(a.ctypes.data)
-        return all(_is_pinned(runtime, p) for p in (ptr, ptr + a.nbytes - 1))
+        known = self._answer(owner) if owner is not None else None
+        return known if known is not None else _locked(a)
 
     def pin(self, a: np.ndarray) -> bool:
         if a.nbytes == 0:
@@ -77,29 +72,40 @@ class HostPinning:
         if owner is None:
             # memory of another object (cupy's pinned allocator, a foreign buffer): used when it
             # is page-locked already, never registered here (its lifetime is not ours to follow)
-            return self.is_pinned(a)
-        key = id(owner)
-        hit = self._known.get(key)
-        if hit is not None and hit[0]() is owner:
-            return hit[1]
+            return _locked(a)
+        known = self._answer(owner)
+        if known is not None:
+            return known
         ok = self._register(owner)
         self._known = {k: v for k, v in self._known.items() if v[0]() is not None}  # drop the dead
-        self._known[key] = (weakref.ref(owner), ok)
+        self._known[id(owner)] = (weakref.ref(owner), ok)
         return ok
+
+    def _answer(self, owner: np.ndarray) -> bool | None:
+        """What :meth:`pin` found for ``owner`` before (None: not asked yet)."""
+        hit = self._known.get(id(owner))
+        return hit[1] if hit is not None and hit[0]() is owner else None
 
     @staticmethod
     def _register(owner: np.ndarray) -> bool:
         from cupy.cuda import runtime
-        ptr, n = int(owner.ctypes.data), int(owner.nbytes)
-        if all(_is_pinned(runtime, p) for p in (ptr, ptr + n - 1)):
+        if _locked(owner):
             return True  # page-locked by its owner: use it, leave it alone
+        ptr = int(owner.ctypes.data)
         try:
-            runtime.hostRegister(ptr, n, _PORTABLE)
+            runtime.hostRegister(ptr, int(owner.nbytes), _PORTABLE)
         except runtime.CUDARuntimeError:
             return False  # e.g. already registered in part, or over a limit: stay staged
         fin = weakref.finalize(owner, _unregister, ptr)
         fin.atexit = False  # at exit the driver releases everything; cupy may be gone by then
         return True
+
+
+def _locked(a: np.ndarray) -> bool:
+    """Whether the driver reports both ends of ``a``'s memory as page-locked host memory."""
+    from cupy.cuda import runtime
+    ptr = int(a.ctypes.data)
+    return all(_is_pinned(runtime, p) for p in (ptr, ptr + a.nbytes - 1))
 
 
 def _is_pinned(runtime, ptr: int) -> bool:

@@ -534,11 +534,6 @@ class Engine:
             segments = sorted({p.segment for c in plan.chunks for p in c.parts})
             direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
         direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
-        staged = [n for n in program.inputs + program.outputs if n not in direct]
-        if plan.chunks and len(staged) > plan.host_buffers_per_slot:
-            raise PipelineError(f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
-                                f"slot, {len(staged)} stores need one ({staged}); make the plan with direct="
-                                f"{sorted(direct)}")
         with self._lock:
             return self._run(program, plan, proj_data_info, sources, sinks, image_shape, progress, operation,
                              result_device, dict(parallel_io or {}), dict(after_write or {}), direct)
@@ -552,6 +547,10 @@ class Engine:
         # host staging buffers: one per store not copied directly (on CPU lanes, where every
         # store is staged, the slot's buffers are the compute buffers: inputs, outputs, scratch)
         staged = [n for n in program.inputs + program.outputs if n not in direct]
+        if plan.chunks and len(staged) > plan.host_buffers_per_slot:
+            raise PipelineError(f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
+                                f"slot, {len(staged)} stores need one ({staged}); make the plan with direct="
+                                f"{sorted(direct)}")
         host_of = {n: i for i, n in enumerate(staged)}
         n_direct_in = sum(1 for n in program.inputs if n in direct)
         n_direct_out = sum(1 for n in program.outputs if n in direct)
