@@ -43,6 +43,9 @@ class Config:
     #: output, is not worth the page-locking), "always" (from its first use) or "never" (every
     #: chunk through pinned staging buffers, a host copy each way)
     pin_host_memory: str = "reused"
+    #: compute streams per GPU: chunks take them in turn, so a chunk's kernels fill the SMs
+    #: that the previous chunk's last blocks leave idle (1: one chunk computes at a time)
+    compute_streams: int = 2
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):
@@ -51,6 +54,9 @@ class Config:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v <= 0):
                 raise StirGpuError(f"config: {name} must be a positive integer, not {v!r}")
+        if not isinstance(self.compute_streams, int) or isinstance(self.compute_streams, bool) \
+                or not 1 <= self.compute_streams <= 8:
+            raise StirGpuError(f"config: compute_streams must be an integer from 1 to 8, not {self.compute_streams!r}")
         if self.pin_host_memory not in PIN_POLICIES:
             raise StirGpuError(f"config: pin_host_memory must be one of {PIN_POLICIES}, not {self.pin_host_memory!r}")
         if self.devices is not None:

@@ -65,3 +65,76 @@ def test_back_accumulator_over_chunks_equals_plain(cp):
     before = cp.asnumpy(out)
     acc.finish()
     np.testing.assert_array_equal(cp.asnumpy(out), before)
+
+
+def test_finish_without_reuse_releases_the_accumulators(cp):
+    from stirgpu.kernels.cuda_backend import prepare_back_accumulator
+    pdi, info, g, _, chunks = _setup()
+    seg, views = chunks[0]
+    t = pdi.chunk_tables(seg, views)
+    vals = cp.ones(t.shape, dtype=cp.float32)
+    ref = back_chunk(t, vals, cp.zeros(info.shape, dtype=cp.float32), g.origin, g.voxel_size, scale=g.scale)
+    acc = prepare_back_accumulator(cp.zeros(info.shape, dtype=cp.float32))
+    back_chunk(t, vals, acc, g.origin, g.voxel_size, scale=g.scale)
+    acc.finish(reuse=False)
+    assert acc.a is None and acc.b is None
+    np.testing.assert_allclose(cp.asnumpy(acc.image), cp.asnumpy(ref), rtol=0, atol=1e-5 * float(ref.max()))
+
+
+def _device_chunks(cp, pdi, chunks):
+    """Multi-part chunks (two segments each) as DeviceTables, like the engine's."""
+    from stirgpu.kernels.cuda_backend import upload_tables
+    return [upload_tables([pdi.chunk_tables(seg, views) for seg in (-1, 1)]) for _, views in chunks[:4]]
+
+
+def test_chunk_launcher_forward_is_forward_chunk(cp):
+    """The launcher's forward projections are forward_chunk's, bit for bit."""
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+    pdi, info, g, image, chunks = _setup()
+    prepared = prepare_image(cp.asarray(image))
+    launch = ChunkLauncher(prepared, g.origin, g.voxel_size, g.scale)
+    assert launch.tiled and not launch.back
+    for dt in _device_chunks(cp, pdi, chunks):
+        want = forward_chunk(dt, prepared, g.origin, g.voxel_size, scale=g.scale)
+        got = cp.full(dt.num_lors, -1.0, dtype=cp.float32)
+        launch(dt, got)
+        np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
+
+
+def test_chunk_launcher_back_is_back_chunk(cp):
+    """Back projections through the launcher equal back_chunk through the same kind of
+    accumulator (summation order aside); the ``simple`` variant takes the checked path."""
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, KernelOptions, back_chunk, prepare_back_accumulator
+    pdi, info, g, _, chunks = _setup()
+    rng = np.random.default_rng(4)
+    tables = _device_chunks(cp, pdi, chunks)
+    values = [cp.asarray(rng.uniform(0, 1, dt.num_lors).astype(np.float32)) for dt in tables]
+    results = []
+    for options in (None, KernelOptions(variant="simple")):
+        ref = prepare_back_accumulator(cp.zeros(info.shape, dtype=cp.float32), options)
+        acc = prepare_back_accumulator(cp.zeros(info.shape, dtype=cp.float32), options)
+        launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale, options=options)
+        assert launch.back and launch.tiled == (options is None)
+        for dt, v in zip(tables, values):
+            back_chunk(dt, v, ref, g.origin, g.voxel_size, scale=g.scale, options=options)
+            launch(dt, v)
+        ref.finish(options)
+        acc.finish(options)
+        want = cp.asnumpy(ref.image)
+        np.testing.assert_allclose(cp.asnumpy(acc.image), want, rtol=0, atol=1e-5 * float(want.max()))
+        results.append(want)
+    np.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-4 * float(results[0].max()))
+
+
+def test_chunk_launcher_refuses_values_that_do_not_fit(cp):
+    from stirgpu.errors import StirGpuError
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+    pdi, info, g, image, chunks = _setup()
+    launch = ChunkLauncher(prepare_image(cp.asarray(image)), g.origin, g.voxel_size, g.scale)
+    dt = _device_chunks(cp, pdi, chunks)[0]
+    for bad in (cp.zeros(dt.num_lors - 1, cp.float32), cp.zeros(dt.num_lors, cp.float64),
+                cp.zeros(2 * dt.num_lors, cp.float32)[::2]):
+        with pytest.raises(StirGpuError, match="ChunkLauncher"):
+            launch(dt, bad)
+    with pytest.raises(StirGpuError, match="PreparedImage or a BackAccumulator"):
+        ChunkLauncher(cp.asarray(image), g.origin, g.voxel_size)

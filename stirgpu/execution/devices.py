@@ -142,8 +142,11 @@ class CpuLane:
     def alloc_device(self, n: int, dtype=np.float32) -> np.ndarray:
         return np.empty(int(n), dtype=dtype)
 
-    def zeros_device(self, shape, dtype=np.float32) -> np.ndarray:
-        return np.zeros(shape, dtype=dtype)
+    def zeros_device(self, shape, dtype=np.float32, out=None) -> np.ndarray:
+        if out is None:
+            return np.zeros(shape, dtype=dtype)
+        out.fill(0)
+        return out
 
     @property
     def shares_host_buffers(self) -> bool:
@@ -181,12 +184,15 @@ class CpuLane:
 
 
 class CudaLane:
-    """One GPU with three streams (copy in, compute, copy out) and CUDA events between them."""
+    """One GPU with streams for copies in, compute and copies out, and CUDA events between
+    them.  ``compute_streams`` (default 2) compute streams take the chunks in turn: a chunk's
+    kernels can then fill the SMs that the previous chunk's launch tail leaves idle (its last
+    blocks), which a single stream would keep waiting.  ``s_compute`` is the first one."""
 
     kind = "cuda"
     shares_host_buffers = False
 
-    def __init__(self, index: int, device_id: int):
+    def __init__(self, index: int, device_id: int, compute_streams: int = 2):
         self.index = int(index)
         self.device_id = int(device_id)
         self.name = f"cuda{device_id}"
@@ -196,8 +202,16 @@ class CudaLane:
         self.device = cp.cuda.Device(self.device_id)
         with self.device:
             self.s_in = cp.cuda.Stream(non_blocking=True)
-            self.s_compute = cp.cuda.Stream(non_blocking=True)
+            self.computes = tuple(cp.cuda.Stream(non_blocking=True) for _ in range(max(int(compute_streams), 1)))
             self.s_out = cp.cuda.Stream(non_blocking=True)
+            # kept events (creating one costs tens of microseconds; an event belongs to the
+            # device current when it is made): the call's time reference, the hand-offs
+            # between the compute streams (fork / join), the caller's stream
+            self._ref = self._event()
+            self._fork = self._event()
+            self._joins = tuple(self._event() for _ in self.computes[1:])
+            self._caller = self._event()
+        self.s_compute = self.computes[0]
 
     def activate(self):
         """Make this GPU current in the calling thread (cupy's current device is per thread)."""
@@ -211,11 +225,11 @@ class CudaLane:
         with self.device:
             return self.cp.empty(int(n), dtype=dtype)
 
-    def zeros_device(self, shape, dtype=np.float32):
-        """Zeros on this GPU, set on the compute stream (ordered before the kernels queued
-        there after it, with no wait here)."""
+    def zeros_device(self, shape, dtype=np.float32, out=None):
+        """Zeros on this GPU (``out``, a contiguous array of it, or a new array), set on the
+        compute stream (ordered before the kernels queued there after it, with no wait here)."""
         with self.device:
-            a = self.cp.empty(shape, dtype=dtype)
+            a = self.cp.empty(shape, dtype=dtype) if out is None else out
             a.data.memset_async(0, a.nbytes, self.s_compute)
             return a
 
@@ -271,6 +285,41 @@ class CudaLane:
             rt.memcpyAsync(dst, src, (j - i) * vb, kind, stream.ptr)
             i = j
 
+    def compute_stream(self, turn: int, count: int | None = None):
+        """The compute stream of a lane's ``turn``-th chunk of a call: the first ``count``
+        (default all) compute streams take turns."""
+        n = len(self.computes) if count is None else max(min(int(count), len(self.computes)), 1)
+        return self.computes[turn % n]
+
+    def fork(self) -> None:
+        """Everything queued on ``s_compute`` so far precedes whatever is queued next on the
+        other compute streams (a call's set-up: zeroed accumulators, prepared images)."""
+        if len(self.computes) > 1:
+            self._fork.record(self.s_compute)
+            for s in self.computes[1:]:
+                s.wait_event(self._fork)
+
+    def join(self) -> None:
+        """Everything queued on the other compute streams so far precedes whatever is queued
+        next on ``s_compute`` (a call's last step: folding accumulators)."""
+        for ev, s in zip(self._joins, self.computes[1:]):
+            ev.record(s)
+            self.s_compute.wait_event(ev)
+
+    def after_current_stream(self) -> None:
+        """Work queued so far on the calling thread's current stream of this GPU (the caller's
+        own work on an array it hands over) precedes whatever is queued next on ``s_compute``."""
+        with self.device:
+            self._caller.record(self.cp.cuda.get_current_stream())
+        self.s_compute.wait_event(self._caller)
+
+    def time_reference(self):
+        """(event, host time): an event on ``s_compute`` that has fired, and when; puts the GPU
+        stage times of a call on the host clock."""
+        self._ref.record(self.s_compute)
+        self._ref.synchronize()
+        return self._ref, time.perf_counter()
+
     def new_event(self):
         """A timing CUDA event (creating one costs tens of microseconds of Python and driver
         time: the pipeline keeps a set per slot and records them again for every chunk)."""
@@ -284,7 +333,7 @@ class CudaLane:
 
     def synchronize(self) -> None:
         with self.device:
-            for s in (self.s_in, self.s_compute, self.s_out):
+            for s in (self.s_in, *self.computes, self.s_out):
                 s.synchronize()
 
     def to_numpy(self, a) -> np.ndarray:
@@ -319,9 +368,10 @@ class CudaLane:
         return dst
 
 
-def make_lanes(backend: str, devices: Sequence[int]) -> list:
-    """One lane per entry of ``devices`` (GPU ordinals, or CPU worker numbers)."""
+def make_lanes(backend: str, devices: Sequence[int], compute_streams: int = 2) -> list:
+    """One lane per entry of ``devices`` (GPU ordinals, or CPU worker numbers); GPU lanes
+    with ``compute_streams`` compute streams each."""
     if backend == "cuda":
-        return [CudaLane(i, d) for i, d in enumerate(devices)]
+        return [CudaLane(i, d, compute_streams) for i, d in enumerate(devices)]
     lock = threading.Lock()
     return [CpuLane(i, lock) for i, _ in enumerate(devices)]

@@ -116,6 +116,9 @@ class Plan:
     device_fixed_bytes: int
     host_budget: int
     gpu_budget: int | None
+    #: chunks a GPU may compute at once (its compute streams; the device buffers were sized
+    #: for that many chunks' temporaries); 1 on the CPU
+    concurrency: int = 1
 
     @property
     def host_bytes(self) -> int:
@@ -158,7 +161,8 @@ class Plan:
         gpu = ("" if self.gpu_budget is None else
                f"; GPU {format_bytes(self.device_bytes_per_lane)} per device of "
                f"{format_bytes(self.gpu_budget)} ({self.device_buffers_per_slot} buffers/slot + "
-               f"{format_bytes(self.device_fixed_bytes)} images)")
+               f"{format_bytes(self.device_fixed_bytes)} images)"
+               + (f"; {self.concurrency} chunks computing at once" if self.concurrency > 1 else ""))
         most = max((len(c.parts) for c in self.chunks), default=0)
         lines.append(
             f"{len(self.chunks)} chunks (at most {most} parts, "

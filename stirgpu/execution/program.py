@@ -4,8 +4,11 @@ A program says which projection-data *inputs* are read per chunk, which *outputs
 written per chunk, how many chunk-sized *scratch* arrays its device step needs, whether
 it reads the lane's input image and/or accumulates into the lane's image, and which
 float64 *scalars* it sums.  The pipeline reads the inputs, moves them to the device,
-calls :meth:`ChunkProgram.compute` on the compute stream, moves the outputs back and
-writes them; accumulated images are reduced over lanes once at the end.
+calls :meth:`ChunkProgram.compute` on a compute stream, moves the outputs back and
+writes them; accumulated images are reduced over lanes once at the end.  A GPU has
+several compute streams taking the chunks in turn, so two chunks' device steps may
+run at once: they must not read-modify-write the same memory except by atomics (the
+accumulation image) -- each compute stream gets its own ``scalars`` row.
 
 Forward projection is ``inputs=(), outputs=("out",), uses_image=True``; back
 projection ``inputs=("data",), accumulates_image=True``; OSEM's fused
@@ -72,6 +75,15 @@ class ChunkProgram(abc.ABC):
     accumulates_image: bool = False
     #: names of float64 sums accumulated over chunks (and lanes)
     scalars: tuple[str, ...] = ()
+
+    def start_lane(self, lane, image, accum, kept: dict) -> None:
+        """Called once per lane before its first chunk, on its first compute stream (CPU: under
+        the compute lock; the other compute streams wait for what it queues): may make the
+        per-lane state the device step keeps across chunks from ``image`` (the lane's input
+        image, None when the program uses none) and ``accum`` (zeroed accumulation image, or
+        None).  ``kept`` is a dict the engine keeps per lane from call to call (until its
+        ``release``), for device workspaces that later calls may use again instead of
+        allocating (counted as the engine's memory).  Default: nothing to do."""
 
     def finish_lane(self, lane, accum) -> None:
         """Called once per lane after its last chunk, on its compute stream (CPU: under the

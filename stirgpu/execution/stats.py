@@ -8,7 +8,8 @@ are on one clock (seconds since the call started) in :attr:`RunStats.events`.
 
 Figures (docs/execution.md defines them with examples):
 
-* ``busy[lane][stage]``: seconds the stage worked on that lane;
+* ``busy[lane][stage]``: seconds the stage worked on that lane (the union of its chunks'
+  intervals: on a GPU two chunks may compute at once);
 * ``overlap_efficiency``: mean over lanes of (busiest stage's busy time / wall time).
   1.0 means every other stage was hidden behind the bottleneck stage; 0.5 means the
   call took twice as long as its slowest stage alone would have.  CPU lanes share one
@@ -156,6 +157,7 @@ class StatsRecorder:
         self.lanes = tuple(lanes)
         self.busy = {lane: {} for lane in self.lanes}
         self.events: list[StageEvent] = []
+        self._ends: dict = {}  # (lane, stage) -> latest end recorded
         self.chunks_per_lane = {lane: 0 for lane in self.lanes}
         self.counters = {"bytes_read": 0, "bytes_written": 0, "bytes_uploaded": 0, "bytes_downloaded": 0,
                          "chunks": 0, "bins": 0}
@@ -165,8 +167,14 @@ class StatsRecorder:
         ev = StageEvent(lane, stage, chunk, start - self.t0, end - self.t0)
         with self._lock:
             self.events.append(ev)
+            # busy time is the union of the stage's intervals: a GPU's chunks overlap on its
+            # compute streams (each lane records its stages in chunk order, so an interval
+            # can only overlap the ones before it, which end by ``last``)
             b = self.busy[lane]
-            b[stage] = b.get(stage, 0.0) + ev.seconds
+            key = (lane, stage)
+            last = self._ends.get(key, ev.start)
+            b[stage] = b.get(stage, 0.0) + max(ev.end - max(ev.start, last), 0.0)
+            self._ends[key] = max(last, ev.end)
 
     def add(self, **counts) -> None:
         with self._lock:

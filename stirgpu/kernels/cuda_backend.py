@@ -41,6 +41,7 @@ from . import tables as _tables
 
 __all__ = [
     "BackAccumulator",
+    "ChunkLauncher",
     "prepare_back_accumulator",
     "joseph_forward",
     "joseph_back",
@@ -442,22 +443,28 @@ class BackAccumulator(_ImageWithWorkspace):
     Until :meth:`finish`, the image does not yet hold what was added through the accumulators.
     """
 
-    def finish(self, options: KernelOptions | None = None) -> None:
-        """Add the accumulators into the image (on the current stream) and zero them, so the
-        accumulator can be used again."""
+    def finish(self, options: KernelOptions | None = None, reuse: bool = True) -> None:
+        """Add the accumulators into the image (on the current stream); then, with ``reuse``,
+        zero them for more chunks, else let them go back to the memory pool (the last use)."""
         if self.a is None:
             return
         cp = _cupy()
         with cp.cuda.Device(self.device_id):
             _combine(self.device_id, options or DEFAULT_OPTIONS, self.image, self.a, self.b)
-            self.a.fill(0)
-            self.b.fill(0)
+            if reuse:
+                self.a.fill(0)
+                self.b.fill(0)
+            else:
+                self.a = self.b = None  # back to the memory pool; the image is complete
 
 
-def prepare_back_accumulator(out_image, options: KernelOptions | None = None) -> BackAccumulator:
+def prepare_back_accumulator(out_image, options: KernelOptions | None = None, scratch=None) -> BackAccumulator:
     """Wrap ``out_image`` ((nz, ny, nx) float32 on a CUDA device) with the accumulators of the
     tiled back projection (two zeroed images of (n+2)^3-ish float32 of device memory; none
-    when the options or the image's size rule the tiled kernels out)."""
+    when the options or the image's size rule the tiled kernels out).  ``scratch``: the
+    ``(a, b)`` of an earlier accumulator of an image of this shape on this device, zeroed
+    (on the current stream) and used again instead of new memory -- a caller running many
+    back projections keeps them; anything else is ignored."""
     cp = _cupy()
     options = options or DEFAULT_OPTIONS
     if isinstance(out_image, BackAccumulator):
@@ -468,8 +475,24 @@ def prepare_back_accumulator(out_image, options: KernelOptions | None = None) ->
     a = b = None
     if options.variant != "simple" and _tiled_possible(img.shape):
         with cp.cuda.Device(dev):
-            a, b = _scratch_accumulators(cp, img.shape)
+            if _fits_accumulators(scratch, img.shape, dev):
+                a, b = scratch
+                stream = cp.cuda.get_current_stream()
+                for x in (a, b):
+                    x.data.memset_async(0, x.nbytes, stream)
+            else:
+                a, b = _scratch_accumulators(cp, img.shape)
     return BackAccumulator(img, a, b, dev)
+
+
+def _fits_accumulators(pair, shape, device_id: int) -> bool:
+    """Whether ``pair`` is the two accumulators of an image of ``shape`` on that device."""
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        return False
+    nz, ny, nx = shape
+    want = ((nz + 2, ny + 2, nx + 2), (nz + 2, nx + 2, ny + 2))
+    return all(getattr(x, "shape", None) == w and getattr(x, "dtype", None) == np.float32
+               and x.flags.c_contiguous and x.device.id == device_id for x, w in zip(pair, want))
 
 
 def _image_arg(cp, image):
@@ -662,6 +685,19 @@ def _parts_grid(shapes, w: int):
     return (blocks,), (32, w)
 
 
+def _launch_tiled(kernel, back: bool, warps: int, smem: int, tables: DeviceTables, axial: int, values,
+                  image, a, b, sc, g) -> None:
+    """One tiled chunk launch over all parts of ``tables`` (forward: ``values`` written from
+    the image's layouts ``a``/``b``; back: ``values`` added into the accumulators ``a``/``b``)."""
+    shapes = tables.shapes
+    grid, block = _parts_grid(shapes, warps)
+    head = (tables.data, np.int32(len(shapes)), np.int32(shapes[0][2]), np.int32(axial))
+    if back:
+        kernel(grid, block, head + (values, image, a, b, sc) + g, shared_mem=smem)
+    else:
+        kernel(grid, block, head + (image, a, b, values, sc) + g)
+
+
 def _chunk_shape(tables):
     """Shapes of the parts, and the shape of a one-part result (None for several parts)."""
     if isinstance(tables, DeviceTables):  # shapes checked when it was made
@@ -709,10 +745,8 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
             elif _use_tiled(options, n, img.shape):
                 copies = _try_scratch(cp, lambda: _padded_copies(cp, dev, options, img), options)
             if copies is not None:
-                grid, block = _parts_grid(shapes, int(options.warps_per_block))
-                k = _kernel(dev, options, f"fwd_chunk_tiled<{idx}>")
-                k(grid, block, head + (np.int32(options.axial_blocks(dt, back=False)), img, copies[0], copies[1],
-                                       res, sc) + g)
+                _launch_tiled(_kernel(dev, options, f"fwd_chunk_tiled<{idx}>"), False, int(options.warps_per_block),
+                              0, dt, options.axial_blocks(dt, back=False), res, img, copies[0], copies[1], sc, g)
             else:
                 tpb = int(options.threads_per_block)
                 k = _kernel(dev, options, f"fwd_chunk_simple<{idx}>")
@@ -753,10 +787,9 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
         elif _use_tiled(options, n, img.shape):
             acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
         if acc is not None:
-            grid, block = _parts_grid(shapes, int(options.back_warps_per_block))
-            k = _kernel(dev, options, f"back_chunk_tiled<{idx}>")
-            k(grid, block, head + (np.int32(options.axial_blocks(dt, back=True)), vals, img, acc[0], acc[1], sc) + g,
-              shared_mem=_back_smem(options, block[0] * block[1]))
+            w = int(options.back_warps_per_block)
+            _launch_tiled(_kernel(dev, options, f"back_chunk_tiled<{idx}>"), True, w, _back_smem(options, 32 * w),
+                          dt, options.axial_blocks(dt, back=True), vals, img, acc[0], acc[1], sc, g)
             if held is None:
                 _combine(dev, options, img, acc[0], acc[1])
         else:
@@ -764,3 +797,59 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
             k = _kernel(dev, options, f"back_chunk_simple<{idx}>")
             k((_blocks_1d(n, tpb),), (tpb,), head + (np.int64(n), vals, img, sc) + g)
     return out_image
+
+
+class ChunkLauncher:
+    """Launches the chunk kernels of one device for a sweep over many chunks, with the
+    per-sweep Python work done once: argument checks, kernel look-up, geometry arguments.
+
+    ``target`` is a :class:`PreparedImage` (forward projections of it) or a
+    :class:`BackAccumulator` (back projections into it).  Each call takes the chunk's
+    :class:`DeviceTables` (on the target's device) and its values: flat (N,) float32 on that
+    device, written by a forward launch, read by a back one.  :func:`forward_chunk` and
+    :func:`back_chunk` check every argument of every call (~80 us of Python a chunk, as much
+    as a subset chunk's launch gap); a projector's engine, whose buffers and tables are made
+    to fit, uses this instead.  Where the tiled kernels do not apply (the ``simple``
+    variant, no accumulators, tables of another device) it calls those functions.
+    """
+
+    def __init__(self, target, origin, voxel_size, scale=1.0, *, options: KernelOptions | None = None):
+        cp = _cupy()
+        if not isinstance(target, (PreparedImage, BackAccumulator)):
+            raise StirGpuError(f"ChunkLauncher: target must be a PreparedImage or a BackAccumulator, "
+                               f"not {type(target).__name__}")
+        self.options = options = options or DEFAULT_OPTIONS
+        self.target = target
+        self.back = isinstance(target, BackAccumulator)
+        self.origin = _triple("origin", origin, positive=False)
+        self.voxel_size = _triple("voxel_size", voxel_size, positive=True)
+        self.scale = np.float32(scale)
+        self._device = cp.cuda.Device(target.device_id)
+        shape = target.image.shape
+        self.tiled = target.a is not None and options.variant != "simple"
+        if self.tiled:
+            idx = _index_type(shape, options)
+            self._kernel = _kernel(target.device_id, options,
+                                   f"back_chunk_tiled<{idx}>" if self.back else f"fwd_chunk_tiled<{idx}>")
+            self._warps = int(options.back_warps_per_block if self.back else options.warps_per_block)
+            self._smem = _back_smem(options, 32 * self._warps) if self.back else 0
+            self._grid = _grid_args(self.origin, self.voxel_size, shape)
+
+    def __call__(self, tables, values) -> None:
+        t = self.target
+        if not (self.tiled and isinstance(tables, DeviceTables) and tables.device_id == t.device_id):
+            if self.back:
+                back_chunk(tables, values, t, self.origin, self.voxel_size, self.scale, options=self.options)
+            else:
+                forward_chunk(tables, t, self.origin, self.voxel_size, out=values, scale=self.scale,
+                              options=self.options)
+            return
+        # the one check kept: a wrong size would make the kernel read or write out of bounds
+        if (values.dtype != np.float32 or values.size != tables.num_lors or values.device.id != t.device_id
+                or not values.flags.c_contiguous):
+            raise StirGpuError(f"ChunkLauncher: values must be {tables.num_lors} contiguous float32 on device "
+                               f"{t.device_id}, not {values.size} {values.dtype} on device {values.device.id}")
+        with self._device:
+            _launch_tiled(self._kernel, self.back, self._warps, self._smem, tables,
+                          self.options.axial_blocks(tables, self.back), values, t.image, t.a, t.b,
+                          self.scale, self._grid)

@@ -29,5 +29,5 @@ class BackProjector(StreamingProjector):
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
         result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",
-                           result_device=self._result_device(image_out))
+                           **self._result_target(image_out, accumulate))
         return self._output_image(image_out, self._finish_image(result.image), accumulate)

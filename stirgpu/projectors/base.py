@@ -23,7 +23,9 @@ In-memory stores (``ProjDataInMemory``) used more than once by a GPU projector a
 page-locked, once, so that chunks go straight between them and the GPUs by DMA (no staging
 copy); a store used once (a fresh output) is not worth it and goes through the staging
 buffers.  The configuration's ``pin_host_memory`` ("reused", "always", "never") sets the
-policy (see docs/execution.md, "Direct transfers").
+policy (see docs/execution.md, "Direct transfers").  Its ``compute_streams`` (default 2) is
+the number of chunks a GPU may compute at once (their kernels overlap where one's last
+blocks leave SMs idle).
 
 The input image and its upload.  ``set_input(image)`` uploads ``image`` to every lane
 now (STIR's ``set_input``); a later call with ``image=None`` uses it as uploaded.  A call
@@ -107,6 +109,7 @@ class StreamingProjector:
             raise StirGpuError(f"num_slots must be >= 1, not {num_slots}")
         self.num_slots = int(num_slots)
         self.pin_host_memory = cfg.pin_host_memory
+        self.compute_streams = cfg.compute_streams
         self._shared = _Shared()
         self._pdi: ProjDataInfo | None = None
         self._image_info: ImageInfo | None = None
@@ -141,7 +144,8 @@ class StreamingProjector:
         if self._shared.engine is None:
             backend = resolve_backend(self.backend_requested)
             self._shared.engine = Engine(backend, resolve_devices(backend, self.devices_requested),
-                                         pin_host_memory=self.pin_host_memory)
+                                         pin_host_memory=self.pin_host_memory,
+                                         compute_streams=self.compute_streams)
 
     def is_set_up(self) -> bool:
         return self._pdi is not None
@@ -229,16 +233,22 @@ class StreamingProjector:
     def _views(self, subset_num: int, num_subsets: int) -> np.ndarray:
         return self._pdi.subset_views(subset_num, num_subsets)
 
-    def _result_device(self, image_out) -> int | None:
-        """The GPU to reduce a back projection on: that of a cupy ``image_out`` when it is one of
-        this projector's GPUs (the result then never visits host memory), else None."""
+    def _result_target(self, image_out, accumulate: bool) -> dict:
+        """Where the engine puts a back projection: on the GPU of a cupy ``image_out`` when it
+        is one of this projector's GPUs (the result then never visits host memory), and, when
+        the result replaces ``image_out``'s values and it has the image's layout, into
+        ``image_out`` itself (that GPU accumulates there: no image-sized copy)."""
         if self.backend != "cuda" or image_out is None or type(image_out).__module__.split(".")[0] != "cupy":
-            return None
+            return {}
         d = int(image_out.device.id)
-        return d if d in self.devices else None
+        if d not in self.devices:
+            return {}
+        fits = (not accumulate and image_out.dtype == np.float32 and image_out.flags.c_contiguous
+                and tuple(image_out.shape) == tuple(self._image_info.shape))
+        return {"result_device": d, "result_out": image_out if fits else None}
 
     def _run(self, program, views, sources: dict, sinks: dict, operation: str,
-             result_device: int | None = None) -> RunResult:
+             result_device: int | None = None, result_out=None) -> RunResult:
         engine = self._shared.engine
         segments = self.segments_to_process()
         # in-memory stores are page-locked once and copied straight to/from the GPUs
@@ -252,7 +262,7 @@ class StreamingProjector:
             with contextlib.ExitStack() as stack:
                 behind = {n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if _WriteBehind.applies(st)}
                 result = engine.run(program, plan, self._pdi, sources, sinks, image_shape=self._image_info.shape,
-                                    progress=update, operation=operation, result_device=result_device,
+                                    progress=update, operation=operation, result_device=result_device, result_out=result_out,
                                     parallel_io={n: _parallel_safe(st) for n, st in {**sources, **sinks}.items()},
                                     after_write=behind, direct=direct)
         up_bytes, up_seconds = self._pending_upload
@@ -282,7 +292,7 @@ class StreamingProjector:
 
     @staticmethod
     def _output_image(image_out, values: np.ndarray, accumulate: bool):
-        if image_out is None:
+        if image_out is None or values is image_out:  # (the engine wrote into image_out)
             return values
         return store_image(image_out, values, accumulate)
 

@@ -28,12 +28,35 @@ class _Geometric(ChunkProgram):
     def __init__(self, geometry):
         #: :class:`stirgpu.kernels.KernelGeometry` (origin, voxel size, scale)
         self.geometry = geometry
-        # per GPU lane, for this call only (a program object serves one run): the input
-        # image prepared once for the tiled kernels, and the back-projection accumulator,
-        # both made on the lane's first chunk, on its compute stream.  Without them the
-        # CUDA backend would copy the image (or fold its accumulators) for every chunk,
-        # or fall back to its slower kernels for small chunks such as a subset's.
+        # per GPU lane, for this call only (a program object serves one run): kernel
+        # launchers of the input image prepared for the tiled kernels ("forward") and of
+        # the back-projection accumulators ("back"), made by start_lane (or on the lane's
+        # first chunk).  Without them the CUDA backend would copy the image (or fold its
+        # accumulators) for every chunk, or fall back to its slower kernels for small
+        # chunks such as a subset's, and check every argument of every chunk again.
         self._lane_state: dict[int, dict] = {}
+
+    def _launcher(self, target):
+        from ..kernels import cuda_backend as cb
+        g = self.geometry
+        return cb.ChunkLauncher(target, g.origin, g.voxel_size, g.scale)
+
+    def start_lane(self, lane, image, accum, kept: dict) -> None:
+        # made here, before any chunk, on the first compute stream that every other one
+        # waits for: chunks on two compute streams share them from the start.  The back
+        # projection's two padded accumulators are kept by the engine between calls (an
+        # allocation of each per call costs more Python than an OSEM subset can spare)
+        if lane.kind != "cuda":
+            return
+        from ..kernels import cuda_backend as cb
+        state = self._lane_state.setdefault(lane.index, {})
+        if image is not None:
+            state["forward"] = self._launcher(cb.prepare_image(image))
+        if accum is not None:
+            acc = cb.prepare_back_accumulator(accum, scratch=kept.get("back accumulators"))
+            if acc.a is not None:
+                kept["back accumulators"] = (acc.a, acc.b)
+            state["back"] = self._launcher(acc)
 
     def _kept(self, d: ChunkData, key: str, make):
         state = self._lane_state.setdefault(d.lane.index, {})
@@ -43,8 +66,8 @@ class _Geometric(ChunkProgram):
 
     def finish_lane(self, lane, accum) -> None:
         state = self._lane_state.pop(lane.index, {})
-        if "accum" in state:
-            state["accum"].finish()
+        if "back" in state:
+            state["back"].target.finish(reuse=False)  # dropped after this call: no need to re-zero
 
     @staticmethod
     def _tables(d: ChunkData):
@@ -64,8 +87,8 @@ class _Geometric(ChunkProgram):
         if d.xp is np:
             return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
         from ..kernels import cuda_backend as cb
-        image = self._kept(d, "image", lambda: cb.prepare_image(d.image))
-        return cb.forward_chunk(t, image, g.origin, g.voxel_size, out=out, scale=g.scale)
+        self._kept(d, "forward", lambda: self._launcher(cb.prepare_image(d.image)))(t, out)
+        return out
 
     def _back(self, d: ChunkData, values, tables=None):
         g = self.geometry
@@ -74,8 +97,7 @@ class _Geometric(ChunkProgram):
             back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
             return
         from ..kernels import cuda_backend as cb
-        target = self._kept(d, "accum", lambda: cb.prepare_back_accumulator(d.accum))
-        cb.back_chunk(t, values, target, g.origin, g.voxel_size, scale=g.scale)
+        self._kept(d, "back", lambda: self._launcher(cb.prepare_back_accumulator(d.accum)))(t, values)
 
 
 class ForwardProgram(_Geometric):

@@ -1,0 +1,231 @@
+"""Several compute streams per GPU, results reduced into the caller's array, and the
+engine's per-call bookkeeping.
+
+A GPU's chunks take its compute streams in turn, so two chunks' kernels may run at once.
+That must not change any number: forward projections bit for bit, back projections to
+float32 summation order (atomics), the fused OSEM step's log-likelihood to float64
+rounding (each compute stream sums its own row).  A back projection into a cupy image of
+the right layout is reduced into that very array, after the caller's pending work on it.
+On the CPU: option validation, busy time as the union of overlapping stage intervals,
+and default budgets measured at most once a second for kept plans.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stirgpu import config
+from stirgpu.errors import DeviceError, PipelineError, StirGpuError
+from stirgpu.execution import Engine
+from stirgpu.execution.stats import StatsRecorder
+from stirgpu.formats import ProjDataInMemory
+from stirgpu.kernels import stir_scaled_geometry
+from stirgpu.projectors import ProjectorPair
+from stirgpu.projectors.programs import BackProgram
+
+from test_projectors_streaming import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
+
+
+def _close(got, want):
+    np.testing.assert_allclose(got, want, rtol=0, atol=BACK_RTOL * float(np.max(np.abs(want))))
+
+
+# --------------------------------------------------------------------------------------
+# CPU
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [0, 9, 1.5, True, "2"])
+def test_compute_streams_is_validated(bad):
+    with pytest.raises(StirGpuError, match="compute_streams"):
+        with config(compute_streams=bad):
+            pass
+
+
+def test_engine_refuses_no_compute_stream():
+    with pytest.raises(DeviceError, match="compute_streams"):
+        Engine("cuda", (0,), compute_streams=0)
+    assert Engine("cpu", (0, 1), compute_streams=4).compute_streams == 1  # CPU lanes: one compute at a time
+
+
+def test_busy_time_is_the_union_of_overlapping_intervals():
+    """Two chunks computing at once on one lane count their common time once."""
+    rec = StatsRecorder(["cuda0"], 0.0)
+    rec.stage("cuda0", "compute", 0, 1.0, 3.0)
+    rec.stage("cuda0", "compute", 1, 2.0, 4.0)   # overlaps the first by 1 s
+    rec.stage("cuda0", "compute", 2, 5.0, 6.0)   # after a gap
+    rec.stage("cuda0", "h2d", 0, 0.5, 1.5)       # other stages are separate
+    stats = rec.finish(wall_seconds=6.0)
+    assert stats.busy["cuda0"]["compute"] == pytest.approx(4.0)
+    assert stats.busy["cuda0"]["h2d"] == pytest.approx(1.0)
+    assert stats.compute_utilisation <= 1.0
+    assert len(stats.events) == 4
+
+
+def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
+    """Asking again for a kept plan does not measure the default budgets again within a
+    second (it costs as much as a subset call's engine overhead); a new plan, or a kept
+    one after that, measures them."""
+    from stirgpu.execution import pipeline
+    calls = []
+    real = pipeline.default_host_budget
+    monkeypatch.setattr(pipeline, "default_host_budget", lambda: calls.append(1) or real())
+    pdi, info = small_geometry()
+    eng = Engine("cpu", (0,))
+    prog = BackProgram(stir_scaled_geometry(info))
+    a = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
+    assert len(calls) == 1
+    assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape) is a
+    assert len(calls) == 1
+    eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape)  # a new plan
+    assert len(calls) == 2
+    eng._BUDGETS_RECENT = 0.0  # (an instance attribute: this engine only)
+    assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape) is a
+    assert len(calls) == 3
+    # explicit budgets are never measured
+    eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, host_budget=1 << 26)
+    assert len(calls) == 3
+
+
+def test_plans_count_each_computing_chunks_temporaries():
+    """A GPU plan is sized for the temporaries of every chunk computing at once (the fused
+    OSEM step allocates some per chunk); a GPU budget that fits one chunk's but not two
+    gets a plan of one compute stream instead of an error.  (Plans only: no GPU needed.)"""
+    from stirgpu.projectors.programs import PoissonRatioProgram
+    pdi, info = small_geometry()
+    eng = Engine("cuda", (0,), compute_streams=2)
+    prog = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
+    args = (prog, pdi, pdi.segment_nums, range(24), info.shape)
+    roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2)
+    assert roomy.concurrency == 2 and "2 chunks computing at once" in str(roomy)
+    one_view = max(4 * pdi.get_num_axial_poss(s) * pdi.get_num_tangential_poss() for s in pdi.segment_nums)
+    fixed = roomy.device_fixed_bytes
+    # room for one view in each buffer of one stream's plan (2 slots x (2 inputs + 1 scratch + 8/2
+    # temporaries)), not of two streams' (2 x (2 + 1 + 16/2))
+    budget = fixed + 2 * 7 * one_view
+    tight = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=budget, depth=2)
+    assert tight.concurrency == 1 and tight.device_bytes_per_lane <= budget
+    assert Engine("cuda", (0,), compute_streams=1).make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30,
+                                                             depth=2).concurrency == 1
+    back = eng.make_plan(BackProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, range(24), info.shape,
+                         host_budget=1 << 30, gpu_budget=1 << 30, depth=2)
+    assert back.concurrency == 2  # no temporaries: two streams at no extra memory
+
+
+def test_result_out_is_refused_where_it_cannot_be_used():
+    """``result_out`` is for a GPU engine's accumulating program and an array of the image's
+    layout on ``result_device``; anything else is a PipelineError naming the argument."""
+    pdi, info = small_geometry()
+    eng = Engine("cpu", (0,))
+    prog = BackProgram(stir_scaled_geometry(info))
+    plan = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
+    with pytest.raises(PipelineError, match="result_out"):
+        eng.run(prog, plan, pdi, {"data": random_proj_data(pdi)}, {}, image_shape=info.shape,
+                result_device=0, result_out=np.zeros(info.shape, np.float32))
+
+
+# --------------------------------------------------------------------------------------
+# GPU
+# --------------------------------------------------------------------------------------
+def _pair(streams: int, **kw):
+    with config(compute_streams=streams):
+        return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False,
+                             **kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [dict(max_views_per_chunk=2), dict(gpu_memory_budget=700_000, max_views_per_chunk=5)])
+def test_one_or_more_compute_streams_give_the_same_numbers(kw):
+    """Forward (bitwise), back and the fused OSEM step (image and log-likelihood), full and
+    subset, with 1, 2 and 3 compute streams; the chunks did overlap with 2."""
+    pdi, info = small_geometry()
+    img = phantom(info)
+    data = random_proj_data(pdi)
+    measured = random_proj_data(pdi, seed=3, low=1.0)
+    additive = random_proj_data(pdi, seed=4, low=0.1)
+    res = {}
+    for streams in (1, 2, 3):
+        pp = _pair(streams, **kw)
+        pp.set_up(pdi, info)
+        full = ProjDataInMemory(pdi, fill=-1.0)
+        pp.forward_project(full, img)
+        sub = ProjDataInMemory(pdi, fill=-1.0)
+        pp.forward_project(sub, img, subset_num=1, num_subsets=3)
+        back = pp.back_project(None, data)
+        stats = pp.last_stats
+        ratio, loglik = pp.forward_back_ratio(img, measured, 2, 3, additive=additive, return_loglik=True)
+        res[streams] = (full, sub, back, ratio, loglik)
+        assert stats.chunks > 2 and stats.busy["cuda0"]["compute"] <= stats.wall_seconds
+    for streams in (2, 3):
+        full, sub, back, ratio, loglik = res[streams]
+        assert same_data(full, res[1][0], pdi) and same_data(sub, res[1][1], pdi)
+        _close(back, res[1][2])
+        _close(ratio, res[1][3])
+        assert loglik == pytest.approx(res[1][4], rel=1e-9)
+
+
+@pytest.mark.gpu
+def test_back_projection_is_reduced_into_a_cupy_image(cp):
+    """A cupy float32 C-contiguous image of the right shape receives the back projection
+    in place (the engine accumulates there; the call returns that very array), after the
+    caller's own pending work on it; with ``accumulate`` or another layout the result is
+    added or copied as before -- the same numbers every way."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    pp = _pair(2, max_views_per_chunk=3)
+    pp.set_up(pdi, info)
+    want = pp.back_project(None, data, subset_num=0, num_subsets=2)
+    out = cp.empty(info.shape, cp.float32)
+    out.fill(5.0)  # queued on the caller's stream: must be overwritten, not race the call
+    got = pp.back_project(out, data, subset_num=0, num_subsets=2)
+    assert got is out
+    _close(cp.asnumpy(out), want)
+    plus = cp.full(info.shape, 2.0, cp.float32)
+    pp.back_project(plus, data, subset_num=0, num_subsets=2, accumulate=True)
+    _close(cp.asnumpy(plus) - 2.0, want)
+    strided = cp.zeros((info.shape[0], info.shape[1], 2 * info.shape[2]), cp.float32)[:, :, ::2]
+    pp.back_project(strided, data, subset_num=0, num_subsets=2)
+    _close(cp.asnumpy(strided), want)
+    sens = cp.empty(info.shape, cp.float32)
+    assert pp.sensitivity(sens) is sens
+    _close(cp.asnumpy(sens), pp.sensitivity())
+
+
+@pytest.mark.multi_gpu
+def test_two_gpus_reduce_into_the_second_gpus_image(cp):
+    """With two GPUs and the result's image on the second, the first GPU's part is added
+    into the caller's array there."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    pp = _pair(2, devices=[0, 1], max_views_per_chunk=2)
+    pp.set_up(pdi, info)
+    want = pp.back_project(None, data)
+    with cp.cuda.Device(1):
+        out = cp.full(info.shape, 9.0, cp.float32)
+    assert pp.back_project(out, data) is out
+    assert all(n > 0 for n in pp.last_stats.chunks_per_lane.values())
+    _close(cp.asnumpy(out), want)
+
+
+@pytest.mark.gpu
+def test_workspaces_kept_between_calls_are_reused_and_released(cp):
+    """The engine keeps a GPU's accumulation image and the back projection's padded
+    accumulators from call to call (zeroed at each call's start): back projections, a
+    sensitivity in between and a numpy result all stay right; ``release`` drops them."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    pp = _pair(2, max_views_per_chunk=3)
+    pp.set_up(pdi, info)
+    first = pp.back_project(None, data, subset_num=1, num_subsets=3)
+    eng = pp._shared.engine
+    kept = dict(eng._kept[0])
+    assert {"accumulation image", "back accumulators"} <= set(kept)
+    sens = pp.sensitivity()
+    again = pp.back_project(None, data, subset_num=1, num_subsets=3)
+    assert eng._kept[0]["back accumulators"][0] is kept["back accumulators"][0]  # the same memory
+    assert eng._kept[0]["accumulation image"] is kept["accumulation image"]
+    _close(again, first)
+    assert not np.shares_memory(again, first)
+    eng.release()
+    assert not eng._kept
+    _close(pp.back_project(None, data, subset_num=1, num_subsets=3), first)
+    _close(pp.sensitivity(), sens)
