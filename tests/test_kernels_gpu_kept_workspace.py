@@ -138,3 +138,24 @@ def test_chunk_launcher_refuses_values_that_do_not_fit(cp):
             launch(dt, bad)
     with pytest.raises(StirGpuError, match="PreparedImage or a BackAccumulator"):
         ChunkLauncher(cp.asarray(image), g.origin, g.voxel_size)
+
+
+def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
+    """for_target shares a launcher's kernel set-up with another target of the same kind,
+    device, shape and geometry (and launches the same numbers), and makes a new one when
+    the geometry differs; without_target keeps no array."""
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+    pdi, info, g, image, chunks = _setup()
+    first = ChunkLauncher(prepare_image(cp.asarray(image)), g.origin, g.voxel_size, g.scale)
+    kept = first.without_target()
+    assert kept.target is None
+    other = prepare_image(cp.asarray(2 * image))
+    twin = kept.for_target(other, g.origin, g.voxel_size, g.scale)
+    assert twin.target is other and twin._kernel is first._kernel and kept.target is None
+    dt = _device_chunks(cp, pdi, chunks)[0]
+    got = cp.empty(dt.num_lors, cp.float32)
+    twin(dt, got)
+    want = forward_chunk(dt, other, g.origin, g.voxel_size, scale=g.scale)
+    np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
+    moved = kept.for_target(other, tuple(o + 1.0 for o in g.origin), g.voxel_size, g.scale)
+    assert moved._grid != first._grid and moved.origin != first.origin

@@ -254,6 +254,9 @@ class Engine:
         self._plans[key] = (proj_data_info, plan)  # holding the geometry keeps its id from being reused
         return plan
 
+    #: the smallest first chunk of a call whose inputs are all copied directly (see _new_plan_for)
+    _DIRECT_HEAD_BYTES = 1 << 20
+
     #: default budgets measured less than this long ago (seconds) are taken as they are for a
     #: kept plan: measuring them costs ~0.1 ms (reading /proc/meminfo, asking each GPU), as much
     #: as an OSEM subset's whole engine overhead
@@ -300,6 +303,10 @@ class Engine:
         # small first chunks (the device starts sooner) and small last ones (a short drain:
         # the last kernel, download and write); see make_plan
         shape = dict(ramp_up=True, taper=True)
+        if program.inputs and all(n in direct for n in program.inputs):
+            # the first kernel waits for the first chunk's upload alone, and direct uploads
+            # need no read: a smaller first chunk starts the device sooner (a subset's too)
+            shape["min_head_bytes"] = self._DIRECT_HEAD_BYTES
         lanes = len(self.devices)
         if self.backend == "cpu":
             # CPU lanes share one input image; each keeps its own accumulation image

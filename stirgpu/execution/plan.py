@@ -243,14 +243,16 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
               host_buffers_per_slot: int, device_buffers_per_slot: int | None,
               host_budget: int, gpu_budget: int | None, host_fixed_bytes: int = 0,
               device_fixed_bytes: int = 0, depth: int = 2, max_views_per_chunk: int | None = None,
-              target_chunk_bytes: int | None = None, ramp_up: bool = False, taper: bool = True) -> Plan:
+              target_chunk_bytes: int | None = None, ramp_up: bool = False, taper: bool = True,
+              min_head_bytes: int = MIN_CHUNK_BYTES) -> Plan:
     """Split ``views`` of each of ``segments`` into chunks that fit the budgets.
 
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
     buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
     (a few chunks per lane, between 4 and 64 MiB) and turns off the size shaping:
     ``ramp_up`` makes each lane's first chunks small (1/8, 1/4, 1/2 of the target, not
-    below 4 MiB: the device starts computing after a short read and upload), ``taper``
+    below ``min_head_bytes``, default 4 MiB: the device starts computing after a short read
+    and upload), ``taper``
     the last ones (the drain after the last kernel -- its download and write -- stays
     short).
     """
@@ -305,7 +307,7 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     floor = min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest)) if shaped and taper else cap
     # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
     # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
-    head = min(cap, max(MIN_CHUNK_BYTES, largest)) if shaped and ramp_up else cap
+    head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
     chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     buffer_bytes = max(c.nbytes for c in chunks)
     return Plan(tuple(chunks), lanes, depth, buffer_bytes, host_buffers_per_slot,

@@ -27,6 +27,7 @@ when the caller keeps them across chunks (:func:`prepare_image` for forward,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib.resources
@@ -799,6 +800,21 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
     return out_image
 
 
+def _same_args(a, b) -> bool:
+    """Equal geometry arguments (numbers, tuples or arrays of them), without raising; the
+    very same objects (a projector's geometry, call after call) are equal at once."""
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        try:
+            if np.shape(x) != np.shape(y) or not bool(np.all(np.asarray(x, dtype=np.float64)
+                                                             == np.asarray(y, dtype=np.float64))):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
 class ChunkLauncher:
     """Launches the chunk kernels of one device for a sweep over many chunks, with the
     per-sweep Python work done once: argument checks, kernel look-up, geometry arguments.
@@ -824,8 +840,10 @@ class ChunkLauncher:
         self.origin = _triple("origin", origin, positive=False)
         self.voxel_size = _triple("voxel_size", voxel_size, positive=True)
         self.scale = np.float32(scale)
+        self._given = (origin, voxel_size, scale)
         self._device = cp.cuda.Device(target.device_id)
-        shape = target.image.shape
+        self.device_id = target.device_id
+        self.shape = shape = tuple(target.image.shape)
         self.tiled = target.a is not None and options.variant != "simple"
         if self.tiled:
             idx = _index_type(shape, options)
@@ -834,6 +852,26 @@ class ChunkLauncher:
             self._warps = int(options.back_warps_per_block if self.back else options.warps_per_block)
             self._smem = _back_smem(options, 32 * self._warps) if self.back else 0
             self._grid = _grid_args(self.origin, self.voxel_size, shape)
+
+    def for_target(self, target, origin, voxel_size, scale=1.0) -> "ChunkLauncher":
+        """A launcher for another ``target`` with these arguments: this one's kernel set-up
+        shared when it fits (same kind of target, device, image shape, geometry and tiling),
+        else a new one.  (A projector keeps one, with no target, from call to call.)"""
+        same = (isinstance(target, BackAccumulator) == self.back and isinstance(target, _ImageWithWorkspace)
+                and target.device_id == self.device_id and tuple(target.image.shape) == self.shape
+                and (target.a is not None and self.options.variant != "simple") == self.tiled
+                and _same_args((origin, voxel_size, scale), self._given))
+        if not same:
+            return ChunkLauncher(target, origin, voxel_size, scale, options=self.options)
+        twin = copy.copy(self)
+        twin.target = target
+        return twin
+
+    def without_target(self) -> "ChunkLauncher":
+        """This launcher's set-up, holding no device array (to be kept between calls)."""
+        twin = copy.copy(self)
+        twin.target = None
+        return twin
 
     def __call__(self, tables, values) -> None:
         t = self.target

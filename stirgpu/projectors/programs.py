@@ -36,10 +36,21 @@ class _Geometric(ChunkProgram):
         # chunks such as a subset's, and check every argument of every chunk again.
         self._lane_state: dict[int, dict] = {}
 
-    def _launcher(self, target):
+    def _launcher(self, target, kept: dict | None = None):
+        """A kernel launcher for ``target``; with ``kept`` (the engine's per-lane dict) the
+        set-up of the last call's launcher of that kind is used again when it fits (making
+        one costs tens of microseconds, on the critical path of every call)."""
         from ..kernels import cuda_backend as cb
         g = self.geometry
-        return cb.ChunkLauncher(target, g.origin, g.voxel_size, g.scale)
+        key = "back launcher" if isinstance(target, cb.BackAccumulator) else "forward launcher"
+        last = kept.get(key) if kept is not None else None
+        if last is not None:
+            launcher = last.for_target(target, g.origin, g.voxel_size, g.scale)
+        else:
+            launcher = cb.ChunkLauncher(target, g.origin, g.voxel_size, g.scale)
+        if kept is not None:
+            kept[key] = launcher.without_target()  # holds no array between calls
+        return launcher
 
     def start_lane(self, lane, image, accum, kept: dict) -> None:
         # made here, before any chunk, on the first compute stream that every other one
@@ -51,12 +62,12 @@ class _Geometric(ChunkProgram):
         from ..kernels import cuda_backend as cb
         state = self._lane_state.setdefault(lane.index, {})
         if image is not None:
-            state["forward"] = self._launcher(cb.prepare_image(image))
+            state["forward"] = self._launcher(cb.prepare_image(image), kept)
         if accum is not None:
             acc = cb.prepare_back_accumulator(accum, scratch=kept.get("back accumulators"))
             if acc.a is not None:
                 kept["back accumulators"] = (acc.a, acc.b)
-            state["back"] = self._launcher(acc)
+            state["back"] = self._launcher(acc, kept)
 
     def _kept(self, d: ChunkData, key: str, make):
         state = self._lane_state.setdefault(d.lane.index, {})
