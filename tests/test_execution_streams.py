@@ -1,7 +1,8 @@
 """Several compute streams per GPU, results reduced into the caller's array, and the
 engine's per-call bookkeeping.
 
-A GPU's chunks take its compute streams in turn, so two chunks' kernels may run at once.
+A GPU's chunks take its compute streams in turn (on calls whose stores are all copied
+directly; staged calls compute one chunk at a time), so two chunks' kernels may run at once.
 That must not change any number: forward projections bit for bit, back projections to
 float32 summation order (atomics), the fused OSEM step's log-likelihood to float64
 rounding (each compute stream sums its own row).  A back projection into a cupy image of
@@ -127,7 +128,9 @@ def test_result_out_is_refused_where_it_cannot_be_used():
 # GPU
 # --------------------------------------------------------------------------------------
 def _pair(streams: int, **kw):
-    with config(compute_streams=streams):
+    # page-locked stores from their first use: the direct path, where compute streams are used
+    # (calls through staging buffers compute one chunk at a time)
+    with config(compute_streams=streams, pin_host_memory="always"):
         return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False,
                              **kw)
 
@@ -152,6 +155,7 @@ def test_one_or_more_compute_streams_give_the_same_numbers(kw):
         pp.forward_project(sub, img, subset_num=1, num_subsets=3)
         back = pp.back_project(None, data)
         stats = pp.last_stats
+        assert stats.direct == ("data",)
         ratio, loglik = pp.forward_back_ratio(img, measured, 2, 3, additive=additive, return_loglik=True)
         res[streams] = (full, sub, back, ratio, loglik)
         assert stats.chunks > 2 and stats.busy["cuda0"]["compute"] <= stats.wall_seconds

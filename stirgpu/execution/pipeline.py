@@ -628,9 +628,13 @@ class Engine:
         io_split = max(self.io_threads // len(lanes), 1)  # pieces per chunk; lanes share the pool
 
         slots, accum, scalars, refs = {}, {}, {}, {}
-        n_streams = plan.concurrency if cuda else 1  # compute streams taking this call's chunks
-        turns = {k: 0 for k in range(len(lanes))}  # chunks queued per lane: their compute streams
         all_direct = cuda and not staged
+        # compute streams taking this call's chunks: several where only the GPU sets the pace
+        # (every store copied directly); one where chunks move through host staging (disk,
+        # foreign stores), whose reads, copies and writes set it -- there a chunk computed
+        # alone is done, downloaded and written sooner, and overlapping kernels gain nothing
+        n_streams = plan.concurrency if all_direct else 1
+        turns = {k: 0 for k in range(len(lanes))}  # chunks queued per lane: their compute streams
 
         def prepare_lane(k, lane):
             """A lane's accumulation image, sums and the program's per-lane state (on GPUs
