@@ -643,8 +643,7 @@ class Engine:
             kept = self._kept.setdefault(k, {})
             accum[k] = None
             if result_out is not None and lane.device_id == result_device:
-                # the caller's array: its pending work on the caller's stream comes first
-                lane.after_current_stream()
+                # the caller's array (its pending work was put first, below)
                 accum[k] = lane.zeros_device(image_shape, out=result_out)
             elif program.accumulates_image:
                 # the engine's own image, kept between calls, unless it is handed out as the
@@ -676,6 +675,10 @@ class Engine:
             with lane.activate():
                 if cuda:
                     refs[k] = lane.time_reference()
+                if result_out is not None and lane.device_id == result_device:
+                    # the caller's pending work on its array, queued on the caller's current
+                    # stream (asked here, in the caller's thread), comes before this call's
+                    lane.after_current_stream()
                 if all_direct and slots[k]:
                     deferred.add(k)
                 else:
