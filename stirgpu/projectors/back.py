@@ -22,7 +22,9 @@ class BackProjector(StreamingProjector):
 
         The result replaces the values of ``image_out`` (added to them with ``accumulate``);
         ``image_out`` may be a numpy/cupy/torch array, a stirgpu or stir image, or None
-        (a new numpy array is returned).  Returns the image.
+        (a new numpy array is returned).  Returns the image.  A cupy ``image_out`` of the
+        image's layout on one of the projector's GPUs receives the result in place, with no
+        copy (if the call fails, its values are then undefined; not so with ``accumulate``).
         """
         self._auto_set_up(_pdi_source(proj_data), image_out)
         src = self._store(proj_data, "proj_data")
