@@ -88,27 +88,31 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
 
 
 def test_plans_count_each_computing_chunks_temporaries():
-    """A GPU plan is sized for the temporaries of every chunk computing at once (the fused
-    OSEM step allocates some per chunk); a GPU budget that fits one chunk's but not two
-    gets a plan of one compute stream instead of an error.  (Plans only: no GPU needed.)"""
+    """A GPU plan whose stores are all copied directly is sized for the temporaries of every
+    chunk computing at once (the fused OSEM step allocates some per chunk); a GPU budget that
+    fits one chunk's but not two gets a plan of one compute stream instead of an error; a
+    plan with staged stores computes one chunk at a time.  (Plans only: no GPU needed.)"""
     from stirgpu.projectors.programs import PoissonRatioProgram
     pdi, info = small_geometry()
     eng = Engine("cuda", (0,), compute_streams=2)
     prog = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
     args = (prog, pdi, pdi.segment_nums, range(24), info.shape)
-    roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2)
+    direct = ("measured", "additive")
+    roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=direct)
     assert roomy.concurrency == 2 and "2 chunks computing at once" in str(roomy)
+    staged = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("measured",))
+    assert staged.concurrency == 1 and "computing at once" not in str(staged)
     one_view = max(4 * pdi.get_num_axial_poss(s) * pdi.get_num_tangential_poss() for s in pdi.segment_nums)
     fixed = roomy.device_fixed_bytes
     # room for one view in each buffer of one stream's plan (2 slots x (2 inputs + 1 scratch + 8/2
     # temporaries)), not of two streams' (2 x (2 + 1 + 16/2))
     budget = fixed + 2 * 7 * one_view
-    tight = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=budget, depth=2)
+    tight = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=budget, depth=2, direct=direct)
     assert tight.concurrency == 1 and tight.device_bytes_per_lane <= budget
     assert Engine("cuda", (0,), compute_streams=1).make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30,
-                                                             depth=2).concurrency == 1
+                                                             depth=2, direct=direct).concurrency == 1
     back = eng.make_plan(BackProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, range(24), info.shape,
-                         host_budget=1 << 30, gpu_budget=1 << 30, depth=2)
+                         host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("data",))
     assert back.concurrency == 2  # no temporaries: two streams at no extra memory
 
 

@@ -276,7 +276,9 @@ class Engine:
 
     def _new_plan(self, program, proj_data_info, segments, views, image_shape, host_budget, gpu_budget,
                   max_views_per_chunk, depth, target_chunk_bytes, direct) -> Plan:
-        streams = self.compute_streams
+        # several compute streams only where every store is copied directly (see _run)
+        staged = [n for n in program.inputs + program.outputs if n not in direct]
+        streams = self.compute_streams if self.backend == "cuda" and not staged else 1
         if streams > 1 and program.workspace:
             # each chunk computing at once has its own temporaries: a budget that fits one
             # chunk's but not several gets the plan of one compute stream
