@@ -276,7 +276,10 @@ class Engine:
 
     def _new_plan(self, program, proj_data_info, segments, views, image_shape, host_budget, gpu_budget,
                   max_views_per_chunk, depth, target_chunk_bytes, direct) -> Plan:
-        # several compute streams only where every store is copied directly (see _run)
+        # several compute streams only where only the GPU sets the pace (every store copied
+        # directly); one where chunks move through host staging (disk, foreign stores), whose
+        # reads, copies and writes set it -- there a chunk computed alone is done, downloaded
+        # and written sooner, and overlapping kernels gain nothing
         staged = [n for n in program.inputs + program.outputs if n not in direct]
         streams = self.compute_streams if self.backend == "cuda" and not staged else 1
         if streams > 1 and program.workspace:
@@ -631,11 +634,7 @@ class Engine:
 
         slots, accum, scalars, refs = {}, {}, {}, {}
         all_direct = cuda and not staged
-        # compute streams taking this call's chunks: several where only the GPU sets the pace
-        # (every store copied directly); one where chunks move through host staging (disk,
-        # foreign stores), whose reads, copies and writes set it -- there a chunk computed
-        # alone is done, downloaded and written sooner, and overlapping kernels gain nothing
-        n_streams = plan.concurrency if all_direct else 1
+        n_streams = plan.concurrency  # compute streams taking this call's chunks (see _new_plan)
         turns = {k: 0 for k in range(len(lanes))}  # chunks queued per lane: their compute streams
 
         def prepare_lane(k, lane):

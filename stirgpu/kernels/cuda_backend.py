@@ -490,10 +490,8 @@ def _fits_accumulators(pair, shape, device_id: int) -> bool:
     """Whether ``pair`` is the two accumulators of an image of ``shape`` on that device."""
     if not (isinstance(pair, tuple) and len(pair) == 2):
         return False
-    nz, ny, nx = shape
-    want = ((nz + 2, ny + 2, nx + 2), (nz + 2, nx + 2, ny + 2))
     return all(getattr(x, "shape", None) == w and getattr(x, "dtype", None) == np.float32
-               and x.flags.c_contiguous and x.device.id == device_id for x, w in zip(pair, want))
+               and x.flags.c_contiguous and x.device.id == device_id for x, w in zip(pair, _padded_shapes(shape)))
 
 
 def _image_arg(cp, image):
@@ -554,17 +552,20 @@ def _tile_grid(nz: int, ny: int, nx: int) -> tuple[int, int, int]:
 def _padded_copies(cp, dev: int, options: KernelOptions, image):
     """Layouts A (z, y, x) and B (z, x, y) of ``image`` with a one-voxel zero frame."""
     nz, ny, nx = image.shape
-    a = cp.empty((nz + 2, ny + 2, nx + 2), dtype=cp.float32)
-    b = cp.empty((nz + 2, nx + 2, ny + 2), dtype=cp.float32)
+    a, b = (cp.empty(s, dtype=cp.float32) for s in _padded_shapes(image.shape))
     dims = (np.int32(nz), np.int32(ny), np.int32(nx))
     _kernel(dev, options, "pad_ab")(_tile_grid(nz + 2, ny + 2, nx + 2), (32, 8), (image, a, b) + dims)
     return a, b
 
 
+def _padded_shapes(shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Shapes of the tiled kernels' layouts A (z, y, x) and B (z, x, y), each with a one-voxel frame."""
+    nz, ny, nx = (int(n) for n in shape)
+    return (nz + 2, ny + 2, nx + 2), (nz + 2, nx + 2, ny + 2)
+
+
 def _scratch_accumulators(cp, shape):
-    nz, ny, nx = shape
-    return (cp.zeros((nz + 2, ny + 2, nx + 2), dtype=cp.float32),
-            cp.zeros((nz + 2, nx + 2, ny + 2), dtype=cp.float32))
+    return tuple(cp.zeros(s, dtype=cp.float32) for s in _padded_shapes(shape))
 
 
 def _combine(dev: int, options: KernelOptions, out_image, acc_a, acc_b) -> None:

@@ -30,8 +30,8 @@ class _Geometric(ChunkProgram):
         self.geometry = geometry
         # per GPU lane, for this call only (a program object serves one run): kernel
         # launchers of the input image prepared for the tiled kernels ("forward") and of
-        # the back-projection accumulators ("back"), made by start_lane (or on the lane's
-        # first chunk).  Without them the CUDA backend would copy the image (or fold its
+        # the back-projection accumulators ("back"), made by start_lane before the lane's
+        # first chunk.  Without them the CUDA backend would copy the image (or fold its
         # accumulators) for every chunk, or fall back to its slower kernels for small
         # chunks such as a subset's, and check every argument of every chunk again.
         self._lane_state: dict[int, dict] = {}
@@ -69,16 +69,12 @@ class _Geometric(ChunkProgram):
                 kept["back accumulators"] = (acc.a, acc.b)
             state["back"] = self._launcher(acc, kept)
 
-    def _kept(self, d: ChunkData, key: str, make):
-        state = self._lane_state.setdefault(d.lane.index, {})
-        if key not in state:
-            state[key] = make()
-        return state[key]
-
     def finish_lane(self, lane, accum) -> None:
         state = self._lane_state.pop(lane.index, {})
         if "back" in state:
-            state["back"].target.finish(reuse=False)  # dropped after this call: no need to re-zero
+            # no re-zeroing here: the engine keeps the accumulators and the next call's
+            # start_lane zeroes them (on its compute stream, while its first upload runs)
+            state["back"].target.finish(reuse=False)
 
     @staticmethod
     def _tables(d: ChunkData):
@@ -97,8 +93,7 @@ class _Geometric(ChunkProgram):
         t = d.tables if tables is None else tables
         if d.xp is np:
             return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
-        from ..kernels import cuda_backend as cb
-        self._kept(d, "forward", lambda: self._launcher(cb.prepare_image(d.image)))(t, out)
+        self._lane_state[d.lane.index]["forward"](t, out)
         return out
 
     def _back(self, d: ChunkData, values, tables=None):
@@ -107,8 +102,7 @@ class _Geometric(ChunkProgram):
         if d.xp is np:
             back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
             return
-        from ..kernels import cuda_backend as cb
-        self._kept(d, "back", lambda: self._launcher(cb.prepare_back_accumulator(d.accum)))(t, values)
+        self._lane_state[d.lane.index]["back"](t, values)
 
 
 class ForwardProgram(_Geometric):
