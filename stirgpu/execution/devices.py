@@ -208,6 +208,7 @@ class CudaLane:
             # device current when it is made): the call's time reference, the hand-offs
             # between the compute streams (fork / join), the caller's stream
             self._ref = self._event()
+            self._ref_at: tuple[float, float] | None = None  # (monotonic, perf_counter) of _ref
             self._fork = self._event()
             self._joins = tuple(self._event() for _ in self.computes[1:])
             self._caller = self._event()
@@ -313,12 +314,20 @@ class CudaLane:
             self._caller.record(self.cp.cuda.get_current_stream())
         self.s_compute.wait_event(self._caller)
 
+    #: a time reference is recorded again when older than this (seconds): event times are
+    #: float32 milliseconds from it, 0.06 us apart at 1 s; recording one costs a wait for
+    #: the GPU, ~10 us per call (as much as a subset's kernel launch)
+    _REF_SECONDS = 1.0
+
     def time_reference(self):
         """(event, host time): an event on ``s_compute`` that has fired, and when; puts the GPU
-        stage times of a call on the host clock."""
-        self._ref.record(self.s_compute)
-        self._ref.synchronize()
-        return self._ref, time.perf_counter()
+        stage times of a call on the host clock.  The same one for a second, then a new one."""
+        now = time.monotonic()
+        if self._ref_at is None or now - self._ref_at[0] >= self._REF_SECONDS:
+            self._ref.record(self.s_compute)
+            self._ref.synchronize()
+            self._ref_at = (now, time.perf_counter())
+        return self._ref, self._ref_at[1]
 
     def new_event(self):
         """A timing CUDA event (creating one costs tens of microseconds of Python and driver

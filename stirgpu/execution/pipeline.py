@@ -112,6 +112,17 @@ class _Slot:
             # the stage events of the slot's chunk, recorded again for every chunk (the writer
             # has read them before it hands the slot back)
             self.events = {k: lane.new_event() for k in _EVENTS}
+        self._views: dict = {}
+
+    def dev_view(self, i: int, n: int):
+        """The first ``n`` elements of device buffer ``i``, made once per size (slicing a cupy
+        array costs microseconds of Python, several times per chunk)."""
+        v = self._views.get((i, n))
+        if v is None:
+            if len(self._views) >= 256:  # chunk sizes of many different plans
+                self._views.clear()
+            v = self._views[(i, n)] = self.dev[i][:n]
+        return v
 
 
 #: CUDA events of a chunk's stages: copy-in start/end, compute start/end, copy-out start/end
@@ -167,6 +178,7 @@ class Engine:
         self.io_threads = max(int(io_threads), 1)
         self._lanes: list | None = None
         self._slots: dict[int, list[_Slot]] = {}
+        self._slots_fit: dict[int, tuple] = {}  # per lane: the (plan, n_host, n_dev) its slots last fitted
         self._images: dict[int, Any] = {}
         self._staging = None  # pinned copy of the input image (GPU)
         self._uploads: list = []  # CUDA events: the last upload's DMAs out of _staging
@@ -336,15 +348,20 @@ class Engine:
         return dataclasses.replace(plan, concurrency=streams)
 
     def _slots_for(self, k: int, lane, plan: Plan, n_host: int, n_dev: int) -> list[_Slot]:
+        cached = self._slots.get(k)
+        fit = self._slots_fit.get(k)
+        if cached is not None and fit is not None and fit[0] is plan and fit[1:] == (n_host, n_dev):
+            return cached  # checked for this very plan already (OSEM asks for the same plans)
         capacity = plan.buffer_bytes // 4
         tables = max(_table_length(c) for c in plan.chunks)
-        cached = self._slots.get(k)
         if (cached is not None and len(cached) == plan.depth
                 and all(s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev
                         and s.table_capacity >= tables for s in cached)
                 and cached[0].capacity <= 2 * capacity):  # do not sit on far too much memory
+            self._slots_fit[k] = (plan, n_host, n_dev)
             return cached
         self._slots.pop(k, None)
+        self._slots_fit.pop(k, None)
         if lane.kind == "cuda":
             with lane.device:
                 lane.cp.get_default_memory_pool().free_all_blocks()
@@ -352,6 +369,7 @@ class Engine:
             slots = [_Slot(lane, capacity, n_host, n_dev, 2 * tables)  # tiny; headroom for later plans
                      for _ in range(plan.depth)]
         self._slots[k] = slots
+        self._slots_fit[k] = (plan, n_host, n_dev)
         return slots
 
     #: geometry tables kept at most (a few KiB each)
@@ -457,6 +475,7 @@ class Engine:
         with self._lock:
             self._wait_uploads()
             self._slots.clear()
+            self._slots_fit.clear()
             self._images.clear()
             self._tables.clear()
             self._device_tables.clear()
@@ -759,9 +778,9 @@ class Engine:
         def chunk_data(k, lane, chunk, slot, tables, turn=0):
             n = chunk.num_bins
             return ChunkData(chunk=chunk, tables=tables,
-                             inputs={name: slot.dev[i][:n] for i, name in enumerate(program.inputs)},
-                             outputs={name: slot.dev[n_in + j][:n] for j, name in enumerate(program.outputs)},
-                             scratch=[slot.dev[n_in + n_out + i][:n] for i in range(program.scratch)],
+                             inputs={name: slot.dev_view(i, n) for i, name in enumerate(program.inputs)},
+                             outputs={name: slot.dev_view(n_in + j, n) for j, name in enumerate(program.outputs)},
+                             scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
                              image=self._prepared.get(k, self._images.get(k)), accum=accum[k],
                              scalars=None if scalars[k] is None else scalars[k][turn % n_streams],
                              xp=lane.xp, lane=lane)
@@ -1083,6 +1102,7 @@ class Engine:
                     out = part.copy() if k != home else part
                 else:
                     out += part
-            lanes[home].device.synchronize()
+            if len(lanes) > 1:  # one lane: nothing was queued here (its streams are synchronised)
+                lanes[home].device.synchronize()
         return out
 

@@ -884,10 +884,10 @@ class ChunkLauncher:
                               options=self.options)
             return
         # the one check kept: a wrong size would make the kernel read or write out of bounds
-        if (values.dtype != np.float32 or values.size != tables.num_lors or values.device.id != t.device_id
+        if (values.dtype != np.float32 or values.size != tables.num_lors or values.data.device_id != t.device_id
                 or not values.flags.c_contiguous):
             raise StirGpuError(f"ChunkLauncher: values must be {tables.num_lors} contiguous float32 on device "
-                               f"{t.device_id}, not {values.size} {values.dtype} on device {values.device.id}")
+                               f"{t.device_id}, not {values.size} {values.dtype} on device {values.data.device_id}")
         with self._device:
             _launch_tiled(self._kernel, self.back, self._warps, self._smem, tables,
                           self.options.axial_blocks(tables, self.back), values, t.image, t.a, t.b,
