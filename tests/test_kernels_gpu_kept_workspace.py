@@ -87,15 +87,20 @@ def _device_chunks(cp, pdi, chunks):
     return [upload_tables([pdi.chunk_tables(seg, views) for seg in (-1, 1)]) for _, views in chunks[:4]]
 
 
-def test_chunk_launcher_forward_is_forward_chunk(cp):
-    """The launcher's forward projections are forward_chunk's, bit for bit."""
-    from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+@pytest.mark.parametrize("index64", [False, True])
+def test_chunk_launcher_forward_is_forward_chunk(cp, index64):
+    """The launcher's forward projections (straight through the driver, from its kept
+    argument block) are forward_chunk's (cupy's launch), bit for bit, with either index type."""
+    from stirgpu.kernels import cuda_backend as cb
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, KernelOptions, prepare_image
     pdi, info, g, image, chunks = _setup()
-    prepared = prepare_image(cp.asarray(image))
-    launch = ChunkLauncher(prepared, g.origin, g.voxel_size, g.scale)
+    options = KernelOptions(index64=index64)
+    prepared = prepare_image(cp.asarray(image), options)
+    launch = ChunkLauncher(prepared, g.origin, g.voxel_size, g.scale, options=options)
     assert launch.tiled and not launch.back
+    assert launch._raw is not None  # this cupy has the driver launch: the path under test
     for dt in _device_chunks(cp, pdi, chunks):
-        want = forward_chunk(dt, prepared, g.origin, g.voxel_size, scale=g.scale)
+        want = cb.forward_chunk(dt, prepared, g.origin, g.voxel_size, scale=g.scale, options=options)
         got = cp.full(dt.num_lors, -1.0, dtype=cp.float32)
         launch(dt, got)
         np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
@@ -115,6 +120,7 @@ def test_chunk_launcher_back_is_back_chunk(cp):
         acc = prepare_back_accumulator(cp.zeros(info.shape, dtype=cp.float32), options)
         launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale, options=options)
         assert launch.back and launch.tiled == (options is None)
+        assert (launch._raw is not None) == launch.tiled
         for dt, v in zip(tables, values):
             back_chunk(dt, v, ref, g.origin, g.voxel_size, scale=g.scale, options=options)
             launch(dt, v)
@@ -152,10 +158,18 @@ def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
     other = prepare_image(cp.asarray(2 * image))
     twin = kept.for_target(other, g.origin, g.voxel_size, g.scale)
     assert twin.target is other and twin._kernel is first._kernel and kept.target is None
-    dt = _device_chunks(cp, pdi, chunks)[0]
-    got = cp.empty(dt.num_lors, cp.float32)
-    twin(dt, got)
-    want = forward_chunk(dt, other, g.origin, g.voxel_size, scale=g.scale)
-    np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
+    assert twin.setup_id is first.setup_id and twin._raw is first._raw
+    # twins share one argument block, written afresh by every launch: interleaved launches
+    # of the two targets (and of chunks of different sizes) each project their own image
+    tables = _device_chunks(cp, pdi, chunks)
+    for dt in tables[:2]:
+        got, got_first = cp.empty(dt.num_lors, cp.float32), cp.empty(dt.num_lors, cp.float32)
+        twin(dt, got)
+        first(dt, got_first)
+        want = forward_chunk(dt, other, g.origin, g.voxel_size, scale=g.scale)
+        np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
+        want_first = forward_chunk(dt, first.target, g.origin, g.voxel_size, scale=g.scale)
+        np.testing.assert_array_equal(cp.asnumpy(got_first), cp.asnumpy(want_first))
     moved = kept.for_target(other, tuple(o + 1.0 for o in g.origin), g.voxel_size, g.scale)
     assert moved._grid != first._grid and moved.origin != first.origin
+    assert moved.setup_id is not first.setup_id and moved._raw is not first._raw

@@ -333,9 +333,19 @@ class DeviceTables:
         #: some part's views are not one run of consecutive views (a subset's): see
         #: KernelOptions.block_order
         self.spread = _tables.views_spread(self.parts)
+        self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
+        self._blocks: dict[int, int] = {}
+
+    def blocks(self, warps: int) -> int:
+        """Blocks of a tiled launch over all parts with ``warps`` warps per block (see
+        ``_parts_grid``), counted once per size."""
+        n = self._blocks.get(warps)
+        if n is None:
+            n = self._blocks[warps] = _parts_grid(self.shapes, warps)[0][0]
+        return n
 
     def __getattr__(self, name):
-        if name in ("parts", "shapes", "single", "spread"):  # not yet set (unpickling): avoid recursion
+        if name in ("parts", "shapes", "single", "spread", "num_lors", "_blocks"):  # not yet set (unpickling): avoid recursion
             raise AttributeError(name)
         if len(self.parts) != 1:
             raise AttributeError(f"DeviceTables of {len(self.parts)} parts has no single {name!r}")
@@ -348,9 +358,6 @@ class DeviceTables:
             raise GeometryError(f"DeviceTables of {len(self.shapes)} parts has no single shape")
         return self.shapes[0]
 
-    @property
-    def num_lors(self) -> int:
-        return sum(nv * na * nt for nv, na, nt in self.shapes)
 
 
 def upload_tables(tables, device: int | None = None) -> DeviceTables:
@@ -846,6 +853,8 @@ class ChunkLauncher:
         self.device_id = target.device_id
         self.shape = shape = tuple(target.image.shape)
         self.tiled = target.a is not None and options.variant != "simple"
+        self.setup_id = object()  # shared by the twins of for_target / without_target
+        self._raw = None
         if self.tiled:
             idx = _index_type(shape, options)
             self._kernel = _kernel(target.device_id, options,
@@ -853,6 +862,8 @@ class ChunkLauncher:
             self._warps = int(options.back_warps_per_block if self.back else options.warps_per_block)
             self._smem = _back_smem(options, 32 * self._warps) if self.back else 0
             self._grid = _grid_args(self.origin, self.voxel_size, shape)
+            with self._device:
+                self._raw = _RawLaunch.make(cp, self._kernel, self.scale, self._grid)
 
     def for_target(self, target, origin, voxel_size, scale=1.0) -> "ChunkLauncher":
         """A launcher for another ``target`` with these arguments: this one's kernel set-up
@@ -888,7 +899,66 @@ class ChunkLauncher:
                 or not values.flags.c_contiguous):
             raise StirGpuError(f"ChunkLauncher: values must be {tables.num_lors} contiguous float32 on device "
                                f"{t.device_id}, not {values.size} {values.dtype} on device {values.data.device_id}")
+        axial = self.options.axial_blocks(tables, self.back)
         with self._device:
-            _launch_tiled(self._kernel, self.back, self._warps, self._smem, tables,
-                          self.options.axial_blocks(tables, self.back), values, t.image, t.a, t.b,
-                          self.scale, self._grid)
+            if self._raw is None:
+                _launch_tiled(self._kernel, self.back, self._warps, self._smem, tables, axial, values,
+                              t.image, t.a, t.b, self.scale, self._grid)
+                return
+            # the kernels' argument order (joseph.cu): forward (image, A, B, out), back (values, image, A, B)
+            arrays = ((values, t.image, t.a, t.b) if self.back else (t.image, t.a, t.b, values))
+            self._raw(tables, self._warps, axial, arrays, self._smem)
+
+
+class _RawLaunch:
+    """One tiled chunk kernel launched straight through the driver (``cuLaunchKernel``) from
+    a kept argument block: cupy's generic launch converts every one of the 18 arguments on
+    every call, ~20-30 us of Python per chunk, on the critical path before a subset's first
+    kernel.  The block holds one 8-byte slot per argument in the kernel's order (joseph.cu:
+    tables, nparts, nt, axial, four arrays, scale, origin and voxel size (double), image
+    shape (int)); the driver copies the values at the launch, so the block is rewritten for
+    the next one.  A launcher and the twins sharing its block (``for_target``) are used by
+    one thread at a time (one GPU lane's)."""
+
+    _N_ARGS = 18
+
+    def __init__(self, function, launch, stream_ptr, scale, grid):
+        self._function = function  # keeps the module loaded
+        self._ptr = int(function.ptr)
+        self._launch = launch
+        self._stream_ptr = stream_ptr
+        self._slots = np.zeros(self._N_ARGS, dtype=np.uint64)
+        self._i32 = self._slots.view(np.int32)
+        self._f32 = self._slots.view(np.float32)
+        self._f64 = self._slots.view(np.float64)
+        base = self._slots.ctypes.data
+        self._params = np.array([base + 8 * i for i in range(self._N_ARGS)], dtype=np.uint64)
+        self._params_ptr = self._params.ctypes.data
+        self._f32[2 * 8] = scale
+        for i, v in enumerate(grid[:6]):
+            self._f64[9 + i] = float(v)
+        for i, v in enumerate(grid[6:]):
+            self._i32[2 * (15 + i)] = int(v)
+
+    @classmethod
+    def make(cls, cp, kernel, scale, grid) -> "_RawLaunch | None":
+        """The raw launch of ``kernel`` (a cupy RawKernel, on the current device), or None where
+        this cupy offers no driver launch (cupy's own launch is then used)."""
+        launch = getattr(getattr(cp.cuda, "driver", None), "launchKernel", None)
+        function = getattr(kernel, "kernel", None)
+        if launch is None or function is None or not hasattr(function, "ptr"):
+            return None
+        return cls(function, launch, lambda: cp.cuda.get_current_stream().ptr, scale, grid)
+
+    def __call__(self, tables, warps: int, axial: int, arrays, smem: int) -> None:
+        blocks = tables.blocks(warps)
+        slots, i32 = self._slots, self._i32
+        slots[0] = tables.data.data.ptr
+        i32[2] = len(tables.shapes)
+        i32[4] = tables.shapes[0][2]
+        i32[6] = axial
+        slots[4] = arrays[0].data.ptr
+        slots[5] = arrays[1].data.ptr
+        slots[6] = arrays[2].data.ptr
+        slots[7] = arrays[3].data.ptr
+        self._launch(self._ptr, blocks, 1, 1, 32, warps, 1, smem, self._stream_ptr(), self._params_ptr, 0)

@@ -48,7 +48,7 @@ class _Geometric(ChunkProgram):
             launcher = last.for_target(target, g.origin, g.voxel_size, g.scale)
         else:
             launcher = cb.ChunkLauncher(target, g.origin, g.voxel_size, g.scale)
-        if kept is not None:
+        if kept is not None and (last is None or launcher.setup_id is not last.setup_id):
             kept[key] = launcher.without_target()  # holds no array between calls
         return launcher
 
