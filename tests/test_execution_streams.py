@@ -237,3 +237,39 @@ def test_workspaces_kept_between_calls_are_reused_and_released(cp):
     assert not eng._kept
     _close(pp.back_project(None, data, subset_num=1, num_subsets=3), first)
     _close(pp.sensitivity(), sens)
+
+
+@pytest.mark.gpu
+def test_kept_launchers_and_accumulator_follow_their_targets(cp):
+    """A GPU lane keeps its kernel launchers and its back accumulator from call to call and
+    points them at each call's targets: back projections into the engine's image, into two
+    caller arrays in turn and accumulated, and forward projections of images changed in
+    between, all equal a fresh projector's; between calls the kept objects hold no array."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    images = [phantom(info), 2.0 * phantom(info) + 1.0]
+    pp = _pair(2, max_views_per_chunk=3)
+    pp.set_up(pdi, info)
+
+    def fresh():
+        q = _pair(2, max_views_per_chunk=3)
+        q.set_up(pdi, info)
+        return q
+
+    want_back = fresh().back_project(None, data, subset_num=1, num_subsets=3)
+    outs = [cp.full(info.shape, 5.0, cp.float32) for _ in range(2)]
+    for target in (None, outs[0], outs[1], outs[0], None):
+        got = pp.back_project(target, data, subset_num=1, num_subsets=3)
+        _close(cp.asnumpy(got) if target is not None else got, want_back)
+    summed = pp.back_project(outs[1], data, subset_num=1, num_subsets=3, accumulate=True)
+    _close(cp.asnumpy(summed), 2 * want_back)
+    for image in images + images[:1]:
+        want = ProjDataInMemory(pdi)
+        fresh().forward_project(want, image)
+        got = ProjDataInMemory(pdi)
+        pp.forward_project(got, image)
+        assert same_data(got, want, pdi)
+    kept = pp._shared.engine._kept[0]
+    assert kept["back target"][0].image is None and kept["back target"][0].a is None
+    assert kept["back target launcher"][1].target is None
+    assert kept["forward target launcher"][1].target is None

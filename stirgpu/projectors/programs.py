@@ -11,6 +11,8 @@ Each is a few lines: the engine does the reading, moving, writing and reducing.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..execution.program import ChunkData, ChunkProgram
@@ -62,19 +64,51 @@ class _Geometric(ChunkProgram):
         from ..kernels import cuda_backend as cb
         state = self._lane_state.setdefault(lane.index, {})
         if image is not None:
-            state["forward"] = self._launcher(cb.prepare_image(image), kept)
+            state["forward"] = self._target_launcher("forward", cb.prepare_image(image), kept)
         if accum is not None:
-            acc = cb.prepare_back_accumulator(accum, scratch=kept.get("back accumulators"))
-            if acc.a is not None:
-                kept["back accumulators"] = (acc.a, acc.b)
-            state["back"] = self._launcher(acc, kept)
+            # the engine's accumulation image is (nz, ny, nx) float32, C-contiguous, on this
+            # lane's GPU: when the kept accumulators fit its shape, the last call's
+            # BackAccumulator takes it as it is, its accumulators zeroed on this stream (no
+            # argument checks: a fraction of an OSEM subset's set-up); else a new one
+            last = kept.get("back target")
+            pair = kept.get("back accumulators")
+            if last is not None and pair is not None and last[1] == tuple(accum.shape):
+                acc = last[0]
+                stream = lane.cp.cuda.get_current_stream()
+                for x in pair:
+                    x.data.memset_async(0, x.nbytes, stream)
+                acc.image, (acc.a, acc.b) = accum, pair
+            else:
+                acc = cb.prepare_back_accumulator(accum, scratch=pair)
+                if acc.a is not None:
+                    kept["back accumulators"] = (acc.a, acc.b)
+                    kept["back target"] = (acc, tuple(accum.shape))
+            state["back"] = self._target_launcher("back", acc, kept)
+
+    def _target_launcher(self, kind: str, target, kept: dict):
+        """The launcher for ``target``: the last call's when it had this very target (the
+        prepared input image, or the kept accumulator), else one from :meth:`_launcher`.
+        Kept launchers hold their target only during a call (see :meth:`finish_lane`)."""
+        key = f"{kind} target launcher"
+        last = kept.get(key)
+        if last is not None and last[0]() is target:
+            launcher = last[1]
+            launcher.target = target
+            return launcher
+        launcher = self._launcher(target, kept)
+        kept[key] = (weakref.ref(target), launcher)
+        return launcher
 
     def finish_lane(self, lane, accum) -> None:
         state = self._lane_state.pop(lane.index, {})
         if "back" in state:
             # no re-zeroing here: the engine keeps the accumulators and the next call's
             # start_lane zeroes them (on its compute stream, while its first upload runs)
-            state["back"].target.finish(reuse=False)
+            acc = state["back"].target
+            acc.finish(reuse=False)
+            acc.image = None  # the kept accumulator holds no image between calls (the fold is queued)
+        for launcher in state.values():
+            launcher.target = None  # nor do the kept launchers
 
     @staticmethod
     def _tables(d: ChunkData):
