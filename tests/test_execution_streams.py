@@ -273,3 +273,28 @@ def test_kept_launchers_and_accumulator_follow_their_targets(cp):
     assert kept["back target"][0].image is None and kept["back target"][0].a is None
     assert kept["back target launcher"][1].target is None
     assert kept["forward target launcher"][1].target is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiled", [True, False])
+def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled):
+    """The engine hands a back projection's GPU image over uninitialised (the accumulators'
+    fold overwrites it; without accumulators -- the one-LOR-per-thread kernels -- the program
+    zeroes it first): a caller's array full of NaN, and the engine's own image between
+    calls, end with exactly the back projection."""
+    from stirgpu.kernels import cuda_backend as cb
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    ref = _pair(1)
+    ref.set_up(pdi, info)
+    want = ref.back_project(None, data)
+    if not tiled:
+        monkeypatch.setattr(cb, "_tiled_possible", lambda shape: False)
+    pp = _pair(2, max_views_per_chunk=3)
+    pp.set_up(pdi, info)
+    out = cp.full(info.shape, np.nan, cp.float32)
+    assert pp.back_project(out, data) is out
+    _close(cp.asnumpy(out), want)
+    _close(pp.back_project(None, data), want)
+    kept = pp._shared.engine._kept[0]
+    assert ("back accumulators" in kept) == tiled

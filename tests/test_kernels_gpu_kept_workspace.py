@@ -173,3 +173,27 @@ def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
     moved = kept.for_target(other, tuple(o + 1.0 for o in g.origin), g.voxel_size, g.scale)
     assert moved._grid != first._grid and moved.origin != first.origin
     assert moved.setup_id is not first.setup_id and moved._raw is not first._raw
+
+
+def test_back_accumulator_finish_adds_or_overwrites(cp):
+    """finish() adds the accumulators into the image; finish(overwrite=True) replaces the
+    image's values (it is not read: NaN there does not matter) -- the same numbers (to the
+    float32 summation order of the accumulators' atomics)."""
+    from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_back_accumulator
+    pdi, info, g, _, chunks = _setup()
+    rng = np.random.default_rng(5)
+    tables = _device_chunks(cp, pdi, chunks)
+    values = [cp.asarray(rng.uniform(0, 1, dt.num_lors).astype(np.float32)) for dt in tables]
+    results = {}
+    for start, overwrite in ((0.0, False), (3.0, False), (np.nan, True)):
+        acc = prepare_back_accumulator(cp.full(info.shape, start, dtype=cp.float32))
+        launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale)
+        for dt, v in zip(tables, values):
+            launch(dt, v)
+        acc.finish(overwrite=overwrite)
+        results[(start, overwrite)] = cp.asnumpy(acc.image)
+    base = results[(0.0, False)]
+    assert np.all(np.isfinite(base)) and base.max() > 0
+    tol = 1e-5 * float(base.max())
+    np.testing.assert_allclose(results[(np.nan, True)], base, rtol=0, atol=tol)
+    np.testing.assert_allclose(results[(3.0, False)], base + 3.0, rtol=0, atol=tol + 1e-6)

@@ -229,10 +229,17 @@ class CudaLane:
     def zeros_device(self, shape, dtype=np.float32, out=None):
         """Zeros on this GPU (``out``, a contiguous array of it, or a new array), set on the
         compute stream (ordered before the kernels queued there after it, with no wait here)."""
+        a = self.empty_device(shape, dtype, out)
         with self.device:
-            a = self.cp.empty(shape, dtype=dtype) if out is None else out
             a.data.memset_async(0, a.nbytes, self.s_compute)
-            return a
+        return a
+
+    def empty_device(self, shape, dtype=np.float32, out=None):
+        """``out`` as it is, or a new uninitialised array of this GPU."""
+        if out is not None:
+            return out
+        with self.device:
+            return self.cp.empty(shape, dtype=dtype)
 
     def _event(self):
         return self.cp.cuda.Event(block=False, disable_timing=False, interprocess=False)

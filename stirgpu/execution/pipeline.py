@@ -662,9 +662,11 @@ class Engine:
             for: it precedes every kernel of the call).  Called with the lane active."""
             kept = self._kept.setdefault(k, {})
             accum[k] = None
+            # zeroed, unless the program sets every value itself (see ChunkProgram)
+            init = lane.empty_device if cuda and program.fills_accumulation else lane.zeros_device
             if result_out is not None and lane.device_id == result_device:
                 # the caller's array (its pending work was put first, below)
-                accum[k] = lane.zeros_device(image_shape, out=result_out)
+                accum[k] = init(image_shape, out=result_out)
             elif program.accumulates_image:
                 # the engine's own image, kept between calls, unless it is handed out as the
                 # result (a cupy result on its GPU; CPU lanes' images are the result)
@@ -672,7 +674,7 @@ class Engine:
                 handed_out = not cuda or lane.device_id == result_device
                 if (handed_out or mine is None or tuple(mine.shape) != tuple(image_shape)):
                     mine = None
-                accum[k] = lane.zeros_device(image_shape, out=mine)
+                accum[k] = init(image_shape, out=mine)
                 if not handed_out:
                     kept["accumulation image"] = accum[k]
             # one row per compute stream: chunks computing at once never add to one sum

@@ -451,14 +451,17 @@ class BackAccumulator(_ImageWithWorkspace):
     Until :meth:`finish`, the image does not yet hold what was added through the accumulators.
     """
 
-    def finish(self, options: KernelOptions | None = None, reuse: bool = True) -> None:
-        """Add the accumulators into the image (on the current stream); then, with ``reuse``,
-        zero them for more chunks, else let them go back to the memory pool (the last use)."""
+    def finish(self, options: KernelOptions | None = None, reuse: bool = True, overwrite: bool = False) -> None:
+        """Add the accumulators into the image (on the current stream) -- or, with
+        ``overwrite``, replace the image's values by them (the image need not have been
+        initialised; without accumulators, i.e. ``a`` None, the chunks added into the image
+        itself, which is then left as it is); then, with ``reuse``, zero them for more
+        chunks, else let them go back to the memory pool (the last use)."""
         if self.a is None:
             return
         cp = _cupy()
         with cp.cuda.Device(self.device_id):
-            _combine(self.device_id, options or DEFAULT_OPTIONS, self.image, self.a, self.b)
+            _combine(self.device_id, options or DEFAULT_OPTIONS, self.image, self.a, self.b, add=not overwrite)
             if reuse:
                 self.a.fill(0)
                 self.b.fill(0)
@@ -575,10 +578,12 @@ def _scratch_accumulators(cp, shape):
     return tuple(cp.zeros(s, dtype=cp.float32) for s in _padded_shapes(shape))
 
 
-def _combine(dev: int, options: KernelOptions, out_image, acc_a, acc_b) -> None:
+def _combine(dev: int, options: KernelOptions, out_image, acc_a, acc_b, add: bool = True) -> None:
+    """``out_image`` += (``add``) or = the two accumulators, in the image's layout."""
     nz, ny, nx = out_image.shape
     _kernel(dev, options, "combine_back")(_tile_grid(nz, ny, nx), (32, 8),
-                                          (out_image, acc_a, acc_b, np.int32(nz), np.int32(ny), np.int32(nx)))
+                                          (out_image, acc_a, acc_b, np.int32(nz), np.int32(ny), np.int32(nx),
+                                           np.int32(bool(add))))
 
 
 def _try_scratch(cp, make, options: KernelOptions):

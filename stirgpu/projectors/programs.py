@@ -26,6 +26,9 @@ class _Geometric(ChunkProgram):
     #: the CUDA backend's tiled kernels keep two padded image copies per lane: the input
     #: image's (forward) or the accumulators (back)
     image_workspace = 2
+    #: on GPU lanes the accumulators' fold overwrites the accumulation image (start_lane zeroes
+    #: it where there are no accumulators): no image-sized zeroing and reading per call
+    fills_accumulation = True
 
     def __init__(self, geometry):
         #: :class:`stirgpu.kernels.KernelGeometry` (origin, voxel size, scale)
@@ -83,6 +86,8 @@ class _Geometric(ChunkProgram):
                 if acc.a is not None:
                     kept["back accumulators"] = (acc.a, acc.b)
                     kept["back target"] = (acc, tuple(accum.shape))
+                else:  # the kernels add into the image itself (fills_accumulation)
+                    accum.data.memset_async(0, accum.nbytes, lane.cp.cuda.get_current_stream())
             state["back"] = self._target_launcher("back", acc, kept)
 
     def _target_launcher(self, kind: str, target, kept: dict):
@@ -105,7 +110,7 @@ class _Geometric(ChunkProgram):
             # no re-zeroing here: the engine keeps the accumulators and the next call's
             # start_lane zeroes them (on its compute stream, while its first upload runs)
             acc = state["back"].target
-            acc.finish(reuse=False)
+            acc.finish(reuse=False, overwrite=True)  # the image's values are replaced (fills_accumulation)
             acc.image = None  # the kept accumulator holds no image between calls (the fold is queued)
         for launcher in state.values():
             launcher.target = None  # nor do the kept launchers

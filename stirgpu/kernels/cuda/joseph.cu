@@ -806,9 +806,10 @@ extern "C" __global__ void pad_ab(const float *__restrict__ img, float *__restri
     }
 }
 
-// out[z][y][x] += A[z+1][y+1][x+1] + B[z+1][x+1][y+1].  grid = (tiles over x, tiles over y, nz).
+// out[z][y][x] += A[z+1][y+1][x+1] + B[z+1][x+1][y+1] (add != 0), or = (add == 0: out is not
+// read, so it need not be initialised).  grid = (tiles over x, tiles over y, nz).
 extern "C" __global__ void combine_back(float *__restrict__ out, const float *__restrict__ A,
-                                        const float *__restrict__ B, int nz, int ny, int nx)
+                                        const float *__restrict__ B, int nz, int ny, int nx, int add)
 {
     __shared__ float tile[SG_TILE][SG_TILE + 1];
     const int z = blockIdx.z;
@@ -830,7 +831,8 @@ extern "C" __global__ void combine_back(float *__restrict__ out, const float *__
         {
             const long long o = ((long long)z * ny + y) * nx + x;
             const float a = A[((long long)(z + 1) * ny2 + (y + 1)) * nx2 + (x + 1)];
-            out[o] = out[o] + (a + tile[threadIdx.x][r]);
+            const float sum = a + tile[threadIdx.x][r];
+            out[o] = add ? out[o] + sum : sum;
         }
     }
 }
