@@ -359,7 +359,6 @@ class DeviceTables:
         return self.shapes[0]
 
 
-
 def upload_tables(tables, device: int | None = None) -> DeviceTables:
     """Pack and copy the tables of one chunk -- a ChunkTables, or a sequence of them (the
     parts of a multi-segment chunk) -- to a CUDA device (default: the current one).  A

@@ -716,6 +716,8 @@ __global__ void back_chunk_simple(const double *__restrict__ P, int nparts, int 
         sg::simple_back_lor<Idx>(L, L.cf * (v * scale), img, g);
 }
 
+// The two tiled chunk kernels' arguments are also packed, in this order, by
+// cuda_backend._RawLaunch (ChunkLauncher's driver-level launch): change both together.
 template <typename Idx>
 __global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt, int axial,
                                 const float *__restrict__ img, const float *__restrict__ A,
