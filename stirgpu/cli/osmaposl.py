@@ -14,8 +14,7 @@ import sys
 import time
 
 from ..config import config
-from ..execution.plan import parse_bytes
-from .project import parse_devices
+from .project import execution_config, parse_devices
 
 __all__ = ["register", "run", "add_execution_options", "config_changes"]
 
@@ -42,13 +41,7 @@ def add_execution_options(p) -> None:
 
 def config_changes(args) -> dict:
     """The ``stirgpu.config`` overrides asked for by :func:`add_execution_options`."""
-    out: dict = {}
-    if args.backend is not None:
-        out["backend"] = args.backend
-    if args.devices is not None:
-        out["devices"] = args.devices
-    if args.memory_budget is not None:
-        out["gpu_memory_budget"] = out["host_memory_budget"] = parse_bytes(args.memory_budget)
+    out = execution_config(args)
     out["progress"] = not args.quiet and sys.stderr.isatty()
     return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..config import config as scoped_config
 from ..config import get_config
-from .project import parse_devices
+from .project import execution_config, parse_devices
 
 __all__ = ["register", "run", "plans_for"]
 
@@ -66,18 +66,12 @@ def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, st
 
 
 def run(args) -> int:
-    from ..execution.plan import format_bytes, parse_bytes
+    from ..execution.plan import format_bytes
     from ..formats import read_image, read_projdata_header
     from ..geometry import ImageInfo
     pdi = read_projdata_header(args.projdata).proj_data_info
     info = read_image(args.image).info if args.image else ImageInfo.default_for(pdi)
-    changes: dict = {}
-    if args.backend is not None:
-        changes["backend"] = args.backend
-    if args.devices is not None:
-        changes["devices"] = args.devices
-    if args.memory_budget is not None:
-        changes["gpu_memory_budget"] = changes["host_memory_budget"] = parse_bytes(args.memory_budget)
+    changes = execution_config(args)
     if args.max_views_per_chunk is not None:
         changes["max_views_per_chunk"] = args.max_views_per_chunk
     with scoped_config(**changes):

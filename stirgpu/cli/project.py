@@ -18,7 +18,7 @@ from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
 
-__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices"]
+__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config"]
 
 
 def _common(p) -> None:
@@ -107,15 +107,21 @@ def _projector_settings(par: str | None, role: str):
     return opts.config_changes(), {"restrict_to_cylindrical_fov": opts.restrict_to_cylindrical_fov}
 
 
-def _config_changes(args, from_par: dict) -> dict:
-    changes = dict(from_par)
+def execution_config(args) -> dict:
+    """The ``stirgpu.config`` overrides of the command lines' shared options ``--backend``,
+    ``--devices`` and ``--memory-budget`` (one size, per GPU and on the host), where given."""
+    out: dict = {}
     if args.backend is not None:
-        changes["backend"] = args.backend
+        out["backend"] = args.backend
     if args.devices is not None:
-        changes["devices"] = args.devices
+        out["devices"] = args.devices
     if args.memory_budget is not None:
-        changes["gpu_memory_budget"] = args.memory_budget
-        changes["host_memory_budget"] = args.memory_budget
+        out["gpu_memory_budget"] = out["host_memory_budget"] = parse_bytes(args.memory_budget)
+    return out
+
+
+def _config_changes(args, from_par: dict) -> dict:
+    changes = {**from_par, **execution_config(args)}
     changes["progress"] = not args.quiet
     return changes
 
