@@ -5,6 +5,9 @@
   tests using them skip with a clear reason where they are absent.  Set
   ``STIRGPU_FIXTURES`` to point elsewhere.
 * ``stir_reference_case`` -- one of STIR's reference projections, loaded once per module.
+* ``reference_stir`` -- a real STIR build (``reference_stir.py`` says where it comes from);
+  tests using it carry the ``stir`` marker and skip with a clear reason where none is found.
+* ``stir`` -- STIR's Python module from that build, imported into the test process.
 * ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
@@ -79,6 +82,22 @@ def stir_reference_case(request, stir_fixtures):
         fwd = {seg: np.ascontiguousarray(proj.get_segment_by_view(seg)) for seg in pdi.segment_nums}
     assert back.info == image.info
     return name, image.as_array(), image.info, fwd, pdi, back.as_array()
+
+
+@pytest.fixture(scope="session")
+def reference_stir():
+    """The reference STIR (executables, Python module, environment), or a skip saying why not."""
+    import reference_stir as ref
+    found = ref.find()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+@pytest.fixture(scope="session")
+def stir(reference_stir):
+    """STIR's own Python module (``import stir``) from the reference build."""
+    return reference_stir.module()
 
 
 @pytest.fixture(scope="session")
