@@ -330,7 +330,7 @@ def test_stir_style_classmethod_and_memory_copy(tmp_path):
 @pytest.mark.parametrize("change, key", [
     (("!PET data type := Emission", "!PET data type := Normalisation"), "PET data type"),
     (("!number format := float", "!number format := ascii"), "number format"),
-    (("!matrix size [2] := {27,31,27}", "!matrix size [2] := {27,31,29}"), "matrix size [2]"),
+    (("!matrix size [2] := {27,31,27}", "!matrix size [2] := {27,31,28}"), "matrix size [2]"),
     (("minimum ring difference per segment := {-4,-1,2}", "minimum ring difference per segment := {-4,-1}"),
      "minimum ring difference per segment"),
     (("!matrix size [1] := 16", "!matrix size [1] := {16,16}"), "matrix size [1]"),

@@ -183,8 +183,11 @@ def test_mashing_offset_and_invalid_geometry():
         ProjDataInfo.construct(sc, 1, 0, num_views=100, num_tangential_poss=10)
     with pytest.raises(GeometryError, match="ascending"):
         ProjDataInfo(sc, [0, -1], [0, -1], 96, 10, False)
-    with pytest.raises(GeometryError, match="axial positions"):
-        ProjDataInfo(sc, [0], [0], 96, 10, False, num_axial_poss=[15])
+    # STIR refuses an even number of axial positions at half ring spacing (and accepts any
+    # count at full ring spacing, e.g. 15 for ring difference 0 of 16 rings)
+    with pytest.raises(GeometryError, match="odd number of axial positions"):
+        ProjDataInfo(sc, [-1], [1], 96, 10, False, num_axial_poss=[30])
+    assert ProjDataInfo(sc, [0], [0], 96, 10, False, num_axial_poss=[15]).get_num_axial_poss(0) == 15
     with pytest.raises(GeometryError, match="span"):
         ProjDataInfo.construct(sc, 2, 4)
     with pytest.raises(GeometryError, match="cylindrical"):

@@ -8,7 +8,8 @@ Reading follows STIR's ``InterfilePDFSHeader``:
   keys present override them; any other name with a full block is a user-defined
   scanner.  As in STIR, negative values (and 0 for counts) mean "not given".
 * segments in file order from ``minimum/maximum ring difference per segment``, their
-  axial positions from ``!matrix size`` of the axial axis (checked against the geometry);
+  axial positions from ``!matrix size`` of the axial axis, taken as given (as STIR does; only
+  STIR's own checks apply, see ``ProjDataInfo``);
 * view vs sinogram order from the ``matrix axis label``s; TOF as a 5th dimension
   ``timing positions``, outermost in the file;
 * ``applied corrections``: absent => arc-corrected (STIR's rule), ``{None}`` => not;
@@ -287,20 +288,16 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
             raise hdr.error(f"{num_tof} timing positions, but the scanner's {max_tof} TOF bins mashed "
                             f"by {tof_mash} give {max_tof // tof_mash}", "matrix size", 5)
 
+    # STIR takes the axial positions as the header gives them (its construction rule is only a
+    # default), so a header's counts are the geometry's; ProjDataInfo applies STIR's own checks.
     try:
         pdi = ProjDataInfo(scanner, s_min, s_max, num_views=num_views, num_tangential_poss=num_tang,
                            arc_corrected=arc_corrected, tangential_sampling=tang_sampling,
-                           num_tof_poss=num_tof)
+                           num_tof_poss=num_tof, num_axial_poss=[axial[i] for i in file_pos])
     except GeometryError as exc:
+        if "axial position" in str(exc):
+            raise hdr.error(str(exc), "matrix size", axial_dim) from None
         raise hdr.error(str(exc), rd_keys[0]) from None
-    for i in range(num_segments):
-        seg = seg_num_of_file_pos[i]
-        expected = pdi.get_num_axial_poss(seg)
-        if axial[i] != expected:
-            raise hdr.error(
-                f"entry {i + 1} ({axial[i]}) disagrees with the geometry: segment {seg} "
-                f"(ring differences [{rd_min[i]}, {rd_max[i]}]) of a {scanner.num_rings}-ring "
-                f"scanner has {expected} axial positions", "matrix size", axial_dim)
 
     dtype = dtype_from_keys(hdr)
     offset_key = "data offset in bytes"

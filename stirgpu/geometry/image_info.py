@@ -129,22 +129,25 @@ class ImageInfo:
     def default_for(cls, proj_data_info: "ProjDataInfo", zoom: float = 1.0, xy_size: int | None = None,
                     z_size: int | None = None, origin=(0.0, 0.0, 0.0)) -> "ImageInfo":
         """The image STIR derives from projection data (``VoxelsOnCartesianGrid(proj_data_info,
-        zoom, origin, xy size, z size)``): z voxel = ring spacing / 2 and 2 N_rings - 1 planes;
-        xy voxel = default bin size / zoom and 2 ceil(max |s| / voxel) + 1 pixels unless
-        ``xy_size`` is given (``-1`` and ``None`` both mean "default")."""
+        zoom, origin, xy size, z size)``, STIR's ``VoxelsOnCartesianGrid.cxx``): z voxel = ring
+        spacing / 2; planes = segment 0's axial positions (span > 1) or twice them minus one
+        (span 1), i.e. 2 N_rings - 1 for constructed data; xy voxel = the scanner's default bin
+        size / zoom, arc-corrected or not (STIR ignores the data's own tangential sampling here);
+        2 ceil(max |s| / voxel) + 1 pixels unless ``xy_size`` is given (``-1`` and ``None`` both
+        mean "default")."""
         zoom = float(zoom)
         if not zoom > 0:
             raise GeometryError(f"default image: zoom must be positive (got {zoom})")
         sc = proj_data_info.get_scanner()
-        vxy = (proj_data_info.get_tangential_sampling() if proj_data_info.is_arc_corrected()
-               else sc.default_bin_size) / zoom
+        vxy = sc.default_bin_size / zoom
         vz = sc.ring_spacing / 2
         if xy_size is None or xy_size == -1:
             t = np.array([proj_data_info.get_min_tangential_pos_num(), proj_data_info.get_max_tangential_pos_num()])
             max_s = float(np.max(np.abs(proj_data_info.get_s(t))))
             xy_size = 2 * int(math.ceil(max_s / vxy)) + 1
         if z_size is None or z_size == -1:
-            z_size = 2 * sc.num_rings - 1
+            seg0 = proj_data_info.segment(0)
+            z_size = seg0.num_axial_poss if seg0.min_ring_diff < seg0.max_ring_diff else 2 * seg0.num_axial_poss - 1
         if int(xy_size) < 1 or int(z_size) < 1:
             raise GeometryError(f"default image: sizes must be positive (xy {xy_size}, z {z_size})")
         return cls((int(z_size), int(xy_size), int(xy_size)), (vz, vxy, vxy), tuple(origin))

@@ -47,6 +47,30 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _stir_axial_poss(n_rings: int, rd_min: Sequence[int], rd_max: Sequence[int], i0: int) -> list[int]:
+    """Axial positions per segment as STIR's ``construct_proj_data_info`` makes them
+    (``ProjDataInfo.cxx``): span-1 data (segment 0 holds ring difference 0 only) has N - |RD|;
+    otherwise segment 0 has 2N - 1 and every other segment 2N - 1 - 2 min|RD|, even one that a
+    maximum ring difference clipped to a single ring difference (those keep full ring spacing,
+    so they reach past the scanner's ends: STIR's rule, not a physical count)."""
+    if rd_min[i0] == rd_max[i0]:
+        return [n_rings - abs(a) for a in rd_min]
+    return [2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b))
+            for a, b in zip(rd_min, rd_max)]
+
+
+def _check_axial_poss(seg: int, a: int, b: int, nax: int, full_ring_spacing: bool) -> None:
+    """STIR's own checks on a given number of axial positions (``ProjDataInfoCylindrical.cxx``,
+    ``initialise_ring_diff_arrays``): at half ring spacing an even count puts the positions between
+    the usual locations (STIR refuses it); at full ring spacing every count is accepted."""
+    if nax < 1:
+        raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) needs at least "
+                            f"one axial position (got {nax})")
+    if not full_ring_spacing and nax % 2 == 0:
+        raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) is sampled at half "
+                            f"the ring spacing, so STIR requires an odd number of axial positions (got {nax})")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ChunkTables:
     """The small per-chunk tables from which a kernel computes every LOR of a chunk.
@@ -105,8 +129,9 @@ class ProjDataInfo:
         ``True`` for STIR's ``ArcCorr`` flavour (``s = t * tangential_sampling``),
         ``False`` for ``NoArcCorr`` (``s = R sin(t pi / N_det)``).
     num_axial_poss
-        Per segment; derived from the ring differences when ``None`` (given values must
-        agree with them).
+        Per segment, as STIR takes them from a header; when ``None``, what STIR's
+        ``construct_proj_data_info`` gives these ring differences (span 1: N - |RD|; span > 1:
+        2N - 1 - 2 min|RD|).  A count sampled at half ring spacing must be odd (STIR's check).
     tangential_sampling
         Arc-corrected bin size in mm (STIR's ``effective central bin size``); default the
         scanner's default bin size.  Ignored for non-arc-corrected data.
@@ -163,24 +188,21 @@ class ProjDataInfo:
         if num_tof_poss < 1:
             raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")
 
+        if num_axial_poss is None:
+            axial = _stir_axial_poss(n_rings, rd_min, rd_max, i0)
+        else:
+            axial = [int(v) for v in num_axial_poss]
+            if len(axial) != len(rd_min):
+                raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(axial)} entries for "
+                                    f"{len(rd_min)} segments")
         spacing = scanner.ring_spacing
         segments = []
-        for i, (a, b) in enumerate(zip(rd_min, rd_max)):
+        for i, (a, b, nax) in enumerate(zip(rd_min, rd_max, axial)):
             seg = i - i0
-            if a == b:
-                nax = n_rings - abs(a)
-                sampling = spacing
-            else:
-                nax = 2 * n_rings - 1 - (0 if a <= 0 <= b else 2 * min(abs(a), abs(b)))
-                sampling = spacing / 2
-            if num_axial_poss is not None:
-                given = list(num_axial_poss)
-                if len(given) != len(rd_min):
-                    raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(given)} entries for "
-                                        f"{len(rd_min)} segments")
-                if int(given[i]) != nax:
-                    raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) has "
-                                        f"{nax} axial positions for a {n_rings}-ring scanner, not {given[i]}")
+            # STIR: half the ring spacing where a segment combines ring differences, else full
+            sampling = spacing if a == b else spacing / 2
+            _check_axial_poss(seg, a, b, nax, sampling == spacing)
+            # STIR's m_offset makes m symmetric about the scanner centre: (min + max) * sampling / 2
             segments.append(SegmentInfo(seg, a, b, nax, sampling, (nax - 1) * sampling / 2))
 
         self._scanner = scanner
@@ -250,9 +272,13 @@ class ProjDataInfo:
                   max_ring_diff=[s.max_ring_diff for s in self._segments],
                   num_views=self._num_views, num_tangential_poss=self._num_tang,
                   arc_corrected=self._arc_corrected, tangential_sampling=self._tang_sampling,
-                  min_tangential_pos_num=self._min_tang, num_tof_poss=self._num_tof_poss)
+                  min_tangential_pos_num=self._min_tang, num_tof_poss=self._num_tof_poss,
+                  num_axial_poss=[s.num_axial_poss for s in self._segments])
         if "num_tangential_poss" in changes and "min_tangential_pos_num" not in changes:
             kw["min_tangential_pos_num"] = None
+        # new ring differences get STIR's default axial positions unless given too
+        if ({"min_ring_diff", "max_ring_diff"} & changes.keys()) and "num_axial_poss" not in changes:
+            kw["num_axial_poss"] = None
         kw.update(changes)
         return ProjDataInfo(**kw)
 
@@ -265,7 +291,8 @@ class ProjDataInfo:
                                 f"{self.get_max_segment_num()}]")
         keep = [s for s in self._segments if min_segment_num <= s.segment_num <= max_segment_num]
         return self.replace(min_ring_diff=[s.min_ring_diff for s in keep],
-                            max_ring_diff=[s.max_ring_diff for s in keep])
+                            max_ring_diff=[s.max_ring_diff for s in keep],
+                            num_axial_poss=[s.num_axial_poss for s in keep])
 
     # -- value semantics ---------------------------------------------------------------
     def __eq__(self, other: object) -> bool:

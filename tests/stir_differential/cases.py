@@ -163,7 +163,11 @@ def _draw_case(rng: np.random.Generator, scanner: str, span: int, k: int, max_bi
         image_xy = xy_est = image_xy // 2 + 1
     if image_z is None and (2 * n_rings - 1) * xy_est ** 2 > max_voxels:
         image_z = max(1, max_voxels // xy_est ** 2)
-    offset = tuple(0.0 if k % 5 == 0 else round(float(v), 2) for v in rng.uniform(-15, 15, 3))
+    # offsets up to 15 mm, axially at most a third of the scanner's length (a one-ring scanner's
+    # image must still meet its LORs)
+    z_max = min(15.0, p["num_rings"] * p["ring_spacing"] / 3)
+    offset = tuple(0.0 if k % 5 == 0 else round(float(v), 2)
+                   for v in rng.uniform([-15, -15, -z_max], [15, 15, z_max]))
     return Case(scanner=scanner, span=span, max_ring_diff=max_ring_diff, view_mash=mash,
                 num_tangential_poss=tang, arc_corrected=arc, image_xy=image_xy, image_z=image_z,
                 zoom=zoom, offset_xyz=offset, restrict_fov=k % 3 != 1,
