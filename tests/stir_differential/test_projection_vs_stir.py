@@ -1,0 +1,226 @@
+"""Forward and back projections against STIR's own Parallelproj projector, on generated cases.
+
+For every case of ``cases.py`` both programs get the same geometry (built by each from the
+case's parameters), the same seeded image and the same seeded projection data; STIR projects
+with ``ForwardProjectorByBinParallelproj`` / ``BackProjectorByBinParallelproj`` (libparallelproj
+2.0.3, CPU), stirgpu with its CPU backend.  The bar (issue 12): the largest difference at most
+2e-4 of STIR's maximum, the 99.9th percentile at most 1e-4.  Why that bar: STIR computes LOR
+endpoints and steps through the image in float32 (``docs/joseph.md``, "Precision"), stirgpu
+in float64, which moves single bins by up to ~1e-4 of the maximum; anything systematic beyond
+that is a bug (wrong segment, axial position, origin, FOV mask, units).
+
+One class of bins is measured apart, because its difference has a known cause that is not
+float32 stepping: views at exactly 45 or 135 degrees in oblique segments, where the LOR's x and
+y components are equal and float32 rounding of STIR's endpoints decides the stepping axis
+(issue 12; ``docs/joseph.md``).  Those bins are zeroed in both programs' data before back
+projection and left out of the forward comparison; ``test_exact_diagonal_views`` measures them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import cases as C
+from stirgpu.formats import ProjDataInMemory
+from stirgpu.projectors import ProjectorPair
+
+pytestmark = pytest.mark.stir
+
+MAX_BAR = 2e-4
+P999_BAR = 1e-4
+
+
+def phantom(shape, rng) -> np.ndarray:
+    """A seeded image with smooth parts and sharp edges: an ellipsoid of 1 with a hot off-centre
+    ball, plus low noise (edges are where geometry errors show most)."""
+    nz, ny, nx = shape
+    z, y, x = np.meshgrid(np.linspace(-1, 1, nz) if nz > 1 else np.zeros(1), np.linspace(-1, 1, ny),
+                          np.linspace(-1, 1, nx), indexing="ij")
+    img = ((x / 0.8) ** 2 + (y / 0.7) ** 2 + (z / 0.9) ** 2 <= 1).astype(np.float32)
+    img += 2.0 * ((x - 0.3) ** 2 + (y + 0.2) ** 2 + z ** 2 <= 0.06)
+    img += rng.uniform(0, 0.1, shape).astype(np.float32)
+    return img.astype(np.float32)
+
+
+def diagonal_views(pdi) -> list[int]:
+    """Views whose azimuthal angle is 45 or 135 degrees to within float32 rounding (STIR's
+    precision: there the sign of |x| - |y| of its float32 endpoints is down to rounding)."""
+    phi = np.asarray(pdi.get_phi(np.arange(pdi.get_num_views())), dtype=np.float64)
+    quarter = np.mod(phi, math.pi / 2)
+    return [int(v) for v in np.nonzero(np.abs(quarter - math.pi / 4) < 1e-6)[0]]
+
+
+def diagonal_oblique_mask(pdi) -> np.ndarray:
+    """bool array in ``as_array`` order: True on bins of diagonal views in oblique segments
+    (segments whose average ring difference is not 0)."""
+    mask = np.zeros(ProjDataInMemory(pdi).shape, dtype=bool)
+    mask4 = mask if mask.ndim == 4 else mask[None]
+    views = diagonal_views(pdi)
+    start = 0
+    for seg in pdi.segment_nums_stir_order:
+        n = pdi.get_num_axial_poss(seg)
+        if views and pdi.segment(seg).average_ring_difference != 0:
+            mask4[:, start:start + n, views, :] = True
+        start += n
+    return mask
+
+
+def stir_projections(stir, case, image, data, subset=(0, 1)):
+    """STIR's forward projection of ``image`` and back projection of ``data`` (as_array order)."""
+    pdi = C.stir_proj_data_info(stir, case)
+    img = C.stir_image(stir, case, pdi)
+    img.fill(image.flat)
+    fp = stir.ForwardProjectorByBinParallelproj()
+    fp.set_restrict_to_cylindrical_FOV(case.restrict_fov)
+    fp.set_up(pdi, img)
+    out = stir.ProjDataInMemory(stir.ExamInfo(), pdi)
+    fp.forward_project(out, img, *subset)
+    fwd = np.asarray(out.as_array()).reshape(data.shape)
+    bp = stir.BackProjectorByBinParallelproj()
+    bp.set_restrict_to_cylindrical_FOV(case.restrict_fov)
+    bp.set_up(pdi, img)
+    src = stir.ProjDataInMemory(stir.ExamInfo(), pdi)
+    src.fill(np.ascontiguousarray(data, dtype=np.float32).flat)
+    back = C.stir_image(stir, case, pdi)
+    back.fill(0.0)
+    bp.back_project(back, src, *subset)
+    return fwd, np.asarray(back.as_array())
+
+
+def stirgpu_projections(case, image, data, subset=(0, 1)):
+    pdi = C.stirgpu_proj_data_info(case)
+    info = C.stirgpu_image_info(case, pdi)
+    pair = ProjectorPair(backend="cpu", restrict_to_cylindrical_fov=case.restrict_fov)
+    pair.set_up(pdi, info)
+    out = ProjDataInMemory(pdi)
+    pair.forward_project(out, image, subset_num=subset[0], num_subsets=subset[1])
+    src = ProjDataInMemory(pdi)
+    src.fill(data)
+    back = pair.back_project(None, src, subset_num=subset[0], num_subsets=subset[1])
+    return out.as_array().reshape(data.shape), np.asarray(back)
+
+
+def relative_differences(ours, ref, keep=None) -> tuple[float, float]:
+    """(max, 99.9th percentile) of |ours - ref| / max |ref| over the kept elements."""
+    scale = float(np.max(np.abs(ref)))
+    assert scale > 0, "STIR's result is all zero: the case tests nothing"
+    d = np.abs(ours.astype(np.float64) - ref) / scale
+    if keep is not None:
+        d = d[keep]
+    return float(d.max()), float(np.quantile(d, 0.999))
+
+
+def run_case(stir, case):
+    rng = case.rng(salt=7)
+    pdi = C.stirgpu_proj_data_info(case)
+    shape = C.stirgpu_image_info(case, pdi).shape
+    image = phantom(shape, rng)
+    skip = diagonal_oblique_mask(pdi)
+    data = rng.uniform(0.5, 1.5, skip.shape).astype(np.float32)
+    data[skip] = 0.0
+    ref_fwd, ref_back = stir_projections(stir, case, image, data)
+    fwd, back = stirgpu_projections(case, image, data)
+    assert fwd.shape == ref_fwd.shape and back.shape == ref_back.shape
+    return relative_differences(fwd, ref_fwd, ~skip), relative_differences(back, ref_back)
+
+
+def _check(stir, case):
+    (fmax, f999), (bmax, b999) = run_case(stir, case)
+    msg = (f"{case.label}: forward max {fmax:.2e} p99.9 {f999:.2e}; back max {bmax:.2e} p99.9 {b999:.2e} "
+           f"(bars {MAX_BAR:.0e} / {P999_BAR:.0e} of STIR's maximum)")
+    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, msg
+
+
+#: quick cases over the bar today, each for a measured cause that is float32 rounding of STIR's
+#: geometry or stepping (issue 12, open; docs/joseph.md, "Precision").  Strict: a fix shows up
+#: as an unexpected pass, and the entry must then go.
+KNOWN_DIVERGENCES = {
+    "SiemensmCT-s5rd10-v2t27noarc-img24xDz2-fov-sino-1226":
+        "2 views (mash 168): back projection's 99.9th percentile 1.0007e-4, from libparallelproj's "
+        "float32 stepping (i_f += a), which stirgpu does not reproduce",
+    "GEDiscovery690-s3rd5-v4t41arc-imgDx14z1.25-fov-view-1227":
+        "14-plane image: LORs of segments +-1 whose m lies exactly on an image z face (axial "
+        "positions 14 and 28; forward 8.6e-4); the back projection differs in planes 0 and 13 only "
+        "(0.105); STIR's float32 m decides inside or outside by rounding there",
+}
+
+
+def _quick_params():
+    out = []
+    for p in C.params(C.quick_cases()):
+        case = p.values[0]
+        reason = KNOWN_DIVERGENCES.get(case.label)
+        marks = [pytest.mark.xfail(strict=True, reason=f"issue 12, open: {reason}")] if reason else []
+        out.append(pytest.param(case, id=case.label, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("case", _quick_params())
+def test_projections_match_stir(stir, case):
+    """stirgpu's forward and back projections equal STIR's Parallelproj ones within the bar.
+
+    Guards against every geometric divergence from STIR that moves whole classes of bins:
+    segment and axial-position rules, m offsets, view offsets, arc correction, tangential
+    ranges, image origin and sizes, STIR's FOV truncation, units."""
+    _check(stir, case)
+
+
+@pytest.mark.parametrize("case", C.params(C.large_cases(), C.large_marks()))
+def test_projections_match_stir_large(stir, case):
+    """The same on every cylindrical scanner at realistic sizes (slow; see ``cases.py``)."""
+    _check(stir, case)
+
+
+#: the mMR's native 252 views (no view tilt: views 63 and 189 are diagonal), span 11, segments 0
+#: and +-1, few tangential positions; subsets of 63 take views 0, 63, 126, 189
+DIAGONAL_CASE = C.Case(scanner="Siemens mMR", span=11, max_ring_diff=16, view_mash=1, num_tangential_poss=32,
+                       arc_corrected=False, image_xy=None, image_z=None, zoom=1.0, offset_xyz=(0.0, 0.0, 0.0),
+                       restrict_fov=True, storage_order="view", seed=45, label="mMR-unmashed-diagonal")
+DIAGONAL_SUBSET = (0, 63)
+
+
+def test_exact_diagonal_views_elsewhere_within_the_bar(stir):
+    """Unmashed mMR data (views 63 and 189 at exactly 45 / 135 degrees), subset 0 of 63
+    (views 0, 63, 126, 189), bins of the diagonal views in oblique segments left out: within the bar.
+
+    The control for :func:`test_exact_diagonal_views`: it shows that the rest of such data is
+    fine, so that test's failure is the diagonal class alone."""
+    case = DIAGONAL_CASE
+    pdi = C.stirgpu_proj_data_info(case)
+    assert diagonal_views(pdi) == [63, 189]
+    rng = case.rng(salt=1)
+    image = phantom(C.stirgpu_image_info(case, pdi).shape, rng)
+    skip = diagonal_oblique_mask(pdi)
+    data = np.where(skip, 0.0, rng.uniform(0.5, 1.5, skip.shape)).astype(np.float32)
+    ref_fwd, ref_back = stir_projections(stir, case, image, data, subset=DIAGONAL_SUBSET)
+    fwd, back = stirgpu_projections(case, image, data, subset=DIAGONAL_SUBSET)
+    in_subset = np.zeros(skip.shape, dtype=bool)
+    in_subset[..., pdi.subset_views(*DIAGONAL_SUBSET), :] = True
+    fmax, f999 = relative_differences(fwd, ref_fwd, in_subset & ~skip)
+    bmax, b999 = relative_differences(back, ref_back)
+    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, \
+        (fmax, f999, bmax, b999)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12, open: at exactly 45/135 degrees STIR's float32 LOR "
+                   "endpoints choose the stepping axis (x or y) by rounding; stirgpu's float64 geometry "
+                   "chooses y for all of them (docs/joseph.md, 'Precision')")
+def test_exact_diagonal_views(stir):
+    """The diagonal class itself: forward projections of the diagonal views in oblique segments
+    and the back projection of data on those bins only, within the bar.  Known to fail today
+    (differences 4e-3 to 1e-2); strict, so that the fix shows up as an unexpected pass."""
+    case = DIAGONAL_CASE
+    pdi = C.stirgpu_proj_data_info(case)
+    rng = case.rng(salt=2)
+    image = phantom(C.stirgpu_image_info(case, pdi).shape, rng)
+    only = diagonal_oblique_mask(pdi)
+    data = np.where(only, rng.uniform(0.5, 1.5, only.shape), 0.0).astype(np.float32)
+    ref_fwd, ref_back = stir_projections(stir, case, image, data, subset=DIAGONAL_SUBSET)
+    fwd, back = stirgpu_projections(case, image, data, subset=DIAGONAL_SUBSET)
+    fmax, f999 = relative_differences(fwd, ref_fwd, only)
+    bmax, b999 = relative_differences(back, ref_back)
+    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, \
+        (fmax, f999, bmax, b999)
