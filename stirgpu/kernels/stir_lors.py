@@ -1,0 +1,172 @@
+"""STIR's own float32 LOR endpoints, bit for bit (host side; numba).
+
+STIR's Parallelproj projector hands libparallelproj the endpoints its ``ParallelprojHelper``
+computes: ``ProjDataInfoCylindrical::get_LOR`` (phi, s, m, tan(theta) in float32), the
+conversion to two points on the detector cylinder (``LORInCylinderCoordinates``,
+``LORAs2Points``) and ``find_LOR_intersections_with_cylinder`` with the FOV radius, all in
+``float`` with a few steps in ``double`` (STIR's ``LORCoordinates.inl``,
+``ProjDataInfoCylindrical*.{cxx,inl}``, ``modulo.h``).  Where a LOR's x and y components are
+equal (views at 45 / 135 degrees) or a LOR lies on an image face, those roundings decide the
+projection (``docs/joseph.md``, "Precision"), so reproducing STIR's numbers there needs its
+float32 endpoints exactly.
+
+This module reproduces them; ``tests/stir_differential/test_stir_lors.py`` checks them bit
+for bit against STIR's own ``get_lor`` + ``get_intersections_with_cylinder``.  Two facts
+found on the way (checked against STIR 6.5, not readable from its sources alone):
+
+* STIR's float trigonometry is glibc's ``sinf`` / ``cosf`` / ``asinf``.  numba's ``math.sin``
+  etc. on float32 call the same functions, numpy's float32 ufuncs do not (about 1 in 10
+  values differ by an ulp), hence numba here.
+* The second detector angle comes out as ``(phi + pi) - beta`` rounded in that order
+  (``phi - beta + pi`` as written in the header gives other float32 values).
+
+Nothing here runs at import; functions compile on first call (numba cache on disk).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints"]
+
+_F = np.float32
+_TWO_PI = _F(2 * math.pi)
+_PI = _F(math.pi)
+
+
+class StirFloatGeometry:
+    """STIR's float32 per-bin coordinates of one segment: ``phi[view]``, ``s[tang]``,
+    ``m[axial]``, ``tantheta[tang]`` (STIR's ``get_phi``, ``get_s``, ``get_m``,
+    ``get_tantheta``), ``ring_radius`` and ``fov_radius``."""
+
+    __slots__ = ("phi", "s", "m", "tantheta", "ring_radius", "fov_radius")
+
+    def __init__(self, phi, s, m, tantheta, ring_radius, fov_radius):
+        self.phi, self.s, self.m, self.tantheta = phi, s, m, tantheta
+        self.ring_radius, self.fov_radius = _F(ring_radius), float(fov_radius)
+
+
+def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tangential_poss) -> StirFloatGeometry:
+    """STIR's float32 phi, s, m and tan(theta) for these views, axial and tangential positions
+    of ``segment_num``, from STIR's float constants (``ProjDataInfoCylindrical`` and its two
+    flavours' constructors and inline accessors)."""
+    pdi = proj_data_info
+    sc = pdi.scanner
+    seg = pdi.segment(segment_num)
+    n_det = sc.num_detectors_per_ring
+    ring_radius = _F(_F(sc.inner_ring_radius) + _F(sc.average_depth_of_interaction))
+    az_sampling = _F(math.pi / pdi.get_num_views())
+    mash = (n_det // 2) // pdi.get_num_views()
+    az_offset = _F(sc.intrinsic_azimuthal_tilt)
+    if n_det > 2 and 2 * pdi.get_num_views() != n_det:
+        az_offset = _F(az_offset + _F(math.pi / (n_det // 2) * (mash - 1) / 2.0))
+    views = np.asarray(views, dtype=np.int64)
+    tangs = np.asarray(tangential_poss, dtype=np.int64)
+    axs = np.asarray(axial_poss, dtype=np.int64)
+    phi = (views.astype(_F) * az_sampling + az_offset).astype(_F)
+    if pdi.arc_corrected:
+        s = (tangs.astype(_F) * _F(pdi.get_tangential_sampling())).astype(_F)
+    else:
+        s = _no_arc_s(tangs.astype(_F), ring_radius, _F(math.pi / n_det))
+    spacing = _F(sc.ring_spacing)
+    sampling = spacing if seg.min_ring_diff == seg.max_ring_diff else _F(spacing / _F(2))
+    m_offset = _F(_F(_F(seg.num_axial_poss - 1) * sampling) / _F(2))
+    m = (axs.astype(_F) * sampling - m_offset).astype(_F)
+    delta = _F(_F(seg.min_ring_diff + seg.max_ring_diff) / _F(2))
+    if abs(delta) < 1e-4:
+        tantheta = np.zeros(len(s), dtype=_F)
+    else:
+        root = np.sqrt((ring_radius * ring_radius - s * s).astype(_F)).astype(_F)
+        tantheta = (_F(delta * spacing) / (_F(2) * root)).astype(_F)
+    return StirFloatGeometry(phi, s, m, tantheta, ring_radius, sc.max_FOV_radius)
+
+
+@njit(cache=True)
+def _no_arc_s(t, ring_radius, angular_increment):
+    out = np.empty(t.shape[0], dtype=np.float32)
+    for i in range(t.shape[0]):
+        out[i] = np.float32(ring_radius * np.float32(math.sin(np.float32(t[i] * angular_increment))))
+    return out
+
+
+@njit(cache=True)
+def _to_0_2pi(a):
+    # STIR's modulo(float, float): fmod in double, then back to float and into [0, 2 pi)
+    b = np.float64(_TWO_PI)
+    r = np.fmod(np.float64(a), b)
+    if r < 0:
+        r = r + b
+    res = np.float32(r)
+    if res >= _TWO_PI:
+        res = np.float32(res - _TWO_PI)
+    return res
+
+
+@njit(cache=True)
+def _transaxial(phi, s, ring_radius, fov_radius):
+    """(hit, x1, y1, dx, dy, l1, l2): the detector points of (phi, s), their difference, and the
+    parameters of the FOV-cylinder intersections along it, as STIR rounds them."""
+    beta = np.float32(math.asin(np.float32(s / ring_radius)))
+    phi0 = _to_0_2pi(phi)
+    swapped = phi0 >= _PI
+    if swapped:
+        phi0 = np.float32(phi0 - _PI)
+        beta = np.float32(-beta)
+    psi1 = _to_0_2pi(np.float32(phi0 + beta))
+    psi2 = _to_0_2pi(np.float32(np.float32(phi0 + _PI) - beta))
+    x1 = np.float32(ring_radius * np.float32(math.sin(psi1)))
+    y1 = np.float32(-ring_radius * np.float32(math.cos(psi1)))
+    x2 = np.float32(ring_radius * np.float32(math.sin(psi2)))
+    y2 = np.float32(-ring_radius * np.float32(math.cos(psi2)))
+    if swapped:
+        x1, x2, y1, y2 = x2, x1, y2, y1
+    dx = np.float32(x2 - x1)
+    dy = np.float32(y2 - y1)
+    a = np.float64(np.float32(np.float32(dx * dx) + np.float32(dy * dy)))
+    b = np.float64(np.float32(np.float32(dx * x1) + np.float32(dy * y1)))
+    e = np.float64(np.float32(np.float32(x1 * x1) + np.float32(y1 * y1))) - fov_radius * fov_radius
+    arg = b * b - a * e
+    if arg <= 0:
+        return False, x1, y1, dx, dy, np.float32(0), np.float32(0)
+    root = np.float64(np.float32(math.sqrt(arg)))
+    return True, x1, y1, dx, dy, np.float32((-b - root) / a), np.float32((-b + root) / a)
+
+
+@njit(cache=True)
+def _endpoints(phi, s, m, tantheta, ring_radius, fov_radius, start, end):
+    nv, na, nt = phi.shape[0], m.shape[0], s.shape[0]
+    for j in range(nt):
+        half = np.float32(math.sqrt(np.float32(np.float32(ring_radius * ring_radius) - np.float32(s[j] * s[j]))))
+        mt = np.float32(half * tantheta[j])
+        for i in range(nv):
+            hit, x1, y1, dx, dy, l1, l2 = _transaxial(phi[i], s[j], ring_radius, fov_radius)
+            for k in range(na):
+                if not hit:
+                    for c in range(3):
+                        start[i, k, j, c] = 0
+                        end[i, k, j, c] = 0
+                    continue
+                z1 = np.float32(m[k] - mt)
+                dz = np.float32(np.float32(m[k] + mt) - z1)
+                start[i, k, j, 0] = np.float32(np.float32(dz * l1) + z1)
+                start[i, k, j, 1] = np.float32(np.float32(dy * l1) + y1)
+                start[i, k, j, 2] = np.float32(np.float32(dx * l1) + x1)
+                end[i, k, j, 0] = np.float32(np.float32(dz * l2) + z1)
+                end[i, k, j, 1] = np.float32(np.float32(dy * l2) + y1)
+                end[i, k, j, 2] = np.float32(np.float32(dx * l2) + x1)
+
+
+def stir_lor_endpoints(geometry: StirFloatGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """STIR's float32 LOR endpoints (mm, gantry frame, axis order (z, y, x)), shape
+    ``(views, axial, tangential, 3)`` each, clipped to the FOV cylinder; a LOR that misses it
+    has both ends at 0, as STIR's ``ParallelprojHelper`` sets them."""
+    g = geometry
+    shape = (len(g.phi), len(g.m), len(g.s), 3)
+    start = np.empty(shape, dtype=np.float32)
+    end = np.empty(shape, dtype=np.float32)
+    _endpoints(np.asarray(g.phi, _F), np.asarray(g.s, _F), np.asarray(g.m, _F), np.asarray(g.tantheta, _F),
+               g.ring_radius, g.fov_radius, start, end)
+    return start, end
