@@ -1,6 +1,6 @@
 """Projecting into and from objects with the real ``stir`` module's API (fakes here: the tests
 must run without STIR).  The fakes follow STIR's Python conventions: viewgrams have
-``as_array()`` and ``fill(array.flat)``, ``get_viewgram(view, segment)``, coordinates are
+``as_array()`` and ``fill()`` (a numpy array, a scalar or an iterator), ``get_viewgram(view, segment)``, coordinates are
 ``BasicCoordinate`` s indexed 1..3, and ProjDataInfo exposes ring differences per segment.
 Numbers must be those of the stirgpu stores (same plans, same kernels): bitwise, except CUDA
 back projections, whose atomic additions vary in order (float32 summation order)."""
@@ -16,6 +16,18 @@ from stirgpu.interop import StirProjDataAdapter, image_info_of, proj_data_info_f
 from stirgpu.projectors import ProjectorPair
 
 from test_projectors_streaming import assert_same_back, phantom, random_proj_data, small_geometry
+
+
+def stir_fill(target: np.ndarray, arg) -> None:
+    """STIR's ``fill``: a scalar, a numpy array of the same size, or an iterator."""
+    if np.isscalar(arg):
+        target[...] = arg
+    elif isinstance(arg, np.ndarray):
+        if arg.size != target.size:
+            raise RuntimeError("Array.fill needs to be called with numpy array of correct size")
+        target[...] = arg.reshape(target.shape)
+    else:
+        target[...] = np.fromiter(arg, dtype=np.float32).reshape(target.shape)
 
 
 class Coord:
@@ -38,8 +50,8 @@ class FakeViewgram:
     def as_array(self):
         return self._a.copy()
 
-    def fill(self, flat):
-        self._a[...] = np.fromiter(flat, dtype=np.float32).reshape(self._a.shape)
+    def fill(self, values):
+        stir_fill(self._a, values)
 
     def get_view_num(self):
         return self.view
@@ -99,7 +111,7 @@ class FakeStirProjData:
 
 
 class FakeStirImage:
-    """A ``stir.FloatVoxelsOnCartesianGrid``: values through as_array()/fill(flat), geometry as
+    """A ``stir.FloatVoxelsOnCartesianGrid``: values through as_array()/fill(), geometry as
     1-based coordinates."""
 
     def __init__(self, info, values=None):
@@ -109,8 +121,8 @@ class FakeStirImage:
     def as_array(self):
         return self._a.copy()
 
-    def fill(self, flat):
-        self._a[...] = np.fromiter(flat, dtype=np.float32).reshape(self._a.shape)
+    def fill(self, values):
+        stir_fill(self._a, values)
 
     def get_voxel_size(self):
         return Coord(*self._info.voxel_size)

@@ -91,18 +91,17 @@ def coordinate_triple(c: Any, cast=float) -> tuple:
     return tuple(cast(v) for v in vals)
 
 
-def image_info_of(image: Any):
-    """The :class:`~stirgpu.geometry.ImageInfo` of a stirgpu or ``stir`` image; None for plain arrays."""
+def image_info_of(image: Any, name: str = "image"):
+    """The :class:`~stirgpu.geometry.ImageInfo` of a stirgpu or ``stir`` image (for the latter,
+    :func:`~stirgpu.interop.stir_geometry.image_info_from_stir`); None for plain arrays."""
     from ..geometry import ImageInfo
     info = getattr(image, "info", None)
     if isinstance(info, ImageInfo):
         return info
     needed = ("get_voxel_size", "get_origin", "get_lengths", "get_min_indices")
     if all(hasattr(image, n) for n in needed):
-        return ImageInfo(coordinate_triple(image.get_lengths(), int),
-                         coordinate_triple(image.get_voxel_size(), float),
-                         coordinate_triple(image.get_origin(), float),
-                         coordinate_triple(image.get_min_indices(), int))
+        from .stir_geometry import image_info_from_stir
+        return image_info_from_stir(image, name)
     return None
 
 
@@ -161,10 +160,16 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
         else:
             image_out.array[...] = values
     elif hasattr(image_out, "fill") and hasattr(image_out, "as_array"):
-        current = np.asarray(image_out.as_array(), dtype=np.float32)
-        _check_shape(current.shape, values.shape)
+        # STIR images: fill() takes a numpy array of the image's size straight (far faster
+        # than the .flat iterator); the current values are read only to add to them
+        if accumulate or not hasattr(image_out, "get_lengths"):
+            current = np.asarray(image_out.as_array(), dtype=np.float32)
+            shape = current.shape
+        else:
+            shape = coordinate_triple(image_out.get_lengths(), int)
+        _check_shape(shape, values.shape)
         new = current + values if accumulate else values
-        image_out.fill(np.ascontiguousarray(new, dtype=np.float32).flat)
+        image_out.fill(np.ascontiguousarray(new, dtype=np.float32))
     else:
         raise StirGpuError(f"image_out: cannot write into a {type(image_out).__name__} (expected a "
                            f"numpy/cupy/torch array or an image with as_array()/fill())")

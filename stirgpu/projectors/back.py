@@ -28,6 +28,7 @@ class BackProjector(StreamingProjector):
         """
         self._auto_set_up(_pdi_source(proj_data), image_out)
         src = self._store(proj_data, "proj_data")
+        self._check_image(image_out, "image_out")
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
         result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",

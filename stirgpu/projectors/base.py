@@ -52,7 +52,8 @@ from ..execution.plan import Plan, parse_bytes
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
 from ..geometry import ImageInfo, ProjDataInfo
-from ..interop import as_image_array, as_proj_data, image_info_of, store_image, version_stamp
+from ..interop import (as_image_array, as_proj_data, image_info_of, is_stir_image, is_stir_proj_data_info,
+                       proj_data_info_from_stir, store_image, version_stamp)
 from ..kernels import apply_cylindrical_fov, cylindrical_fov_mask, stir_rim, stir_scaled_geometry
 
 __all__ = ["StreamingProjector"]
@@ -122,13 +123,16 @@ class StreamingProjector:
         self._pending_upload = (0, 0.0)  # (bytes, seconds) of the upload the next call reports
 
     # -- set-up --------------------------------------------------------------------------
-    def set_up(self, proj_data_info: ProjDataInfo, image_info: ImageInfo) -> None:
-        """Fix the projection-data and image geometry (STIR's ``set_up``)."""
-        if not isinstance(proj_data_info, ProjDataInfo):
-            raise GeometryError(f"set_up: proj_data_info must be a stirgpu ProjDataInfo, not "
-                                f"{type(proj_data_info).__name__}")
-        if not isinstance(image_info, ImageInfo):
-            raise GeometryError(f"set_up: image_info must be a stirgpu ImageInfo, not {type(image_info).__name__}")
+    def set_up(self, proj_data_info, image_info) -> None:
+        """Fix the projection-data and image geometry (STIR's ``set_up``).
+
+        ``proj_data_info``: a stirgpu ``ProjDataInfo`` or a STIR ``ProjDataInfo`` (converted
+        exactly, :func:`~stirgpu.interop.proj_data_info_from_stir`); ``image_info``: an
+        ``ImageInfo``, or an image that knows its geometry (a ``stir.FloatVoxelsOnCartesianGrid``,
+        as STIR's own ``set_up`` takes, or a stirgpu image).
+        """
+        proj_data_info = _as_proj_data_info(proj_data_info)
+        image_info = _as_image_info(image_info)
         if proj_data_info.get_num_tof_poss() > 1:
             raise GeometryError("set_up: TOF projection data are not supported by the stirgpu projectors")
         m = self.max_segment_num_to_process
@@ -186,15 +190,27 @@ class StreamingProjector:
         info = image_info_of(image) if image is not None else None
         if store is None or info is None:
             self._require_set_up()
-        self.set_up(store.get_proj_data_info(), info)
+        self.set_up(store.get_proj_data_info(), info)  # (a STIR ProjData gives STIR's ProjDataInfo)
 
     def _store(self, obj, name: str):
-        store = as_proj_data(obj, proj_data_info=self._pdi, name=name)
+        """``obj`` as a chunk store (STIR ProjData through their own, converted geometry),
+        checked against the set-up."""
+        store = as_proj_data(obj, name=name)
         pdi = store.get_proj_data_info()
         if pdi != self._pdi:
             raise GeometryError(f"{name}: its geometry differs from the projector's set-up "
                                 f"({pdi!r} vs {self._pdi!r})")
         return store
+
+    def _check_image(self, image, name: str) -> None:
+        """A STIR image must have the set-up's geometry (STIR's ``has_same_characteristics``);
+        arrays carry no geometry and are checked by shape only."""
+        if image is None or not is_stir_image(image):
+            return
+        info = image_info_of(image, name)
+        if info != self._image_info:
+            raise GeometryError(f"{name}: its geometry differs from the projector's set-up "
+                                f"({info!r} vs {self._image_info!r})")
 
     # -- the input image -----------------------------------------------------------------
     def set_input(self, image) -> None:
@@ -299,6 +315,24 @@ class StreamingProjector:
     def __repr__(self) -> str:
         where = "not set up" if self._pdi is None else f"{self.backend} {list(self.devices)}"
         return f"{type(self).__name__}({where}, units={self.units!r})"
+
+
+def _as_proj_data_info(obj) -> ProjDataInfo:
+    if isinstance(obj, ProjDataInfo):
+        return obj
+    if is_stir_proj_data_info(obj):
+        return proj_data_info_from_stir(obj, "set_up: proj_data_info")
+    raise GeometryError(f"set_up: proj_data_info must be a stirgpu or STIR ProjDataInfo, not {type(obj).__name__}")
+
+
+def _as_image_info(obj) -> ImageInfo:
+    if isinstance(obj, ImageInfo):
+        return obj
+    info = image_info_of(obj, "set_up: image_info") if obj is not None else None
+    if info is None:
+        raise GeometryError(f"set_up: image_info must be a stirgpu ImageInfo or an image that knows its "
+                            f"geometry (a stir.FloatVoxelsOnCartesianGrid, a stirgpu image), not {type(obj).__name__}")
+    return info
 
 
 def _parallel_safe(store) -> bool:

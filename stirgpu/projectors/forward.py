@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..interop import is_stir_proj_data
 from .base import StreamingProjector
 from .programs import ForwardProgram
 
@@ -23,11 +24,15 @@ class ForwardProjector(StreamingProjector):
         into ``proj_data_out`` -- only the views of subset ``subset_num`` of ``num_subsets``
         (and segments up to ``max_segment_num_to_process``); nothing else of it is touched.
 
-        ``proj_data_out``: a stirgpu store or an object with STIR's ProjData API.  A new disk
-        store whose projection fails is aborted (never committed).  Returns ``proj_data_out``.
+        ``proj_data_out``: a stirgpu store or a STIR ProjData (``ProjDataInterfile`` opened for
+        writing, ``ProjDataInMemory``; written viewgram by viewgram, the subset's only).
+        ``image``: numpy/cupy/torch (z, y, x), a stirgpu image or a ``stir.FloatVoxelsOnCartesianGrid``
+        of the set-up's geometry.  A new disk store whose projection fails is aborted (never
+        committed).  Returns ``proj_data_out``.
         """
         self._auto_set_up(_pdi_source(proj_data_out), image)
         out = self._store(proj_data_out, "proj_data_out")
+        self._check_image(image, "image")
         views = self._views(subset_num, num_subsets)
         try:
             self._prepare_input(image)
@@ -39,5 +44,6 @@ class ForwardProjector(StreamingProjector):
 
 
 def _pdi_source(obj):
-    """``obj`` if it can say its stirgpu geometry (for automatic set-up), else None."""
-    return obj if hasattr(obj, "read_views") and hasattr(obj, "get_proj_data_info") else None
+    """``obj`` if it can say its geometry (a stirgpu store, a STIR ProjData; for automatic
+    set-up), else None."""
+    return obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None

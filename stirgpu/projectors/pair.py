@@ -58,6 +58,8 @@ class ProjectorPair(ForwardProjector, BackProjector):
             sources["additive"] = self._store(additive, "additive")
         if multiplicative is not None:
             sources["multiplicative"] = self._store(multiplicative, "multiplicative")
+        self._check_image(image, "image")
+        self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
         self._prepare_input(image)
         program = PoissonRatioProgram(self._geometry, additive is not None, multiplicative is not None,
@@ -76,6 +78,7 @@ class ProjectorPair(ForwardProjector, BackProjector):
         sources = {}
         if multiplicative is not None:
             sources["multiplicative"] = self._store(multiplicative, "multiplicative")
+        self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
         result = self._run(SensitivityProgram(self._geometry, multiplicative is not None), views, sources, {},
