@@ -68,7 +68,7 @@ def test_minimal_file_gets_stirs_defaults(tmp_path):
                     zero_end_planes_of_segment_0=False, zoom=1.0, xy_output_image_size=None,
                     z_output_image_size=None, z_offset_mm=0.0, time_frame_definition_filename=None,
                     time_frame_number=1, sensitivity_filename=None, subset_sensitivity_filenames=None,
-                    recompute_sensitivity=False, use_subset_sensitivities=False, num_subsets=1,
+                    recompute_sensitivity=False, use_subset_sensitivities=True, num_subsets=1,
                     num_subiterations=1, start_subiteration_num=1, start_subset_num=0, save_interval=1,
                     initial_estimate=1.0, enforce_initial_positivity=True, map_model="additive",
                     maximum_relative_change=float(np.finfo(np.float32).max), minimum_relative_change=0.0,

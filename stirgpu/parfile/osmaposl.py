@@ -114,7 +114,8 @@ class OsmaposlSettings:
     sensitivity_filename: Path | None = None
     subset_sensitivity_filenames: FilenamePattern | None = None
     recompute_sensitivity: bool = False
-    use_subset_sensitivities: bool = False
+    #: STIR 6.5's default is 1 (``PoissonLogLikelihoodWithLinearModelForMean::set_defaults``)
+    use_subset_sensitivities: bool = True
     # --- the iterations (IterativeReconstruction, OSMAPOSLReconstruction) ---
     num_subsets: int = 1
     num_subiterations: int = 1

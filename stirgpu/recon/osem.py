@@ -3,7 +3,7 @@
 One *subiteration* ``n`` (numbered from 1, as STIR does) updates the estimate with
 subset ``k = (n + start_subset - 1) mod K``::
 
-    update = B_k(y / (A_k x + a)) / s_k          (STIR's divide: 0/0 -> 0)
+    update = B_k(y / (A_k x + a)) / s_k          (STIR's divide, threshold 0: only 0/0 -> 0)
     update = clip(update, min_rel, max_rel)     (from subiteration 2 on; STIR)
     x     *= update
 
@@ -230,7 +230,9 @@ class OSEM:
             loglik = float(loglik)
         elif res is not None:
             upd = res
-        stir_divide(upd, self.sensitivities[k])
+        # OSMAPOSL without a prior divides with a threshold of 0 (update_estimate passes 0.F):
+        # only exact 0/0 gives 0; tiny sensitivities still divide (see docs/conventions.md)
+        stir_divide(upd, self.sensitivities[k], small_num=0.0)
         if int(subiteration_num) != 1:
             clip_update(upd, self.minimum_relative_change, self.maximum_relative_change)
         image *= upd

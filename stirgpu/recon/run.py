@@ -146,10 +146,13 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
         nv = objective.proj_data_info.get_num_views()
         if s.num_subsets > nv:
             raise s.error("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
-        if not s.use_subset_sensitivities and not objective.subsets_are_balanced(s.num_subsets):
+        # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
+        # sensitivities' says (checked with STIR 6.5); so does a .par run here
+        if not objective.subsets_are_balanced(s.num_subsets):
             raise s.error("num_subsets",
                           f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
-                          f"views); STIR's OSMAPOSL refuses this unless 'use subset sensitivities := 1'")
+                          f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
+                          f"choose a number of subsets that divides {nv}")
         spec = SensitivitySpec(use_subset_sensitivities=s.use_subset_sensitivities,
                                recompute=s.recompute_sensitivity, filename=s.sensitivity_filename,
                                subset_filenames=s.subset_sensitivity_filenames)

@@ -1,0 +1,240 @@
+"""Small OSMAPOSL problems made by STIR itself, run through STIR's ``OSMAPOSL`` and stirgpu.
+
+A :class:`Geometry` names a scanner and a sinogram layout; :func:`make_inputs` writes, into
+one folder, what an OSMAPOSL run reads -- all of it produced by STIR:
+
+* ``template.hs``: an empty projection data set (STIR's ``ProjDataInterfile``);
+* ``phantom.hv``: a cylinder with a hot and a cold sphere on STIR's default image for the
+  data (``FloatVoxelsOnCartesianGrid(proj_data_info, zoom, ...)``), written by STIR;
+* ``fwd.hs``: STIR's ``forward_project`` of the phantom (Parallelproj, as in OSMAPOSL);
+* ``norm.hs``: correction factors ``f >= 1`` (smooth in every coordinate, seeded);
+* ``additive.hs``: an additive sinogram ``a`` (normalised units, smooth, > 0);
+* ``prompts.hs``: ``y = (A x + a) / f``, noiseless or seeded Poisson.
+
+:func:`run_both` writes one ``.par`` into two sibling folders ``stir/`` and ``gpu/`` (inputs
+referenced as ``../in/...``; outputs relative to the working directory, as both programs
+take them), runs STIR's ``OSMAPOSL`` in one and ``stirgpu``'s engine (CPU backend) in the
+other, and returns both folders for the comparisons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+import stirgpu
+from stirgpu.formats import read_image
+
+FORWARD_PAR = """Forward Projector parameters :=
+type := Parallelproj
+Forward Projector Using Parallelproj Parameters :=
+End Forward Projector Using Parallelproj Parameters :=
+end :=
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """STIR's ``ProjDataInfo.construct_proj_data_info(scanner, span, max_delta, views, tang, arc)``.
+
+    Views are mashed (fewer than the scanner's), so STIR adds its half-mash azimuthal offset and
+    no view lies at exactly 45 or 135 degrees (where the Joseph and Parallelproj projectors
+    differ by up to 1e-2 in oblique segments; the kernels' business, not OSMAPOSL's)."""
+
+    scanner: str = "ECAT 931"
+    span: int = 3
+    max_delta: int = 7
+    num_views: int = 16
+    num_tangential_poss: int = 64
+    arc_corrected: bool = False
+
+    def proj_data_info(self, stir):
+        sc = stir.Scanner.get_scanner_from_name(self.scanner)
+        return stir.ProjDataInfo.construct_proj_data_info(sc, self.span, self.max_delta, self.num_views,
+                                                          self.num_tangential_poss, self.arc_corrected)
+
+
+def _smooth_factors(shape: tuple, rng: np.random.Generator, low: float, high: float) -> np.ndarray:
+    """A positive field in [low, high] that varies smoothly over every axis of ``shape``."""
+    field = np.zeros(shape, dtype=np.float64)
+    for axis, n in enumerate(shape):
+        if n < 2:
+            continue
+        u = np.linspace(0.0, np.pi, n)
+        w = np.cos(rng.uniform(0.5, 2.0) * u + rng.uniform(0, np.pi))
+        field += w.reshape([n if i == axis else 1 for i in range(len(shape))])
+    field -= field.min()
+    field /= max(field.max(), 1e-12)
+    return (low + (high - low) * field).astype(np.float32)
+
+
+def _write_proj_data(stir, exam, pdi, path: Path, array: np.ndarray) -> None:
+    pd = stir.ProjDataInterfile(exam, pdi, str(path))
+    pd.fill(np.ascontiguousarray(array, dtype=np.float32).ravel())
+    del pd  # flushes and closes the file
+
+
+def _phantom(stir, pdi, zoom: float) -> object:
+    img = stir.FloatVoxelsOnCartesianGrid(pdi, zoom)
+    arr = img.as_array()
+    nz, ny, nx = arr.shape
+    vz, vy, vx = (img.get_voxel_size()[i] for i in (1, 2, 3))
+    z = (np.arange(nz) - (nz - 1) / 2)[:, None, None] * vz
+    y = (np.arange(ny) - ny // 2)[None, :, None] * vy
+    x = (np.arange(nx) - nx // 2)[None, None, :] * vx
+    radius = 0.4 * nx * vx
+    out = np.where(x ** 2 + y ** 2 <= radius ** 2, 1.0, 0.0) * np.ones_like(z)
+    out[(x - 0.4 * radius) ** 2 + y ** 2 + z ** 2 <= (0.3 * radius) ** 2] = 4.0
+    out[(x + 0.4 * radius) ** 2 + (y - 0.2 * radius) ** 2 + z ** 2 <= (0.25 * radius) ** 2] = 0.0
+    img.fill(np.ascontiguousarray(out, dtype=np.float32).ravel())
+    return img
+
+
+def make_inputs(reference_stir, stir, folder: Path, geometry: Geometry, *, seed: int = 0,
+                counts: float | None = 2e5, zoom: float = 1.0, adjust=None) -> Path:
+    """Write the inputs described in the module docstring into ``folder`` (created); returns it.
+    ``counts`` None: noiseless prompts; else Poisson prompts scaled to about that many counts.
+    ``adjust(f, a, fwd)`` may change the factors and the additive term in place (STIR's
+    ``as_array()`` layout: [TOF][axial positions of segments 0, +1, -1, ...][view][tangential])
+    before the prompts are made from them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    pdi = geometry.proj_data_info(stir)
+    exam = stir.ExamInfo()
+    exam.imaging_modality = stir.ImagingModality(stir.ImagingModality.PT)
+    shape = stir.ProjDataInMemory(exam, pdi).as_array().shape
+    _write_proj_data(stir, exam, pdi, folder / "template.hs", np.zeros(shape, np.float32))
+    img = _phantom(stir, pdi, zoom)
+    img.write_to_file(str(folder / "phantom.hv"))
+    (folder / "forward.par").write_text(FORWARD_PAR)
+    reference_stir.run("forward_project", "fwd.hs", "phantom.hv", "template.hs", "forward.par", cwd=folder)
+    fwd = stir.ProjData.read_from_file(str(folder / "fwd.hs")).as_array().astype(np.float64)
+    f = _smooth_factors(shape, rng, 1.0, 3.0)
+    a = _smooth_factors(shape, rng, 0.05, 0.15) * float(fwd.max())
+    if adjust is not None:
+        adjust(f, a, fwd)
+    mean = (fwd + a) / f
+    if counts is None:
+        y = mean
+    else:
+        scale = counts / mean.sum()
+        y = rng.poisson(mean * scale) / scale
+    _write_proj_data(stir, exam, pdi, folder / "norm.hs", f)
+    _write_proj_data(stir, exam, pdi, folder / "additive.hs", a)
+    _write_proj_data(stir, exam, pdi, folder / "prompts.hs", y)
+    return folder
+
+
+def osmaposl_par(objective: dict[str, str], top: dict[str, str], *, normalisation: str | None = "../in/norm.hs",
+                 input_file: str = "../in/prompts.hs") -> str:
+    """An OSMAPOSL ``.par`` with the Parallelproj pair; ``objective`` and ``top`` map STIR keys to
+    values (inside the objective function's block / in ``OSMAPOSLParameters``)."""
+    lines = ["OSMAPOSLParameters :=",
+             "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
+             "PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=",
+             f"input file := {input_file}",
+             "projector pair type := Parallelproj",
+             "Projector Pair Using Parallelproj Parameters :=",
+             "End Projector Pair Using Parallelproj Parameters :="]
+    if normalisation is not None:
+        lines += ["Bin Normalisation type := From ProjData", "Bin Normalisation From ProjData :=",
+                  f"normalisation projdata filename := {normalisation}", "End Bin Normalisation From ProjData :="]
+    lines += [f"{k} := {v}" for k, v in objective.items()]
+    lines += ["End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :="]
+    lines += [f"{k} := {v}" for k, v in top.items()]
+    lines += ["END :=", ""]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _cwd(folder: Path):
+    old = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par"):
+    """STIR's ``OSMAPOSL name`` in ``folder`` (created); the completed process (check=False)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(par_text)
+    return reference_stir.run("OSMAPOSL", name, cwd=folder, check=False)
+
+
+def run_stirgpu(folder: Path, par_text: str, name: str = "recon.par"):
+    """stirgpu's ``osmaposl`` engine (CPU backend) on the same file in ``folder``."""
+    from stirgpu.recon.run import run_osmaposl
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(par_text)
+    with _cwd(folder), stirgpu.config(backend="cpu"):
+        return run_osmaposl(name)
+
+
+def run_both(reference_stir, root: Path, par_text: str, *, inputs: Path | None = None, prepare=None):
+    """Run ``par_text`` with STIR in ``root/stir`` and with stirgpu in ``root/gpu``.
+    ``inputs``: a folder made by :func:`make_inputs`, linked as ``root/in`` (what ``../in/...``
+    in the file names); ``prepare(folder)`` (optional) puts extra inputs into each folder first.
+    Returns (stir folder, stirgpu folder, stirgpu's OSEMResult)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if inputs is not None and not (root / "in").exists():
+        (root / "in").symlink_to(inputs, target_is_directory=True)
+    s_dir, g_dir = root / "stir", root / "gpu"
+    for d in (s_dir, g_dir):
+        d.mkdir(parents=True, exist_ok=True)
+        if prepare is not None:
+            prepare(d)
+    proc = run_stir(reference_stir, s_dir, par_text)
+    if proc.returncode != 0:
+        raise RuntimeError(f"STIR's OSMAPOSL failed in {s_dir}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    result = run_stirgpu(g_dir, par_text)
+    return s_dir, g_dir, result
+
+
+def relative_difference(mine: Path, theirs: Path) -> float:
+    """max |mine - theirs| / max |theirs| of two images (their geometries must agree)."""
+    a, b = read_image(mine), read_image(theirs)
+    if a.info != b.info:
+        raise AssertionError(f"{mine.name}: geometry {a.info!r} differs from STIR's {b.info!r}")
+    ref = b.array.astype(np.float64)
+    return float(np.abs(a.array.astype(np.float64) - ref).max() / np.abs(ref).max())
+
+
+def image_files(folder: Path) -> set[str]:
+    """Names of the Interfile images in ``folder`` (headers ``.hv`` and data ``.v``; STIR's extra
+    Analyze-style ``.ahv`` headers are not counted: stirgpu does not write them)."""
+    return {p.name for p in folder.iterdir() if p.suffix in (".hv", ".v")}
+
+
+def differences(stir_dir: Path, gpu_dir: Path, prefix: str = "out") -> dict[str, float]:
+    """{image name: max |stirgpu - STIR| / max |STIR|} for every image STIR wrote; raises
+    AssertionError when the two folders do not hold the same image files."""
+    mine, theirs = image_files(gpu_dir), image_files(stir_dir)
+    if mine != theirs:
+        raise AssertionError(f"different files: only STIR's {sorted(theirs - mine)}, only stirgpu's "
+                             f"{sorted(mine - theirs)}")
+    return {n: relative_difference(gpu_dir / n, stir_dir / n) for n in sorted(theirs) if n.endswith(".hv")}
+
+
+#: the brief's bounds, relative to STIR's maximum: estimates after any saved subiteration, sensitivities
+ESTIMATE_TOL = 1e-3
+SENSITIVITY_TOL = 2e-4
+
+
+def assert_agree(stir_dir: Path, gpu_dir: Path, prefix: str = "out", *, estimate_tol: float = ESTIMATE_TOL,
+                 sensitivity_tol: float = SENSITIVITY_TOL) -> dict[str, float]:
+    """Same files, estimates (``prefix_N.hv``) within ``estimate_tol`` and every other image (the
+    sensitivities) within ``sensitivity_tol`` of STIR's maximum.  Returns the differences."""
+    diffs = differences(stir_dir, gpu_dir, prefix)
+    bad = {n: d for n, d in diffs.items()
+           if d > (estimate_tol if n.startswith(f"{prefix}_") else sensitivity_tol)}
+    if bad:
+        raise AssertionError(f"differences to STIR (of its maximum) over the bound: "
+                             f"{ {n: f'{d:.3g}' for n, d in bad.items()} }; all: "
+                             f"{ {n: f'{d:.3g}' for n, d in diffs.items()} }")
+    return diffs
