@@ -96,6 +96,38 @@ def test_stir_header_gives_stir_geometry():
     assert str(h.data_path) == "/data/span3.s"
 
 
+@pytest.mark.parametrize("sizes", ["{37,43,47,43,37}", "{19,43,47,43,19}"])
+@pytest.mark.parametrize("order", [StorageOrder.VIEW, StorageOrder.SINOGRAM])
+def test_single_difference_segments_take_the_headers_axial_counts(sizes, order):
+    """GE Discovery 690, span 3, max ring difference 5 (issue 12): the segments of ring difference
+    +-5 alone have 37 axial positions as STIR constructs them, or whatever count a header gives
+    (19 = N - |RD| here), at full ring spacing with m symmetric about 0, as STIR reads them.
+    stirgpu refused the 37 of STIR's own headers ('disagrees with the geometry')."""
+    built = ProjDataInfo.construct(Scanner.from_name("GE Discovery 690"), 3, 5, 288, 381)
+    text = format_projdata_header(built, "d690.s", order)
+    assert "{37,43,47,43,37}" in text
+    pdi = parse(text.replace("{37,43,47,43,37}", sizes)).proj_data_info
+    n = int(sizes[1:3])
+    assert [pdi.get_num_axial_poss(s) for s in pdi.segment_nums] == [n, 43, 47, 43, n]
+    assert pdi.get_sampling_in_m(2) == pytest.approx(6.54, rel=1e-6)
+    assert pdi.get_m(2, 0) == pytest.approx(-(n - 1) * 6.54 / 2, rel=1e-6)
+    assert pdi.get_m(-2, n - 1) == pytest.approx((n - 1) * 6.54 / 2, rel=1e-6)
+
+
+def test_known_scanner_values_written_with_six_digits_are_that_scanner():
+    """STIR writes floats with 6 significant digits: UPENN_6rings' TOF bin size 19.53125 ps comes
+    out as 19.5312 (2.6e-6 off).  Such a header is still the predefined scanner, so its geometry
+    equals the constructed one; stirgpu turned it into a different scanner."""
+    built = ProjDataInfo.construct(Scanner.from_name("UPENN_6rings"), 3, 4, 3, 14, arc_corrected=True)
+    text = format_projdata_header(built, "u.s")
+    assert "Size of unmashed TOF time bins (ps) := 19.53125" in text
+    text = text.replace("19.53125", "19.5312")
+    pdi = parse(text).proj_data_info
+    assert pdi.get_scanner() == Scanner.from_name("UPENN_6rings")
+    assert pdi.get_tangential_sampling() == Scanner.from_name("UPENN_6rings").default_bin_size
+    assert pdi == built
+
+
 def test_scanner_block_units_cm_to_mm_degrees_to_radians():
     """Header lengths are cm (diameter for the ring), angles degrees; Scanner holds mm/radians."""
     text = STIR_SPAN3.replace("Scanner type := ECAT 953", "Scanner type := my scanner")
@@ -241,7 +273,7 @@ BAD = {
                             "number of bytes per pixel"),
     "bad byte order": (lambda t: edit(t, "imagedata byte order", "imagedata byte order := MIDDLEENDIAN"),
                        "imagedata byte order"),
-    "axial sizes inconsistent with geometry": (
+    "even axial size at half ring spacing (STIR refuses it)": (
         lambda t: t.replace("{ 27,31,27}", "{ 27,30,27}"), "matrix size [2]"),
     "axial list too short": (lambda t: t.replace("{ 27,31,27}", "{ 27,31}"), "matrix size [2]"),
     "ring difference list too long": (

@@ -49,6 +49,15 @@ def format_f32(v: float) -> str:
     return repr(x)
 
 
+def same_as_written_by_stir(header_value: float, exact: float) -> bool:
+    """True when ``header_value`` (in the header's units) is ``exact`` as STIR writes it: C++
+    streams' default 6 significant digits (19.53125 -> 19.5312: 2.6e-6 relative), or within
+    float32 precision of it (stirgpu writes more digits where 6 are not enough)."""
+    if math.isclose(header_value, exact, rel_tol=1e-6, abs_tol=1e-9):
+        return True
+    return header_value == float(f"{exact:.6g}") or header_value == float(f"{np.float32(exact):.6g}")
+
+
 # Scanner field -> (header keys (first is the one written), factor from header units, kind)
 # kind "len": float, negative = not given;  "count": int, <= 0 = not given;
 # "angle": degrees, always given when present;  "float": float, negative = not given.
@@ -136,7 +145,8 @@ def scanner_from_header(hdr: InterfileHeader) -> Scanner:
     for field, v in given.items():
         old = getattr(base, field)
         if isinstance(old, float):
-            if not math.isclose(float(v), old, rel_tol=1e-6, abs_tol=1e-9):
+            factor = _SCANNER_KEYS[field][1] if field in _SCANNER_KEYS else 1.0
+            if not same_as_written_by_stir(float(v) / factor, old / factor):
                 changes[field] = float(v)
         elif isinstance(old, str):
             if v.lower() != old.lower():
@@ -274,7 +284,9 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     if arc_corrected:
         ecbs = hdr.get_float("effective central bin size (cm)", default=-1.0)
         if ecbs > 0:
-            tang_sampling = ecbs * 10
+            # the scanner's default bin size as STIR writes it (6 digits) is that bin size
+            default_cm = scanner.default_bin_size / 10
+            tang_sampling = scanner.default_bin_size if same_as_written_by_stir(ecbs, default_cm) else ecbs * 10
 
     tof_mash = hdr.get_int("TOF mashing factor", default=1)
     if tof_mash < 1:
