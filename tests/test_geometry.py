@@ -188,8 +188,12 @@ def test_mashing_offset_and_invalid_geometry():
     with pytest.raises(GeometryError, match="odd number of axial positions"):
         ProjDataInfo(sc, [-1], [1], 96, 10, False, num_axial_poss=[30])
     assert ProjDataInfo(sc, [0], [0], 96, 10, False, num_axial_poss=[15]).get_num_axial_poss(0) == 15
-    with pytest.raises(GeometryError, match="span"):
-        ProjDataInfo.construct(sc, 2, 4)
+    # STIR accepts even spans (segment 0 then holds span + 1 ring differences) but not spans
+    # below 1 or above 2 N - 1
+    assert ProjDataInfo.construct(sc, 2, 4).segment(0).max_ring_diff == 1
+    for span in (0, 32):
+        with pytest.raises(GeometryError, match="span must be in"):
+            ProjDataInfo.construct(sc, span, 4)
     with pytest.raises(GeometryError, match="cylindrical"):
         ProjDataInfo.construct(Scanner.from_name("SAFIRDualRingPrototype"), 1, 0)
 

@@ -410,3 +410,31 @@ def test_settings_built_in_code_are_checked_too(tmp_path):
                 dict(projectors=ProjectorSettings("forward", ProjectorOptions(), None))):
         with pytest.raises(ValueError):
             dataclasses.replace(s, **bad)
+
+
+@pytest.mark.parametrize("key, good, bad", [
+    ("z zoom", "1", "2"),
+    ("use time-of-flight sensitivities", "0", "1"),
+])
+def test_keys_stir_lists_are_accepted_at_their_defaults(tmp_path, key, good, bad):
+    """Keys STIR itself prints in its parameter listing ('z zoom', 'use time-of-flight
+    sensitivities') are read at STIR's default, and any other value is refused at its line
+    (stirgpu reproduces only the default).  Guards against refusing a listing STIR wrote."""
+    assert read(tmp_path, par(objective=f"{key} := {good}\n")) == read(tmp_path, par())
+    text = par(objective=f"{key} := {bad}\n")
+    assert refused(tmp_path, text).line == line_of(text, key)
+
+
+def test_interfile_output_block_takes_stirs_four_keys(tmp_path):
+    """'Interfile Output File Format Parameters' as STIR lists it (byte order, number format,
+    bytes per pixel, scale to write data) is accepted at the defaults; big-endian output or a
+    scale factor is refused at its line."""
+    block = ("output file format type := Interfile\n"
+             "interfile output file format parameters :=\n"
+             "byte order := {order}\nnumber format := float\nnumber of bytes per pixel := 4\n"
+             "scale to write data := {scale}\n"
+             "end interfile output file format parameters :=\n")
+    assert read(tmp_path, par(top=block.format(order="LITTLEENDIAN", scale="0"))) == read(tmp_path, par())
+    for order, scale, key in (("BIGENDIAN", "0", "byte order"), ("littleendian", "2", "scale to write data")):
+        text = par(top=block.format(order=order, scale=scale))
+        assert refused(tmp_path, text).line == line_of(text, key)

@@ -230,33 +230,34 @@ class ProjDataInfo:
         """Like STIR's ``ProjDataInfo::construct_proj_data_info(scanner, span, max_delta,
         num_views, num_tangential_poss, arc_corrected)``.
 
-        Span ``S`` (odd): segment 0 covers ring differences [-(S-1)/2, (S-1)/2], each further
-        segment the next ``S`` ring differences, the last one clipped at ``max_ring_diff``.
+        Span ``S`` (STIR's ``ProjDataInfoCTI`` in ``ProjDataInfo.cxx``): segment 0 covers ring
+        differences [-(S-1)/2, (S-1)/2] for odd ``S`` and [-S/2, S/2] (S + 1 differences) for
+        even ``S``; each further segment the next ``S`` ring differences; the last segment (segment
+        0 itself where an even span's exceeds it) is clipped at ``max_ring_diff``.
         Defaults: all views (no mashing), the scanner's maximum number of tangential positions
         (non-arc-corrected) or default number of arc-corrected bins.
         """
         span, max_ring_diff = int(span), int(max_ring_diff)
-        if span < 1 or span % 2 == 0:
-            raise GeometryError(f"construct: span must be a positive odd number (got {span})")
-        if not 0 <= max_ring_diff < scanner.num_rings:
-            raise GeometryError(f"construct: max_ring_diff must be in [0, {scanner.num_rings - 1}] "
+        n_rings = scanner.num_rings
+        if not 1 <= span <= 2 * n_rings - 1:
+            raise GeometryError(f"construct: span must be in [1, {2 * n_rings - 1}] for the {n_rings} rings "
+                                f"of {scanner.name!r} (got {span})")
+        if not 0 <= max_ring_diff < n_rings:
+            raise GeometryError(f"construct: max_ring_diff must be in [0, {n_rings - 1}] "
                                 f"for {scanner.name!r} (got {max_ring_diff})")
-        if span > 1 and max_ring_diff < (span - 1) // 2:
+        if max_ring_diff < (span - 1) // 2:
             raise GeometryError(f"construct: max_ring_diff {max_ring_diff} is smaller than "
                                 f"(span-1)/2 = {(span - 1) // 2}")
-        if span == 1:
-            lo = list(range(-max_ring_diff, max_ring_diff + 1))
-            hi = list(lo)
-        else:
-            half = (span - 1) // 2
-            pos = [(-half, half)]
-            while pos[-1][1] < max_ring_diff:
-                a = pos[-1][1] + 1
-                pos.append((a, min(a + span - 1, max_ring_diff)))
-            neg = [(-b, -a) for a, b in reversed(pos[1:])]
-            ranges = neg + pos
-            lo = [a for a, _ in ranges]
-            hi = [b for _, b in ranges]
+        lo0 = -((span - 1) // 2) if span % 2 else -(span // 2)
+        hi0 = lo0 + span - 1 if span % 2 else lo0 + span
+        pos = [(lo0, min(hi0, max_ring_diff))]
+        while pos[-1][1] < max_ring_diff:
+            a = pos[-1][1] + 1
+            pos.append((a, min(a + span - 1, max_ring_diff)))
+        neg = [(-b, -a) for a, b in reversed(pos[1:])]
+        ranges = neg + pos
+        lo = [a for a, _ in ranges]
+        hi = [b for _, b in ranges]
         if num_views is None:
             num_views = scanner.num_views_unmashed
         if num_tangential_poss is None:

@@ -387,9 +387,26 @@ def _interfile_block(block: Block, ctx: Context) -> str:
         if int_at_least(1)(text, c) != 4:
             raise Problem(f"only 4-byte float output is supported by stirgpu, got {text!r}")
         return 4
+    def byte_order(text: str, c: Context) -> str:
+        if canonical_key(text) != "littleendian":
+            raise Problem(f"stirgpu writes little-endian images only, got {text!r}")
+        return "littleendian"
+
+    # the four keys STIR lists for this block (its parameter_info); only STIR's defaults are accepted
     read_block(block, (Key("number format", "number_format", number_format),
-                       Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel)), ctx)
+                       Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel),
+                       Key("byte order", "byte_order", byte_order),
+                       Key("scale to write data", "scale", _only("0", "stirgpu writes float images unscaled"))), ctx)
     return "Interfile"
+
+
+def _only(value: str, why: str):
+    """A key accepted only with its STIR default ``value`` (which changes nothing here)."""
+    def parse(text: str, ctx: Context) -> str:
+        if as_float(text, ctx) != float(value):
+            raise Problem(f"only {value} is supported by stirgpu ({why}), got {text!r}")
+        return value
+    return parse
 
 
 _NORMALISATION = TypeKey("Bin Normalisation type", "normalisation", (
@@ -403,6 +420,7 @@ _OBJECTIVE_KEYS = (
     Key("maximum absolute segment number to process", "max_segment_num_to_process", int_at_least(0, special=-1)),
     Key("zero end planes of segment 0", "zero_end_planes_of_segment_0", as_bool),
     Key("zoom", "zoom", _positive_float),
+    Key("z zoom", "z_zoom", _only("1", "STIR's default image with zoom in z is not implemented")),
     Key("XY output image size (in pixels)", "xy_output_image_size", int_at_least(1, special=-1)),
     Key("Z output image size (in pixels)", "z_output_image_size", int_at_least(1, special=-1)),
     Key("Z offset (in mm)", "z_offset_mm", as_float),
@@ -415,6 +433,8 @@ _OBJECTIVE_KEYS = (
     Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
     Key("recompute sensitivity", "recompute_sensitivity", as_bool),
     Key("use subset sensitivities", "use_subset_sensitivities", as_bool),
+    Key("use time-of-flight sensitivities", "use_tof_sensitivities",
+        _refuse_true("TOF sensitivities are not implemented")),
     TypeKey("prior type", "prior", (Choice("None"),),
             other=_refuse("priors are not supported by stirgpu (it runs OSEM, i.e. OSMAPOSL without a prior); "
                           "use 'prior type := None'")),
@@ -504,7 +524,8 @@ def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | N
                        f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
                        f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
                        f"interval to 0 or the type to None")
-    for unused in ("prior", "post_filter", "output_file_format", "randomise_subset_order", "write_update_image"):
+    for unused in ("prior", "post_filter", "output_file_format", "randomise_subset_order", "write_update_image",
+                   "z_zoom", "use_tof_sensitivities"):
         values.pop(unused, None)  # validated above: only the STIR defaults get here
     for k in ("xy_output_image_size", "z_output_image_size", "max_segment_num_to_process"):
         if values.get(k) == -1:

@@ -267,3 +267,24 @@ def test_constructor_refuses_what_stir_refuses(counts):
     with pytest.raises(GeometryError, match=r"segment -1 \(ring differences \[-4, -2\]\)"):
         ProjDataInfo(Scanner.from_name("ECAT 953"), [-4, -1, 2], [-2, 1, 4], 96, 128, False,
                      num_axial_poss=counts)
+
+
+@pytest.mark.parametrize("scanner, span, max_rd", [
+    ("ECAT 953", 2, 0), ("ECAT 953", 2, 5), ("ECAT 953", 4, 1), ("ECAT 953", 4, 7), ("ECAT 953", 6, 15),
+    ("ECAT 953", 31, 15), ("GE Discovery 690", 8, 19), ("test_scanner", 7, 3), ("Siemens mMR", 10, 60)])
+def test_construct_any_span_like_stir(stir, scanner, span, max_rd):
+    """``construct`` with even spans (STIR: segment 0 holds span + 1 ring differences, clipped at
+    the maximum ring difference, so [-1, 0] for span 2 and max RD 0), the largest span 2N - 1 and
+    clipped outer segments: the same segments, axial positions and m as STIR's
+    ``construct_proj_data_info``.  stirgpu refused every even span."""
+    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name(scanner),
+                                                        span, max_rd, 12, 16, False)
+    ours = ProjDataInfo.construct(Scanner.from_name(scanner), span, max_rd, 12, 16, False)
+    segs = list(range(theirs.get_min_segment_num(), theirs.get_max_segment_num() + 1))
+    assert list(ours.segment_nums) == segs
+    for seg in segs:
+        na = theirs.get_num_axial_poss(seg)
+        assert (ours.get_min_ring_difference(seg), ours.get_max_ring_difference(seg), ours.get_num_axial_poss(seg)) \
+            == (theirs.get_min_ring_difference(seg), theirs.get_max_ring_difference(seg), na)
+        _close(ours.get_m(seg, np.array([0, na - 1])),
+               [theirs.get_m(stir.Bin(seg, 0, a, 0)) for a in (0, na - 1)], f"m of segment {seg}")

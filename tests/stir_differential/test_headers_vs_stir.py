@@ -176,3 +176,29 @@ def test_header_with_even_count_at_half_ring_spacing_is_refused_like_stir(stir, 
     with pytest.raises(FormatError, match=r"matrix size \[2\]") as err:
         read_projdata_header(hs)
     assert str(hs) in str(err.value) and "odd number of axial positions" in str(err.value)
+
+
+@pytest.mark.parametrize("tof_mash", [5, 11])
+def test_tof_headers_both_ways(stir, tmp_path, tof_mash):
+    """TOF data (GE Discovery 690, 55 TOF bins mashed by 5 or 11): STIR writes a 5-dimensional
+    view-order file (the only TOF order it writes) that stirgpu reads with the same geometry and
+    values (timing positions outermost), and STIR reads stirgpu's with its own geometry.
+    (Mashed to a single TOF bin, STIR itself writes a plain 4-dimensional header, so that case
+    is non-TOF data in both.)"""
+    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("GE Discovery 690"),
+                                                        3, 2, 4, 9, False, tof_mash)
+    ours = ProjDataInfo.construct(Scanner.from_name("GE Discovery 690"), 3, 2, 4, 9, num_tof_poss=55 // tof_mash)
+    mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
+    written = stir.ProjDataInterfile(stir.ExamInfo(), theirs, str(tmp_path / "t.hs"), mode,
+                                     stir.ProjDataFromStream.Timing_Segment_View_AxialPos_TangPos)
+    data = np.random.default_rng(tof_mash).permutation(written.size_all()).astype(np.float32)
+    written.fill(data.flat)
+    del written
+    with read_from_file(tmp_path / "t.hs") as store:
+        assert store.get_proj_data_info() == ours
+        np.testing.assert_array_equal(store.as_array().ravel(), data)
+    with ProjDataFromFile.create(tmp_path / "o.hs", ours) as store:
+        store.fill(data.reshape(store.as_array().shape))
+    read = stir.ProjData.read_from_file(str(tmp_path / "o.hs"))
+    assert read.get_proj_data_info().parameter_info() == theirs.parameter_info()
+    np.testing.assert_array_equal(_stir_array(read, data.size), data)

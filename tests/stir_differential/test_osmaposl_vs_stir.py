@@ -21,6 +21,7 @@ The quick set runs in the normal suite; a larger, seeded set of key combinations
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -221,3 +222,137 @@ def test_stir_refuses_so_does_stirgpu(name, reference_stir, five_segments, tmp_p
     line = next(i for i, s in enumerate(par.splitlines(), 1) if s.lower().startswith(key))
     assert exc.value.line == line, str(exc.value)
     assert oc.image_files(tmp_path / "gpu") == set()
+
+
+def test_stirs_own_parameter_listing_reads_back(reference_stir, five_segments, tmp_path):
+    """STIR's OSMAPOSL prints every parameter it uses (its parameter_info, all keys with values);
+    that listing, saved as a .par, is read by stirgpu into the same settings as the file it came
+    from.  Guards against stirgpu refusing keys STIR itself writes ('z zoom', 'use time-of-flight
+    sensitivities', the Interfile output block's 'byte order' and 'scale to write data') and
+    against a default that differs from STIR's (the listing spells out every default)."""
+    from stirgpu.parfile import read_osmaposl_par
+    par = oc.osmaposl_par({**ADD}, _top(number_of_subiterations=1, save_estimates_at_subiteration_intervals=1))
+    (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
+    proc = oc.run_stir(reference_stir, tmp_path / "stir", par)
+    assert proc.returncode == 0
+    text = proc.stdout + proc.stderr
+    start = text.lower().index("osmaposlparameters :=")
+    end = text.lower().index("end osmaposlparameters :=", start)
+    listing = [ln.removeprefix("INFO: ") for ln in text[start:end].splitlines()]
+    listing = [ln for ln in listing if ln.strip().lower() != "end :="] + ["END :="]
+    (tmp_path / "stir" / "listing.par").write_text("\n".join(listing) + "\n")
+    base = tmp_path / "stir"
+    ours = read_osmaposl_par(base / "recon.par", base_dir=base, env={})
+    theirs = read_osmaposl_par(base / "listing.par", base_dir=base, env={})
+    # STIR prints numbers to 6 digits (3.40282e+38 for the largest float) and spells out the
+    # verbosities (which change no number); everything else must be equal
+    assert theirs.maximum_relative_change == pytest.approx(ours.maximum_relative_change, rel=1e-5)
+    quiet = [dataclasses.replace(x, verbosity=None, maximum_relative_change=ours.maximum_relative_change,
+                                 projectors=dataclasses.replace(
+                                     x.projectors, forward=dataclasses.replace(x.projectors.forward, verbosity=1),
+                                     back=dataclasses.replace(x.projectors.back, verbosity=1)))
+             for x in (ours, theirs)]
+    assert quiet[1] == quiet[0]
+
+
+# -- initial estimate, restart, positivity ------------------------------------------------------------
+
+def test_restart_from_a_file_with_start_numbers(reference_stir, five_segments, tmp_path):
+    """``initial estimate := FILE`` (STIR's phantom, with zeros outside the cylinder and in a cold
+    sphere), ``enforce initial positivity condition := 1`` (zeros raised to 1e-6 of the smallest
+    positive value), ``start at subiteration number := 3`` and ``start at subset := 1``: the subset
+    sequence, the save points (3, 5, 6) and the first clipped subiteration follow STIR's global
+    numbering.  Guards subset-order and save-point arithmetic on restarts."""
+    obj = {**ADD, **SUBSET_SENS}
+    top = _top(initial_estimate="../in/phantom.hv", start_at_subiteration_number=3, start_at_subset=1,
+               number_of_subiterations=6, save_estimates_at_subiteration_intervals=5,
+               minimum_relative_change=0.5)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, top), inputs=five_segments)
+    assert {"out_5.hv", "out_6.hv"} <= oc.image_files(s_dir)
+    oc.assert_agree(s_dir, g_dir)
+
+
+def test_initial_zeros_without_positivity(reference_stir, five_segments, tmp_path):
+    """``initial estimate := FILE`` with zeros and ``enforce initial positivity condition := 0``:
+    zero voxels stay exactly 0 in both (a multiplicative update cannot revive them).  Guards the
+    positivity switch (with it on, the test above)."""
+    obj = {**ADD, **TOTAL_SENS}
+    top = _top(initial_estimate="../in/phantom.hv", enforce_initial_positivity_condition=0,
+               number_of_subiterations=4, save_estimates_at_subiteration_intervals=2)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, top), inputs=five_segments)
+    oc.assert_agree(s_dir, g_dir)
+    zero = read_image(s_dir.parent / "in" / "phantom.hv").array == 0
+    assert zero.any() and not read_image(g_dir / "out_4.hv").array[zero].any()
+    assert not read_image(s_dir / "out_4.hv").array[zero].any()
+
+
+# -- sensitivities read from files ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["subset", "total"])
+def test_sensitivity_files_are_reused(mode, reference_stir, five_segments, tmp_path):
+    """``recompute sensitivity := 0`` with the files STIR wrote in a first run: both programs read
+    STIR's sensitivities (so the estimates then differ by the ratio back projection only), and
+    neither writes a sensitivity.  Subset files with ``use subset sensitivities := 1``; one total
+    file (divided by the number of subsets) with ``:= 0``.  Guards reading, the total / K rule
+    and the 'read, do not write' rule."""
+    sens = dict(SUBSET_SENS if mode == "subset" else TOTAL_SENS)
+    first = oc.osmaposl_par({**ADD, **sens}, _top(number_of_subiterations=1, save_estimates_at_subiteration_intervals=1))
+    (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
+    assert oc.run_stir(reference_stir, tmp_path / "first", first).returncode == 0
+    written = sorted(p for p in (tmp_path / "first").iterdir() if p.name.startswith("sens"))
+    assert written
+
+    def copy_sensitivities(folder):
+        for p in written:
+            shutil.copy(p, folder / p.name)
+    sens["recompute sensitivity"] = 0
+    par = oc.osmaposl_par({**ADD, **sens}, _top(number_of_subiterations=4, save_estimates_at_subiteration_intervals=2))
+    s_dir, g_dir, result = oc.run_both(reference_stir, tmp_path, par, prepare=copy_sensitivities)
+    assert result.sensitivity_files == []
+    diffs = oc.assert_agree(s_dir, g_dir)
+    assert all(diffs[p.name] == 0 for p in written if p.suffix == ".hv")  # untouched copies
+
+
+ZERO_END_PLANES = {**ADD, **SUBSET_SENS, "zero end planes of segment 0": 1,
+                   "maximum absolute segment number to process": 1, "zoom": 1.2, "XY output image size (in pixels)": 89}
+END_PLANE_LEAK = ("STIR's Parallelproj computes z in float32 (in units of the x voxel size): a segment-0 LOR "
+                  "of axial position 1 puts ~2e-7 (zoom 1.2) of its weight into image plane 0, so with 'zero "
+                  "end planes of segment 0' that plane is seen at float-rounding level only, and OSMAPOSL's "
+                  "unthresholded division turns it into plane-1-like values; stirgpu's kernels give an exact "
+                  "0 there (0/0 -> 0). A projector (kernel) matter: docs/conventions.md, 'Divergences found "
+                  "against STIR (OSMAPOSL)'")
+
+
+@pytest.fixture(scope="module")
+def zero_end_planes_run(reference_stir, five_segments_32_views, tmp_path_factory):
+    """The brief's end-plane case (8 subsets, 10 subiterations saved every 5) from the default
+    initial estimate, run once by STIR and by stirgpu: (STIR's folder, stirgpu's folder)."""
+    top = _top(number_of_subsets=8, number_of_subiterations=10, save_estimates_at_subiteration_intervals=5)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path_factory.mktemp("zep"), oc.osmaposl_par(ZERO_END_PLANES, top),
+                                  inputs=five_segments_32_views)
+    return s_dir, g_dir
+
+
+def test_zero_end_planes_default_start_interior_matches_stir(zero_end_planes_run):
+    """The brief's case from the default initial estimate (ones): every plane but the two end
+    planes agrees to 1e-3 of STIR's maximum, the sensitivities everywhere to 2e-4, and STIR's
+    sensitivity of the end planes is below 1e-6 of its maximum (those voxels are not seen by any
+    processed LOR except through float rounding; see END_PLANE_LEAK and the next test)."""
+    s_dir, g_dir = zero_end_planes_run
+    for k in range(8):
+        sens = read_image(s_dir / f"sens_{k}.hv").array
+        assert max(sens[0].max(), sens[-1].max()) < 1e-6 * sens.max()
+        assert oc.relative_difference(g_dir / f"sens_{k}.hv", s_dir / f"sens_{k}.hv") <= oc.SENSITIVITY_TOL
+    for n in ("out_5.hv", "out_10.hv"):
+        mine, theirs = read_image(g_dir / n).array, read_image(s_dir / n).array
+        inner = np.abs(mine[1:-1].astype(np.float64) - theirs[1:-1]).max() / theirs.max()
+        assert inner <= oc.ESTIMATE_TOL, f"{n}: {inner:.3g}"
+
+
+@pytest.mark.xfail(strict=True, reason=END_PLANE_LEAK)
+def test_zero_end_planes_default_start_end_planes_match_stir(zero_end_planes_run):
+    """The same run, whole images: fails (up to 100 % of the maximum after 10 subiterations, all
+    of it in plane 0) for the reason in END_PLANE_LEAK.  Strict, so that a projector that
+    reproduces STIR's float32 z rounding makes this test fail as 'passed' and it gets removed."""
+    s_dir, g_dir = zero_end_planes_run
+    oc.assert_agree(s_dir, g_dir)
