@@ -73,6 +73,16 @@ class ReferenceStir:
                                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         return proc
 
+    def library(self, name: str):
+        """One of the build's shared libraries (e.g. ``libparallelproj.so``) through ctypes."""
+        import ctypes
+        if self.bin_dir is None:
+            raise FileNotFoundError(f"{name}: the STIR found ({self.origin}) has no known library folder")
+        path = self.bin_dir.parent / "lib" / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found ({self.origin})")
+        return ctypes.CDLL(str(path))
+
     def module(self):
         """STIR's Python module, imported into this process (once; idempotent)."""
         if self.config_dir is not None:

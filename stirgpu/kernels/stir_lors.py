@@ -10,15 +10,22 @@ equal (views at 45 / 135 degrees) or a LOR lies on an image face, those rounding
 projection (``docs/joseph.md``, "Precision"), so reproducing STIR's numbers there needs its
 float32 endpoints exactly.
 
-This module reproduces them; ``tests/stir_differential/test_stir_lors.py`` checks them bit
-for bit against STIR's own ``get_lor`` + ``get_intersections_with_cylinder``.  Two facts
-found on the way (checked against STIR 6.5, not readable from its sources alone):
+This module reproduces them: ``tests/stir_differential/test_stir_lors.py`` checks STIR's
+accessors bit for bit, and that libparallelproj fed with these endpoints gives STIR's own
+forward projections bit for bit.  What that took, found against the reference STIR 6.5 build
+(none of it can be read from STIR's sources alone; the build is compiled with ``-ffast-math``):
 
-* STIR's float trigonometry is glibc's ``sinf`` / ``cosf`` / ``asinf``.  numba's ``math.sin``
-  etc. on float32 call the same functions, numpy's float32 ufuncs do not (about 1 in 10
-  values differ by an ulp), hence numba here.
-* The second detector angle comes out as ``(phi + pi) - beta`` rounded in that order
-  (``phi - beta + pi`` as written in the header gives other float32 values).
+* float trigonometry is glibc's ``sinf`` / ``asinf`` (numba's ``math.sin`` on float32 calls
+  them; numpy's float32 ufuncs do not: about 1 value in 10 differs by an ulp), except for the
+  two points on the detector cylinder, which come from double ``sin`` / ``cos`` of the float
+  angle, rounded once;
+* the second detector angle is ``(phi + pi) - beta``, rounded in that order (the header
+  writes ``phi - beta + pi``: fast-math reassociates);
+* ``get_tantheta`` divides by the square root through the x86 ``rsqrtss`` approximation and
+  one Newton step (``0.5 * ring_spacing * (delta * (-0.5 y) (x y y - 3))``), so tan(theta)
+  depends on the CPU's ``rsqrtss`` (Intel and AMD differ): :func:`rsqrt_newton` issues the
+  same instruction on this CPU, as STIR does on it.  On CPUs without it, the correctly
+  rounded reciprocal square root is used and tan(theta) may differ from STIR's by an ulp.
 
 Nothing here runs at import; functions compile on first call (numba cache on disk).
 """
@@ -26,15 +33,48 @@ Nothing here runs at import; functions compile on first call (numba cache on dis
 from __future__ import annotations
 
 import math
+import platform
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
-__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints"]
+__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "rsqrt_newton"]
 
 _F = np.float32
 _TWO_PI = _F(2 * math.pi)
 _PI = _F(math.pi)
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
+
+
+@intrinsic
+def _rsqrtss(typingctx, x):
+    """The x86 ``rsqrtss`` instruction (a ~12-bit reciprocal square root estimate)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+        v4 = ir.VectorType(ir.FloatType(), 4)
+        fn = builder.module.declare_intrinsic("llvm.x86.sse.rsqrt.ss", fnty=ir.FunctionType(v4, [v4]))
+        vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        return builder.extract_element(builder.call(fn, [vec]), ir.Constant(ir.IntType(32), 0))
+
+    return types.float32(types.float32), codegen
+
+
+if _X86:
+    @njit(cache=True)
+    def rsqrt_newton(x):
+        """1/sqrt(x) as GCC's fast-math code computes it: ``rsqrtss`` and one Newton step."""
+        y = _rsqrtss(x)
+        t = np.float32(np.float32(np.float32(x * y) * y) + np.float32(-3.0))
+        return np.float32(t * np.float32(y * np.float32(-0.5)))
+else:
+    @njit(cache=True)
+    def rsqrt_newton(x):
+        """1/sqrt(x), correctly rounded (no ``rsqrtss`` on this CPU)."""
+        return np.float32(1.0 / math.sqrt(np.float64(x)))
 
 
 class StirFloatGeometry:
@@ -75,13 +115,23 @@ def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tan
     sampling = spacing if seg.min_ring_diff == seg.max_ring_diff else _F(spacing / _F(2))
     m_offset = _F(_F(_F(seg.num_axial_poss - 1) * sampling) / _F(2))
     m = (axs.astype(_F) * sampling - m_offset).astype(_F)
-    delta = _F(_F(seg.min_ring_diff + seg.max_ring_diff) / _F(2))
-    if abs(delta) < 1e-4:
-        tantheta = np.zeros(len(s), dtype=_F)
-    else:
-        root = np.sqrt((ring_radius * ring_radius - s * s).astype(_F)).astype(_F)
-        tantheta = (_F(delta * spacing) / (_F(2) * root)).astype(_F)
+    tantheta = _tantheta(_F(seg.min_ring_diff + seg.max_ring_diff), spacing, ring_radius, s)
     return StirFloatGeometry(phi, s, m, tantheta, ring_radius, sc.max_FOV_radius)
+
+
+@njit(cache=True)
+def _tantheta(min_plus_max_ring_diff, ring_spacing, ring_radius, s):
+    """STIR's ``get_tantheta`` for tangential positions with these s (see the module docstring)."""
+    out = np.zeros(s.shape[0], dtype=np.float32)
+    delta = np.float32(min_plus_max_ring_diff * np.float32(0.5))
+    if abs(delta) < np.float32(1e-4):
+        return out
+    half_spacing = np.float32(np.float32(0.5) * ring_spacing)
+    r2 = np.float32(ring_radius * ring_radius)
+    for i in range(s.shape[0]):
+        inv_root = rsqrt_newton(np.float32(r2 - np.float32(s[i] * s[i])))
+        out[i] = np.float32(half_spacing * np.float32(delta * inv_root))
+    return out
 
 
 @njit(cache=True)
@@ -117,10 +167,11 @@ def _transaxial(phi, s, ring_radius, fov_radius):
         beta = np.float32(-beta)
     psi1 = _to_0_2pi(np.float32(phi0 + beta))
     psi2 = _to_0_2pi(np.float32(np.float32(phi0 + _PI) - beta))
-    x1 = np.float32(ring_radius * np.float32(math.sin(psi1)))
-    y1 = np.float32(-ring_radius * np.float32(math.cos(psi1)))
-    x2 = np.float32(ring_radius * np.float32(math.sin(psi2)))
-    y2 = np.float32(-ring_radius * np.float32(math.cos(psi2)))
+    r = np.float64(ring_radius)
+    x1 = np.float32(r * math.sin(np.float64(psi1)))
+    y1 = np.float32(-r * math.cos(np.float64(psi1)))
+    x2 = np.float32(r * math.sin(np.float64(psi2)))
+    y2 = np.float32(-r * math.cos(np.float64(psi2)))
     if swapped:
         x1, x2, y1, y2 = x2, x1, y2, y1
     dx = np.float32(x2 - x1)
@@ -170,3 +221,18 @@ def stir_lor_endpoints(geometry: StirFloatGeometry) -> tuple[np.ndarray, np.ndar
     _endpoints(np.asarray(g.phi, _F), np.asarray(g.s, _F), np.asarray(g.m, _F), np.asarray(g.tantheta, _F),
                g.ring_radius, g.fov_radius, start, end)
     return start, end
+
+
+def stir_image_frame(image_info) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    """``(origin, voxel_size, rescale)`` as STIR's Parallelproj projector passes them to
+    libparallelproj, float32, axis order (z, y, x): voxel sizes and the position of voxel
+    [0, 0, 0] in the gantry frame (``get_physical_coordinates_for_indices`` of the minimum
+    indices, z moved by ``(min + max) / 2 * vz``), both multiplied by ``rescale = 1 / vx``."""
+    vs = np.asarray(image_info.voxel_size, dtype=np.float64).astype(_F)
+    org = np.asarray(image_info.origin, dtype=np.float64).astype(_F)
+    lo = np.asarray(image_info.min_indices, dtype=np.int64)
+    hi = lo + np.asarray(image_info.shape, dtype=np.int64) - 1
+    first = (org + (lo.astype(_F) * vs).astype(_F)).astype(_F)
+    first[0] = _F(first[0] - _F(_F(_F(lo[0] + hi[0]) / _F(2)) * vs[0]))
+    rescale = _F(_F(1) / vs[2])
+    return (first * rescale).astype(_F), (vs * rescale).astype(_F), rescale
