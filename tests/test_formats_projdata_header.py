@@ -128,6 +128,15 @@ def test_known_scanner_values_written_with_six_digits_are_that_scanner():
     assert pdi == built
 
 
+def test_views_not_dividing_the_detectors_are_read_like_stir():
+    """97 views of a 192-view scanner: STIR reads the header (with a warning) and keeps the
+    scanner's view offset unshifted; stirgpu refused it."""
+    pdi = parse(STIR_SPAN3.replace("!matrix size [3] := 96", "!matrix size [3] := 97")).proj_data_info
+    assert pdi.get_num_views() == 97
+    assert pdi.get_azimuthal_angle_offset() == pytest.approx(math.radians(-15), abs=1e-7)
+    assert pdi.get_phi(1) == pytest.approx(math.pi / 97 + math.radians(-15), abs=1e-7)
+
+
 def test_scanner_block_units_cm_to_mm_degrees_to_radians():
     """Header lengths are cm (diameter for the ring), angles degrees; Scanner holds mm/radians."""
     text = STIR_SPAN3.replace("Scanner type := ECAT 953", "Scanner type := my scanner")
@@ -288,7 +297,7 @@ BAD = {
         "minimum ring difference per segment"),
     "3 dimensions": (lambda t: edit(t, "number of dimensions", "number of dimensions := 3"), "number of dimensions"),
     "bad tangential label": (lambda t: t.replace("tangential coordinate", "bins"), "matrix axis label [1]"),
-    "views not dividing": (lambda t: t.replace("!matrix size [3] := 96", "!matrix size [3] := 97"), "matrix size [3]"),
+    "no views": (lambda t: t.replace("!matrix size [3] := 96", "!matrix size [3] := 0"), "matrix size [3]"),
     "bad integer": (lambda t: t.replace("!matrix size [1] := 128", "!matrix size [1] := 12x8"), "matrix size [1]"),
     "TOF on a non-TOF scanner": (
         lambda t: t.replace("number of dimensions := 4", "number of dimensions := 5\n"

@@ -179,8 +179,12 @@ def test_mashing_offset_and_invalid_geometry():
     sc = Scanner.from_name("ECAT 953")  # 384 detectors: 192 unmashed views
     p96 = ProjDataInfo.construct(sc, 1, 0, num_views=96, num_tangential_poss=10)
     assert p96.get_azimuthal_angle_offset() == pytest.approx(sc.intrinsic_azimuthal_tilt + math.pi / 192 / 2)
-    with pytest.raises(GeometryError, match="must divide"):
-        ProjDataInfo.construct(sc, 1, 0, num_views=100, num_tangential_poss=10)
+    # STIR accepts views that do not divide the unmashed 192, without the half-mash shift
+    p100 = ProjDataInfo.construct(sc, 1, 0, num_views=100, num_tangential_poss=10)
+    assert p100.get_azimuthal_angle_offset() == sc.intrinsic_azimuthal_tilt
+    assert p100.get_view_mashing_factor() == 1
+    with pytest.raises(GeometryError, match="num_views must be >= 1"):
+        ProjDataInfo.construct(sc, 1, 0, num_views=0, num_tangential_poss=10)
     with pytest.raises(GeometryError, match="ascending"):
         ProjDataInfo(sc, [0, -1], [0, -1], 96, 10, False)
     # STIR refuses an even number of axial positions at half ring spacing (and accepts any

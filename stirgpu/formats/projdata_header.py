@@ -270,10 +270,6 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     segment_sequence = tuple(seg_num_of_file_pos[i] for i in range(num_segments))
 
     scanner = scanner_from_header(hdr)
-    n_half = scanner.num_detectors_per_ring // 2
-    if n_half % num_views:
-        raise hdr.error(f"{num_views} views do not divide the scanner's {n_half} unmashed views",
-                        "matrix size", view_dim)
 
     corrections = hdr.get_list("applied corrections", default=None)
     if corrections is None:

@@ -125,6 +125,8 @@ class ProjDataInfo:
         outwards (-1, +1, ...), as in STIR.
     num_views, num_tangential_poss
         Views (mashing = num_detectors_per_ring / 2 / num_views) and tangential positions.
+        A number of views that does not divide the unmashed views is accepted as STIR accepts
+        it: no half-mash shift of the view offset, mashing factor rounded down.
     arc_corrected
         ``True`` for STIR's ``ArcCorr`` flavour (``s = t * tangential_sampling``),
         ``False`` for ``NoArcCorr`` (``s = R sin(t pi / N_det)``).
@@ -178,9 +180,8 @@ class ProjDataInfo:
         i0 = zero[0]
         num_views = int(num_views)
         n_half = scanner.num_detectors_per_ring // 2
-        if num_views < 1 or n_half % num_views:
-            raise GeometryError(f"ProjDataInfo: num_views={num_views} must divide "
-                                f"num_detectors_per_ring/2 = {n_half} (view mashing is by an integer factor)")
+        if num_views < 1:
+            raise GeometryError(f"ProjDataInfo: num_views must be >= 1 (got {num_views})")
         num_tangential_poss = int(num_tangential_poss)
         if num_tangential_poss < 1:
             raise GeometryError(f"ProjDataInfo: num_tangential_poss must be >= 1 (got {num_tangential_poss})")
@@ -218,8 +219,10 @@ class ProjDataInfo:
             raise GeometryError(f"ProjDataInfo: tangential_sampling must be positive (got {ts})")
         self._tang_sampling = ts
         self._num_tof_poss = num_tof_poss
-        mash = n_half // num_views
-        # STIR: the scanner's intrinsic tilt, plus half a mash for view-mashed data
+        # STIR (ProjDataInfoCylindrical.cxx): the scanner's intrinsic tilt, plus half a mash for
+        # view-mashed data; views that do not divide the unmashed ones are accepted (STIR warns)
+        # without that shift
+        mash = n_half // num_views if n_half % num_views == 0 else 1
         self._phi_offset = scanner.intrinsic_azimuthal_tilt + (math.pi / n_half) * (mash - 1) / 2
 
     # -- construction like STIR ---------------------------------------------------------

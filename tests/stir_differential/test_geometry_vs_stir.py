@@ -22,6 +22,7 @@ from cases import (every_scanner_cases, large_cases, large_marks, non_cylindrica
                    params, quick_cases, stir_image, stir_proj_data_info, stirgpu_image_info,
                    stirgpu_proj_data_info, cylindrical_scanner_names)
 from stirgpu.errors import GeometryError
+from stirgpu.formats import read_projdata_header
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 pytestmark = pytest.mark.stir
@@ -288,3 +289,22 @@ def test_construct_any_span_like_stir(stir, scanner, span, max_rd):
             == (theirs.get_min_ring_difference(seg), theirs.get_max_ring_difference(seg), na)
         _close(ours.get_m(seg, np.array([0, na - 1])),
                [theirs.get_m(stir.Bin(seg, 0, a, 0)) for a in (0, na - 1)], f"m of segment {seg}")
+
+
+@pytest.mark.parametrize("scanner, num_views", [("ECAT 953", 100), ("ECAT 953", 7), ("GE Discovery 690", 250)])
+def test_views_not_dividing_the_detectors_like_stir(stir, scanner, num_views, tmp_path):
+    """A number of views that does not divide the unmashed views: STIR warns and goes on, with the
+    scanner's view offset unshifted and the mashing factor rounded down; stirgpu gives the same
+    phi and reads STIR's header of it.  stirgpu refused such geometries and headers."""
+    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name(scanner),
+                                                        1, 0, num_views, 16, False)
+    ours = ProjDataInfo.construct(Scanner.from_name(scanner), 1, 0, num_views, 16, False)
+    assert ours.get_view_mashing_factor() == theirs.get_view_mashing_factor()
+    _close(ours.get_azimuthal_angle_offset(), theirs.get_azimuthal_angle_offset(), "phi offset", abs_=ABS_RAD)
+    _close(ours.get_phi(np.arange(num_views)), [theirs.get_phi(stir.Bin(0, v, 0, 0)) for v in range(num_views)],
+           "phi", abs_=ABS_RAD)
+    mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
+    written = stir.ProjDataInterfile(stir.ExamInfo(), theirs, str(tmp_path / "v.hs"), mode,
+                                     stir.ProjDataFromStream.Segment_View_AxialPos_TangPos)
+    del written
+    assert read_projdata_header(tmp_path / "v.hs").proj_data_info == ours
