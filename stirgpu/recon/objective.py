@@ -15,17 +15,26 @@ maximum, the model ``A x / f + a`` misses by 20 %.)
 What OSMAPOSL needs from it (no prior):
 
 * subset sensitivity ``s_k = B_k(1 / f)`` (back projection over subset ``k``'s views);
-* ``B_k(y / (A_k x + a))``, the gradient plus the sensitivity (STIR's
-  ``compute_sub_gradient_without_penalty_plus_sensitivity``); since
-  ``y / (A x + a) = (y / ybar) / f`` this is the projector's fused
-  ``forward_back_ratio`` with the background ``r = a / f``.
+* ``B_k(divide_and_truncate(y, A_k x + a))``, the gradient plus the sensitivity (STIR's
+  ``compute_sub_gradient_without_penalty_plus_sensitivity``).  STIR's
+  ``RPC_process_related_viewgrams_gradient`` divides the data by ``A x + a`` -- the
+  normalisation is not applied there -- so its cap of the quotient at 1e4 applies to
+  ``y / (A x + a)``, not to ``y / ybar``; this is the projector's fused
+  ``forward_back_ratio`` with the additive term ``a`` and no multiplicative factors.  (Capping
+  ``y / ybar`` and dividing by ``f`` afterwards caps ``y / (A x + a)`` at ``1e4 / f`` instead:
+  from an initial estimate of 1e-6 without an additive term, 4 % of the maximum off STIR.)
+
+The log-likelihood (reports only) uses the mean ``ybar`` itself, as STIR's
+``RPC_process_related_viewgrams_accumulate_loglikelihood`` does: the fused call with the
+background ``r = a / f`` and the factors ``f``.
 
 STIR's handling of the inputs, reproduced with read-only views (:mod:`.views`):
 ``maximum absolute segment number to process`` keeps segments ``-m..m``;
 ``zero end planes of segment 0`` zeroes the first and last axial position of
-segment 0 in ``y``, ``a`` and the multiplicative factors ``1/f``; here ``f`` is set
-to 0 there, which the projector treats as "bin left out" (its quotient, sensitivity
-contribution and log-likelihood term are 0), and ``a / f`` is 0 there too.
+segment 0 in ``y``, ``a`` and the multiplicative factors ``1/f``; here ``y`` and ``a``
+are zeroed there (the quotient of a zero datum is 0) and ``f`` is set to 0 there, which
+the projector treats as "bin left out" (sensitivity contribution and log-likelihood term
+0), and ``a / f`` is 0 there too.
 
 The quotient ``y / ybar`` follows STIR's ``divide_and_truncate`` (0 where ``y`` is
 nearly 0, capped at 1e4) inside the projector's fused call
@@ -85,10 +94,12 @@ class PoissonLogLikelihood:
         a = restrict_segments(additive, self.max_segment_num_to_process)
         f = restrict_segments(normalisation, self.max_segment_num_to_process)
         if self.zero_end_planes_of_segment_0:
+            # STIR zeroes y, a and 1/f there; f = 0 makes the projector leave those bins out
             y = EndPlanes(y, 0.0)
-            # f = 0: the projector leaves those bins out (STIR zeroes y, a and 1/f there)
+            a = None if a is None else EndPlanes(a, 0.0)
             f = EndPlanes(f if f is not None else Constant(y.get_proj_data_info(), 1.0), 0.0)
-        #: what the projector reads: y, the background r = a / f (measured units), and f
+        #: what the projector reads: y, the additive term a (normalised units) for the update,
+        #: the background r = a / f (measured units) and f for sensitivities and log-likelihoods
         self.measured = y
         self.multiplicative = f
         self.background = None if a is None else (a if f is None else Quotient(a, f))
@@ -117,11 +128,19 @@ class PoissonLogLikelihood:
 
     def gradient_plus_sensitivity(self, projector, image, out_image, subset_num: int, num_subsets: int,
                                   return_loglik: bool = False):
-        """``out_image = B_k(y / (A_k x + a))`` (overwritten).  Returns ``out_image``, or
-        ``(out_image, log-likelihood of subset k at x)`` with ``return_loglik``."""
-        return projector.forward_back_ratio(image, self.measured, subset_num, num_subsets,
-                                            additive=self.background, multiplicative=self.multiplicative,
-                                            out_image=out_image, accumulate=False, return_loglik=return_loglik)
+        """``out_image = B_k(divide_and_truncate(y, A_k x + a))`` (overwritten), STIR's numerator.
+        Returns ``out_image``, or ``(out_image, log-likelihood of subset k at x)`` with
+        ``return_loglik`` (a second pass: the log-likelihood needs the mean, with ``f``)."""
+        loglik = None
+        if return_loglik:
+            scratch = out_image.copy()
+            _, loglik = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets,
+                                                     additive=self.background, multiplicative=self.multiplicative,
+                                                     out_image=scratch, accumulate=False, return_loglik=True)
+        res = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets, additive=self.additive,
+                                           multiplicative=None, out_image=out_image, accumulate=False)
+        res = out_image if res is None else res
+        return (res, loglik) if return_loglik else res
 
     def log_likelihood(self, projector, image) -> float:
         """The objective function (no prior) at ``image``: ``sum(y log ybar - ybar)`` over every
