@@ -185,6 +185,12 @@ class ProjDataInfo:
         num_tangential_poss = int(num_tangential_poss)
         if num_tangential_poss < 1:
             raise GeometryError(f"ProjDataInfo: num_tangential_poss must be >= 1 (got {num_tangential_poss})")
+        # STIR (ProjDataInfoCylindricalNoArcCorr.cxx) refuses more non-arc-corrected positions
+        # than the scanner has; arc-corrected data may have any number
+        if not arc_corrected and num_tangential_poss > scanner.max_num_non_arccorrected_bins:
+            raise GeometryError(f"ProjDataInfo: num_tangential_poss={num_tangential_poss} exceeds the "
+                                f"{scanner.max_num_non_arccorrected_bins} non-arc-corrected bins of "
+                                f"{scanner.name!r} (STIR refuses such data)")
         num_tof_poss = int(num_tof_poss)
         if num_tof_poss < 1:
             raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")

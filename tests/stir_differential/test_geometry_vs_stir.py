@@ -308,3 +308,21 @@ def test_views_not_dividing_the_detectors_like_stir(stir, scanner, num_views, tm
                                      stir.ProjDataFromStream.Segment_View_AxialPos_TangPos)
     del written
     assert read_projdata_header(tmp_path / "v.hs").proj_data_info == ours
+
+
+@pytest.mark.parametrize("scanner", ["ECAT 953", "GE Discovery 690", "Siemens mMR"])
+def test_tangential_limit_like_stir(stir, scanner):
+    """Non-arc-corrected data may have at most the scanner's maximum number of non-arc-corrected
+    bins (STIR refuses one more); arc-corrected data may have more.  stirgpu accepted any number
+    (geometries STIR cannot hold, so headers STIR cannot read)."""
+    sc_theirs, sc_ours = stir.Scanner.get_scanner_from_name(scanner), Scanner.from_name(scanner)
+    n = sc_ours.max_num_non_arccorrected_bins
+    assert n == sc_theirs.get_max_num_non_arccorrected_bins()
+    stir.ProjDataInfo.construct_proj_data_info(sc_theirs, 1, 0, 12, n, False)
+    ProjDataInfo.construct(sc_ours, 1, 0, 12, n, False)
+    with pytest.raises(RuntimeError, match="exceeds the maximum number of non arc-corrected bins"):
+        stir.ProjDataInfo.construct_proj_data_info(sc_theirs, 1, 0, 12, n + 1, False)
+    with pytest.raises(GeometryError, match=rf"num_tangential_poss={n + 1} exceeds"):
+        ProjDataInfo.construct(sc_ours, 1, 0, 12, n + 1, False)
+    stir.ProjDataInfo.construct_proj_data_info(sc_theirs, 1, 0, 12, n + 41, True)
+    assert ProjDataInfo.construct(sc_ours, 1, 0, 12, n + 41, True).get_num_tangential_poss() == n + 41
