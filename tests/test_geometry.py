@@ -58,7 +58,8 @@ def test_user_defined_scanner_defaults_and_validation():
                  average_depth_of_interaction=5.0, ring_spacing=4.0)
     assert sc.effective_ring_radius == 105.0
     assert sc.max_FOV_radius == 100.0
-    assert sc.default_bin_size == pytest.approx(2 * math.pi * 105 / 100)
+    # an unset bin size is the central non-arc-corrected bin (what STIR's default image uses)
+    assert sc.default_bin_size == pytest.approx(105 * math.sin(math.pi / 100))
     assert sc.max_num_non_arccorrected_bins == 50
     assert sc.replace(num_rings=8).num_rings == 8
     with pytest.raises(GeometryError, match="even"):

@@ -95,9 +95,11 @@ class Scanner:
         if self.max_FOV_radius <= 0:
             set_("max_FOV_radius", self.inner_ring_radius)
         if self.default_bin_size <= 0:
-            # STIR's default: the arc length between detectors at the effective radius
+            # STIR keeps an unset bin size invalid and, where it needs one (the default image,
+            # VoxelsOnCartesianGrid.cxx), takes the central non-arc-corrected bin's sampling in
+            # s, R sin(pi / N): the same number here
             set_("default_bin_size",
-                 2 * math.pi * self.effective_ring_radius / self.num_detectors_per_ring)
+                 self.effective_ring_radius * math.sin(math.pi / self.num_detectors_per_ring))
         if self.max_num_non_arccorrected_bins <= 0:
             set_("max_num_non_arccorrected_bins", self.num_detectors_per_ring // 2)
         if self.default_num_arccorrected_bins <= 0:

@@ -16,7 +16,7 @@ from cases import (every_scanner_cases, large_cases, large_marks, params, quick_
                    stir_proj_data_info, stirgpu_proj_data_info)
 from stirgpu.errors import FormatError
 from stirgpu.formats import ProjDataFromFile, StorageOrder, read_from_file, read_projdata_header
-from stirgpu.geometry import ProjDataInfo, Scanner
+from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 pytestmark = pytest.mark.stir
 
@@ -202,3 +202,30 @@ def test_tof_headers_both_ways(stir, tmp_path, tof_mash):
     read = stir.ProjData.read_from_file(str(tmp_path / "o.hs"))
     assert read.get_proj_data_info().parameter_info() == theirs.parameter_info()
     np.testing.assert_array_equal(_stir_array(read, data.size), data)
+
+
+def test_user_defined_scanner_without_bin_size(stir, tmp_path):
+    """A header for a scanner STIR does not know, without a default bin size (``-1``) or view
+    offset: STIR reads it, keeps the bin size invalid and sizes its default image from the central
+    bin's sampling in s, R sin(pi/N); stirgpu gives the same s, the same default image and the
+    same tilt (0).  stirgpu's own default bin size (2 pi R / N) made images of twice the voxel."""
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, 12, 16, False)
+    hs = tmp_path / "user.hs"
+    with ProjDataFromFile.create(hs, pdi):
+        pass
+    lines = [line for line in hs.read_text().replace("ECAT 953", "Mystery PET").splitlines()
+             if not line.strip().startswith(("View offset", "Default number of arc-corrected bins"))]
+    hs.write_text("\n".join("  Default bin size (cm) := -1" if "Default bin size" in line else line
+                            for line in lines) + "\n")
+    read = stir.ProjData.read_from_file(str(hs))
+    theirs = read.get_proj_data_info()
+    ours = read_projdata_header(hs).proj_data_info
+    assert ours.get_scanner().name == theirs.get_scanner().get_name() == "Mystery PET"
+    assert abs(ours.get_azimuthal_angle_offset() - theirs.get_azimuthal_angle_offset()) < 1e-7
+    for t in (-8, 0, 5, 7):
+        assert abs(ours.get_s(t) - theirs.get_s(stir.Bin(0, 0, 0, t))) < 1e-4
+    image = stir.FloatVoxelsOnCartesianGrid(theirs, 1.0)
+    info = ImageInfo.default_for(ours)
+    lengths, vox = image.get_lengths(), image.get_voxel_size()
+    assert info.shape == (lengths[1], lengths[2], lengths[3])
+    np.testing.assert_allclose(info.voxel_size, (vox.z(), vox.y(), vox.x()), rtol=1e-5)
