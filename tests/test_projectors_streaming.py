@@ -17,7 +17,8 @@ import pytest
 from stirgpu.errors import GeometryError, StirGpuError
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, StorageOrder, VoxelsOnCartesianGrid, read_from_file
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-from stirgpu.kernels import apply_cylindrical_fov, back_chunk, cylindrical_fov_mask, forward_chunk, stir_scaled_geometry
+from stirgpu.kernels import (apply_cylindrical_fov, back_chunk, back_chunk_stir, cylindrical_fov_mask, forward_chunk,
+                             forward_chunk_stir, stir_scaled_geometry)
 from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
 
 from conftest import cuda_device_count
@@ -173,14 +174,17 @@ def test_one_versus_two_gpus(geo):
 # --------------------------------------------------------------------------------------
 # equal to the kernels, adjoint, units, FOV
 # --------------------------------------------------------------------------------------
-def test_projectors_equal_direct_kernel_calls(backend, geo):
-    """The streamed projections equal forward_chunk / back_chunk called on whole segments
-    (all views at once) with the projector's geometry: forward bitwise, back to summation
-    order.  The kernels are called on the host (numpy); on CUDA the comparison also checks
-    CPU-vs-GPU agreement, so it allows float32 rounding there (1e-5 of the maximum)."""
+@pytest.mark.parametrize("numerics", ["stir", "exact"])
+def test_projectors_equal_direct_kernel_calls(backend, geo, numerics):
+    """The streamed projections equal the chunk kernels of their numerics (forward_chunk_stir /
+    back_chunk_stir, or forward_chunk / back_chunk) called on whole segments (all views at once)
+    with the projector's geometry: forward bitwise, back to summation order.  The kernels are
+    called on the host (numpy); on CUDA the comparison also checks CPU-vs-GPU agreement: bitwise
+    forward with STIR's numerics (explicitly rounded float32), float32 rounding (1e-5 of the
+    maximum) with the exact ones."""
     pdi, info, img = geo
-    g = stir_scaled_geometry(info)
-    pp = projector(ProjectorPair, backend)
+    g = stir_scaled_geometry(info, numerics=numerics, proj_data_info=pdi)
+    pp = projector(ProjectorPair, backend, numerics=numerics)
     pp.set_up(pdi, info)
     out = ProjDataInMemory(pdi)
     pp.forward_project(out, img)
@@ -189,12 +193,16 @@ def test_projectors_equal_direct_kernel_calls(backend, geo):
     ref_back = np.zeros(info.shape, np.float32)
     for s in pdi.segment_nums:
         t = pdi.chunk_tables(s)
-        ref = forward_chunk(t, img, g.origin, g.voxel_size, scale=g.scale)
-        if backend == "cpu":
+        if numerics == "stir":
+            ref = forward_chunk_stir(t, pdi, img, g.stir_frame)
+            back_chunk_stir(t, pdi, all_views(data, s), ref_back, g.stir_frame)
+        else:
+            ref = forward_chunk(t, img, g.origin, g.voxel_size, scale=g.scale)
+            back_chunk(t, all_views(data, s), ref_back, g.origin, g.voxel_size, scale=g.scale)
+        if backend == "cpu" or numerics == "stir":
             assert np.array_equal(all_views(out, s), ref)
         else:
             np.testing.assert_allclose(all_views(out, s), ref, rtol=0, atol=1e-5 * ref.max())
-        back_chunk(t, all_views(data, s), ref_back, g.origin, g.voxel_size, scale=g.scale)
     np.testing.assert_allclose(back, ref_back, rtol=0, atol=(BACK_RTOL if backend == "cpu" else 1e-5) * ref_back.max())
 
 

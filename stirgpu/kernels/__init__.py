@@ -6,13 +6,17 @@ compiled on the first projection, the CUDA backend only when CUDA arrays are see
 
 from .api import back_chunk, forward_chunk, joseph_back, joseph_forward
 from .fov import apply_cylindrical_fov, cylindrical_fov_mask, stir_rim
-from .frames import KernelGeometry, stir_scaled_geometry
+from .frames import NUMERICS, KernelGeometry, stir_scaled_geometry
+from .stir_api import back_chunk_stir, forward_chunk_stir
 
 __all__ = [
     "joseph_forward",
     "joseph_back",
     "forward_chunk",
     "back_chunk",
+    "forward_chunk_stir",
+    "back_chunk_stir",
+    "NUMERICS",
     "KernelGeometry",
     "stir_scaled_geometry",
     "cylindrical_fov_mask",

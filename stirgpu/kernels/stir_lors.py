@@ -39,7 +39,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "rsqrt_newton"]
+__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "stir_chunk_tables", "stir_image_frame",
+           "stir_default_image_info", "rsqrt_newton", "divide_newton"]
 
 _F = np.float32
 _TWO_PI = _F(2 * math.pi)
@@ -63,7 +64,30 @@ def _rsqrtss(typingctx, x):
     return types.float32(types.float32), codegen
 
 
+@intrinsic
+def _rcpss(typingctx, x):
+    """The x86 ``rcpss`` instruction (a ~12-bit reciprocal estimate; ``rcpps`` per lane)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+        v4 = ir.VectorType(ir.FloatType(), 4)
+        fn = builder.module.declare_intrinsic("llvm.x86.sse.rcp.ss", fnty=ir.FunctionType(v4, [v4]))
+        vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        return builder.extract_element(builder.call(fn, [vec]), ir.Constant(ir.IntType(32), 0))
+
+    return types.float32(types.float32), codegen
+
+
 if _X86:
+    @njit(cache=True)
+    def divide_newton(a, b):
+        """a / b as GCC's fast-math code computes it in STIR's packed loops: ``rcpps`` and one
+        Newton step, ``a * ((r + r) - (b r) r)``."""
+        r = _rcpss(b)
+        return np.float32(a * np.float32(np.float32(r + r) - np.float32(np.float32(b * r) * r)))
+
     @njit(cache=True)
     def rsqrt_newton(x):
         """1/sqrt(x) as GCC's fast-math code computes it: ``rsqrtss`` and one Newton step."""
@@ -71,6 +95,11 @@ if _X86:
         t = np.float32(np.float32(np.float32(x * y) * y) + np.float32(-3.0))
         return np.float32(t * np.float32(y * np.float32(-0.5)))
 else:
+    @njit(cache=True)
+    def divide_newton(a, b):
+        """a / b, correctly rounded (no ``rcpps`` on this CPU)."""
+        return np.float32(a / b)
+
     @njit(cache=True)
     def rsqrt_newton(x):
         """1/sqrt(x), correctly rounded (no ``rsqrtss`` on this CPU)."""
@@ -101,7 +130,8 @@ def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tan
     az_sampling = _F(math.pi / pdi.get_num_views())
     mash = (n_det // 2) // pdi.get_num_views()
     az_offset = _F(sc.intrinsic_azimuthal_tilt)
-    if n_det > 2 and 2 * pdi.get_num_views() != n_det:
+    if n_det > 2 and 2 * pdi.get_num_views() != n_det and n_det % (2 * pdi.get_num_views()) == 0:
+        # STIR adds half a mash only where the views divide the unmashed ones
         az_offset = _F(az_offset + _F(math.pi / (n_det // 2) * (mash - 1) / 2.0))
     views = np.asarray(views, dtype=np.int64)
     tangs = np.asarray(tangential_poss, dtype=np.int64)
@@ -236,3 +266,63 @@ def stir_image_frame(image_info) -> tuple[np.ndarray, np.ndarray, np.float32]:
     first[0] = _F(first[0] - _F(_F(_F(lo[0] + hi[0]) / _F(2)) * vs[0]))
     rescale = _F(_F(1) / vs[2])
     return (first * rescale).astype(_F), (vs * rescale).astype(_F), rescale
+
+
+@njit(cache=True)
+def _transaxial_tables(phi, s, ring_radius, fov_radius):
+    nv, nt = phi.shape[0], s.shape[0]
+    x1 = np.zeros((nv, nt), np.float32)
+    y1 = np.zeros((nv, nt), np.float32)
+    dx = np.zeros((nv, nt), np.float32)
+    dy = np.zeros((nv, nt), np.float32)
+    l1 = np.zeros((nv, nt), np.float32)
+    l2 = np.zeros((nv, nt), np.float32)
+    hit = np.zeros((nv, nt), np.bool_)
+    for i in range(nv):
+        for j in range(nt):
+            h, a, b, c, d, e, f = _transaxial(phi[i], s[j], ring_radius, fov_radius)
+            hit[i, j] = h
+            x1[i, j], y1[i, j], dx[i, j], dy[i, j], l1[i, j], l2[i, j] = a, b, c, d, e, f
+    return x1, y1, dx, dy, l1, l2, hit
+
+
+@njit(cache=True)
+def _axial_offsets(s, tantheta, ring_radius):
+    """STIR's ``max_a * tan(theta)`` per tangential position (float32)."""
+    out = np.empty(s.shape[0], np.float32)
+    for j in range(s.shape[0]):
+        half = np.float32(math.sqrt(np.float32(np.float32(ring_radius * ring_radius) - np.float32(s[j] * s[j]))))
+        out[j] = np.float32(half * tantheta[j])
+    return out
+
+
+def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
+    """The tables :mod:`stirgpu.kernels.cpu_stir` computes STIR's endpoints from, for one
+    :class:`stirgpu.geometry.ChunkTables` part: ``(x1, y1, dx, dy, l1, l2, hit)`` per
+    (view, tangential position), ``m`` per axial position, ``max_a tan(theta)`` per
+    tangential position, all float32 (``hit`` bool).  The LOR of bin (i, k, j) runs from
+    ``p(l1)`` to ``p(l2)`` with ``p(l) = (z1 + dz l, y1 + dy l, x1 + dx l)``,
+    ``z1 = m - mt``, ``dz = (m + mt) - z1``, each operation rounded to float32."""
+    t = chunk_tables
+    g = stir_float_geometry(proj_data_info, t.segment, t.views, t.axial_poss, t.tangential_poss)
+    x1, y1, dx, dy, l1, l2, hit = _transaxial_tables(g.phi, g.s, g.ring_radius, float(t.radius))
+    return (x1, y1, dx, dy, l1, l2, hit, g.m, _axial_offsets(g.s, g.tantheta, g.ring_radius))
+
+
+def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None,
+                            origin=(0.0, 0.0, 0.0)):
+    """:meth:`stirgpu.geometry.ImageInfo.default_for` with STIR's float32 voxel sizes to the last
+    bit: ``VoxelsOnCartesianGrid(proj_data_info, zoom, ...)`` divides ``(ring spacing / 2,
+    default bin size, default bin size)`` by ``(1, zoom, zoom)``, the z and y components through
+    ``rcpps`` and a Newton step (fast-math), x with a true division; so even vz is not
+    exactly half the ring spacing, and vy may differ from vx by an ulp."""
+    import dataclasses
+
+    from ..geometry import ImageInfo
+    info = ImageInfo.default_for(proj_data_info, zoom=zoom, xy_size=xy_size, z_size=z_size, origin=origin)
+    sc = proj_data_info.get_scanner()
+    half_spacing = _F(_F(sc.ring_spacing) * _F(0.5))
+    bin_size = _F(sc.default_bin_size)
+    z = _F(zoom)
+    vs = (float(divide_newton(half_spacing, _F(1))), float(divide_newton(bin_size, z)), float(_F(bin_size / z)))
+    return dataclasses.replace(info, voxel_size=vs)

@@ -13,6 +13,10 @@ Options (constructor keywords; ``None`` takes the value of :func:`stirgpu.config
   image is untouched), the back projection after back projection;
 * ``units`` -- "stir" (line integrals in x-voxel units, like STIR's Parallelproj projector;
   the default) or "mm";
+* ``numerics`` -- "stir" (the default with STIR units: STIR's float32 LOR endpoints and
+  libparallelproj 2.0.3's float32 Joseph arithmetic, so forward projections equal STIR's bit
+  for bit) or "exact" (float64 geometry: the exact Joseph integral of the exact LOR; the
+  default with ``units="mm"``; the tuned CUDA kernels).  docs/joseph.md, "Precision";
 * ``max_segment_num_to_process`` -- like STIR: only segments with ``|segment| <=`` this
   (default all); other segments of an output are not touched;
 * ``num_slots`` -- chunks in flight per lane (default 3: one being read or written, one
@@ -84,7 +88,8 @@ class StreamingProjector:
     def __init__(self, backend: str | None = None, devices=None, gpu_memory_budget=None,
                  host_memory_budget=None, max_views_per_chunk: int | None = None,
                  restrict_to_cylindrical_fov: bool = True, units: str = "stir",
-                 max_segment_num_to_process: int | None = None, num_slots: int = 3):
+                 max_segment_num_to_process: int | None = None, num_slots: int = 3,
+                 numerics: str | None = None):
         cfg = get_config()
         self.backend_requested = cfg.backend if backend is None else str(backend)
         if self.backend_requested not in ("auto", "cpu", "cuda"):
@@ -102,6 +107,15 @@ class StreamingProjector:
         if units not in ("stir", "mm"):
             raise StirGpuError(f"units must be 'stir' (x-voxel units, like STIR) or 'mm', not {units!r}")
         self.units = units
+        numerics = cfg.numerics if numerics is None else numerics
+        if numerics is None:
+            numerics = "stir" if units == "stir" else "exact"
+        if numerics not in ("stir", "exact"):
+            raise StirGpuError(f"numerics must be 'stir' (STIR's numbers) or 'exact' (float64 geometry), "
+                               f"not {numerics!r}")
+        if numerics == "stir" and units != "stir":
+            raise StirGpuError("numerics='stir' gives STIR's numbers in STIR's units: it needs units='stir'")
+        self.numerics = numerics
         if max_segment_num_to_process is not None and int(max_segment_num_to_process) < 0:
             raise StirGpuError(f"max_segment_num_to_process must be >= 0, not {max_segment_num_to_process}")
         self.max_segment_num_to_process = (None if max_segment_num_to_process is None
@@ -140,7 +154,8 @@ class StreamingProjector:
             m = None
         self._pdi = proj_data_info
         self._image_info = image_info
-        self._geometry = stir_scaled_geometry(image_info, stir_units=self.units == "stir")
+        self._geometry = stir_scaled_geometry(image_info, stir_units=self.units == "stir", numerics=self.numerics,
+                                              proj_data_info=proj_data_info)
         self._fov_mask = (cylindrical_fov_mask(image_info, stir_rim(image_info.shape[2],
                                                                     proj_data_info.get_scanner().inner_ring_radius))
                           if self.restrict_to_cylindrical_fov else None)
@@ -314,7 +329,7 @@ class StreamingProjector:
 
     def __repr__(self) -> str:
         where = "not set up" if self._pdi is None else f"{self.backend} {list(self.devices)}"
-        return f"{type(self).__name__}({where}, units={self.units!r})"
+        return f"{type(self).__name__}({where}, units={self.units!r}, numerics={self.numerics!r})"
 
 
 def _as_proj_data_info(obj) -> ProjDataInfo:

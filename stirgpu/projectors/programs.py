@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 from ..execution.program import ChunkData, ChunkProgram
-from ..kernels import back_chunk, forward_chunk
+from ..kernels import back_chunk, back_chunk_stir, forward_chunk, forward_chunk_stir
 from .poisson import inverse_factors, poisson_quotient
 
 __all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
@@ -64,6 +64,12 @@ class _Geometric(ChunkProgram):
         # allocation of each per call costs more Python than an OSEM subset can spare)
         if lane.kind != "cuda":
             return
+        if self.geometry.numerics == "stir":
+            # one thread per LOR on the plain image (no padded copies, no accumulators):
+            # the kernels add into the accumulation image itself, zeroed here (fills_accumulation)
+            if accum is not None:
+                accum.data.memset_async(0, accum.nbytes, lane.cp.cuda.get_current_stream())
+            return
         from ..kernels import cuda_backend as cb
         state = self._lane_state.setdefault(lane.index, {})
         if image is not None:
@@ -105,6 +111,8 @@ class _Geometric(ChunkProgram):
         return launcher
 
     def finish_lane(self, lane, accum) -> None:
+        if self.geometry.numerics == "stir":
+            return
         state = self._lane_state.pop(lane.index, {})
         if "back" in state:
             # no re-zeroing here: the engine keeps the accumulators and the next call's
@@ -115,11 +123,10 @@ class _Geometric(ChunkProgram):
         for launcher in state.values():
             launcher.target = None  # nor do the kept launchers
 
-    @staticmethod
-    def _tables(d: ChunkData):
+    def _tables(self, d: ChunkData):
         """The tables of the chunk's parts, uploaded once per chunk on a GPU lane (on the
         compute stream; the pipeline has usually done it)."""
-        if d.xp is np:
+        if d.xp is np or self.geometry.numerics == "stir":
             return d.tables
         from ..kernels.cuda_backend import upload_tables
         return upload_tables(d.tables)
@@ -130,6 +137,8 @@ class _Geometric(ChunkProgram):
     def _forward(self, d: ChunkData, out, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
+        if g.numerics == "stir":
+            return forward_chunk_stir(t, g.proj_data_info, d.image, g.stir_frame, out=out)
         if d.xp is np:
             return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
         self._lane_state[d.lane.index]["forward"](t, out)
@@ -138,6 +147,9 @@ class _Geometric(ChunkProgram):
     def _back(self, d: ChunkData, values, tables=None):
         g = self.geometry
         t = d.tables if tables is None else tables
+        if g.numerics == "stir":
+            back_chunk_stir(t, g.proj_data_info, values, d.accum, g.stir_frame)
+            return
         if d.xp is np:
             back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
             return

@@ -1,0 +1,230 @@
+"""CPU kernels with STIR's numerics: STIR's float32 LOR endpoints, libparallelproj 2.0.3's
+float32 Joseph projector, operation for operation (numba, no fast-math, no contraction).
+
+This is what STIR's Parallelproj projector computes (``docs/joseph.md``, "STIR numerics"):
+
+* endpoints from :class:`stirgpu.kernels.stir_lors.StirChunkTables` (STIR's float32 chain,
+  rounded as the reference STIR build rounds it), multiplied by ``rescale = 1 / vx`` in float32;
+* ``ray_cube_intersection_joseph`` (slab clipping with IEEE ``fminf``/``fmaxf``, principal
+  axis from float32 squared direction cosines, ties to y then x, planes from the truncated
+  float32 plane coordinates);
+* interpolation coordinates stepped by repeated float32 addition (``i_f += a``) and the
+  bilinear weights in libparallelproj's order; a forward projection summed in float32, then
+  multiplied by the correction factor;
+* back projection adding ``float32(val * w)`` per corner, ``val = cf * value``.
+
+Forward projections equal STIR's bit for bit (``tests/stir_differential``); back projections
+up to the order of float32 additions into a voxel (STIR's own depends on its thread count).
+Workers of a back projection write race-free into their own images, as in :mod:`cpu`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["forward_stir", "back_stir"]
+
+F32 = np.float32
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _fmin(a, b):
+    # C's fminf: a NaN argument loses
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a < b else b
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _fmax(a, b):
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a > b else b
+
+
+@njit(cache=True, error_model="numpy")
+def _endpoints(t, iv, ia, it, rescale):
+    """STIR's endpoints of bin (view iv, axial ia, tangential it), times ``rescale``, float32,
+    as ((z, y, x) start, (z, y, x) end); all zero where the LOR misses the FOV cylinder."""
+    x1, y1, dx, dy, l1, l2, hit, m, mt = t
+    if not hit[iv, it]:
+        z = F32(0)
+        return z, z, z, z, z, z
+    z1 = F32(m[ia] - mt[it])
+    dz = F32(F32(m[ia] + mt[it]) - z1)
+    a, b = l1[iv, it], l2[iv, it]
+    sz = F32(F32(F32(dz * a) + z1) * rescale)
+    sy = F32(F32(F32(dy[iv, it] * a) + y1[iv, it]) * rescale)
+    sx = F32(F32(F32(dx[iv, it] * a) + x1[iv, it]) * rescale)
+    ez = F32(F32(F32(dz * b) + z1) * rescale)
+    ey = F32(F32(F32(dy[iv, it] * b) + y1[iv, it]) * rescale)
+    ex = F32(F32(F32(dx[iv, it] * b) + x1[iv, it]) * rescale)
+    return sz, sy, sx, ez, ey, ex
+
+
+@njit(cache=True, error_model="numpy")
+def _setup(s, e, org, vs, dims):
+    """libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients.
+
+    Returns (direction, istart, iend, cf, a_u, b_u, a_w, b_w) with u < w the other two axes;
+    ``istart == -1`` means no contribution."""
+    d = (F32(e[0] - s[0]), F32(e[1] - s[1]), F32(e[2] - s[2]))
+    tmin = F32(0)
+    tmax = F32(1)
+    for k in range(3):
+        lo = F32(org[k] - F32(F32(0.5) * vs[k]))
+        hi = F32(lo + F32(F32(dims[k]) * vs[k]))
+        inv = F32(F32(1) / d[k])   # +-inf for 0 (IEEE; numba's numpy error model)
+        t1 = F32(F32(lo - s[k]) * inv)
+        t2 = F32(F32(hi - s[k]) * inv)
+        tmin = _fmax(tmin, _fmin(t1, t2))
+        tmax = _fmin(tmax, _fmax(t1, t2))
+    if tmax < tmin:
+        return 0, -1, -1, F32(1), F32(0), F32(0), F32(0), F32(0)
+    q0 = F32(d[0] * d[0])
+    q1 = F32(d[1] * d[1])
+    q2 = F32(d[2] * d[2])
+    total = F32(F32(q0 + q1) + q2)
+    c0 = F32(q0 / total)
+    c1 = F32(q1 / total)
+    c2 = F32(q2 / total)
+    di = 0
+    if c1 >= c0 and c1 >= c2:
+        di = 1
+    elif c2 >= c0 and c2 >= c1:
+        di = 2
+    cq = c0 if di == 0 else (c1 if di == 1 else c2)
+    cf = F32(vs[di] / F32(math.sqrt(cq)))
+    f1 = F32(F32(F32(s[di] + F32(tmin * d[di])) - org[di]) / vs[di])
+    f2 = F32(F32(F32(s[di] + F32(tmax * d[di])) - org[di]) / vs[di])
+    if int(f1) == int(f2):
+        return di, -1, -1, cf, F32(0), F32(0), F32(0), F32(0)
+    if f1 > f2:
+        f1, f2 = f2, f1
+    istart = int(math.floor(f1)) + 1
+    iend = int(math.floor(f2))
+    u = 1 if di == 0 else 0
+    w = 1 if di == 2 else 2
+    dr = d[di]
+    a_u = F32(F32(d[u] * vs[di]) / F32(vs[u] * dr))
+    b_u = F32(F32(F32(s[u] - org[u]) + F32(F32(d[u] * F32(org[di] - s[di])) / dr)) / vs[u])
+    a_w = F32(F32(d[w] * vs[di]) / F32(vs[w] * dr))
+    b_w = F32(F32(F32(s[w] - org[w]) + F32(F32(d[w] * F32(org[di] - s[di])) / dr)) / vs[w])
+    return di, istart, iend, cf, a_u, b_u, a_w, b_w
+
+
+@njit(cache=True, error_model="numpy")
+def _strides(di, n0, n1, n2):
+    """(stride of the principal axis, stride and extent of u, stride and extent of w)."""
+    s0 = np.int64(n1) * np.int64(n2)
+    s1 = np.int64(n2)
+    if di == 0:
+        return s0, s1, n1, np.int64(1), n2
+    if di == 1:
+        return s1, s0, n0, np.int64(1), n2
+    return np.int64(1), s0, n0, s1, n1
+
+
+@njit(cache=True, error_model="numpy")
+def _forward_one(s, e, img, org, vs, dims):
+    di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
+    if istart == -1:
+        return F32(0)
+    sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
+    fu = F32(F32(F32(istart) * a_u) + b_u)
+    fw = F32(F32(F32(istart) * a_w) + b_w)
+    acc = F32(0)
+    one = F32(1)
+    for i in range(istart, iend + 1):
+        u0 = int(math.floor(fu))
+        w0 = int(math.floor(fw))
+        wu = F32(fu - F32(u0))
+        ww = F32(fw - F32(w0))
+        base = np.int64(i) * sd
+        v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
+        v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
+        v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
+        v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
+        r = F32(F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
+                + F32(F32(v01 * F32(one - wu)) * ww))
+        acc = F32(acc + F32(r + F32(F32(v11 * wu) * ww)))
+        fu = F32(fu + a_u)
+        fw = F32(fw + a_w)
+    return F32(acc * cf)
+
+
+@njit(cache=True, error_model="numpy")
+def _back_one(s, e, value, img, org, vs, dims):
+    di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
+    if istart == -1:
+        return
+    val = F32(cf * value)
+    sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
+    fu = F32(F32(F32(istart) * a_u) + b_u)
+    fw = F32(F32(F32(istart) * a_w) + b_w)
+    one = F32(1)
+    for i in range(istart, iend + 1):
+        u0 = int(math.floor(fu))
+        w0 = int(math.floor(fw))
+        wu = F32(fu - F32(u0))
+        ww = F32(fw - F32(w0))
+        base = np.int64(i) * sd
+        if 0 <= u0 < nu and 0 <= w0 < nw:
+            k = base + u0 * su + w0 * sw
+            img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * F32(one - ww))))
+        if 0 <= u0 + 1 < nu and 0 <= w0 < nw:
+            k = base + (u0 + 1) * su + w0 * sw
+            img[k] = F32(img[k] + F32(val * F32(wu * F32(one - ww))))
+        if 0 <= u0 < nu and 0 <= w0 + 1 < nw:
+            k = base + u0 * su + (w0 + 1) * sw
+            img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * ww)))
+        if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw:
+            k = base + (u0 + 1) * su + (w0 + 1) * sw
+            img[k] = F32(img[k] + F32(val * F32(wu * ww)))
+        fu = F32(fu + a_u)
+        fw = F32(fw + a_w)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def forward_stir(tables, img, dims, org, vs, rescale, out):
+    """``out`` (nv*na*nt,) flat [view][axial][tangential]: STIR's forward projection of the
+    flat float32 image ``img`` (C order, ``dims`` (n0, n1, n2)) over one part's LORs."""
+    nv, nt = tables[0].shape
+    na = tables[7].shape[0]
+    total = np.int64(nv) * np.int64(na) * np.int64(nt)
+    for idx in prange(total):
+        it = idx % nt
+        rest = idx // nt
+        ia = rest % na
+        iv = rest // na
+        sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
+        out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def back_stir(tables, values, out, extra, dims, org, vs, rescale):
+    """Add the back projection of flat ``values`` into ``out`` (flat image) with
+    1 + len(extra) race-free workers (worker k > 0 adds into ``extra[k - 1]``)."""
+    nv, nt = tables[0].shape
+    na = tables[7].shape[0]
+    total = np.int64(nv) * np.int64(na) * np.int64(nt)
+    nk = extra.shape[0] + 1
+    for k in prange(nk):
+        img = out if k == 0 else extra[k - 1]
+        for idx in range(np.int64(k), total, np.int64(nk)):
+            y = values[idx]
+            if y == 0:
+                continue
+            it = idx % nt
+            rest = idx // nt
+            ia = rest % na
+            iv = rest // na
+            sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
+            _back_one((sz, sy, sx), (ez, ey, ex), y, img, org, vs, dims)

@@ -1,0 +1,223 @@
+// STIR numerics on the GPU: STIR's float32 LOR endpoints and libparallelproj 2.0.3's float32
+// Joseph projector, operation for operation as stirgpu/kernels/cpu_stir.py (the reference).
+// Every float operation is an explicit round-to-nearest intrinsic, so NVRTC cannot contract
+// or reorder them: forward projections equal the CPU's (and STIR's) bit for bit.  One thread
+// per LOR of one chunk part, bins in [view][axial][tangential] order; back projection adds
+// with atomicAdd (the order of additions differs from the CPU's: float32 rounding).
+//
+// Tables (float32, see stirgpu/kernels/stir_lors.py, stir_chunk_tables), packed as
+//   T[0 .. 6*nv*nt)   x1, y1, dx, dy, l1, l2   (each [view][tangential])
+//   T[6*nv*nt .. +na) m
+//   then nt values    mt = max_a * tan(theta)
+// and H (unsigned char, nv*nt): 1 where the LOR meets the FOV cylinder.
+
+#define F_ADD(a, b) __fadd_rn((a), (b))
+#define F_SUB(a, b) __fsub_rn((a), (b))
+#define F_MUL(a, b) __fmul_rn((a), (b))
+#define F_DIV(a, b) __fdiv_rn((a), (b))
+
+struct StirLine
+{
+    int dir, istart, iend;
+    float cf, au, bu, aw, bw;
+};
+
+__device__ __forceinline__ void stir_endpoints(const float *__restrict__ T, const unsigned char *__restrict__ H,
+                                               int nv, int na, int nt, long long idx, float rescale,
+                                               float s[3], float e[3], bool &hit)
+{
+    const int it = (int)(idx % nt);
+    const long long rest = idx / nt;
+    const int ia = (int)(rest % na);
+    const int iv = (int)(rest / na);
+    const long long vt = (long long)iv * nt + it;
+    const long long plane = (long long)nv * nt;
+    hit = H[vt] != 0;
+    if (!hit)
+    {
+        s[0] = s[1] = s[2] = e[0] = e[1] = e[2] = 0.0f;
+        return;
+    }
+    const float x1 = T[vt], y1 = T[plane + vt], dx = T[2 * plane + vt], dy = T[3 * plane + vt];
+    const float l1 = T[4 * plane + vt], l2 = T[5 * plane + vt];
+    const float m = T[6 * plane + ia], mt = T[6 * plane + na + it];
+    const float z1 = F_SUB(m, mt);
+    const float dz = F_SUB(F_ADD(m, mt), z1);
+    s[0] = F_MUL(F_ADD(F_MUL(dz, l1), z1), rescale);
+    s[1] = F_MUL(F_ADD(F_MUL(dy, l1), y1), rescale);
+    s[2] = F_MUL(F_ADD(F_MUL(dx, l1), x1), rescale);
+    e[0] = F_MUL(F_ADD(F_MUL(dz, l2), z1), rescale);
+    e[1] = F_MUL(F_ADD(F_MUL(dy, l2), y1), rescale);
+    e[2] = F_MUL(F_ADD(F_MUL(dx, l2), x1), rescale);
+}
+
+// libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients
+__device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3], const float org[3],
+                                               const float vs[3], const int n[3])
+{
+    StirLine L;
+    L.dir = 0;
+    L.istart = -1;
+    L.iend = -1;
+    L.cf = 1.0f;
+    L.au = L.bu = L.aw = L.bw = 0.0f;
+    float d[3];
+    for (int k = 0; k < 3; ++k)
+        d[k] = F_SUB(e[k], s[k]);
+    float tmin = 0.0f, tmax = 1.0f;
+    for (int k = 0; k < 3; ++k)
+    {
+        const float lo = F_SUB(org[k], F_MUL(0.5f, vs[k]));
+        const float hi = F_ADD(lo, F_MUL((float)n[k], vs[k]));
+        const float inv = F_DIV(1.0f, d[k]);
+        const float t1 = F_MUL(F_SUB(lo, s[k]), inv);
+        const float t2 = F_MUL(F_SUB(hi, s[k]), inv);
+        tmin = fmaxf(tmin, fminf(t1, t2));
+        tmax = fminf(tmax, fmaxf(t1, t2));
+    }
+    if (tmax < tmin)
+        return L;
+    const float q0 = F_MUL(d[0], d[0]), q1 = F_MUL(d[1], d[1]), q2 = F_MUL(d[2], d[2]);
+    const float total = F_ADD(F_ADD(q0, q1), q2);
+    const float c0 = F_DIV(q0, total), c1 = F_DIV(q1, total), c2 = F_DIV(q2, total);
+    int di = 0;
+    if (c1 >= c0 && c1 >= c2)
+        di = 1;
+    else if (c2 >= c0 && c2 >= c1)
+        di = 2;
+    const float cq = di == 0 ? c0 : (di == 1 ? c1 : c2);
+    L.dir = di;
+    L.cf = F_DIV(vs[di], __fsqrt_rn(cq));
+    float f1 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmin, d[di])), org[di]), vs[di]);
+    float f2 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmax, d[di])), org[di]), vs[di]);
+    if ((int)f1 == (int)f2)
+        return L;
+    if (f1 > f2)
+    {
+        const float t = f1;
+        f1 = f2;
+        f2 = t;
+    }
+    L.istart = (int)floorf(f1) + 1;
+    L.iend = (int)floorf(f2);
+    const int u = di == 0 ? 1 : 0;
+    const int w = di == 2 ? 1 : 2;
+    const float dr = d[di];
+    const float od = F_SUB(org[di], s[di]);
+    L.au = F_DIV(F_MUL(d[u], vs[di]), F_MUL(vs[u], dr));
+    L.bu = F_DIV(F_ADD(F_SUB(s[u], org[u]), F_DIV(F_MUL(d[u], od), dr)), vs[u]);
+    L.aw = F_DIV(F_MUL(d[w], vs[di]), F_MUL(vs[w], dr));
+    L.bw = F_DIV(F_ADD(F_SUB(s[w], org[w]), F_DIV(F_MUL(d[w], od), dr)), vs[w]);
+    return L;
+}
+
+__device__ __forceinline__ void stir_strides(int di, const int n[3], long long &sd, long long &su, int &nu,
+                                             long long &sw, int &nw)
+{
+    const long long s0 = (long long)n[1] * n[2], s1 = n[2];
+    if (di == 0)
+    {
+        sd = s0; su = s1; nu = n[1]; sw = 1; nw = n[2];
+    }
+    else if (di == 1)
+    {
+        sd = s1; su = s0; nu = n[0]; sw = 1; nw = n[2];
+    }
+    else
+    {
+        sd = 1; su = s0; nu = n[0]; sw = s1; nw = n[1];
+    }
+}
+
+extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
+                                    int na, int nt, const float *__restrict__ img, int n0, int n1, int n2,
+                                    float o0, float o1, float o2, float v0, float v1, float v2, float rescale,
+                                    float *__restrict__ out)
+{
+    const long long total = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= total)
+        return;
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
+    const int n[3] = {n0, n1, n2};
+    const StirLine L = stir_setup(s, e, org, vs, n);
+    if (L.istart == -1)
+    {
+        out[idx] = 0.0f;
+        return;
+    }
+    long long sd, su, sw;
+    int nu, nw;
+    stir_strides(L.dir, n, sd, su, nu, sw, nw);
+    float fu = F_ADD(F_MUL((float)L.istart, L.au), L.bu);
+    float fw = F_ADD(F_MUL((float)L.istart, L.aw), L.bw);
+    float acc = 0.0f;
+    for (int i = L.istart; i <= L.iend; ++i)
+    {
+        const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+        const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
+        const long long base = (long long)i * sd;
+        const bool u0in = u0 >= 0 && u0 < nu, u1in = u0 + 1 >= 0 && u0 + 1 < nu;
+        const bool w0in = w0 >= 0 && w0 < nw, w1in = w0 + 1 >= 0 && w0 + 1 < nw;
+        const float v00 = (u0in && w0in) ? img[base + u0 * su + w0 * sw] : 0.0f;
+        const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * su + w0 * sw] : 0.0f;
+        const float v01 = (u0in && w1in) ? img[base + u0 * su + (w0 + 1) * sw] : 0.0f;
+        const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * su + (w0 + 1) * sw] : 0.0f;
+        const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+        const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
+        acc = F_ADD(acc, F_ADD(r, F_MUL(F_MUL(v11, wu), ww)));
+        fu = F_ADD(fu, L.au);
+        fw = F_ADD(fw, L.aw);
+    }
+    out[idx] = F_MUL(acc, L.cf);
+}
+
+extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
+                                     int na, int nt, const float *__restrict__ values, float *__restrict__ img,
+                                     int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,
+                                     float v2, float rescale)
+{
+    const long long total = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= total)
+        return;
+    const float y = values[idx];
+    if (y == 0.0f)
+        return;
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
+    const int n[3] = {n0, n1, n2};
+    const StirLine L = stir_setup(s, e, org, vs, n);
+    if (L.istart == -1)
+        return;
+    const float val = F_MUL(L.cf, y);
+    long long sd, su, sw;
+    int nu, nw;
+    stir_strides(L.dir, n, sd, su, nu, sw, nw);
+    float fu = F_ADD(F_MUL((float)L.istart, L.au), L.bu);
+    float fw = F_ADD(F_MUL((float)L.istart, L.aw), L.bw);
+    for (int i = L.istart; i <= L.iend; ++i)
+    {
+        const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+        const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
+        const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+        const long long base = (long long)i * sd;
+        const bool u0in = u0 >= 0 && u0 < nu, u1in = u0 + 1 >= 0 && u0 + 1 < nu;
+        const bool w0in = w0 >= 0 && w0 < nw, w1in = w0 + 1 >= 0 && w0 + 1 < nw;
+        if (u0in && w0in)
+            atomicAdd(img + base + u0 * su + w0 * sw, F_MUL(val, F_MUL(mu, mw)));
+        if (u1in && w0in)
+            atomicAdd(img + base + (u0 + 1) * su + w0 * sw, F_MUL(val, F_MUL(wu, mw)));
+        if (u0in && w1in)
+            atomicAdd(img + base + u0 * su + (w0 + 1) * sw, F_MUL(val, F_MUL(mu, ww)));
+        if (u1in && w1in)
+            atomicAdd(img + base + (u0 + 1) * su + (w0 + 1) * sw, F_MUL(val, F_MUL(wu, ww)));
+        fu = F_ADD(fu, L.au);
+        fw = F_ADD(fw, L.aw);
+    }
+}

@@ -1,0 +1,80 @@
+"""CUDA kernels with STIR's numerics (``cuda/joseph_stir.cu``; the CPU reference is
+:mod:`stirgpu.kernels.cpu_stir`).
+
+The source is package data, compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on
+first use and memoised per device; nothing happens at import.  Each chunk part's float32 tables
+(:func:`stirgpu.kernels.stir_lors.stir_chunk_tables`, a few floats per view and tangential
+position) are computed on the host and copied to the device on the current stream; the
+kernels then compute every LOR's endpoints themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+
+import numpy as np
+
+from .stir_lors import stir_chunk_tables
+
+__all__ = ["forward", "back"]
+
+_THREADS = 256
+
+
+@functools.lru_cache(maxsize=1)
+def _source() -> str:
+    return importlib.resources.files("stirgpu.kernels").joinpath("cuda", "joseph_stir.cu").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=16)
+def _kernel(device_id: int, name: str):
+    import cupy as cp
+    with cp.cuda.Device(device_id):
+        return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
+
+
+def _device_tables(cp, proj_data_info, part):
+    """(T, H, nv, na, nt) of one part on the current device (layout: joseph_stir.cu)."""
+    x1, y1, dx, dy, l1, l2, hit, m, mt = stir_chunk_tables(proj_data_info, part)
+    nv, nt = x1.shape
+    host = np.concatenate([a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)] + [m, mt]).astype(np.float32)
+    return cp.asarray(host), cp.asarray(hit.astype(np.uint8).reshape(-1)), nv, len(m), nt
+
+
+def _launch(kernel, n: int, args) -> None:
+    if n:
+        kernel(((n + _THREADS - 1) // _THREADS,), (_THREADS,), args)
+
+
+def forward(parts, proj_data_info, image, origin, voxel_size, rescale, out) -> None:
+    """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
+    device image ``image`` (float32, C order)."""
+    import cupy as cp
+    dev = image.device.id
+    kernel = _kernel(dev, "fwd_stir")
+    n0, n1, n2 = (np.int32(v) for v in image.shape)
+    o = 0
+    for part in parts:
+        T, H, nv, na, nt = _device_tables(cp, proj_data_info, part)
+        k = nv * na * nt
+        _launch(kernel, k, (T, H, np.int32(nv), np.int32(na), np.int32(nt), image, n0, n1, n2,
+                            *(np.float32(v) for v in origin), *(np.float32(v) for v in voxel_size),
+                            np.float32(rescale), out[o:o + k]))
+        o += k
+
+
+def back(parts, proj_data_info, values, image, origin, voxel_size, rescale) -> None:
+    """Add STIR's back projection of flat ``values`` into the device image ``image``."""
+    import cupy as cp
+    dev = image.device.id
+    kernel = _kernel(dev, "back_stir")
+    n0, n1, n2 = (np.int32(v) for v in image.shape)
+    o = 0
+    for part in parts:
+        T, H, nv, na, nt = _device_tables(cp, proj_data_info, part)
+        k = nv * na * nt
+        _launch(kernel, k, (T, H, np.int32(nv), np.int32(na), np.int32(nt), values[o:o + k], image, n0, n1, n2,
+                            *(np.float32(v) for v in origin), *(np.float32(v) for v in voxel_size),
+                            np.float32(rescale)))
+        o += k

@@ -1,0 +1,124 @@
+"""Chunk projections with STIR's numerics (``numerics="stir"``; docs/joseph.md, "Precision").
+
+:func:`forward_chunk_stir` and :func:`back_chunk_stir` take what :func:`stirgpu.kernels.forward_chunk`
+takes -- the :class:`stirgpu.geometry.ChunkTables` of a chunk's parts -- plus the
+projection-data geometry they came from and the image's STIR frame
+(:func:`stirgpu.kernels.stir_lors.stir_image_frame`).  Each part's LOR endpoints are computed
+inside the kernel from small float32 tables (:func:`stir_lors.stir_chunk_tables`: per view and
+tangential position, per axial position, per tangential position), exactly as STIR rounds
+them, and projected with libparallelproj 2.0.3's float32 arithmetic: CPU through
+:mod:`stirgpu.kernels.cpu_stir`, CUDA arrays through :mod:`stirgpu.kernels.cuda_stir`.
+Results are in STIR's units (x voxels), like STIR's Parallelproj projector's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GeometryError
+from .tables import chunk_parts, parts_shapes
+
+__all__ = ["forward_chunk_stir", "back_chunk_stir"]
+
+
+def _is_cuda(a) -> bool:
+    return hasattr(a, "__cuda_array_interface__")
+
+
+def _image(name: str, a, writable: bool = False):
+    # engine images on a GPU may be wrappers carrying __cuda_array_interface__, shape and dtype
+    shape = tuple(getattr(a, "shape", ()))
+    if len(shape) != 3 or np.dtype(getattr(a, "dtype", None)) != np.float32:
+        raise GeometryError(f"{name}: expected a (nz, ny, nx) float32 array, got shape {shape} "
+                            f"{getattr(a, 'dtype', type(a).__name__)}")
+    flags = getattr(a, "flags", None)
+    if flags is not None and (not flags.c_contiguous or (writable and not getattr(flags, "writeable", True))):
+        raise GeometryError(f"{name}: must be C-contiguous{' and writable' if writable else ''}")
+    return a
+
+
+def _parts(tables):
+    """(host ChunkTables of each part, their shapes, the result shape of a single part or None);
+    tables uploaded for the exact kernels (``cuda_backend.DeviceTables``) give their host parts."""
+    parts, single = chunk_parts(tables)
+    shapes = parts_shapes(parts)
+    return parts, shapes, (shapes[0] if single else None)
+
+
+def _frame(frame):
+    try:
+        origin, voxel_size, rescale = frame
+    except (TypeError, ValueError):
+        raise GeometryError("frame: expected (origin, voxel_size, rescale) from stir_image_frame") from None
+    return (np.ascontiguousarray(origin, np.float32), np.ascontiguousarray(voxel_size, np.float32),
+            np.float32(rescale))
+
+
+def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
+    """STIR's forward projection of ``image`` over the chunk's LORs; the (nv, na, nt) float32
+    result for one ChunkTables, the parts' results one after the other (flat) for several."""
+    parts, shapes, single = _parts(tables)
+    _image("image", image)
+    n = sum(nv * na * nt for nv, na, nt in shapes)
+    shape = single if single is not None else (n,)
+    cuda = _is_cuda(image)
+    if out is None:
+        out = (_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32))
+    elif (int(np.prod(out.shape)) != n or str(out.dtype) != "float32" or _is_cuda(out) != cuda
+          or not out.flags.c_contiguous):
+        raise GeometryError(f"out: expected a C-contiguous float32 array of {n} elements ({shape}) beside the image")
+    org, vs, rescale = _frame(frame)
+    if cuda:
+        from . import cuda_stir
+        cp = _cupy()
+        cuda_stir.forward(parts, proj_data_info, cp.asarray(image), org, vs, rescale, cp.asarray(out).reshape(-1))
+        return out
+    from . import cpu_stir
+    from .stir_lors import stir_chunk_tables
+    flat, o = out.reshape(-1), 0
+    dims = np.array(image.shape, np.int64)
+    for p, (nv, na, nt) in zip(parts, shapes):
+        k = nv * na * nt
+        if k:
+            cpu_stir.forward_stir(stir_chunk_tables(proj_data_info, p), image.reshape(-1), dims, org, vs, rescale,
+                                  flat[o:o + k])
+        o += k
+    return out
+
+
+def back_chunk_stir(tables, proj_data_info, values, out_image, frame):
+    """Add STIR's back projection of ``values`` (shaped like :func:`forward_chunk_stir`'s
+    result) into ``out_image``; returns ``out_image``."""
+    parts, shapes, single = _parts(tables)
+    _image("out_image", out_image, writable=True)
+    n = sum(nv * na * nt for nv, na, nt in shapes)
+    if int(np.prod(values.shape)) != n or str(values.dtype) != "float32":
+        raise GeometryError(f"values: expected {n} float32 values, got shape {values.shape} {values.dtype}")
+    if _is_cuda(values) != _is_cuda(out_image):
+        raise GeometryError("values and out_image must both be on the host or both on one GPU")
+    org, vs, rescale = _frame(frame)
+    if _is_cuda(out_image):
+        from . import cuda_stir
+        cp = _cupy()
+        cuda_stir.back(parts, proj_data_info, cp.asarray(values).reshape(-1), cp.asarray(out_image), org, vs, rescale)
+        return out_image
+    from . import cpu, cpu_stir
+    from .stir_lors import stir_chunk_tables
+    flat, o = values.reshape(-1), 0
+    dims = np.array(out_image.shape, np.int64)
+    target = out_image.reshape(-1)
+    for p, (nv, na, nt) in zip(parts, shapes):
+        k = nv * na * nt
+        if k:
+            extra = cpu.extra_slabs(target.shape[0], k)
+            cpu_stir.back_stir(stir_chunk_tables(proj_data_info, p), flat[o:o + k], target, extra, dims, org, vs,
+                               rescale)
+            if extra.shape[0]:
+                cpu.reduce_slabs(extra, target)
+        o += k
+    return out_image
+
+
+def _cupy():
+    import cupy
+    return cupy
