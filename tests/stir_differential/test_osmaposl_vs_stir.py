@@ -105,6 +105,11 @@ QUICK = {
                                        save_estimates_at_subiteration_intervals=3)),
     "z-size-and-offset": ({**ADD, **SUBSET_SENS, "Z output image size (in pixels)": 11, "Z offset (in mm)": 4.5},
                           _top(number_of_subiterations=4, save_estimates_at_subiteration_intervals=2)),
+    # no estimate is written, the sensitivities still are
+    "disable-output": ({**ADD, **SUBSET_SENS}, _top(disable_output=1, number_of_subiterations=2,
+                                                     save_estimates_at_subiteration_intervals=1)),
+    # nothing to do: STIR runs no subiteration and writes nothing (no sensitivity file named)
+    "start-after-the-last-subiteration": ({**ADD}, _top(start_at_subiteration_number=9)),
 }
 
 
@@ -203,6 +208,8 @@ REFUSED = {
     "start-subset-out-of-range": ({}, _top(start_at_subset=4), "start at subset", "starting subset"),
     "save-interval-too-large": ({}, _top(save_estimates_at_subiteration_intervals=9), "save estimates",
                                 "save interval"),
+    "segment-range-too-large": ({"maximum absolute segment number to process": 5}, _top(),
+                                "maximum absolute segment", "too large"),
 }
 
 
