@@ -130,23 +130,27 @@ def make_inputs(reference_stir, stir, folder: Path, geometry: Geometry, *, seed:
     return folder
 
 
+PARALLELPROJ_PAIR = ("projector pair type := Parallelproj\n"
+                     "Projector Pair Using Parallelproj Parameters :=\n"
+                     "End Projector Pair Using Parallelproj Parameters :=")
+
+
 def osmaposl_par(objective: dict[str, str], top: dict[str, str], *, normalisation: str | None = "../in/norm.hs",
-                 input_file: str = "../in/prompts.hs") -> str:
-    """An OSMAPOSL ``.par`` with the Parallelproj pair; ``objective`` and ``top`` map STIR keys to
-    values (inside the objective function's block / in ``OSMAPOSLParameters``)."""
+                 input_file: str = "../in/prompts.hs", projectors: str = PARALLELPROJ_PAIR,
+                 extra_objective: str = "", extra_top: str = "") -> str:
+    """An OSMAPOSL ``.par``; ``objective`` and ``top`` map STIR keys to values (inside the objective
+    function's block / in ``OSMAPOSLParameters``), ``projectors`` is the projector block (default:
+    the Parallelproj pair), ``extra_*`` are verbatim lines (blocks) added to either."""
     lines = ["OSMAPOSLParameters :=",
              "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
              "PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=",
-             f"input file := {input_file}",
-             "projector pair type := Parallelproj",
-             "Projector Pair Using Parallelproj Parameters :=",
-             "End Projector Pair Using Parallelproj Parameters :="]
+             f"input file := {input_file}", *projectors.splitlines()]
     if normalisation is not None:
         lines += ["Bin Normalisation type := From ProjData", "Bin Normalisation From ProjData :=",
                   f"normalisation projdata filename := {normalisation}", "End Bin Normalisation From ProjData :="]
-    lines += [f"{k} := {v}" for k, v in objective.items()]
+    lines += [f"{k} := {v}" for k, v in objective.items()] + extra_objective.splitlines()
     lines += ["End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :="]
-    lines += [f"{k} := {v}" for k, v in top.items()]
+    lines += [f"{k} := {v}" for k, v in top.items()] + extra_top.splitlines()
     lines += ["END :=", ""]
     return "\n".join(lines)
 
@@ -280,7 +284,7 @@ def random_case(seed: int, num_views: int, max_segment: int, *, max_subiteration
         obj["maximum absolute segment number to process"] = int(rng.integers(0, max_segment + 1))
     obj["zoom"] = pick(1.0, 1.2, 0.8, 1.5)
     if rng.random() < 0.5:
-        obj["XY output image size (in pixels)"] = int(pick(31, 41, 47, 55))
+        obj["XY output image size (in pixels)"] = int(pick(31, 40, 41, 47, 55))
     if rng.random() < 0.3:
         obj["Z output image size (in pixels)"] = int(pick(11, 13))
     if rng.random() < 0.3:
