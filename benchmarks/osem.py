@@ -102,10 +102,12 @@ def main(argv=None) -> int:
     p.add_argument("--iterations", type=int, default=1, help="full iterations timed per strategy (best kept)")
     p.add_argument("--no-bridge", action="store_true", help="time stirgpu only")
     p.add_argument("--json", default=None, help="also write the JSON result here")
+    p.add_argument("--numerics", default=None, choices=("stir", "exact"),
+                   help="the projectors' numerics (default: theirs, STIR's)")
     args = p.parse_args(argv)
     devices = None if args.devices is None else tuple(int(d) for d in args.devices.split(","))
 
-    with stirgpu.config(backend=args.backend, devices=devices):
+    with stirgpu.config(backend=args.backend, devices=devices, numerics=args.numerics):
         pp = ProjectorPair()
         t0 = time.perf_counter()
         pdi, info, y, background, f = make_problem(args, pp)

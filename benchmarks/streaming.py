@@ -542,13 +542,19 @@ def main(argv=None) -> int:
     p.add_argument("--multi-span", type=int, default=1, help="span of the 1-vs-2-GPU data (default 1)")
     p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs")
     p.add_argument("--json", default=None, help="also write the JSON here")
+    p.add_argument("--numerics", default="exact", choices=("exact", "stir"),
+                   help="the projectors' numerics (default exact: the bridge and kernel-only baselines use "
+                        "the exact kernels, so the comparison is about data movement alone; "
+                        "benchmarks/numerics.py measures what STIR's numerics cost)")
     args = p.parse_args(argv)
     if args.quick:
         args.views = args.views or 21
         args.zoom = 0.25 if args.zoom == 1.0 else args.zoom
         args.repeat = 1
         args.multi_span = 11
-    res = run(args)
+    with config(numerics=args.numerics):
+        res = run(args)
+    res["config"]["numerics"] = args.numerics
     text = json.dumps(res, indent=1, default=str)
     print(text)
     if args.json:
