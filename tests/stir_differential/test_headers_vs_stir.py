@@ -229,3 +229,61 @@ def test_user_defined_scanner_without_bin_size(stir, tmp_path):
     lengths, vox = image.get_lengths(), image.get_voxel_size()
     assert info.shape == (lengths[1], lengths[2], lengths[3])
     np.testing.assert_allclose(info.voxel_size, (vox.z(), vox.y(), vox.x()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("numeric, byte_order, scale", [("SHORT", "big_endian", 2.5), ("FLOAT", "big_endian", 1.0),
+                                                        ("DOUBLE", "little_endian", 1.0)])
+def test_number_formats_stir_writes(stir, tmp_path, numeric, byte_order, scale):
+    """STIR writes 16-bit integers with a scaling factor, big-endian floats and doubles; stirgpu
+    reads the values STIR itself reads back (stored x ``image scaling factor[1]``, exactly)."""
+    pdi = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("ECAT 953"),
+                                                     3, 2, 12, 16, False)
+    mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
+    written = stir.ProjDataInterfile(stir.ExamInfo(), pdi, str(tmp_path / "n.hs"), mode,
+                                     stir.ProjDataFromStream.Segment_View_AxialPos_TangPos,
+                                     stir.NumericType(getattr(stir.NumericType, numeric)),
+                                     stir.ByteOrder(getattr(stir.ByteOrder, byte_order)), scale)
+    written.fill((np.arange(written.size_all()) % 97 * scale).astype(np.float32).flat)
+    del written
+    read = stir.ProjData.read_from_file(str(tmp_path / "n.hs"))
+    want = _stir_array(read, read.size_all())
+    with read_from_file(tmp_path / "n.hs") as store:
+        np.testing.assert_array_equal(store.as_array().ravel(), want)
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">f8", "<f8"])
+def test_number_formats_stir_reads(stir, tmp_path, dtype):
+    """stirgpu writes big-endian floats and doubles of either byte order; STIR reads the same
+    values."""
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, 12, 16, False)
+    data = np.random.default_rng(2).standard_normal(pdi.total_num_bins).astype(np.float32)
+    with ProjDataFromFile.create(tmp_path / "o.hs", pdi, dtype=dtype) as store:
+        store.fill(data.reshape(store.as_array().shape))
+    read = stir.ProjData.read_from_file(str(tmp_path / "o.hs"))
+    np.testing.assert_array_equal(_stir_array(read, data.size), data)
+
+
+def _listed(text: str, key: str) -> str:
+    line = next(line for line in text.splitlines() if line.strip().startswith(key))
+    return line.split(":", 1)[1].strip()
+
+
+@pytest.mark.parametrize("case", params(quick_cases()[-3:]))
+def test_info_lists_what_list_projdata_info_lists(stir, reference_stir, case, tmp_path):
+    """``stirgpu info`` of a STIR-written header gives what STIR's ``list_projdata_info --geom``
+    prints: segment range, views, axial positions per segment, tangential positions and ring
+    differences per segment."""
+    from stirgpu.cli.info import describe_projdata
+    pdi = stirgpu_proj_data_info(case)
+    hs = tmp_path / "l.hs"
+    _stir_write(stir, case, hs, np.zeros(pdi.total_num_bins, np.float32))
+    listed = reference_stir.run("list_projdata_info", "--geom", hs).stdout
+    d = describe_projdata(hs)
+    segs = d["segments"]
+    assert _listed(listed, "Segment_num range") == f"({segs[0]['segment']}, {segs[-1]['segment']})"
+    assert int(_listed(listed, "Number of Views")) == d["views"]["num"]
+    assert int(_listed(listed, "Number of tangential positions")) == d["tangential"]["num"]
+    assert _listed(listed, "Number of axial positions per seg").strip("{} ").split() == \
+        [str(s["num_axial_poss"]) for s in segs]
+    rd_line = listed.split("ring differences per segment:")[1].split("\n")[1]
+    assert rd_line.strip() == "".join(f"({s['min_ring_diff']},{s['max_ring_diff']})" for s in segs)
