@@ -275,9 +275,12 @@ def stir_image(stir, case: Case, pdi):
 
 
 def stirgpu_image_info(case: Case, pdi: ProjDataInfo) -> ImageInfo:
-    """stirgpu's image geometry of ``case`` for stirgpu's ``pdi`` (``ImageInfo.default_for``)."""
-    return ImageInfo.default_for(pdi, zoom=case.zoom, xy_size=case.image_xy, z_size=case.image_z,
-                                 origin=case.origin_zyx)
+    """stirgpu's image geometry of ``case`` for stirgpu's ``pdi``: STIR's default image to the last
+    bit (``stirgpu.kernels.stir_lors.stir_default_image_info``: ``ImageInfo.default_for`` with
+    STIR's fast-math float32 voxel sizes)."""
+    from stirgpu.kernels.stir_lors import stir_default_image_info
+    return stir_default_image_info(pdi, zoom=case.zoom, xy_size=case.image_xy, z_size=case.image_z,
+                                   origin=case.origin_zyx)
 
 
 def stir_storage_order(case: Case) -> str:
