@@ -291,3 +291,18 @@ def test_output_file_names_follow_stir():
     assert estimate_save_points(1, 10, 4) == [4, 8, 10]
     assert estimate_save_points(5, 8, 4) == [8]
     assert estimate_save_points(1, 3, 1) == [1, 2, 3]
+
+
+def test_objective_reports_follow_stirs_points(problem):
+    """``report_objective_interval=3`` over 7 subiterations records the objective function after
+    subiterations 3, 6 and 7 only (STIR's end_of_iteration_processing rule: multiples of the
+    interval and the last), and each value is the full-data log-likelihood at that subiteration's
+    new estimate.  Guards the report points and that a report is taken after, not before, the
+    update."""
+    images = {}
+    osem = _osem(problem, num_subsets=2, num_subiterations=7, report_objective_interval=3)
+    result = osem.reconstruct(callback=lambda rec, x: images.__setitem__(rec.subiteration, x.copy()))
+    values = {r.subiteration: r.objective_function_value for r in result.records}
+    assert [n for n, v in values.items() if v is not None] == [3, 6, 7]
+    for n in (3, 6, 7):
+        assert values[n] == pytest.approx(osem.log_likelihood(images[n]), rel=1e-12)

@@ -57,6 +57,9 @@ class SubiterationRecord:
     log_likelihood: float | None = None
     saved: Path | None = None
     stats: object = None
+    #: STIR's report (``report objective function values interval``): the objective function
+    #: (log-likelihood of all data, no prior) at the estimate *after* this subiteration
+    objective_function_value: float | None = None
 
 
 @dataclasses.dataclass
@@ -94,7 +97,13 @@ class OSEM:
     sensitivity
         :class:`~.sensitivity.SensitivitySpec` (default: compute subset sensitivities, write nothing).
     report_log_likelihood
-        Record each subiteration's subset log-likelihood (free: the fused call computes it).
+        Record each subiteration's subset log-likelihood at the estimate before the update (one
+        more projector pass per subiteration).
+    report_objective_interval
+        STIR's ``report objective function values interval``: after subiterations that are
+        multiples of it, and after the last one, record the objective function at the new
+        estimate, the number STIR prints as "Objective function without penalty" (one more pass
+        over all data each time); 0: never.
     """
 
     def __init__(self, objective: PoissonLogLikelihood, projector, image_info: ImageInfo, *,
@@ -103,7 +112,7 @@ class OSEM:
                  output_filename_prefix: str | os.PathLike | None = None,
                  enforce_initial_positivity: bool = True, minimum_relative_change: float = 0.0,
                  maximum_relative_change: float = FLOAT32_MAX, sensitivity: SensitivitySpec | None = None,
-                 report_log_likelihood: bool = False, overwrite: bool = True):
+                 report_log_likelihood: bool = False, report_objective_interval: int = 0, overwrite: bool = True):
         if not isinstance(objective, PoissonLogLikelihood):
             raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
         if not isinstance(image_info, ImageInfo):
@@ -122,6 +131,7 @@ class OSEM:
         self.maximum_relative_change = float(maximum_relative_change)
         self.sensitivity_spec = sensitivity if sensitivity is not None else SensitivitySpec()
         self.report_log_likelihood = bool(report_log_likelihood)
+        self.report_objective_interval = int(report_objective_interval)
         self.overwrite = bool(overwrite)
         self.sensitivities: Sensitivities | None = None
         self.sensitivity_files: list[Path] = []
@@ -142,6 +152,9 @@ class OSEM:
         if not 1 <= self.save_interval <= self.num_subiterations:
             raise StirGpuError(f"save estimates at subiteration intervals {self.save_interval}: must be in "
                                f"1..{self.num_subiterations} (the number of subiterations)")
+        if self.report_objective_interval < 0:
+            raise StirGpuError(f"report objective function values interval {self.report_objective_interval}: "
+                               f"must be >= 0")
         if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
         if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
@@ -238,6 +251,14 @@ class OSEM:
         image *= upd
         return image, loglik
 
+    def _objective_report(self, image, subiteration_num: int) -> float | None:
+        """STIR's ``end_of_iteration_processing`` report: the objective function after
+        subiterations that are multiples of the interval, and after the last one."""
+        k = self.report_objective_interval
+        if k <= 0 or (subiteration_num % k and subiteration_num != self.num_subiterations):
+            return None
+        return self.objective.log_likelihood(self.projector, image)
+
     def log_likelihood(self, image) -> float:
         """The Poisson log-likelihood of all data at ``image`` (after :meth:`set_up`)."""
         if self.sensitivities is None:
@@ -285,6 +306,7 @@ class OSEM:
             for n in todo:
                 t0 = time.perf_counter()
                 x, loglik = self.update(x, n)
+                objective = self._objective_report(x, n)
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)
@@ -292,7 +314,7 @@ class OSEM:
                                 overwrite=self.overwrite)
                     saved.append(path)
                 rec = SubiterationRecord(n, self.subset_num(n), time.perf_counter() - t0, loglik, path,
-                                         getattr(self.projector, "last_stats", None))
+                                         getattr(self.projector, "last_stats", None), objective)
                 records.append(rec)
                 if bar is not None:
                     bar.update(1)

@@ -183,7 +183,7 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                         output_filename_prefix=prefix, enforce_initial_positivity=s.enforce_initial_positivity,
                         minimum_relative_change=s.minimum_relative_change,
                         maximum_relative_change=s.maximum_relative_change, sensitivity=spec,
-                        report_log_likelihood=s.report_objective_function_values_interval > 0)
+                        report_objective_interval=s.report_objective_function_values_interval)
         except StirGpuError as exc:
             raise ParFileError(str(exc), s.path) from None
         return PreparedRun(s, osem, initial, files)

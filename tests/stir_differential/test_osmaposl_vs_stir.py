@@ -482,3 +482,24 @@ def test_arc_corrected_data_default_image(reference_stir, arc_corrected, tmp_pat
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)),
                                   inputs=arc_corrected)
     oc.assert_agree(s_dir, g_dir)
+
+
+def test_objective_function_reports_match_stir(reference_stir, five_segments, tmp_path):
+    """``report objective function values interval := 2`` over 5 subiterations: STIR prints the
+    objective function (Poisson log-likelihood of all data at the new estimate, no prior) after
+    subiterations 2, 4 and 5; stirgpu's records hold the same numbers there and only there.
+    STIR prints 6 significant digits, hence 2e-5 relative.  Guards the report points and the
+    log-likelihood's model (mean (A x + a) / f, STIR's truncation, zeroed end planes left out)."""
+    obj = {**ADD, **SUBSET_SENS, "zero end planes of segment 0": 1}
+    top = _top(number_of_subiterations=5, save_estimates_at_subiteration_intervals=5,
+               report_objective_function_values_interval=2)
+    par = oc.osmaposl_par(obj, top)
+    (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
+    proc = oc.run_stir(reference_stir, tmp_path / "stir", par)
+    assert proc.returncode == 0
+    stirs = [float(v) for v in re.findall(r"Objective function without penalty\s+(\S+)", proc.stdout + proc.stderr)]
+    result = oc.run_stirgpu(tmp_path / "gpu", par)
+    ours = {r.subiteration: r.objective_function_value for r in result.records}
+    assert [n for n, v in ours.items() if v is not None] == [2, 4, 5]
+    assert len(stirs) == 3
+    assert [ours[n] for n in (2, 4, 5)] == pytest.approx(stirs, rel=2e-5)
