@@ -182,7 +182,8 @@ def test_header_with_even_count_at_half_ring_spacing_is_refused_like_stir(stir, 
 def test_tof_headers_both_ways(stir, tmp_path, tof_mash):
     """TOF data (GE Discovery 690, 55 TOF bins mashed by 5 or 11): STIR writes a 5-dimensional
     view-order file (the only TOF order it writes) that stirgpu reads with the same geometry and
-    values (timing positions outermost), and STIR reads stirgpu's with its own geometry.
+    values (timing positions outermost), and STIR reads stirgpu's (both orders) with its own
+    geometry.
     (Mashed to a single TOF bin, STIR itself writes a plain 4-dimensional header, so that case
     is non-TOF data in both.)"""
     theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("GE Discovery 690"),
@@ -197,11 +198,13 @@ def test_tof_headers_both_ways(stir, tmp_path, tof_mash):
     with read_from_file(tmp_path / "t.hs") as store:
         assert store.get_proj_data_info() == ours
         np.testing.assert_array_equal(store.as_array().ravel(), data)
-    with ProjDataFromFile.create(tmp_path / "o.hs", ours) as store:
-        store.fill(data.reshape(store.as_array().shape))
-    read = stir.ProjData.read_from_file(str(tmp_path / "o.hs"))
-    assert read.get_proj_data_info().parameter_info() == theirs.parameter_info()
-    np.testing.assert_array_equal(_stir_array(read, data.size), data)
+    for order in StorageOrder:  # STIR reads TOF sinogram order, though it does not write it
+        hs = tmp_path / f"o_{order.name}.hs"
+        with ProjDataFromFile.create(hs, ours, order) as store:
+            store.fill(data.reshape(store.as_array().shape))
+        read = stir.ProjData.read_from_file(str(hs))
+        assert read.get_proj_data_info().parameter_info() == theirs.parameter_info()
+        np.testing.assert_array_equal(_stir_array(read, data.size), data)
 
 
 def test_user_defined_scanner_without_bin_size(stir, tmp_path):
