@@ -311,11 +311,14 @@ def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
 
 def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None,
                             origin=(0.0, 0.0, 0.0)):
-    """:meth:`stirgpu.geometry.ImageInfo.default_for` with STIR's float32 voxel sizes to the last
-    bit: ``VoxelsOnCartesianGrid(proj_data_info, zoom, ...)`` divides ``(ring spacing / 2,
-    default bin size, default bin size)`` by ``(1, zoom, zoom)``, the z and y components through
-    ``rcpps`` and a Newton step (fast-math), x with a true division; so even vz is not
-    exactly half the ring spacing, and vy may differ from vx by an ulp."""
+    """STIR's default image for ``proj_data_info`` to the last bit (``VoxelsOnCartesianGrid(
+    proj_data_info, zoom, origin, sizes)``, STIR's ``VoxelsOnCartesianGrid.cxx``), as
+    :meth:`stirgpu.geometry.ImageInfo.default_for` gives it in exact arithmetic but with STIR's
+    float32 rounding: it divides ``(ring spacing / 2, default bin size, default bin size)`` by
+    ``(1, zoom, zoom)``, the z and y components through ``rcpps`` and a Newton step (fast-math),
+    x with a true division -- so vz is not exactly half the ring spacing and vy may differ from
+    vx by an ulp -- and sizes x and y by ``2 ceil(r / v) + 1`` each with its own voxel size
+    (``r`` the largest |s| in float32), so a default image may be one pixel wider than high."""
     import dataclasses
 
     from ..geometry import ImageInfo
@@ -324,5 +327,12 @@ def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | No
     half_spacing = _F(_F(sc.ring_spacing) * _F(0.5))
     bin_size = _F(sc.default_bin_size)
     z = _F(zoom)
-    vs = (float(divide_newton(half_spacing, _F(1))), float(divide_newton(bin_size, z)), float(_F(bin_size / z)))
-    return dataclasses.replace(info, voxel_size=vs)
+    vz, vy, vx = divide_newton(half_spacing, _F(1)), divide_newton(bin_size, z), _F(bin_size / z)
+    nz, ny, nx = info.shape
+    if xy_size is None or xy_size == -1:
+        t = [proj_data_info.get_min_tangential_pos_num(), proj_data_info.get_max_tangential_pos_num()]
+        s = stir_float_geometry(proj_data_info, 0, [0], [0], t).s
+        radius = _F(max(abs(s[1]), abs(-s[0])))
+        ny = 2 * int(math.ceil(_F(radius / vy))) + 1
+        nx = 2 * int(math.ceil(_F(radius / vx))) + 1
+    return dataclasses.replace(info, shape=(nz, ny, nx), voxel_size=(float(vz), float(vy), float(vx)), min_indices=None)

@@ -54,6 +54,20 @@ def test_bin_coordinates_equal_stirs(stir, case):
             assert bad.size == 0, f"segment {seg}: {name} differs at {bad[:5]}: ours {ours[bad[:5]]}, STIR {values[bad[:5]]}"
 
 
+@pytest.mark.parametrize("case", C.params(C.quick_cases() + C.every_scanner_cases()))
+def test_default_image_equals_stirs(stir, case):
+    """``stir_default_image_info`` (what ``cases.stirgpu_image_info`` uses) is STIR's
+    ``VoxelsOnCartesianGrid(proj_data_info, zoom, origin, sizes)`` to the last bit: voxel sizes
+    (fast-math reciprocals), shape (x and y sized from their own voxel size) and index ranges."""
+    img = C.stir_image(stir, case, C.stir_proj_data_info(stir, case))
+    info = C.stirgpu_image_info(case, C.stirgpu_proj_data_info(case))
+    v = img.get_voxel_size()
+    assert np.array_equal(np.array(info.voxel_size, np.float32), np.array([v[1], v[2], v[3]], np.float32))
+    assert tuple(info.shape) == tuple(np.asarray(img.as_array()).shape)
+    lo = img.get_min_indices()
+    assert tuple(info.min_indices) == (lo[1], lo[2], lo[3])
+
+
 def _stir_frame(img):
     """The frame STIR's ParallelprojHelper computes from a STIR image (its own accessors)."""
     v = img.get_voxel_size()
