@@ -181,7 +181,7 @@ def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
 
 def run_back(args) -> int:
     from ..formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
-    from ..geometry import ImageInfo
+    from ..kernels.stir_lors import stir_default_image_info
     from ..projectors import BackProjector
     template, par = _split_rest(args.rest)
     changes, kw = _projector_settings(par, "back")
@@ -189,7 +189,8 @@ def run_back(args) -> int:
     k, n = args.subset if args.subset is not None else (0, 1)
     with read_from_file(args.projdata) as data:
         pdi = data.get_proj_data_info()
-        info = read_image(template).info if template is not None else ImageInfo.default_for(pdi)
+        # without a template, STIR's back_project uses its default image: to the last bit
+        info = read_image(template).info if template is not None else stir_default_image_info(pdi)
         with scoped_config(**_config_changes(args, changes)):
             bp = BackProjector(max_segment_num_to_process=args.max_segment, **kw)
             bp.set_up(pdi, info)
