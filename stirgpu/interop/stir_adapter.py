@@ -31,6 +31,10 @@ __all__ = ["StirProjDataAdapter", "proj_data_info_from_stir", "scanner_from_stir
            "is_stir_proj_data", "is_stir_proj_data_info", "is_stir_image", "image_info_from_stir"]
 
 
+_WRITABLE = ("is it open for writing? stir.ProjData.read_from_file opens read-only; write into a "
+             "stir.ProjDataInterfile opened with ios.in | ios.out, or a stir.ProjDataInMemory")
+
+
 def is_stir_proj_data(obj: Any) -> bool:
     """True for objects with STIR's ProjData API but not stirgpu's chunk calls."""
     return hasattr(obj, "get_viewgram") and hasattr(obj, "get_proj_data_info") and not hasattr(obj, "read_views")
@@ -102,10 +106,14 @@ class StirProjDataAdapter:
             for i, v in enumerate(views):
                 vg = pd.get_empty_viewgram(v, seg)
                 vg.fill(np.ascontiguousarray(a[i]))  # a numpy array: one copy in C++ (not .flat's iterator)
-                ok = pd.set_viewgram(vg)
+                try:
+                    ok = pd.set_viewgram(vg)
+                except RuntimeError as e:  # STIR's error(): e.g. a file opened read-only
+                    raise StirGpuError(f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed: {e} "
+                                       f"({_WRITABLE})") from None
                 if hasattr(ok, "succeeded") and not ok.succeeded():
                     raise StirGpuError(f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed "
-                                       "(is the ProjData open for writing?)")
+                                       f"({_WRITABLE})")
 
     def __repr__(self) -> str:
         return f"StirProjDataAdapter({type(self.stir_proj_data).__name__}, {self.name})"

@@ -288,3 +288,11 @@ def test_unrepresentable_stir_geometry_is_refused(stir):
     spdi.set_min_axial_pos_num(1, 0)
     with pytest.raises(StirGpuError, match="proj_data_info"):
         proj_data_info_from_stir(spdi)
+
+
+def test_read_only_stir_output_is_a_clear_error(stir, small):
+    """Forward projecting into a STIR ProjData opened read-only (read_from_file's default) fails
+    with an error naming the argument and saying how to open it, not STIR's bare stream error."""
+    _, img, pp, path = small
+    with pytest.raises(StirGpuError, match="proj_data_out.*open for writing"):
+        pp.forward_project(stir.ProjData.read_from_file(str(path)), img, 0, 3)
