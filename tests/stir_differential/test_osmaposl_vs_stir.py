@@ -382,7 +382,7 @@ def test_quotient_cap_applies_before_the_normalisation(reference_stir, five_segm
 
 # -- seeded combinations of every key ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", [3, 13, 28, 47])
+@pytest.mark.parametrize("seed", [22, 31, 59, 71, 87, 113])  # cheap draws, nearly every key among them
 def test_seeded_combination_matches_stir(seed, reference_stir, five_segments, tmp_path):
     """A seeded draw of every key stirgpu accepts (``osmaposl_cases.random_case``: additive term
     and normalisation or not, end planes, segment range, zoom, XY/Z sizes, Z offset, subset or
