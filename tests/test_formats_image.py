@@ -91,6 +91,21 @@ def test_absent_first_pixel_offsets_mean_origin_zero(tmp_path):
     assert read_image(hv).get_origin() == (0.0, 0.0, 0.0)
 
 
+def test_first_pixel_offset_counts_only_with_its_z_entry(tmp_path):
+    """STIR reads the origin from 'first pixel offset' only when the z entry ([3]) is there: x and
+    y entries alone leave the origin at 0; a z entry without x or y is refused (STIR would use an
+    undefined value)."""
+    hv = write_raw(tmp_path, np.zeros(INFO.shape), "<f4")
+    text = hv.read_text()
+    z_line = next(line for line in text.splitlines() if line.startswith("first pixel offset (mm) [3]"))
+    hv.write_text(text.replace(z_line + "\n", ""))
+    assert read_image(hv).get_origin() == (0.0, 0.0, 0.0)
+    x_line = next(line for line in text.splitlines() if line.startswith("first pixel offset (mm) [1]"))
+    hv.write_text(text.replace(x_line + "\n", ""))
+    with pytest.raises(FormatError, match=r"first pixel offset \(mm\) \[1\]"):
+        read_image(hv)
+
+
 BAD = {
     "projection data": (lambda t: t.replace("!PET data type := Image", "!PET data type := Emission"), "PET data type"),
     "2D": (lambda t: t.replace("number of dimensions := 3", "number of dimensions := 2"), "number of dimensions"),

@@ -133,8 +133,17 @@ def image_info_from_header(hdr: InterfileHeader) -> ImageInfo:
     shape = (nz, ny, nx)
     vox_zyx = (voxels[2], voxels[1], voxels[0])
     min_idx = (0, -(ny // 2), -(nx // 2))
-    fpo_zyx = [hdr.get_float("first pixel offset (mm)", i, default=None) for i in (3, 2, 1)]
-    origin = tuple(0.0 if f is None else f - v * m for f, v, m in zip(fpo_zyx, vox_zyx, min_idx))
+    fpo_key = "first pixel offset (mm)"
+    fpo_zyx = [hdr.get_float(fpo_key, i, default=None) for i in (3, 2, 1)]
+    if fpo_zyx[0] is None:
+        # STIR (IO/interfile.cxx) looks at the z entry only: without it the origin is 0, whatever
+        # the x and y entries say
+        return ImageInfo(shape, vox_zyx, (0.0, 0.0, 0.0), min_idx)
+    for i, f in zip((3, 2, 1), fpo_zyx):
+        if f is None:
+            raise hdr.error(f"missing while '{fpo_key} [3]' is given (STIR would read an undefined "
+                            "value)", fpo_key, i)
+    origin = tuple(f - v * m for f, v, m in zip(fpo_zyx, vox_zyx, min_idx))
     return ImageInfo(shape, vox_zyx, origin, min_idx)
 
 

@@ -86,3 +86,17 @@ def test_non_square_images_both_ways(stir, tmp_path, shape, origin):
     back = read_image(tmp_path / "theirs.hv")
     assert back.info == info
     np.testing.assert_array_equal(back.as_array(), data)
+
+
+def test_first_pixel_offset_without_z_entry_like_stir(stir, tmp_path):
+    """A header with x and y first pixel offsets but no z entry: STIR ignores them (origin 0);
+    so does stirgpu, which read the x and y entries."""
+    info = ImageInfo((4, 6, 5), (2.0, 1.5, 1.5), (3.0, -2.0, 4.0))
+    write_image(tmp_path / "a.hv", VoxelsOnCartesianGrid(info, 1.0))
+    text = (tmp_path / "a.hv").read_text()
+    (tmp_path / "a.hv").write_text("\n".join(line for line in text.splitlines()
+                                             if not line.startswith("first pixel offset (mm) [3]")) + "\n")
+    theirs = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(tmp_path / "a.hv"))
+    ours = read_image(tmp_path / "a.hv").info
+    _assert_same_geometry(ours, theirs)
+    assert ours.origin == (0.0, 0.0, 0.0)
