@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["forward_stir", "back_stir"]
+__all__ = ["forward_stir", "back_stir", "endpoints_array"]
 
 F32 = np.float32
 
@@ -228,3 +228,20 @@ def back_stir(tables, values, out, extra, dims, org, vs, rescale):
             iv = rest // na
             sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
             _back_one((sz, sy, sx), (ez, ey, ex), y, img, org, vs, dims)
+
+
+@njit(cache=True, error_model="numpy")
+def endpoints_array(tables):
+    """Every LOR's endpoints of one part's tables (mm, not rescaled): (start, end), each
+    (nv, na, nt, 3) float32 in axis order (z, y, x)."""
+    nv, nt = tables[0].shape
+    na = tables[7].shape[0]
+    start = np.empty((nv, na, nt, 3), np.float32)
+    end = np.empty((nv, na, nt, 3), np.float32)
+    for iv in range(nv):
+        for ia in range(na):
+            for it in range(nt):
+                sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, F32(1))
+                start[iv, ia, it, 0], start[iv, ia, it, 1], start[iv, ia, it, 2] = sz, sy, sx
+                end[iv, ia, it, 0], end[iv, ia, it, 1], end[iv, ia, it, 2] = ez, ey, ex
+    return start, end

@@ -39,8 +39,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "stir_chunk_tables", "stir_image_frame",
-           "stir_default_image_info", "rsqrt_newton", "divide_newton"]
+__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "stir_chunk_tables", "geometry_tables",
+           "stir_image_frame", "stir_default_image_info", "rsqrt_newton", "divide_newton"]
 
 _F = np.float32
 _TWO_PI = _F(2 * math.pi)
@@ -216,41 +216,13 @@ def _transaxial(phi, s, ring_radius, fov_radius):
     return True, x1, y1, dx, dy, np.float32((-b - root) / a), np.float32((-b + root) / a)
 
 
-@njit(cache=True)
-def _endpoints(phi, s, m, tantheta, ring_radius, fov_radius, start, end):
-    nv, na, nt = phi.shape[0], m.shape[0], s.shape[0]
-    for j in range(nt):
-        half = np.float32(math.sqrt(np.float32(np.float32(ring_radius * ring_radius) - np.float32(s[j] * s[j]))))
-        mt = np.float32(half * tantheta[j])
-        for i in range(nv):
-            hit, x1, y1, dx, dy, l1, l2 = _transaxial(phi[i], s[j], ring_radius, fov_radius)
-            for k in range(na):
-                if not hit:
-                    for c in range(3):
-                        start[i, k, j, c] = 0
-                        end[i, k, j, c] = 0
-                    continue
-                z1 = np.float32(m[k] - mt)
-                dz = np.float32(np.float32(m[k] + mt) - z1)
-                start[i, k, j, 0] = np.float32(np.float32(dz * l1) + z1)
-                start[i, k, j, 1] = np.float32(np.float32(dy * l1) + y1)
-                start[i, k, j, 2] = np.float32(np.float32(dx * l1) + x1)
-                end[i, k, j, 0] = np.float32(np.float32(dz * l2) + z1)
-                end[i, k, j, 1] = np.float32(np.float32(dy * l2) + y1)
-                end[i, k, j, 2] = np.float32(np.float32(dx * l2) + x1)
-
-
 def stir_lor_endpoints(geometry: StirFloatGeometry) -> tuple[np.ndarray, np.ndarray]:
     """STIR's float32 LOR endpoints (mm, gantry frame, axis order (z, y, x)), shape
     ``(views, axial, tangential, 3)`` each, clipped to the FOV cylinder; a LOR that misses it
-    has both ends at 0, as STIR's ``ParallelprojHelper`` sets them."""
-    g = geometry
-    shape = (len(g.phi), len(g.m), len(g.s), 3)
-    start = np.empty(shape, dtype=np.float32)
-    end = np.empty(shape, dtype=np.float32)
-    _endpoints(np.asarray(g.phi, _F), np.asarray(g.s, _F), np.asarray(g.m, _F), np.asarray(g.tantheta, _F),
-               g.ring_radius, g.fov_radius, start, end)
-    return start, end
+    has both ends at 0, as STIR's ``ParallelprojHelper`` sets them.  The same arithmetic as the
+    STIR-numerics kernels (``cpu_stir``), from the same tables (:func:`geometry_tables`)."""
+    from .cpu_stir import endpoints_array
+    return endpoints_array(geometry_tables(geometry))
 
 
 def stir_image_frame(image_info) -> tuple[np.ndarray, np.ndarray, np.float32]:
@@ -296,17 +268,24 @@ def _axial_offsets(s, tantheta, ring_radius):
     return out
 
 
-def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
-    """The tables :mod:`stirgpu.kernels.cpu_stir` computes STIR's endpoints from, for one
-    :class:`stirgpu.geometry.ChunkTables` part: ``(x1, y1, dx, dy, l1, l2, hit)`` per
-    (view, tangential position), ``m`` per axial position, ``max_a tan(theta)`` per
-    tangential position, all float32 (``hit`` bool).  The LOR of bin (i, k, j) runs from
-    ``p(l1)`` to ``p(l2)`` with ``p(l) = (z1 + dz l, y1 + dy l, x1 + dx l)``,
+def geometry_tables(g: StirFloatGeometry) -> tuple:
+    """The float32 tables the STIR-numerics kernels compute endpoints from, for the bins of
+    ``g``: ``(x1, y1, dx, dy, l1, l2, hit)`` per (view, tangential position), ``m`` per axial
+    position, ``max_a tan(theta)`` per tangential position (``hit`` bool).  The LOR of bin
+    (i, k, j) runs from ``p(l1)`` to ``p(l2)`` with ``p(l) = (z1 + dz l, y1 + dy l, x1 + dx l)``,
     ``z1 = m - mt``, ``dz = (m + mt) - z1``, each operation rounded to float32."""
+    phi, s, tt = (np.asarray(a, _F) for a in (g.phi, g.s, g.tantheta))
+    x1, y1, dx, dy, l1, l2, hit = _transaxial_tables(phi, s, g.ring_radius, g.fov_radius)
+    return (x1, y1, dx, dy, l1, l2, hit, np.asarray(g.m, _F), _axial_offsets(s, tt, g.ring_radius))
+
+
+def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
+    """:func:`geometry_tables` of one :class:`stirgpu.geometry.ChunkTables` part (its segment,
+    views, axial and tangential positions, FOV radius)."""
     t = chunk_tables
     g = stir_float_geometry(proj_data_info, t.segment, t.views, t.axial_poss, t.tangential_poss)
-    x1, y1, dx, dy, l1, l2, hit = _transaxial_tables(g.phi, g.s, g.ring_radius, float(t.radius))
-    return (x1, y1, dx, dy, l1, l2, hit, g.m, _axial_offsets(g.s, g.tantheta, g.ring_radius))
+    g.fov_radius = float(t.radius)
+    return geometry_tables(g)
 
 
 def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None,
