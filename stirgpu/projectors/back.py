@@ -20,11 +20,15 @@ class BackProjector(StreamingProjector):
                      accumulate: bool = False):
         """Back project the views of subset ``subset_num`` of ``num_subsets`` of ``proj_data``.
 
-        The result replaces the values of ``image_out`` (added to them with ``accumulate``);
-        ``image_out`` may be a numpy/cupy/torch array, a stirgpu or stir image, or None
-        (a new numpy array is returned).  Returns the image.  A cupy ``image_out`` of the
-        image's layout on one of the projector's GPUs receives the result in place, with no
-        copy (if the call fails, its values are then undefined; not so with ``accumulate``).
+        The result replaces the values of ``image_out`` (added to them with ``accumulate``), as
+        STIR's back projectors do -- except STIR 6.5's Parallelproj one, which adds to them
+        inside the FOV and zeroes them outside.  ``image_out`` may be a numpy/cupy/torch array,
+        a stirgpu image, a ``stir.FloatVoxelsOnCartesianGrid`` of the set-up's geometry (filled
+        in place), or None (a new numpy array is returned).  ``proj_data``: a stirgpu store or a
+        STIR ProjData (only the subset's viewgrams are read).  Returns the image.  A cupy
+        ``image_out`` of the image's layout on one of the projector's GPUs receives the result
+        in place, with no copy (if the call fails, its values are then undefined; not so with
+        ``accumulate``).
         """
         self._auto_set_up(_pdi_source(proj_data), image_out)
         src = self._store(proj_data, "proj_data")

@@ -7,10 +7,13 @@ Identities checked:
 * STIR's numbers: for STIR geometries of several kinds (arc-corrected or not, mashed views, an
   explicit view offset, an asymmetric tangential range, images with their own origin, index
   ranges and voxel sizes), stirgpu's projection of STIR's objects equals STIR's own Parallelproj
-  projector on the same objects to 1e-4 of the maximum.  The two differ by float32 rounding
-  only (~2e-5 of the maximum measured: LOR endpoints computed in float32 by STIR, in float64 by
-  stirgpu, then Joseph sums in float32); a geometry converted wrong (a view offset dropped, an
-  image shifted by a voxel) differs by 1e-1 or more.
+  projector on the same objects.  With the projectors' default ``numerics="stir"`` (STIR's
+  float32 LOR endpoints and libparallelproj's float32 arithmetic) forward projections are equal
+  bit for bit, and back projections differ by float32 summation order only (STIR adds its
+  OpenMP threads' images, stirgpu its chunks': <= 2.4e-6 of the maximum measured, bar 1e-5);
+  with ``numerics="exact"`` (float64 geometry) both differ by float32 rounding, ~2e-5, bar
+  1e-4.  A geometry converted wrong (a view offset dropped, an image shifted by a voxel)
+  differs by 1e-1 or more.
 * The store path: projecting through STIR's objects gives exactly (bitwise, CPU) what stirgpu's
   own stores give on the same data -- same plan, same kernels; only the transport differs.
 * Subsets: only the subset's viewgrams of a STIR output are written (the others keep a sentinel),
@@ -31,7 +34,8 @@ from stirgpu.projectors import ProjectorPair
 
 pytestmark = pytest.mark.stir
 
-REL_TOL = 1e-4
+REL_TOL = 1e-4             # numerics="exact": float32 rounding of float64 geometry
+BACK_STIR_NUMERICS_TOL = 1e-5  # numerics="stir": float32 summation order of back projections
 
 
 # -- STIR objects ---------------------------------------------------------------------------
@@ -105,8 +109,8 @@ def pairs(stir):
 @pytest.mark.parametrize("name", GEOMETRIES)
 def test_forward_project_gives_stirs_numbers(stir, pairs, name):
     """forward_project(stir ProjDataInMemory, stir image) equals STIR's ForwardProjectorByBinParallelproj
-    on the same objects (tolerance: module docstring); guards against any geometry (views, view
-    offset, tangential range, image origin and indices) converted wrong."""
+    on the same objects (bitwise with STIR numerics; tolerances: module docstring); guards against
+    any geometry (views, view offset, tangential range, image origin and indices) converted wrong."""
     spdi, img, pp = pairs[name]
     theirs = stir.ProjDataInMemory(stir.ExamInfo(), spdi)
     fp = stir.ForwardProjectorByBinParallelproj()
@@ -114,14 +118,30 @@ def test_forward_project_gives_stirs_numbers(stir, pairs, name):
     fp.forward_project(theirs, img)
     ours = stir.ProjDataInMemory(stir.ExamInfo(), spdi)
     pp.forward_project(ours, img)
+    diff = rel_max_diff(theirs, ours, pp.get_proj_data_info())
+    assert diff == 0.0 if pp.numerics == "stir" else diff < REL_TOL
+
+
+@pytest.mark.parametrize("name", ["view_offset", "image_z_indices_from_2"])
+def test_exact_numerics_stay_within_float32_rounding(stir, pairs, name):
+    """With numerics="exact" (float64 geometry) the projector still takes STIR's objects and
+    converted geometry: STIR's forward projection to 1e-4 of the maximum (module docstring)."""
+    spdi, img, _ = pairs[name]
+    pp = ProjectorPair(backend="cpu", numerics="exact")
+    pp.set_up(spdi, img)
+    theirs, ours = stir.ProjDataInMemory(stir.ExamInfo(), spdi), stir.ProjDataInMemory(stir.ExamInfo(), spdi)
+    fp = stir.ForwardProjectorByBinParallelproj()
+    fp.set_up(spdi, img)
+    fp.forward_project(theirs, img)
+    pp.forward_project(ours, img)
     assert rel_max_diff(theirs, ours, pp.get_proj_data_info()) < REL_TOL
 
 
 @pytest.mark.parametrize("name", ["arccorr", "view_offset", "own_image_grid", "image_z_indices_from_2"])
 def test_back_project_gives_stirs_numbers(stir, pairs, name):
     """back_project(stir image, stir ProjData) equals STIR's BackProjectorByBinParallelproj into an
-    image of the same geometry, replacing the image's values (STIR overwrites too); 1e-4 of the
-    maximum (float32 rounding, as forward)."""
+    image of the same geometry (module docstring's tolerances), replacing the image's values;
+    STIR's image starts at 0, because STIR 6.5's Parallelproj back projector adds to it."""
     spdi, img, pp = pairs[name]
     data = stir.ProjDataInMemory(stir.ExamInfo(), spdi)
     pp.forward_project(data, img)
@@ -135,7 +155,7 @@ def test_back_project_gives_stirs_numbers(stir, pairs, name):
     bp.back_project(theirs, data)
     pp.back_project(ours, data)
     t, o = theirs.as_array(), ours.as_array()
-    assert np.abs(t - o).max() / np.abs(t).max() < REL_TOL
+    assert np.abs(t - o).max() / np.abs(t).max() < (BACK_STIR_NUMERICS_TOL if pp.numerics == "stir" else REL_TOL)
 
 
 def test_set_up_with_stir_objects_converts_exactly(stir, pairs):
@@ -211,6 +231,17 @@ def test_forward_subset_writes_only_its_viewgrams(stir, small, tmp_path, kind):
         assert np.array_equal(viewgrams(out, pdi, s, subset), ref.read_views(s, subset))
         assert np.all(viewgrams(out, pdi, s, others) == -7.0)
     assert np.array_equal(img.as_array(), image_before)
+
+
+def test_back_project_accumulates_into_a_stir_image_on_request(stir, small):
+    """back_project(stir image, ..., accumulate=True) adds to the image's values (the default
+    replaces them): the same float32 addition of the same numbers, so bitwise equal."""
+    _, img, pp, path = small
+    data = stir.ProjData.read_from_file(str(path))
+    out = img.get_empty_copy()
+    out.fill(2.0)
+    pp.back_project(out, data, 0, 3, accumulate=True)
+    assert np.array_equal(out.as_array(), np.float32(2.0) + pp.back_project(None, data, 0, 3))
 
 
 class CountingProjData:
