@@ -7,10 +7,11 @@ between subiterations.  cupy is only imported when a cupy array is passed in.
 STIR's rules reproduced here (facts from ``OSMAPOSLReconstruction.cxx``,
 ``numerics/divide.inl`` and ``thresholding.h``):
 
-* :func:`stir_divide` -- the update divided by the sensitivity: with
-  ``small = max(max(numerator) * 1e-6, 0)``, a voxel where both
-  ``|numerator| <= small`` and ``|denominator| <= small`` becomes 0 (0/0), every
-  other voxel is ``numerator / denominator``;
+* :func:`stir_divide` -- STIR's ``divide``: with ``small = max(max(numerator) * small_num, 0)``,
+  a voxel where both ``|numerator| <= small`` and ``|denominator| <= small`` becomes 0 (0/0),
+  every other voxel is ``numerator / denominator``.  OSMAPOSL without a prior divides the
+  update by the sensitivity with ``small_num = 0`` (only exact 0/0 gives 0); 1e-6 is STIR's
+  value with a prior;
 * :func:`threshold_min_to_small_positive` -- ``enforce initial positivity condition``:
   values below ``(smallest positive value) * 1e-6`` are raised to it; if no value is
   positive, all become ``1e-6``;
