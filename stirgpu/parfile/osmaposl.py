@@ -198,12 +198,18 @@ class OsmaposlSettings:
             return self.subset_sensitivity_filenames is None
         return self.sensitivity_filename is None
 
+    def image_arguments(self) -> dict:
+        """The arguments of STIR's image for this reconstruction (``zoom``, ``xy_size``,
+        ``z_size``, ``origin`` (z offset, 0, 0)), for ``ImageInfo.default_for`` or, to the last
+        bit, ``stirgpu.kernels.stir_lors.stir_default_image_info`` (what ``recon.run`` uses)."""
+        return {"zoom": self.zoom, "xy_size": self.xy_output_image_size, "z_size": self.z_output_image_size,
+                "origin": (self.z_offset_mm, 0.0, 0.0)}
+
     def image_info(self, proj_data_info):
-        """STIR's image for this reconstruction: ``ImageInfo.default_for(proj_data_info, zoom,
-        xy size, z size, origin (z offset, 0, 0))``."""
+        """STIR's image for this reconstruction in exact arithmetic:
+        ``ImageInfo.default_for(proj_data_info, **self.image_arguments())``."""
         from ..geometry import ImageInfo
-        return ImageInfo.default_for(proj_data_info, zoom=self.zoom, xy_size=self.xy_output_image_size,
-                                     z_size=self.z_output_image_size, origin=(self.z_offset_mm, 0.0, 0.0))
+        return ImageInfo.default_for(proj_data_info, **self.image_arguments())
 
     def input_files(self) -> dict[str, list[Path]]:
         """The files the run reads, by field."""

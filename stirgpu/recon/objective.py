@@ -112,9 +112,11 @@ class PoissonLogLikelihood:
 
     def default_image_info(self, zoom: float = 1.0, xy_size: int | None = None,
                            z_size: int | None = None, z_offset: float = 0.0) -> ImageInfo:
-        """STIR's image for these data (``zoom``, ``XY/Z output image size``, ``Z offset``)."""
-        return ImageInfo.default_for(self._measured_full.get_proj_data_info(), zoom=zoom,
-                                     xy_size=xy_size, z_size=z_size, origin=(z_offset, 0.0, 0.0))
+        """STIR's image for these data (``zoom``, ``XY/Z output image size``, ``Z offset``), to
+        the last bit (:func:`stirgpu.kernels.stir_lors.stir_default_image_info`)."""
+        from ..kernels.stir_lors import stir_default_image_info
+        return stir_default_image_info(self._measured_full.get_proj_data_info(), zoom=zoom,
+                                       xy_size=xy_size, z_size=z_size, origin=(z_offset, 0.0, 0.0))
 
     def set_up(self, projector, image_info: ImageInfo) -> None:
         """Prepare ``projector`` (a :class:`~stirgpu.projectors.ProjectorPair`) for these data

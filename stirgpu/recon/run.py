@@ -139,7 +139,9 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
             initial = init_img
         else:
             try:
-                info = s.image_info(pdi)
+                # STIR's default image to the last bit (its float32 voxel sizes and sizes)
+                from ..kernels.stir_lors import stir_default_image_info
+                info = stir_default_image_info(pdi, **s.image_arguments())
             except GeometryError as exc:
                 raise s.error("xy_output_image_size", str(exc)) from None
             initial = float(s.initial_estimate)

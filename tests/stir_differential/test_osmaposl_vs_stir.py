@@ -11,15 +11,16 @@ names (``osmaposl_cases.py`` makes the data with STIR and runs both).  The ident
   ``docs/reconstruction.md``, "Checked against STIR");
 * what STIR refuses, stirgpu refuses (before any work, naming the key's line).
 
-Geometry: ECAT 931 with mashed views (STIR adds its half-mash azimuthal offset), so no view
-lies at exactly 45 or 135 degrees, where the Joseph and Parallelproj projectors still differ by
-up to 1e-2 in oblique segments (a kernel matter, not OSMAPOSL's).
+Geometry: ECAT 931 with mashed views (STIR adds its half-mash azimuthal offset).  stirgpu runs
+with its default numerics (STIR's float32 LOR endpoints and libparallelproj's float32 Joseph
+arithmetic; ``docs/joseph.md``) and STIR's default image to the last bit, so the projections
+are STIR's; what the tests measure is OSMAPOSL's logic.
 
 The quick set runs in the normal suite; a larger, seeded set of key combinations is marked
-``slow`` and runs only with ``STIRGPU_LARGE_DIFFERENTIAL=1``.  Two strict xfails record what is
-still STIR's and not stirgpu's, both outside OSMAPOSL proper: the end planes under ``zero end
-planes of segment 0`` (STIR's projector rounding) and the default image of arc-corrected data
-(``ImageInfo.default_for``); ``docs/conventions.md`` lists them with the figures.
+``slow`` and runs only with ``STIRGPU_LARGE_DIFFERENTIAL=1``.  Two cases that once failed for
+reasons outside OSMAPOSL proper are kept as regression tests: the end planes under ``zero end
+planes of segment 0`` (STIR's projector rounding, END_PLANE_LEAK) and the default image of
+arc-corrected data (STIR's fast-math voxel sizes); ``docs/conventions.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -149,12 +150,12 @@ def test_cli_runs_the_same_file_as_stir(reference_stir, five_segments, tmp_path,
 
 ZERO_END_PLANES = {**ADD, **SUBSET_SENS, "zero end planes of segment 0": 1,
                    "maximum absolute segment number to process": 1, "zoom": 1.2, "XY output image size (in pixels)": 89}
+#: why the end planes were the hard part of the brief's case (now reproduced)
 END_PLANE_LEAK = ("STIR's Parallelproj computes z in float32 (in units of the x voxel size): a segment-0 LOR "
                   "of axial position 1 puts ~2e-7 (zoom 1.2) of its weight into image plane 0, so with 'zero "
                   "end planes of segment 0' that plane is seen at float-rounding level only, and OSMAPOSL's "
-                  "unthresholded division turns it into plane-1-like values; stirgpu's kernels give an exact "
-                  "0 there (0/0 -> 0). A projector (kernel) matter: docs/conventions.md, 'Divergences found "
-                  "against STIR (OSMAPOSL)'")
+                  "unthresholded division turns it into plane-1-like values; float64 geometry gives an exact "
+                  "0 there (0/0 -> 0), STIR's numerics the same float32 weight (docs/conventions.md)")
 
 
 @pytest.fixture(scope="module")
@@ -354,11 +355,10 @@ def test_zero_end_planes_default_start_interior_matches_stir(zero_end_planes_run
         assert inner <= oc.ESTIMATE_TOL, f"{n}: {inner:.3g}"
 
 
-@pytest.mark.xfail(strict=True, reason=END_PLANE_LEAK)
 def test_zero_end_planes_default_start_end_planes_match_stir(zero_end_planes_run):
-    """The same run, whole images: fails (up to 100 % of the maximum after 10 subiterations, all
-    of it in plane 0) for the reason in END_PLANE_LEAK.  Strict, so that a projector that
-    reproduces STIR's float32 z rounding makes this test fail as 'passed' and it gets removed."""
+    """The same run, whole images, end planes included.  With float64 geometry this failed by up
+    to 100 % of the maximum after 10 subiterations, all of it in plane 0 (END_PLANE_LEAK);
+    guards STIR's float32 numerics and default image in the whole reconstruction."""
     s_dir, g_dir = zero_end_planes_run
     oc.assert_agree(s_dir, g_dir)
 
@@ -467,12 +467,10 @@ def test_arc_corrected_data_with_an_image_size(reference_stir, arc_corrected, tm
     oc.assert_agree(s_dir, g_dir)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="STIR 6.5's default image for these arc-corrected data is 15 x 67 x 65 (y larger than "
-                          "x, min indices -33 / -32; also 65 x 63 for 63 tangential positions, 99 x 97 for 96), "
-                          "stirgpu's ImageInfo.default_for gives 65 x 65 (stirgpu.geometry's matter)")
 def test_arc_corrected_data_default_image(reference_stir, arc_corrected, tmp_path):
-    """The same without ``XY output image size``: STIR's default image must be stirgpu's."""
+    """The same without ``XY output image size``: STIR's default image must be stirgpu's.  STIR
+    6.5's is 15 x 67 x 65 here (y larger than x: its fast-math voxel sizes differ by an ulp), where
+    ``ImageInfo.default_for`` gives 65 x 65; guards ``stir_default_image_info`` in recon.run."""
     obj = {**ADD, **SUBSET_SENS}
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)),
                                   inputs=arc_corrected)
