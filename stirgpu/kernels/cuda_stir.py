@@ -47,34 +47,35 @@ def _launch(kernel, n: int, args) -> None:
         kernel(((n + _THREADS - 1) // _THREADS,), (_THREADS,), args)
 
 
-def forward(parts, proj_data_info, image, origin, voxel_size, rescale, out) -> None:
-    """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
-    device image ``image`` (float32, C order)."""
-    import cupy as cp
-    dev = image.device.id
-    kernel = _kernel(dev, "fwd_stir")
-    n0, n1, n2 = (np.int32(v) for v in image.shape)
+def _parts(cp, proj_data_info, parts):
+    """(device tables, first bin, number of bins) of each part, bins one part after the other."""
     o = 0
     for part in parts:
         T, H, nv, na, nt = _device_tables(cp, proj_data_info, part)
         k = nv * na * nt
-        _launch(kernel, k, (T, H, np.int32(nv), np.int32(na), np.int32(nt), image, n0, n1, n2,
-                            *(np.float32(v) for v in origin), *(np.float32(v) for v in voxel_size),
-                            np.float32(rescale), out[o:o + k]))
+        yield (T, H, np.int32(nv), np.int32(na), np.int32(nt)), o, k
         o += k
+
+
+def _frame_args(image, origin, voxel_size, rescale) -> tuple:
+    return (*(np.int32(v) for v in image.shape), *(np.float32(v) for v in origin),
+            *(np.float32(v) for v in voxel_size), np.float32(rescale))
+
+
+def forward(parts, proj_data_info, image, origin, voxel_size, rescale, out) -> None:
+    """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
+    device image ``image`` (float32, C order)."""
+    import cupy as cp
+    kernel = _kernel(image.device.id, "fwd_stir")
+    n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
+    for tables, o, k in _parts(cp, proj_data_info, parts):
+        _launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o:o + k]))
 
 
 def back(parts, proj_data_info, values, image, origin, voxel_size, rescale) -> None:
     """Add STIR's back projection of flat ``values`` into the device image ``image``."""
     import cupy as cp
-    dev = image.device.id
-    kernel = _kernel(dev, "back_stir")
-    n0, n1, n2 = (np.int32(v) for v in image.shape)
-    o = 0
-    for part in parts:
-        T, H, nv, na, nt = _device_tables(cp, proj_data_info, part)
-        k = nv * na * nt
-        _launch(kernel, k, (T, H, np.int32(nv), np.int32(na), np.int32(nt), values[o:o + k], image, n0, n1, n2,
-                            *(np.float32(v) for v in origin), *(np.float32(v) for v in voxel_size),
-                            np.float32(rescale)))
-        o += k
+    kernel = _kernel(image.device.id, "back_stir")
+    n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
+    for tables, o, k in _parts(cp, proj_data_info, parts):
+        _launch(kernel, k, (*tables, values[o:o + k], image, n0, n1, n2, *frame))

@@ -48,36 +48,27 @@ _PI = _F(math.pi)
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
 
 
-@intrinsic
-def _rsqrtss(typingctx, x):
-    """The x86 ``rsqrtss`` instruction (a ~12-bit reciprocal square root estimate)."""
-    if x != types.float32:
-        return None
+def _x86_scalar(llvm_name: str, doc: str):
+    """A numba intrinsic issuing the x86 SSE instruction ``llvm_name`` on one float32 (lane 0)."""
+    def typer(typingctx, x):
+        if x != types.float32:
+            return None
 
-    def codegen(context, builder, signature, args):
-        from llvmlite import ir
-        v4 = ir.VectorType(ir.FloatType(), 4)
-        fn = builder.module.declare_intrinsic("llvm.x86.sse.rsqrt.ss", fnty=ir.FunctionType(v4, [v4]))
-        vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-        return builder.extract_element(builder.call(fn, [vec]), ir.Constant(ir.IntType(32), 0))
+        def codegen(context, builder, signature, args):
+            from llvmlite import ir
+            v4 = ir.VectorType(ir.FloatType(), 4)
+            fn = builder.module.declare_intrinsic(llvm_name, fnty=ir.FunctionType(v4, [v4]))
+            vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+            return builder.extract_element(builder.call(fn, [vec]), ir.Constant(ir.IntType(32), 0))
 
-    return types.float32(types.float32), codegen
+        return types.float32(types.float32), codegen
+
+    typer.__doc__ = doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def _rcpss(typingctx, x):
-    """The x86 ``rcpss`` instruction (a ~12-bit reciprocal estimate; ``rcpps`` per lane)."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        from llvmlite import ir
-        v4 = ir.VectorType(ir.FloatType(), 4)
-        fn = builder.module.declare_intrinsic("llvm.x86.sse.rcp.ss", fnty=ir.FunctionType(v4, [v4]))
-        vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-        return builder.extract_element(builder.call(fn, [vec]), ir.Constant(ir.IntType(32), 0))
-
-    return types.float32(types.float32), codegen
+_rsqrtss = _x86_scalar("llvm.x86.sse.rsqrt.ss", "``rsqrtss``: a ~12-bit reciprocal square root estimate")
+_rcpss = _x86_scalar("llvm.x86.sse.rcp.ss", "``rcpss``: a ~12-bit reciprocal estimate (``rcpps`` per lane)")
 
 
 if _X86:

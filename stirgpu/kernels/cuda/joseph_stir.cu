@@ -129,6 +129,35 @@ __device__ __forceinline__ void stir_strides(int di, const int n[3], long long &
     }
 }
 
+// One LOR's walk through the image: its setup, the strides of its principal and other axes,
+// and the interpolation coordinates at its first plane.
+struct StirWalk
+{
+    StirLine L;
+    long long sd, su, sw;
+    int nu, nw;
+    float fu, fw;
+};
+
+// false where the LOR adds nothing (misses the FOV cylinder or the image)
+__device__ __forceinline__ bool stir_walk(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
+                                          int na, int nt, long long idx, int n0, int n1, int n2, float o0, float o1,
+                                          float o2, float v0, float v1, float v2, float rescale, StirWalk &W)
+{
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
+    const int n[3] = {n0, n1, n2};
+    W.L = stir_setup(s, e, org, vs, n);
+    if (W.L.istart == -1)
+        return false;
+    stir_strides(W.L.dir, n, W.sd, W.su, W.nu, W.sw, W.nw);
+    W.fu = F_ADD(F_MUL((float)W.L.istart, W.L.au), W.L.bu);
+    W.fw = F_ADD(F_MUL((float)W.L.istart, W.L.aw), W.L.bw);
+    return true;
+}
+
 extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
                                     int na, int nt, const float *__restrict__ img, int n0, int n1, int n2,
                                     float o0, float o1, float o2, float v0, float v1, float v2, float rescale,
@@ -138,41 +167,31 @@ extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned 
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= total)
         return;
-    float s[3], e[3];
-    bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
-    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
-    const int n[3] = {n0, n1, n2};
-    const StirLine L = stir_setup(s, e, org, vs, n);
-    if (L.istart == -1)
+    StirWalk W;
+    if (!stir_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
     {
         out[idx] = 0.0f;
         return;
     }
-    long long sd, su, sw;
-    int nu, nw;
-    stir_strides(L.dir, n, sd, su, nu, sw, nw);
-    float fu = F_ADD(F_MUL((float)L.istart, L.au), L.bu);
-    float fw = F_ADD(F_MUL((float)L.istart, L.aw), L.bw);
     float acc = 0.0f;
-    for (int i = L.istart; i <= L.iend; ++i)
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
-        const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
-        const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
-        const long long base = (long long)i * sd;
-        const bool u0in = u0 >= 0 && u0 < nu, u1in = u0 + 1 >= 0 && u0 + 1 < nu;
-        const bool w0in = w0 >= 0 && w0 < nw, w1in = w0 + 1 >= 0 && w0 + 1 < nw;
-        const float v00 = (u0in && w0in) ? img[base + u0 * su + w0 * sw] : 0.0f;
-        const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * su + w0 * sw] : 0.0f;
-        const float v01 = (u0in && w1in) ? img[base + u0 * su + (w0 + 1) * sw] : 0.0f;
-        const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * su + (w0 + 1) * sw] : 0.0f;
+        const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
+        const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
+        const long long base = (long long)i * W.sd;
+        const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+        const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
+        const float v00 = (u0in && w0in) ? img[base + u0 * W.su + w0 * W.sw] : 0.0f;
+        const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * W.su + w0 * W.sw] : 0.0f;
+        const float v01 = (u0in && w1in) ? img[base + u0 * W.su + (w0 + 1) * W.sw] : 0.0f;
+        const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * W.su + (w0 + 1) * W.sw] : 0.0f;
         const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
         const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
         acc = F_ADD(acc, F_ADD(r, F_MUL(F_MUL(v11, wu), ww)));
-        fu = F_ADD(fu, L.au);
-        fw = F_ADD(fw, L.aw);
+        W.fu = F_ADD(W.fu, W.L.au);
+        W.fw = F_ADD(W.fw, W.L.aw);
     }
-    out[idx] = F_MUL(acc, L.cf);
+    out[idx] = F_MUL(acc, W.L.cf);
 }
 
 extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
@@ -185,39 +204,27 @@ extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned
     if (idx >= total)
         return;
     const float y = values[idx];
-    if (y == 0.0f)
+    StirWalk W;
+    if (y == 0.0f || !stir_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
         return;
-    float s[3], e[3];
-    bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
-    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
-    const int n[3] = {n0, n1, n2};
-    const StirLine L = stir_setup(s, e, org, vs, n);
-    if (L.istart == -1)
-        return;
-    const float val = F_MUL(L.cf, y);
-    long long sd, su, sw;
-    int nu, nw;
-    stir_strides(L.dir, n, sd, su, nu, sw, nw);
-    float fu = F_ADD(F_MUL((float)L.istart, L.au), L.bu);
-    float fw = F_ADD(F_MUL((float)L.istart, L.aw), L.bw);
-    for (int i = L.istart; i <= L.iend; ++i)
+    const float val = F_MUL(W.L.cf, y);
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
-        const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
-        const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
+        const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
+        const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
         const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
-        const long long base = (long long)i * sd;
-        const bool u0in = u0 >= 0 && u0 < nu, u1in = u0 + 1 >= 0 && u0 + 1 < nu;
-        const bool w0in = w0 >= 0 && w0 < nw, w1in = w0 + 1 >= 0 && w0 + 1 < nw;
+        const long long base = (long long)i * W.sd;
+        const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+        const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
         if (u0in && w0in)
-            atomicAdd(img + base + u0 * su + w0 * sw, F_MUL(val, F_MUL(mu, mw)));
+            atomicAdd(img + base + u0 * W.su + w0 * W.sw, F_MUL(val, F_MUL(mu, mw)));
         if (u1in && w0in)
-            atomicAdd(img + base + (u0 + 1) * su + w0 * sw, F_MUL(val, F_MUL(wu, mw)));
+            atomicAdd(img + base + (u0 + 1) * W.su + w0 * W.sw, F_MUL(val, F_MUL(wu, mw)));
         if (u0in && w1in)
-            atomicAdd(img + base + u0 * su + (w0 + 1) * sw, F_MUL(val, F_MUL(mu, ww)));
+            atomicAdd(img + base + u0 * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(mu, ww)));
         if (u1in && w1in)
-            atomicAdd(img + base + (u0 + 1) * su + (w0 + 1) * sw, F_MUL(val, F_MUL(wu, ww)));
-        fu = F_ADD(fu, L.au);
-        fw = F_ADD(fw, L.aw);
+            atomicAdd(img + base + (u0 + 1) * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(wu, ww)));
+        W.fu = F_ADD(W.fu, W.L.au);
+        W.fw = F_ADD(W.fw, W.L.aw);
     }
 }
