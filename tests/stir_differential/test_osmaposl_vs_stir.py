@@ -496,3 +496,28 @@ def test_objective_function_reports_match_stir(reference_stir, five_segments, tm
     assert [n for n, v in ours.items() if v is not None] == [2, 4, 5]
     assert len(stirs) == 3
     assert [ours[n] for n in (2, 4, 5)] == pytest.approx(stirs, rel=2e-5)
+
+
+@pytest.mark.parametrize("obj,top", [
+    # a whole plane of Z offset: the last image plane lies outside the scanner and is seen only
+    # through float32 rounding (float64 geometry: 0.57 of the maximum after one subiteration)
+    pytest.param({"Z offset (in mm)": 6.75}, {"number_of_subiterations": 2}, id="z-offset-one-plane"),
+    # half a plane with 11 planes: the image's z faces meet the LORs' sampling planes exactly
+    # (float64 geometry: the boundary plane's sensitivity 0.09-0.16 of the maximum off)
+    pytest.param({"Z output image size (in pixels)": 11, "Z offset (in mm)": 3.375}, {"number_of_subiterations": 2},
+                 id="z-offset-half-plane"),
+    pytest.param({"Z output image size (in pixels)": 11, "Z offset (in mm)": -3.375}, {"number_of_subiterations": 2},
+                 id="z-offset-minus-half-plane"),
+    # no additive term and an image smaller than the data's support: quotients of counts to
+    # grazing chord lengths near the 1e4 cap (float64 geometry: 1.2e-3 after one subiteration)
+    pytest.param({"zoom": 1.2, "XY output image size (in pixels)": 55}, {"number_of_subiterations": 1},
+                 id="grazing-chords"),
+])
+def test_regimes_float64_geometry_missed(reference_stir, five_segments, tmp_path, obj, top):
+    """Regimes where only float32 rounding of STIR's projector decides (docs/conventions.md,
+    'Divergences found against STIR (OSMAPOSL)'): stirgpu's default numerics agree with STIR's
+    OSMAPOSL there to the usual bounds.  Guards STIR's numerics at image faces and rims."""
+    extra = {} if "zoom" in obj else ADD
+    par = oc.osmaposl_par({**extra, **SUBSET_SENS, **obj}, _top(**top, save_estimates_at_subiteration_intervals=1))
+    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, par, inputs=five_segments)
+    oc.assert_agree(s_dir, g_dir)
