@@ -14,7 +14,7 @@ import sys
 import time
 
 from ..config import config
-from .project import execution_config, parse_devices
+from .project import add_numerics_option, execution_config, parse_devices
 
 __all__ = ["register", "run", "add_execution_options", "config_changes"]
 
@@ -28,7 +28,9 @@ def register(subparsers) -> None:
 
 
 def add_execution_options(p) -> None:
-    """``--backend``, ``--devices``, ``--memory-budget``, ``--quiet`` (shared with ``demo``)."""
+    """``--backend``, ``--devices``, ``--memory-budget``, ``--numerics``, ``--quiet`` (shared with
+    ``demo``)."""
+    add_numerics_option(p)
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
                    help="where to compute (default: auto = CUDA when a GPU is usable; a 'stirgpu' projector "
                         "block in the .par wins)")

@@ -18,12 +18,20 @@ from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
 
-__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config"]
+__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config",
+           "add_numerics_option"]
+
+
+def add_numerics_option(p) -> None:
+    p.add_argument("--numerics", choices=("stir", "exact"), default=None,
+                   help="stir (default): STIR's float32 LOR endpoints and libparallelproj's arithmetic, STIR's "
+                        "numbers to the bit; exact: float64 geometry, the faster tuned kernels (docs/joseph.md)")
 
 
 def _common(p) -> None:
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
                    help="where to project (default: auto = CUDA when a GPU is usable)")
+    add_numerics_option(p)
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
                    help="GPU ids (CUDA) or number of workers as ids (CPU); default all GPUs")
     p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N",
@@ -109,8 +117,11 @@ def _projector_settings(par: str | None, role: str):
 
 def execution_config(args) -> dict:
     """The ``stirgpu.config`` overrides of the command lines' shared options ``--backend``,
-    ``--devices`` and ``--memory-budget`` (one size, per GPU and on the host), where given."""
+    ``--devices``, ``--memory-budget`` (one size, per GPU and on the host) and ``--numerics``,
+    where given."""
     out: dict = {}
+    if getattr(args, "numerics", None) is not None:
+        out["numerics"] = args.numerics
     if args.backend is not None:
         out["backend"] = args.backend
     if args.devices is not None:
