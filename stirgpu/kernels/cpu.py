@@ -264,6 +264,13 @@ def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
 # --------------------------------------------------------------------------------------
 # geometry-aware chunks: endpoints computed per LOR from ChunkTables
 # --------------------------------------------------------------------------------------
+@njit(cache=True, fastmath=False)
+def chunk_bin(idx, na, nt):
+    """(view, axial, tangential) index of flat bin ``idx`` of a chunk ([view][axial][tangential])."""
+    rest = idx // nt
+    return rest // na, rest % na, idx % nt
+
+
 @njit(parallel=True, cache=True, fastmath=False)
 def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
     """``out`` (nv*na*nt,) flat in [view][axial][tangential] order."""
@@ -272,10 +279,7 @@ def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
     nt = tables_f64[2].shape[0]
     total = np.int64(nv) * np.int64(na) * np.int64(nt)
     for idx in prange(total):
-        it = idx % nt
-        rest = idx // nt
-        ia = rest % na
-        iv = rest // na
+        iv, ia, it = chunk_bin(idx, na, nt)
         if tables_f64[3][it] == 0.0:   # LOR misses the FOV cylinder
             out[idx] = np.float32(0.0)
             continue
@@ -299,10 +303,7 @@ def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
             y = values[idx]
             if y == 0.0:
                 continue
-            it = idx % nt
-            rest = idx // nt
-            ia = rest % na
-            iv = rest // na
+            iv, ia, it = chunk_bin(idx, na, nt)
             if tables_f64[3][it] == 0.0:
                 continue
             p0z, p0y, p0x, p1z, p1y, p1x = _table_endpoints(tables_f64, iv, ia, it)

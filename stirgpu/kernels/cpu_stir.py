@@ -25,6 +25,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .cpu import chunk_bin
+
 __all__ = ["forward_stir", "back_stir", "endpoints_array"]
 
 F32 = np.float32
@@ -200,10 +202,7 @@ def forward_stir(tables, img, dims, org, vs, rescale, out):
     na = tables[7].shape[0]
     total = np.int64(nv) * np.int64(na) * np.int64(nt)
     for idx in prange(total):
-        it = idx % nt
-        rest = idx // nt
-        ia = rest % na
-        iv = rest // na
+        iv, ia, it = chunk_bin(idx, na, nt)
         sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
         out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims)
 
@@ -222,10 +221,7 @@ def back_stir(tables, values, out, extra, dims, org, vs, rescale):
             y = values[idx]
             if y == 0:
                 continue
-            it = idx % nt
-            rest = idx // nt
-            ia = rest % na
-            iv = rest // na
+            iv, ia, it = chunk_bin(idx, na, nt)
             sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
             _back_one((sz, sy, sx), (ez, ey, ex), y, img, org, vs, dims)
 

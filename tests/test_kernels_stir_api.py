@@ -1,0 +1,71 @@
+"""STIR-numerics entry points refuse bad input by name, and the option is validated where set.
+
+Guards against a wrong array silently projected (shape, dtype, size, host/GPU mix) and against
+an impossible combination (STIR's numbers in mm) being accepted.  No STIR needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stirgpu
+from stirgpu.errors import GeometryError, StirGpuError
+from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+from stirgpu.kernels import back_chunk_stir, forward_chunk_stir, stir_scaled_geometry
+from stirgpu.kernels.stir_lors import stir_image_frame
+from stirgpu.projectors import ProjectorPair
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, 12, 16, False)
+    info = ImageInfo.default_for(pdi, xy_size=21)
+    return pdi, info, pdi.chunk_tables(0), stir_image_frame(info)
+
+
+def test_forward_refuses_bad_arrays(setup):
+    pdi, info, t, frame = setup
+    good = np.zeros(info.shape, np.float32)
+    with pytest.raises(GeometryError, match="image"):
+        forward_chunk_stir(t, pdi, good.astype(np.float64), frame)
+    with pytest.raises(GeometryError, match="image"):
+        forward_chunk_stir(t, pdi, good[0], frame)
+    with pytest.raises(GeometryError, match="out"):
+        forward_chunk_stir(t, pdi, good, frame, out=np.zeros(t.num_lors + 1, np.float32))
+    with pytest.raises(GeometryError, match="frame"):
+        forward_chunk_stir(t, pdi, good, (1, 2))
+
+
+def test_back_refuses_bad_arrays_and_leaves_the_image(setup):
+    pdi, info, t, frame = setup
+    image = np.ones(info.shape, np.float32)
+    with pytest.raises(GeometryError, match="values"):
+        back_chunk_stir(t, pdi, np.ones(t.num_lors - 1, np.float32), image, frame)
+    with pytest.raises(GeometryError, match="out_image"):
+        back_chunk_stir(t, pdi, np.ones(t.num_lors, np.float32), image.T, frame)
+    assert np.all(image == 1)
+
+
+def test_numerics_option_is_validated():
+    with pytest.raises(StirGpuError, match="numerics"):
+        ProjectorPair(backend="cpu", numerics="fast")
+    with pytest.raises(StirGpuError, match="units='stir'"):
+        ProjectorPair(backend="cpu", numerics="stir", units="mm")
+    assert ProjectorPair(backend="cpu", units="mm").numerics == "exact"
+    assert ProjectorPair(backend="cpu").numerics == "stir"
+    with stirgpu.config(numerics="exact"):
+        assert ProjectorPair(backend="cpu").numerics == "exact"
+    with pytest.raises(StirGpuError, match="numerics"):
+        with stirgpu.config(numerics="float64"):
+            pass
+
+
+def test_kernel_geometry_needs_the_projection_data_for_stir(setup):
+    pdi, info, _, _ = setup
+    with pytest.raises(GeometryError, match="proj_data_info"):
+        stir_scaled_geometry(info, numerics="stir")
+    with pytest.raises(GeometryError, match="units"):
+        stir_scaled_geometry(info, stir_units=False, numerics="stir", proj_data_info=pdi)
+    g = stir_scaled_geometry(info, numerics="stir", proj_data_info=pdi)
+    assert g.numerics == "stir" and g.stir_frame is not None
