@@ -15,9 +15,7 @@ import importlib.resources
 
 import numpy as np
 
-from .stir_lors import stir_chunk_tables
-
-__all__ = ["forward", "back"]
+__all__ = ["forward", "back", "upload_part"]
 
 _THREADS = 256
 
@@ -34,12 +32,15 @@ def _kernel(device_id: int, name: str):
         return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
 
 
-def _device_tables(cp, proj_data_info, part):
-    """(T, H, nv, na, nt) of one part on the current device (layout: joseph_stir.cu)."""
-    x1, y1, dx, dy, l1, l2, hit, m, mt = stir_chunk_tables(proj_data_info, part)
+def upload_part(tables) -> tuple:
+    """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) on the
+    current device, in the layout of ``joseph_stir.cu``."""
+    import cupy as cp
+    x1, y1, dx, dy, l1, l2, hit, m, mt = tables
     nv, nt = x1.shape
     host = np.concatenate([a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)] + [m, mt]).astype(np.float32)
-    return cp.asarray(host), cp.asarray(hit.astype(np.uint8).reshape(-1)), nv, len(m), nt
+    return (cp.asarray(host), cp.asarray(hit.astype(np.uint8).reshape(-1)), np.int32(nv), np.int32(len(m)),
+            np.int32(nt))
 
 
 def _launch(kernel, n: int, args) -> None:
@@ -47,13 +48,12 @@ def _launch(kernel, n: int, args) -> None:
         kernel(((n + _THREADS - 1) // _THREADS,), (_THREADS,), args)
 
 
-def _parts(cp, proj_data_info, parts):
-    """(device tables, first bin, number of bins) of each part, bins one part after the other."""
+def _bins(parts):
+    """(tables, first bin, number of bins) of each part, bins one part after the other."""
     o = 0
-    for part in parts:
-        T, H, nv, na, nt = _device_tables(cp, proj_data_info, part)
-        k = nv * na * nt
-        yield (T, H, np.int32(nv), np.int32(na), np.int32(nt)), o, k
+    for tables in parts:
+        k = int(tables[2]) * int(tables[3]) * int(tables[4])
+        yield tables, o, k
         o += k
 
 
@@ -62,20 +62,18 @@ def _frame_args(image, origin, voxel_size, rescale) -> tuple:
             *(np.float32(v) for v in voxel_size), np.float32(rescale))
 
 
-def forward(parts, proj_data_info, image, origin, voxel_size, rescale, out) -> None:
+def forward(parts, image, origin, voxel_size, rescale, out) -> None:
     """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
-    device image ``image`` (float32, C order)."""
-    import cupy as cp
+    device image ``image`` (float32, C order); ``parts``: :func:`upload_part` of each part."""
     kernel = _kernel(image.device.id, "fwd_stir")
     n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
-    for tables, o, k in _parts(cp, proj_data_info, parts):
+    for tables, o, k in _bins(parts):
         _launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o:o + k]))
 
 
-def back(parts, proj_data_info, values, image, origin, voxel_size, rescale) -> None:
+def back(parts, values, image, origin, voxel_size, rescale) -> None:
     """Add STIR's back projection of flat ``values`` into the device image ``image``."""
-    import cupy as cp
     kernel = _kernel(image.device.id, "back_stir")
     n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
-    for tables, o, k in _parts(cp, proj_data_info, parts):
+    for tables, o, k in _bins(parts):
         _launch(kernel, k, (*tables, values[o:o + k], image, n0, n1, n2, *frame))

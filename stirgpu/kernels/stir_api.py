@@ -18,7 +18,32 @@ import numpy as np
 from ..errors import GeometryError
 from .tables import chunk_parts, parts_shapes
 
-__all__ = ["forward_chunk_stir", "back_chunk_stir"]
+__all__ = ["forward_chunk_stir", "back_chunk_stir", "StirChunk"]
+
+
+class StirChunk:
+    """A chunk's STIR float32 tables (:func:`stirgpu.kernels.stir_lors.stir_chunk_tables` of
+    each part), computed once on the host and copied once per device, so that a chunk projected
+    forward and then back (OSEM's fused step) pays for them once.  Accepted wherever
+    :func:`forward_chunk_stir` / :func:`back_chunk_stir` take tables."""
+
+    def __init__(self, tables, proj_data_info):
+        from .stir_lors import stir_chunk_tables
+        parts, single = chunk_parts(tables)
+        self.shapes = parts_shapes(parts)
+        #: result shape of a single part, or None (the parts' bins one after the other, flat)
+        self.single_shape = self.shapes[0] if single else None
+        self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
+        self.host = [stir_chunk_tables(proj_data_info, p) for p in parts]
+        self._device: dict[int, list] = {}
+
+    def device(self, device_id: int) -> list:
+        """Per part ``(T, H, nv, na, nt)`` on GPU ``device_id`` (layout: ``cuda/joseph_stir.cu``)."""
+        got = self._device.get(device_id)
+        if got is None:
+            from .cuda_stir import upload_part
+            got = self._device[device_id] = [upload_part(t) for t in self.host]
+        return got
 
 
 def _is_cuda(a) -> bool:
@@ -37,12 +62,10 @@ def _image(name: str, a, writable: bool = False):
     return a
 
 
-def _parts(tables):
-    """(host ChunkTables of each part, their shapes, the result shape of a single part or None);
-    tables uploaded for the exact kernels (``cuda_backend.DeviceTables``) give their host parts."""
-    parts, single = chunk_parts(tables)
-    shapes = parts_shapes(parts)
-    return parts, shapes, (shapes[0] if single else None)
+def _chunk(tables, proj_data_info) -> StirChunk:
+    """``tables`` as a :class:`StirChunk` (ChunkTables, a sequence of them, or tables uploaded
+    for the exact kernels, ``cuda_backend.DeviceTables``, whose host parts are used)."""
+    return tables if isinstance(tables, StirChunk) else StirChunk(tables, proj_data_info)
 
 
 def _frame(frame):
@@ -57,10 +80,10 @@ def _frame(frame):
 def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
     """STIR's forward projection of ``image`` over the chunk's LORs; the (nv, na, nt) float32
     result for one ChunkTables, the parts' results one after the other (flat) for several."""
-    parts, shapes, single = _parts(tables)
+    chunk = _chunk(tables, proj_data_info)
     _image("image", image)
-    n = sum(nv * na * nt for nv, na, nt in shapes)
-    shape = single if single is not None else (n,)
+    n = chunk.num_lors
+    shape = chunk.single_shape if chunk.single_shape is not None else (n,)
     cuda = _is_cuda(image)
     if out is None:
         out = (_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32))
@@ -71,17 +94,16 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
     if cuda:
         from . import cuda_stir
         cp = _cupy()
-        cuda_stir.forward(parts, proj_data_info, cp.asarray(image), org, vs, rescale, cp.asarray(out).reshape(-1))
+        image = cp.asarray(image)
+        cuda_stir.forward(chunk.device(image.device.id), image, org, vs, rescale, cp.asarray(out).reshape(-1))
         return out
     from . import cpu_stir
-    from .stir_lors import stir_chunk_tables
     flat, o = out.reshape(-1), 0
     dims = np.array(image.shape, np.int64)
-    for p, (nv, na, nt) in zip(parts, shapes):
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
         k = nv * na * nt
         if k:
-            cpu_stir.forward_stir(stir_chunk_tables(proj_data_info, p), image.reshape(-1), dims, org, vs, rescale,
-                                  flat[o:o + k])
+            cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o:o + k])
         o += k
     return out
 
@@ -89,9 +111,9 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
 def back_chunk_stir(tables, proj_data_info, values, out_image, frame):
     """Add STIR's back projection of ``values`` (shaped like :func:`forward_chunk_stir`'s
     result) into ``out_image``; returns ``out_image``."""
-    parts, shapes, single = _parts(tables)
+    chunk = _chunk(tables, proj_data_info)
     _image("out_image", out_image, writable=True)
-    n = sum(nv * na * nt for nv, na, nt in shapes)
+    n = chunk.num_lors
     if int(np.prod(values.shape)) != n or str(values.dtype) != "float32":
         raise GeometryError(f"values: expected {n} float32 values, got shape {values.shape} {values.dtype}")
     if _is_cuda(values) != _is_cuda(out_image):
@@ -100,19 +122,18 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame):
     if _is_cuda(out_image):
         from . import cuda_stir
         cp = _cupy()
-        cuda_stir.back(parts, proj_data_info, cp.asarray(values).reshape(-1), cp.asarray(out_image), org, vs, rescale)
+        image = cp.asarray(out_image)
+        cuda_stir.back(chunk.device(image.device.id), cp.asarray(values).reshape(-1), image, org, vs, rescale)
         return out_image
     from . import cpu, cpu_stir
-    from .stir_lors import stir_chunk_tables
     flat, o = values.reshape(-1), 0
     dims = np.array(out_image.shape, np.int64)
     target = out_image.reshape(-1)
-    for p, (nv, na, nt) in zip(parts, shapes):
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
         k = nv * na * nt
         if k:
             extra = cpu.extra_slabs(target.shape[0], k)
-            cpu_stir.back_stir(stir_chunk_tables(proj_data_info, p), flat[o:o + k], target, extra, dims, org, vs,
-                               rescale)
+            cpu_stir.back_stir(t, flat[o:o + k], target, extra, dims, org, vs, rescale)
             if extra.shape[0]:
                 cpu.reduce_slabs(extra, target)
         o += k

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..execution.program import ChunkData, ChunkProgram
 from ..kernels import back_chunk, back_chunk_stir, forward_chunk, forward_chunk_stir
+from ..kernels.stir_api import StirChunk
 from .poisson import inverse_factors, poisson_quotient
 
 __all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
@@ -125,8 +126,11 @@ class _Geometric(ChunkProgram):
 
     def _tables(self, d: ChunkData):
         """The tables of the chunk's parts, uploaded once per chunk on a GPU lane (on the
-        compute stream; the pipeline has usually done it)."""
-        if d.xp is np or self.geometry.numerics == "stir":
+        compute stream; the pipeline has usually done it); with STIR's numerics their float32
+        tables, computed (and uploaded) once for a forward and back projection of the chunk."""
+        if self.geometry.numerics == "stir":
+            return StirChunk(d.tables, self.geometry.proj_data_info)
+        if d.xp is np:
             return d.tables
         from ..kernels.cuda_backend import upload_tables
         return upload_tables(d.tables)
