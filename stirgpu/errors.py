@@ -17,6 +17,7 @@ __all__ = [
     "DeviceError",
     "PipelineError",
     "ParFileError",
+    "KernelCacheWarning",
 ]
 
 
@@ -77,3 +78,7 @@ class ParFileError(StirGpuError, ValueError):
         elif line is not None:
             where = f"line {line}"
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class KernelCacheWarning(UserWarning):
+    """Compiled kernels cannot be kept on disk (the cache folder is not writable); they still run."""

@@ -11,9 +11,9 @@ is float64; image samples are float32 promoted to float64 and a LOR's sum is
 accumulated in float64, then stored as float32.  Back projection adds
 ``float32(value * cf * scale * weight)`` into a float32 image.
 
-Nothing here compiles at import: ``@njit`` without signatures compiles on the
-first call (per argument types) and caches the machine code on disk
-(``cache=True``).  All voxel and LOR indices are int64.
+Nothing here compiles at import: ``@cached_njit`` without signatures compiles on the
+first call (per argument types) and keeps the machine code on disk in stirgpu's user cache
+folder (:mod:`stirgpu.kernels.jit`, never in the installed package).  All voxel and LOR indices are int64.
 
 Back projection is race-free by giving each of K workers its own float32 image:
 worker 0 adds into the output itself, workers 1..K-1 into zeroed extra images
@@ -29,7 +29,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import get_num_threads, prange
+
+from .jit import cached_njit
 
 __all__ = [
     "forward_lors",
@@ -45,7 +47,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # per-LOR building blocks (docs/joseph.md, steps 1-6)
 # --------------------------------------------------------------------------------------
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def _lor_setup(p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Clip a LOR to the image box and derive its Joseph stepping parameters.
 
@@ -131,7 +133,7 @@ def _lor_setup(p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx)
     return di, istart, iend, cf, a_u, b_u, a_w, b_w
 
 
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def _strides(di, nz, ny, nx):
     """(stride of the principal axis, stride of u, extent of u, stride of w, extent of w)
     in elements of the C-ordered (z, y, x) image."""
@@ -144,7 +146,7 @@ def _strides(di, nz, ny, nx):
     return np.int64(1), sz, nz, sy, ny
 
 
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6)."""
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
@@ -175,7 +177,7 @@ def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, 
     return cf * acc
 
 
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Add ``value`` times the Joseph weights of one LOR into the flat float32 ``img``
     (the exact adjoint of :func:`_forward_one`)."""
@@ -205,7 +207,7 @@ def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, 
                 img[base + (iu + 1) * su + (iw + 1) * sw] += np.float32(val * (wu * ww))
 
 
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def _table_endpoints(tables_f64, iv, ia, it):
     """Endpoints of bin (view iv, axial ia, tangential it) of a chunk, from the packed
     ChunkTables (geometry.ChunkTables docstring): start at a = -half_chord, end at +."""
@@ -232,7 +234,7 @@ def _table_endpoints(tables_f64, iv, ia, it):
 # --------------------------------------------------------------------------------------
 # explicit endpoints: parallel over LORs
 # --------------------------------------------------------------------------------------
-@njit(parallel=True, cache=True, fastmath=False)
+@cached_njit(parallel=True, fastmath=False)
 def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
     """``out[i] = scale * line integral of LOR i``; xstart/xend (N, 3) (z, y, x)."""
     n = xstart.shape[0]
@@ -243,7 +245,7 @@ def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
         out[i] = np.float32(scale * r)
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@cached_njit(parallel=True, fastmath=False)
 def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
     """Back project ``values`` (N,) with K = 1 + len(extra) workers: worker k takes LORs
     k, k+K, k+2K, ... and adds into its own image -- worker 0 into ``out`` (flat), worker
@@ -264,14 +266,14 @@ def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
 # --------------------------------------------------------------------------------------
 # geometry-aware chunks: endpoints computed per LOR from ChunkTables
 # --------------------------------------------------------------------------------------
-@njit(cache=True, fastmath=False)
+@cached_njit(fastmath=False)
 def chunk_bin(idx, na, nt):
     """(view, axial, tangential) index of flat bin ``idx`` of a chunk ([view][axial][tangential])."""
     rest = idx // nt
     return rest // na, rest % na, idx % nt
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@cached_njit(parallel=True, fastmath=False)
 def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
     """``out`` (nv*na*nt,) flat in [view][axial][tangential] order."""
     nv = tables_f64[0].shape[0]
@@ -288,7 +290,7 @@ def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
         out[idx] = np.float32(scale * r)
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@cached_njit(parallel=True, fastmath=False)
 def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
     """Back project flat ``values`` ([view][axial][tangential]); workers as in
     :func:`back_lors`."""
@@ -311,7 +313,7 @@ def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
                       oz, oy, ox, vz, vy, vx, nz, ny, nx)
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@cached_njit(parallel=True, fastmath=False)
 def reduce_slabs(extra, out):
     """``out += sum_k extra[k]`` (the sum formed in float64, added once per voxel)."""
     nk = extra.shape[0]

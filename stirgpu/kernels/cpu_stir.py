@@ -23,16 +23,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .cpu import chunk_bin
+from .jit import cached_njit
 
 __all__ = ["forward_stir", "back_stir", "endpoints_array"]
 
 F32 = np.float32
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _fmin(a, b):
     # C's fminf: a NaN argument loses
     if a != a:
@@ -42,7 +43,7 @@ def _fmin(a, b):
     return a if a < b else b
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _fmax(a, b):
     if a != a:
         return b
@@ -51,7 +52,7 @@ def _fmax(a, b):
     return a if a > b else b
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _endpoints(t, iv, ia, it, rescale):
     """STIR's endpoints of bin (view iv, axial ia, tangential it), times ``rescale``, float32,
     as ((z, y, x) start, (z, y, x) end); all zero where the LOR misses the FOV cylinder."""
@@ -71,7 +72,7 @@ def _endpoints(t, iv, ia, it, rescale):
     return sz, sy, sx, ez, ey, ex
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _setup(s, e, org, vs, dims):
     """libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients.
 
@@ -122,7 +123,7 @@ def _setup(s, e, org, vs, dims):
     return di, istart, iend, cf, a_u, b_u, a_w, b_w
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _strides(di, n0, n1, n2):
     """(stride of the principal axis, stride and extent of u, stride and extent of w)."""
     s0 = np.int64(n1) * np.int64(n2)
@@ -134,7 +135,7 @@ def _strides(di, n0, n1, n2):
     return np.int64(1), s0, n0, s1, n1
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _forward_one(s, e, img, org, vs, dims):
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
     if istart == -1:
@@ -162,7 +163,7 @@ def _forward_one(s, e, img, org, vs, dims):
     return F32(acc * cf)
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _back_one(s, e, value, img, org, vs, dims):
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
     if istart == -1:
@@ -194,7 +195,7 @@ def _back_one(s, e, value, img, org, vs, dims):
         fw = F32(fw + a_w)
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@cached_njit(parallel=True, error_model="numpy")
 def forward_stir(tables, img, dims, org, vs, rescale, out):
     """``out`` (nv*na*nt,) flat [view][axial][tangential]: STIR's forward projection of the
     flat float32 image ``img`` (C order, ``dims`` (n0, n1, n2)) over one part's LORs."""
@@ -207,7 +208,7 @@ def forward_stir(tables, img, dims, org, vs, rescale, out):
         out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims)
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@cached_njit(parallel=True, error_model="numpy")
 def back_stir(tables, values, out, extra, dims, org, vs, rescale):
     """Add the back projection of flat ``values`` into ``out`` (flat image) with
     1 + len(extra) race-free workers (worker k > 0 adds into ``extra[k - 1]``)."""
@@ -226,7 +227,7 @@ def back_stir(tables, values, out, extra, dims, org, vs, rescale):
             _back_one((sz, sy, sx), (ez, ey, ex), y, img, org, vs, dims)
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def endpoints_array(tables):
     """Every LOR's endpoints of one part's tables (mm, not rescaled): (start, end), each
     (nv, na, nt, 3) float32 in axis order (z, y, x)."""

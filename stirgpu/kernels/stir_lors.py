@@ -27,7 +27,7 @@ forward projections bit for bit.  What that took, found against the reference ST
   same instruction on this CPU, as STIR does on it.  On CPUs without it, the correctly
   rounded reciprocal square root is used and tan(theta) may differ from STIR's by an ulp.
 
-Nothing here runs at import; functions compile on first call (numba cache on disk).
+Nothing here runs at import; functions compile on first call (machine code kept in stirgpu's cache folder, :mod:`.jit`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ import math
 import platform
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from .jit import cached_njit
 
 __all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "stir_chunk_tables", "geometry_tables",
            "stir_image_frame", "stir_default_image_info", "rsqrt_newton", "divide_newton"]
@@ -72,26 +74,26 @@ _rcpss = _x86_scalar("llvm.x86.sse.rcp.ss", "``rcpss``: a ~12-bit reciprocal est
 
 
 if _X86:
-    @njit(cache=True)
+    @cached_njit()
     def divide_newton(a, b):
         """a / b as GCC's fast-math code computes it in STIR's packed loops: ``rcpps`` and one
         Newton step, ``a * ((r + r) - (b r) r)``."""
         r = _rcpss(b)
         return np.float32(a * np.float32(np.float32(r + r) - np.float32(np.float32(b * r) * r)))
 
-    @njit(cache=True)
+    @cached_njit()
     def rsqrt_newton(x):
         """1/sqrt(x) as GCC's fast-math code computes it: ``rsqrtss`` and one Newton step."""
         y = _rsqrtss(x)
         t = np.float32(np.float32(np.float32(x * y) * y) + np.float32(-3.0))
         return np.float32(t * np.float32(y * np.float32(-0.5)))
 else:
-    @njit(cache=True)
+    @cached_njit()
     def divide_newton(a, b):
         """a / b, correctly rounded (no ``rcpps`` on this CPU)."""
         return np.float32(a / b)
 
-    @njit(cache=True)
+    @cached_njit()
     def rsqrt_newton(x):
         """1/sqrt(x), correctly rounded (no ``rsqrtss`` on this CPU)."""
         return np.float32(1.0 / math.sqrt(np.float64(x)))
@@ -140,7 +142,7 @@ def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tan
     return StirFloatGeometry(phi, s, m, tantheta, ring_radius, sc.max_FOV_radius)
 
 
-@njit(cache=True)
+@cached_njit()
 def _tantheta(min_plus_max_ring_diff, ring_spacing, ring_radius, s):
     """STIR's ``get_tantheta`` for tangential positions with these s (see the module docstring)."""
     out = np.zeros(s.shape[0], dtype=np.float32)
@@ -155,7 +157,7 @@ def _tantheta(min_plus_max_ring_diff, ring_spacing, ring_radius, s):
     return out
 
 
-@njit(cache=True)
+@cached_njit()
 def _no_arc_s(t, ring_radius, angular_increment):
     out = np.empty(t.shape[0], dtype=np.float32)
     for i in range(t.shape[0]):
@@ -163,7 +165,7 @@ def _no_arc_s(t, ring_radius, angular_increment):
     return out
 
 
-@njit(cache=True)
+@cached_njit()
 def _to_0_2pi(a):
     # STIR's modulo(float, float): fmod in double, then back to float and into [0, 2 pi)
     b = np.float64(_TWO_PI)
@@ -176,7 +178,7 @@ def _to_0_2pi(a):
     return res
 
 
-@njit(cache=True)
+@cached_njit()
 def _transaxial(phi, s, ring_radius, fov_radius):
     """(hit, x1, y1, dx, dy, l1, l2): the detector points of (phi, s), their difference, and the
     parameters of the FOV-cylinder intersections along it, as STIR rounds them."""
@@ -231,7 +233,7 @@ def stir_image_frame(image_info) -> tuple[np.ndarray, np.ndarray, np.float32]:
     return (first * rescale).astype(_F), (vs * rescale).astype(_F), rescale
 
 
-@njit(cache=True)
+@cached_njit()
 def _transaxial_tables(phi, s, ring_radius, fov_radius):
     nv, nt = phi.shape[0], s.shape[0]
     x1 = np.zeros((nv, nt), np.float32)
@@ -249,7 +251,7 @@ def _transaxial_tables(phi, s, ring_radius, fov_radius):
     return x1, y1, dx, dy, l1, l2, hit
 
 
-@njit(cache=True)
+@cached_njit()
 def _axial_offsets(s, tantheta, ring_radius):
     """STIR's ``max_a * tan(theta)`` per tangential position (float32)."""
     out = np.empty(s.shape[0], np.float32)
