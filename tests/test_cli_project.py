@@ -80,7 +80,7 @@ def test_subset_and_budget_options(ref, tmp_path, capsys):
     code, text, err = cli(["forward-project", str(sub), image, template, "--backend", "cpu", "--quiet",
                            "--subset", "1/4", "--memory-budget", "4M", "--stats"], capsys)
     assert code == 0, err
-    assert "views/part" in text and "overlap efficiency" in text
+    assert "views per chunk (max)" in text and "overlap efficiency" in text
     with read_from_file(full) as a, read_from_file(sub) as b:
         pdi = a.get_proj_data_info()
         views = pdi.subset_views(1, 4)

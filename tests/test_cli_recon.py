@@ -142,7 +142,7 @@ def test_plan_command_prints_chunks_and_memory(workdir, capsys):
     out = capsys.readouterr().out
     for op in ("forward projection", "back projection", "sensitivity", "OSEM ratio step"):
         assert op in out
-    assert "segment" in out and "views/part" in out and "host" in out
+    assert "segment" in out and "views per chunk (max)" in out and "host" in out
     assert main(["plan", "prompts.hs", "--backend", "cpu", "--subsets", "99"]) == 2
 
 

@@ -119,11 +119,31 @@ def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
 
 
 def test_plan_table_is_readable():
-    """str(plan) lists each segment's parts and the chunk and buffer totals."""
-    _, plan = _plan(max_views_per_chunk=5)
+    """str(plan) has one row per segment under plain headings (axial positions, the call's views,
+    the chunks holding them, the most views in one chunk) and then the chunk and memory totals
+    in words; counts of one are singular; repr(plan) is one short line, not every view."""
+    pdi, plan = _plan(max_views_per_chunk=5)
     text = str(plan)
-    assert "views/part" in text and f"{len(plan.chunks)} chunks" in text and "host" in text
-    assert len(text.splitlines()) == 2 + 5 + 1
+    lines = text.splitlines()
+    assert lines[0].split("  ")[0] == "segment" and "axial positions" in lines[0] and "views per chunk (max)" in lines[0]
+    assert len(lines) == 2 + len(pdi.segment_nums) + 2
+    for seg, row in zip(sorted(pdi.segment_nums), lines[2:]):
+        parts = [p for c in plan.chunks for p in c.parts if p.segment == seg]
+        assert [int(v) for v in row.split()] == [seg, pdi.get_num_axial_poss(seg), 24, len(parts),
+                                                 max(len(p.views) for p in parts)]
+    assert lines[-2].startswith(f"{len(plan.chunks)} chunks of at most ")
+    assert lines[-1].startswith("host memory ") and "1 CPU worker x 2 slots x 1 buffer of" in lines[-1]
+    assert "(s)" not in text
+    _, one = _plan()
+    assert len(one.chunks) == 1 and str(one).splitlines()[-2].startswith("1 chunk of at most ")
+    r = repr(plan)
+    assert r.startswith("<Plan: ") and f"{len(plan.chunks)} chunks" in r and len(r) < 200
+
+
+def test_plural():
+    from stirgpu.execution.plan import plural
+    assert (plural(1, "chunk"), plural(2, "chunk"), plural(0, "chunk")) == ("1 chunk", "2 chunks", "0 chunks")
+    assert plural(3, "sensitivity image") == "3 sensitivity images" and plural(2, "axis", "axes") == "2 axes"
 
 
 def test_empty_request_gives_empty_plan():

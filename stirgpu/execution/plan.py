@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import PlanError
 
 __all__ = ["Chunk", "ChunkPart", "Plan", "make_plan", "host_available_bytes", "default_host_budget",
-           "default_gpu_budget", "partition", "format_bytes", "parse_bytes"]
+           "default_gpu_budget", "partition", "format_bytes", "parse_bytes", "plural"]
 
 #: never plan chunks larger than this (bigger ones do not run faster, they only delay overlap)
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -144,34 +144,57 @@ class Plan:
     def __str__(self) -> str:
         return self.table
 
+    def __repr__(self) -> str:
+        # the generated dataclass repr would list every chunk's every view
+        most = max((len(c.parts) for c in self.chunks), default=0)
+        return (f"<Plan: {plural(len(self.chunks), 'chunk')} (at most {plural(most, 'segment')} each), "
+                f"{self.num_bins} bins, {plural(self.lanes, 'lane')} x {plural(self.depth, 'slot')}, "
+                f"buffers of {format_bytes(self.buffer_bytes)}, host {format_bytes(self.host_bytes)} of "
+                f"{format_bytes(self.host_budget)}"
+                + ("" if self.gpu_budget is None else
+                   f", GPU {format_bytes(self.device_bytes_per_lane)} of {format_bytes(self.gpu_budget)}") + ">")
+
+    #: the table's column headings (``stirgpu plan`` explains them in its legend)
+    COLUMNS = ("segment", "axial positions", "views", "chunks", "views per chunk (max)")
+
     @functools.cached_property
     def table(self) -> str:
-        """The readable table (made once: statistics quote it after every call)."""
-        rows = [("segment", "views", "parts", "views/part")]
+        """The readable table (made once: statistics quote it after every call): per segment its
+        axial positions, the call's views in it (a subset's), how many chunks hold some of them,
+        and the most views of it in one chunk; then the chunk sizes and the memory."""
+        rows = [self.COLUMNS]
         by_seg: dict[int, list[ChunkPart]] = {}
         for c in self.chunks:
             for p in c.parts:
                 by_seg.setdefault(p.segment, []).append(p)
         for seg, ps in by_seg.items():
-            rows.append((str(seg), str(sum(len(p.views) for p in ps)), str(len(ps)),
+            rows.append((str(seg), str(ps[0].shape[1]), str(sum(len(p.views) for p in ps)), str(len(ps)),
                          str(max(len(p.views) for p in ps))))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        gpu = ("" if self.gpu_budget is None else
-               f"; GPU {format_bytes(self.device_bytes_per_lane)} per device of "
-               f"{format_bytes(self.gpu_budget)} ({self.device_buffers_per_slot} buffers/slot + "
-               f"{format_bytes(self.device_fixed_bytes)} images)"
-               + (f"; {self.concurrency} chunks computing at once" if self.concurrency > 1 else ""))
         most = max((len(c.parts) for c in self.chunks), default=0)
-        lines.append(
-            f"{len(self.chunks)} chunks (at most {most} parts, "
-            f"{format_bytes(max((c.nbytes for c in self.chunks), default=0))} each), "
-            f"{format_bytes(self.data_bytes)} of data; {self.lanes} lane(s) x "
-            f"{self.depth} slots x {self.host_buffers_per_slot} host buffers of "
-            f"{format_bytes(self.buffer_bytes)}; host {format_bytes(self.host_bytes)} of "
-            f"{format_bytes(self.host_budget)}" + gpu)
+        lines.append(f"{plural(len(self.chunks), 'chunk')} of at most "
+                     f"{format_bytes(max((c.nbytes for c in self.chunks), default=0))} (viewgrams of at most "
+                     f"{plural(most, 'segment')} in one chunk); {format_bytes(self.data_bytes)} of "
+                     f"projection data in all")
+        lanes = plural(self.lanes, "CPU worker") if self.gpu_budget is None else plural(self.lanes, "GPU")
+        lines.append(f"host memory {format_bytes(self.host_bytes)} (budget {format_bytes(self.host_budget)}): "
+                     f"{lanes} x {plural(self.depth, 'slot')} x {plural(self.host_buffers_per_slot, 'buffer')} "
+                     f"of {format_bytes(self.buffer_bytes)}"
+                     + (f" + {format_bytes(self.host_fixed_bytes)} of images" if self.host_fixed_bytes else ""))
+        if self.gpu_budget is not None:
+            lines.append(f"GPU memory {format_bytes(self.device_bytes_per_lane)} per GPU (budget "
+                         f"{format_bytes(self.gpu_budget)}): {plural(self.depth, 'slot')} x "
+                         f"{plural(self.device_buffers_per_slot, 'buffer')} of {format_bytes(self.buffer_bytes)} + "
+                         f"{format_bytes(self.device_fixed_bytes)} of images"
+                         + (f"; {self.concurrency} chunks computing at once" if self.concurrency > 1 else ""))
         return "\n".join(lines)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``"1 chunk"``, ``"2 chunks"`` (``nouns``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 # --------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ import sys
 import threading
 from typing import Iterable
 
+from .plan import plural
+
 __all__ = ["StageEvent", "RunStats", "StatsRecorder", "STAGES", "peak_rss_bytes"]
 
 STAGES = ("read", "h2d", "compute", "d2h", "write")
@@ -61,6 +63,10 @@ class RunStats:
     """Statistics of one projector call."""
 
     operation: str = ""
+    #: the call's subset: ``subset_num`` of ``num_subsets`` (STIR's views v with
+    #: v % num_subsets == subset_num; 0 of 1 is all views)
+    subset_num: int = 0
+    num_subsets: int = 1
     backend: str = ""
     lanes: tuple[str, ...] = ()
     chunks: int = 0
@@ -85,6 +91,12 @@ class RunStats:
     direct: tuple = ()
 
     # -- derived figures -------------------------------------------------------------
+    @property
+    def what(self) -> str:
+        """The operation and its subset in words, e.g. ``"back projection, subset 3 of 21"``."""
+        name = self.operation or "projector call"
+        return name if self.num_subsets == 1 else f"{name}, subset {self.subset_num} of {self.num_subsets}"
+
     def stage_seconds(self, stage: str) -> float:
         """Busy seconds of one stage summed over lanes."""
         return sum(b.get(stage, 0.0) for b in self.busy.values())
@@ -116,7 +128,8 @@ class RunStats:
     def as_dict(self) -> dict:
         """Plain numbers (JSON-ready); events are left out."""
         return {
-            "operation": self.operation, "backend": self.backend, "lanes": list(self.lanes),
+            "operation": self.operation, "subset_num": self.subset_num, "num_subsets": self.num_subsets,
+            "backend": self.backend, "lanes": list(self.lanes),
             "chunks": self.chunks, "chunks_per_lane": dict(self.chunks_per_lane), "bins": self.bins,
             "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
             "bytes_uploaded": self.bytes_uploaded, "bytes_downloaded": self.bytes_downloaded,
@@ -132,18 +145,19 @@ class RunStats:
     def summary(self) -> str:
         """A few readable lines."""
         gb = 1e9
-        lines = [f"{self.operation} on {self.backend} ({', '.join(self.lanes)}): {self.chunks} chunks, "
-                 f"{self.bins} bins, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
+        lines = [f"{self.what} on {self.backend} ({', '.join(self.lanes)}): {plural(self.chunks, 'chunk')}, "
+                 f"{plural(self.bins, 'bin')}, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
                  f"  read {self.bytes_read / gb:.3f} GB, written {self.bytes_written / gb:.3f} GB, "
                  f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"
                  + (f" (straight to/from {', '.join(self.direct)})" if self.direct else "")]
         for lane, b in self.busy.items():
             parts = ", ".join(f"{s} {b[s]:.3f}" for s in STAGES if s in b)
-            lines.append(f"  {lane}: {self.chunks_per_lane.get(lane, 0)} chunks; busy s: {parts}")
+            lines.append(f"  {lane}: {plural(self.chunks_per_lane.get(lane, 0), 'chunk')}; "
+                         + (f"busy s: {parts}" if parts else "idle"))
         lines.append(f"  overlap efficiency {self.overlap_efficiency:.2f}, compute utilisation "
                      f"{self.compute_utilisation:.2f}, concurrency {self.concurrency:.2f}")
-        lines.append(f"  allocated: host {self.host_bytes_allocated / 1e6:.1f} MB, GPU "
-                     f"{self.device_bytes_allocated / 1e6:.1f} MB per device; peak RSS "
+        gpu = f", GPU {self.device_bytes_allocated / 1e6:.1f} MB per device" if self.backend == "cuda" else ""
+        lines.append(f"  allocated: host {self.host_bytes_allocated / 1e6:.1f} MB{gpu}; peak RSS "
                      f"{self.peak_rss_bytes / 1e6:.1f} MB")
         return "\n".join(lines)
 

@@ -36,5 +36,5 @@ class BackProjector(StreamingProjector):
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
         result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",
-                           **self._result_target(image_out, accumulate))
+                           subset=(subset_num, num_subsets), **self._result_target(image_out, accumulate))
         return self._output_image(image_out, self._finish_image(result.image), accumulate)

@@ -279,7 +279,9 @@ class StreamingProjector:
         return {"result_device": d, "result_out": image_out if fits else None}
 
     def _run(self, program, views, sources: dict, sinks: dict, operation: str,
-             result_device: int | None = None, result_out=None) -> RunResult:
+             result_device: int | None = None, result_out=None, subset: tuple[int, int] = (0, 1)) -> RunResult:
+        """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of); the
+        statistics, ``last_stats``, name the operation and the subset)."""
         engine = self._shared.engine
         segments = self.segments_to_process()
         # in-memory stores are page-locked once and copied straight to/from the GPUs
@@ -301,6 +303,7 @@ class StreamingProjector:
         result.stats.bytes_uploaded += up_bytes
         result.stats.setup_seconds += up_seconds
         result.stats.wall_seconds += up_seconds
+        result.stats.subset_num, result.stats.num_subsets = int(subset[0]), int(subset[1])
         self.last_stats = result.stats
         return result
 

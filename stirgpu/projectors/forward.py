@@ -36,7 +36,8 @@ class ForwardProjector(StreamingProjector):
         views = self._views(subset_num, num_subsets)
         try:
             self._prepare_input(image)
-            self._run(ForwardProgram(self._geometry), views, {}, {"out": out}, "forward projection")
+            self._run(ForwardProgram(self._geometry), views, {}, {"out": out}, "forward projection",
+                      subset=(subset_num, num_subsets))
         except BaseException:
             self._abort_new_store(proj_data_out)
             raise

@@ -64,7 +64,7 @@ class ProjectorPair(ForwardProjector, BackProjector):
         self._prepare_input(image)
         program = PoissonRatioProgram(self._geometry, additive is not None, multiplicative is not None,
                                       bool(return_loglik))
-        result = self._run(program, views, sources, {}, "forward-back ratio",
+        result = self._run(program, views, sources, {}, "forward-back ratio", subset=(subset_num, num_subsets),
                            **self._result_target(out_image, accumulate))
         out = self._output_image(out_image, self._finish_image(result.image), accumulate)
         return (out, result.scalars["loglik"]) if return_loglik else out
@@ -82,7 +82,8 @@ class ProjectorPair(ForwardProjector, BackProjector):
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
         result = self._run(SensitivityProgram(self._geometry, multiplicative is not None), views, sources, {},
-                           "sensitivity", **self._result_target(out_image, accumulate))
+                           "sensitivity", subset=(subset_num, num_subsets),
+                           **self._result_target(out_image, accumulate))
         return self._output_image(out_image, self._finish_image(result.image), accumulate)
 
     def adjointness_test(self, seed: int = 0) -> float:

@@ -56,6 +56,8 @@ class SubiterationRecord:
     #: (only when asked for; STIR's truncation-free value sum(y log ybar - ybar))
     log_likelihood: float | None = None
     saved: Path | None = None
+    #: the ``RunStats`` of the subiteration's update (its fused forward-back call for the
+    #: subset), None where the projector keeps none
     stats: object = None
     #: STIR's report (``report objective function values interval``): the objective function
     #: (log-likelihood of all data, no prior) at the estimate *after* this subiteration
@@ -306,6 +308,8 @@ class OSEM:
             for n in todo:
                 t0 = time.perf_counter()
                 x, loglik = self.update(x, n)
+                # the update's own call (the objective report below is another, over all views)
+                stats = getattr(self.projector, "last_stats", None)
                 objective = self._objective_report(x, n)
                 path = None
                 if n in save and self.output_filename_prefix is not None:
@@ -313,8 +317,8 @@ class OSEM:
                     write_image(path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)),
                                 overwrite=self.overwrite)
                     saved.append(path)
-                rec = SubiterationRecord(n, self.subset_num(n), time.perf_counter() - t0, loglik, path,
-                                         getattr(self.projector, "last_stats", None), objective)
+                rec = SubiterationRecord(n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats,
+                                         objective)
                 records.append(rec)
                 if bar is not None:
                     bar.update(1)
