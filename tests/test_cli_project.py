@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from stirgpu.cli import main as cli_main
+from stirgpu.execution import format_bytes
 from stirgpu.formats import ProjDataInMemory, read_from_file, read_image
 from stirgpu.geometry import ImageInfo
 from stirgpu.projectors import BackProjector
@@ -81,6 +82,8 @@ def test_subset_and_budget_options(ref, tmp_path, capsys):
                            "--subset", "1/4", "--memory-budget", "4M", "--stats"], capsys)
     assert code == 0, err
     assert "views per chunk (max)" in text and "overlap efficiency" in text
+    assert "forward projection, subset 1 of 4 on cpu" in text  # the statistics name the operation and subset
+    assert text.splitlines()[-1] == f"wrote {sub} (+ sub.s, {format_bytes(4 * 1044480 + sub.stat().st_size)})"
     with read_from_file(full) as a, read_from_file(sub) as b:
         pdi = a.get_proj_data_info()
         views = pdi.subset_views(1, 4)

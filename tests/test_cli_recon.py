@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from stirgpu.cli.main import main
+from stirgpu.execution import format_bytes
 from stirgpu.formats import ProjDataOnDisk, read_image
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
@@ -79,6 +80,9 @@ def test_osmaposl_command_writes_stir_named_files(workdir, capsys):
     for name in ("osem_2", "osem_4", "sens_0", "sens_1", "sens_2"):
         assert (workdir / f"{name}.hv").is_file() and (workdir / f"{name}.v").is_file()
     assert "subiteration 4 (subset 0)" in out and "osem_4.hv" in out
+    size = sum((workdir / f"osem_4.{e}").stat().st_size for e in ("hv", "v"))
+    assert out.splitlines()[-1] == (f"wrote osem_4.hv (+ osem_4.v, {format_bytes(size)}): the final estimate; "
+                                    "2 estimates in all (subiterations 2, 4); 3 sensitivity images")
     from stirgpu.recon import run_osmaposl
     import stirgpu
     _write_par(workdir / "lib.par", prefix="lib")
@@ -136,13 +140,55 @@ def test_unsupported_feature_is_refused(workdir, capsys):
     assert not (workdir / "osem_2.hv").exists()
 
 
+def test_osmaposl_stats_and_timelines(workdir, capsys):
+    """--stats prints after every subiteration the statistics of its update, naming the subset
+    it used, and the chunk plan once (all subsets' plans are alike here); --timeline with %d
+    draws one PNG per subiteration, a plain name only the last subiteration's; the final line
+    lists the pictures.  A report of the objective function (another call, over all views)
+    does not replace the update's statistics."""
+    _write_par(workdir / "osem.par", extra="report objective function values interval := 1\n")
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet", "--stats", "--timeline", "tl_%d.png"]) == 0
+    out = capsys.readouterr().out
+    for n, k in ((1, 0), (2, 1), (3, 2), (4, 0)):
+        assert f"forward-back ratio, subset {k} of 3 on cpu" in out.split(f"subiteration {n} (subset {k})")[1]
+        assert (workdir / f"tl_{n}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.count("views per chunk (max)") == 1 and "subset 0 of 1" not in out
+    assert out.splitlines()[-1].endswith("; 3 sensitivity images; 4 timelines (tl_%d.png)")
+    _write_par(workdir / "again.par", prefix="again")
+    assert main(["osmaposl", "again.par", "--backend", "cpu", "--quiet", "--timeline", "last.png"]) == 0
+    assert (workdir / "last.png").is_file() and capsys.readouterr().out.splitlines()[-1].endswith("; last.png")
+
+
+def test_osmaposl_timeline_folder_is_checked_before_any_work(workdir, capsys):
+    _write_par(workdir / "osem.par")
+    before = sorted(p.name for p in workdir.iterdir())
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet", "--timeline", "nowhere/t.png"]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_subiteration_records_carry_their_update_statistics(workdir):
+    """Each OSEM record's statistics are those of its own update: the fused forward-back call for
+    its subset (with an objective-function report after every subiteration too)."""
+    import stirgpu
+    from stirgpu.recon import run_osmaposl
+    _write_par(workdir / "lib.par", prefix="lib", extra="report objective function values interval := 1\n")
+    with stirgpu.config(backend="cpu"):
+        res = run_osmaposl("lib.par")
+    for rec in res.records:
+        assert rec.objective_function_value is not None
+        assert (rec.stats.operation, rec.stats.subset_num, rec.stats.num_subsets) == ("forward-back ratio",
+                                                                                   rec.subset, 3)
+
+
 def test_plan_command_prints_chunks_and_memory(workdir, capsys):
     """``stirgpu plan`` shows a chunk table per operation and the memory against the budget."""
     assert main(["plan", "prompts.hs", "--backend", "cpu", "--memory-budget", "64M", "--subsets", "3"]) == 0
     out = capsys.readouterr().out
     for op in ("forward projection", "back projection", "sensitivity", "OSEM ratio step"):
         assert op in out
-    assert "segment" in out and "views per chunk (max)" in out and "host" in out
+    assert "segment" in out and "views per chunk (max)" in out and "host memory" in out
+    assert "columns: segment; axial positions" in out  # the legend
     assert main(["plan", "prompts.hs", "--backend", "cpu", "--subsets", "99"]) == 2
 
 
@@ -158,6 +204,8 @@ def test_demo_command(tmp_path, capsys, monkeypatch):
                  "slices.png", "timeline.png"):
         assert (out / name).is_file(), name
     assert "contrast truth 4.00" in text and str(out) in text
+    assert re.fullmatch(re.escape(f"wrote {out}{os.sep}: 5 inputs, 3 estimates, 8 sensitivity images, 2 pictures (")
+                        + r"\d+\.\d MiB\)", text.splitlines()[-1])
     # the parameter file the demo wrote runs unchanged (STIR syntax, relative names)
     monkeypatch.chdir(out)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 0

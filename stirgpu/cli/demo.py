@@ -7,9 +7,10 @@
    flat background (STIR's ``additive sinogram``), Poisson noise with a fixed seed;
 3. everything written as Interfile (``.hs``/``.s``, ``.hv``/``.v``) with an OSMAPOSL
    parameter file that STIR's ``OSMAPOSL`` runs unchanged;
-4. OSEM from that parameter file (``stirgpu osmaposl``), then a PNG of central slices
-   (truth vs reconstruction), a PNG timeline of one OSEM subiteration's pipeline, and a
-   summary of where everything went.
+4. OSEM from that parameter file (``stirgpu osmaposl``), then ``slices.png``
+   (:func:`slices_figure`: central slices of phantom, reconstruction and their difference in
+   STIR's mm coordinates, and line profiles), ``timeline.png`` (the last subiteration's
+   pipeline) and a summary of where everything went.
 
 It uses the GPU when there is one (``--backend cpu`` to force the CPU).
 """
@@ -24,8 +25,10 @@ import numpy as np
 
 from ..config import config
 from .osmaposl import add_execution_options, config_changes
+from .written import wrote_folder
 
-__all__ = ["register", "run", "DemoSettings", "write_demo_inputs", "OSMAPOSL_PAR"]
+__all__ = ["register", "run", "DemoSettings", "write_demo_inputs", "OSMAPOSL_PAR", "slices_figure", "draw_slices",
+           "voxel_centres_mm", "ACTIVITY_CMAP"]
 
 #: the OSMAPOSL parameter file the demo writes (STIR syntax; relative names)
 OSMAPOSL_PAR = """\
@@ -76,13 +79,36 @@ class DemoSettings:
     save = 8
 
 
+DESCRIPTION = """\
+Simulate a small PET scan and reconstruct it, to see stirgpu work end to end:
+
+  1. a STIR scanner (ECAT 953, span 3) and a phantom: a water cylinder with two hot
+     spheres (4:1, 3:1) and a cold one;
+  2. simulated data: forward projection, attenuation correction factors, a flat
+     background (STIR's additive sinogram) and Poisson noise (fixed seed);
+  3. all written as Interfile into DIR with an OSMAPOSL parameter file, osem.par,
+     that STIR's OSMAPOSL runs unchanged;
+  4. OSEM from osem.par, then pictures: slices.png (phantom, reconstruction, their
+     difference, line profiles) and timeline.png (the pipeline of one subiteration).
+
+It uses the GPU when there is one; the last line names the folder and its files."""
+
+EPILOG = """\
+examples:
+  stirgpu demo
+  stirgpu demo --output /tmp/demo --backend cpu
+  cd stirgpu-demo && OSMAPOSL osem.par        # the same reconstruction with STIR"""
+
+
 def register(subparsers) -> None:
+    import argparse
     p = subparsers.add_parser("demo", help="simulate a small scan, reconstruct it with OSEM, draw the results",
-                              description=__doc__.split("\n\n")[0])
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output", default="stirgpu-demo", metavar="DIR",
-                   help="folder for all files (created; default ./stirgpu-demo)")
-    p.add_argument("--overwrite", action="store_true", help="replace files of an earlier demo in DIR")
-    add_execution_options(p)
+                   help="folder for all files (created if needed; default ./stirgpu-demo)")
+    p.add_argument("--overwrite", action="store_true", help="replace the files of an earlier demo in DIR")
+    add_execution_options(p, "simulate and reconstruct")
     p.set_defaults(run=run)
 
 
@@ -108,33 +134,103 @@ def write_demo_inputs(out: Path, projector, s=DemoSettings, overwrite: bool = Fa
     return {"files": files, "sim": sim, "phantom": phantom, "pdi": pdi, "info": info}
 
 
-def _central_slices(image: np.ndarray) -> list[np.ndarray]:
-    nz, ny, nx = image.shape
-    return [image[nz // 2], image[:, ny // 2, :], image[:, :, nx // 2]]
+#: PET images are read on a "hot iron"-like scale: black for no activity through red and
+#: yellow to white for the most.  inferno is that scale made perceptually uniform (its
+#: lightness rises steadily, so equal steps in activity look equal, it stays readable in grey
+#: print and for colour-blind readers), whereas matplotlib's "hot" climbs in three flat
+#: ramps and saturates to white over the top ~third, hiding the differences between the hot
+#: spheres this demo is about.
+ACTIVITY_CMAP = "inferno"
+#: differences: a diverging map, white at 0, red where the reconstruction is above the phantom
+DIFFERENCE_CMAP = "RdBu_r"
 
 
-def draw_slices(path: Path, truth: np.ndarray, recon: np.ndarray, info, title: str) -> None:
-    """Transverse, coronal and sagittal central slices: truth (top) and reconstruction (bottom)."""
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    vz, vy, vx = info.voxel_size
+def voxel_centres_mm(info, axis: int) -> np.ndarray:
+    """STIR's image coordinates (mm) of the voxel centres along ``axis`` (0 z, 1 y, 2 x):
+    origin + voxel size x index, the index running from STIR's min index."""
+    return info.first_pixel_offset[axis] + info.voxel_size[axis] * np.arange(info.shape[axis])
+
+
+def _extent(info, horizontal: int, vertical: int) -> tuple[float, float, float, float]:
+    h, v = voxel_centres_mm(info, horizontal), voxel_centres_mm(info, vertical)
+    dh, dv = info.voxel_size[horizontal] / 2, info.voxel_size[vertical] / 2
+    return h[0] - dh, h[-1] + dh, v[-1] + dv, v[0] - dv   # first row on top (STIR's y points down)
+
+
+_AXIS = ("z", "y", "x")
+#: (name, the fixed axis, horizontal axis, vertical axis) of the three central slices
+_SLICES = (("transverse", 0, 2, 1), ("coronal", 1, 2, 0), ("sagittal", 2, 1, 0))
+
+
+def _slice(image: np.ndarray, fixed: int, index: int) -> np.ndarray:
+    return np.take(image, index, axis=fixed)
+
+
+def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_label: str = "OSEM"):
+    """The demo's picture as a matplotlib Figure (no pyplot state).
+
+    Columns: phantom, reconstruction, reconstruction minus phantom; rows: the central
+    transverse, coronal and sagittal slices (mm axes in STIR's image coordinates, the slice
+    position in each title); the bottom row: line profiles of phantom and reconstruction
+    along x and along y through the image centre (dashed on the transverse slices).  Phantom
+    and reconstruction share one activity scale, each with its colour bar; the difference has
+    a symmetric scale of its own.
+    """
+    from matplotlib.figure import Figure
+    centre = tuple(n // 2 for n in info.shape)
+    # slice positions to 0.1 mm; "+ 0.0" makes a header's -1e-6 read 0.0, not -0.0
+    pos = {a: round(float(voxel_centres_mm(info, a)[centre[a]]), 1) + 0.0 for a in range(3)}
+    lengths = [info.shape[a] * info.voxel_size[a] for a in range(3)]
+    diff = recon.astype(np.float64) - truth
     vmax = float(max(truth.max(), np.percentile(recon, 99.9)))
-    fig, axes = plt.subplots(2, 3, figsize=(11, 5.2), gridspec_kw={"width_ratios": [1, 1.6, 1.6]})
-    try:
-        for row, (img, label) in enumerate(((truth, "truth"), (recon, "OSEM"))):
-            for col, (sl, name, aspect) in enumerate(zip(_central_slices(img), ("transverse", "coronal", "sagittal"),
-                                                         (vy / vx, vz / vx, vz / vy))):
-                ax = axes[row, col]
-                im = ax.imshow(sl, cmap="gray_r", vmin=0, vmax=vmax, aspect=aspect, interpolation="nearest")
-                ax.set_title(f"{label}: {name}")
-                ax.set_xticks([])
-                ax.set_yticks([])
-        fig.colorbar(im, ax=axes, shrink=0.8, label="image value (reconstruction units)")
-        fig.suptitle(title)
-        fig.savefig(os.fspath(path), dpi=100)
-    finally:
-        plt.close(fig)
+    dmax = float(np.percentile(np.abs(diff), 99.9)) or 1.0
+    heights = [lengths[1], lengths[0], lengths[0]]
+    fig = Figure(figsize=(13, 11), layout="constrained")
+    gs = fig.add_gridspec(4, 3, height_ratios=heights + [0.6 * lengths[1]])
+    columns = ((truth, "phantom (truth)", ACTIVITY_CMAP, 0.0, vmax),
+               (recon, recon_label, ACTIVITY_CMAP, 0.0, vmax),
+               (diff, f"{recon_label} \u2212 phantom", DIFFERENCE_CMAP, -dmax, dmax))
+    for col, (img, label, cmap, lo, hi) in enumerate(columns):
+        axes = []
+        for row, (name, fixed, h, v) in enumerate(_SLICES):
+            ax = fig.add_subplot(gs[row, col])
+            im = ax.imshow(_slice(img, fixed, centre[fixed]), cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest",
+                           extent=_extent(info, h, v), aspect="equal")
+            where = f"{name}, {_AXIS[fixed]} = {pos[fixed]:.1f} mm"
+            ax.set_title(f"{label}\n{where}" if row == 0 else where, fontsize="medium")
+            ax.set_xlabel(f"{_AXIS[h]} (mm)")
+            ax.set_ylabel(f"{_AXIS[v]} (mm)")
+            if name == "transverse":
+                ax.axhline(pos[1], color="cyan", linestyle="--", linewidth=0.7)
+                ax.axvline(pos[2], color="cyan", linestyle=":", linewidth=0.7)
+            axes.append(ax)
+        fig.colorbar(im, ax=axes, location="bottom", shrink=0.85, aspect=30,
+                     label="difference (reconstruction units)" if col == 2 else "activity (reconstruction units)")
+    sub = gs[3, :].subgridspec(1, 2)
+    for k, (along, fixed_name) in enumerate(((2, "y"), (1, "x"))):
+        ax = fig.add_subplot(sub[0, k])
+        line = [centre[0], centre[1], centre[2]]
+        line[along] = slice(None)
+        mm = voxel_centres_mm(info, along)
+        ax.step(mm, truth[tuple(line)], where="mid", color="black", linewidth=1.0, label="phantom (truth)")
+        ax.plot(mm, recon[tuple(line)], color="tab:orange", linewidth=1.4, label=recon_label)
+        other = 1 if along == 2 else 2
+        ax.set_title(f"profile along {_AXIS[along]} at {fixed_name} = {pos[other]:.1f} mm, z = {pos[0]:.1f} mm "
+                     f"({'dashed' if along == 2 else 'dotted'} line)", fontsize="medium")
+        ax.set_xlabel(f"{_AXIS[along]} (mm)")
+        ax.set_ylabel("activity")
+        ax.set_xlim(mm[0], mm[-1])
+        ax.set_ylim(0, 1.3 * max(float(truth[tuple(line)].max()), float(recon[tuple(line)].max()), 1e-30))
+        ax.grid(linewidth=0.4, alpha=0.5)
+        ax.legend(fontsize="small", loc="upper center", ncols=2)  # in the headroom above the curves
+    fig.suptitle(title)
+    return fig
+
+
+def draw_slices(path: Path, truth: np.ndarray, recon: np.ndarray, info, title: str,
+                recon_label: str = "OSEM") -> None:
+    """Write :func:`slices_figure` to ``path`` (PNG)."""
+    slices_figure(truth, recon, info, title, recon_label).savefig(os.fspath(path), dpi=110)
 
 
 def contrast_report(phantom, info, truth: np.ndarray, recon: np.ndarray) -> list[str]:
@@ -175,10 +271,10 @@ def run(args) -> int:
         t_sim = time.perf_counter() - t0
         print(f"simulated {made['sim'].total_counts:.3g} counts on {s.scanner} (span {s.span}, "
               f"{made['pdi'].total_num_bins} bins) in {t_sim:.1f} s, backend {projector.backend}")
-        stats = {}
+        last = {}
 
         def keep_stats(rec, _image) -> None:
-            stats["last"] = rec.stats
+            last["record"] = rec
             print(f"  subiteration {rec.subiteration:3d} (subset {rec.subset}): {rec.seconds:.2f} s"
                   + (f" -> {rec.saved.name}" if rec.saved else ""))
 
@@ -191,11 +287,14 @@ def run(args) -> int:
     truth = made["sim"].truth
     slices = out / "slices.png"
     draw_slices(slices, truth, recon, made["info"],
-                f"{s.scanner}: truth vs OSEM ({s.subsets} subsets, {s.subiterations} subiterations)")
+                f"{s.scanner} (span {s.span}), {made['sim'].total_counts / 1e6:.1f} million counts: phantom and OSEM "
+                f"({s.subsets} subsets, {s.subiterations} subiterations)",
+                recon_label=f"OSEM, subiteration {s.subiterations}")
     timeline = out / "timeline.png"
-    if stats.get("last") is not None and stats["last"].events:
-        render_timeline(stats["last"], timeline, title=f"one OSEM subiteration on {projector.backend}: "
-                        f"{stats['last'].chunks} chunks, wall {stats['last'].wall_seconds:.3f} s")
+    rec = last.get("record")
+    if rec is not None and rec.stats is not None and rec.stats.events:
+        render_timeline(rec.stats, timeline, context=f"stirgpu demo: OSEM subiteration {rec.subiteration} "
+                                                     f"(update of subset {rec.subset})")
     else:
         timeline = None
     print(f"reconstructed in {t_rec:.1f} s (sensitivities {result.setup_seconds:.1f} s)")
@@ -208,6 +307,10 @@ def run(args) -> int:
     print(f"  parameter file:  {f['par'].name}  (cd {out} && OSMAPOSL osem.par  -- or stirgpu osmaposl osem.par)")
     print(f"  estimates:       {', '.join(p.name for p in result.saved)}")
     print(f"  sensitivities:   {', '.join(p.name for p in result.sensitivity_files)}")
-    print(f"  pictures:        {slices.name}" + (f", {timeline.name}" if timeline else ""))
+    pictures = [slices] + ([timeline] if timeline else [])
+    print(f"  pictures:        {', '.join(p.name for p in pictures)}")
     print(f"total {time.perf_counter() - t_start:.1f} s")
+    print(wrote_folder(out, {"input": [f["prompts"], f["additive"], f["acf"], f["truth"], f["par"]],
+                             "estimate": result.saved, "sensitivity image": result.sensitivity_files,
+                             "picture": pictures}))
     return 0

@@ -24,15 +24,32 @@ from ..formats.rawfile import dtype_from_keys
 
 __all__ = ["register", "run", "describe", "describe_projdata", "describe_image", "format_text"]
 
+DESCRIPTION = """\
+Print what an Interfile file holds, like STIR's list_projdata_info and list_image_info.
+
+Projection data (.hs): the scanner, the segments (ring differences, axial positions,
+axial coordinate m), views (angles), tangential positions (s), storage order, number
+format, byte order, arc correction, TOF, and whether the header is a template.
+Images (.hv): sizes, voxel sizes, origin, index ranges, first pixel offset and, when
+the data file exists, the min, max and sum of the values.  Nothing is written."""
+
+EPILOG = """\
+examples:
+  stirgpu info prompts.hs
+  stirgpu info prompts.hs --stats
+  stirgpu info image.hv --json"""
+
 
 def register(subparsers) -> None:
+    import argparse
     p = subparsers.add_parser(
         "info", help="print the geometry of projection data (.hs) or an image (.hv)",
-        description=__doc__.split("\n\n")[0])
-    p.add_argument("file", help="Interfile header (.hs projection data or .hv image)")
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="Interfile header: projection data (.hs) or an image (.hv)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--stats", action="store_true",
-                   help="projection data: also min/max/sum of the values (reads the whole file)")
+                   help="projection data: also the min, max and sum of the values (reads the whole data "
+                        "file, chunk by chunk); images show them always")
     p.set_defaults(run=run)
 
 

@@ -33,8 +33,11 @@ EXIT_ERROR = 2
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="stirgpu",
-        description="Fast, memory-bounded (GPU) projection for STIR PET data.")
+        prog="stirgpu", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fast, memory-bounded (GPU) projection and OSEM for STIR PET data: STIR's files,\n"
+                    "STIR's parameter files, STIR's numbers.",
+        epilog="start with:\n  stirgpu demo                 # simulate a scan, reconstruct it, draw it\n"
+               "  stirgpu COMMAND --help       # what a command does, its options and examples")
     from .. import __version__
     parser.add_argument("--version", action="version", version=f"stirgpu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -5,39 +5,73 @@ when asked for, the (subset) sensitivities.
 Relative file names in the parameter file are taken from the working directory, as
 STIR does.  Everything is checked before any work: a bad file stops with one line
 naming the file, the line and the key.
+
+``--stats`` prints, after each subiteration, the statistics of its update (the fused
+forward and back projection of its subset), and the chunk plan whenever it differs from
+the last one printed.  ``--timeline FILE.png`` draws the last subiteration's update; a
+name with ``%d`` (STIR's pattern, e.g. ``timeline_%d.png``) gets one picture per
+subiteration, ``%d`` replaced by its number.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import time
+from pathlib import Path
 
 from ..config import config
-from .project import add_numerics_option, execution_config, parse_devices
+from ..errors import StirGpuError
+from ..execution.plan import plural
+from .project import DEVICES_HELP, add_backend_option, add_numerics_option, execution_config, parse_devices
+from .written import describe_interfile, shown
 
-__all__ = ["register", "run", "add_execution_options", "config_changes"]
+__all__ = ["register", "run", "add_execution_options", "config_changes", "timeline_path", "wrote_line"]
+
+DESCRIPTION = """\
+OSEM reconstruction from a STIR OSMAPOSL parameter file, like STIR's
+'OSMAPOSL FILE.par', writing the same files: the estimates
+<output filename prefix>_<n>.hv and, when asked for, the (subset) sensitivities.
+
+Relative file names in FILE.par are taken from the working directory, as STIR does.
+Everything is checked before any work starts; a bad file stops with one line naming
+the file, the line and the key.  Execution settings in a 'stirgpu' projector block of
+FILE.par win over --backend, --devices and --memory-budget.  The last line names the
+final estimate."""
+
+EPILOG = """\
+examples:
+  stirgpu osmaposl osem.par
+  stirgpu osmaposl osem.par --backend cpu --stats
+  stirgpu osmaposl osem.par --timeline timeline.png      # the last subiteration
+  stirgpu osmaposl osem.par --timeline timeline_%d.png   # one per subiteration"""
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("osmaposl", help="OSEM reconstruction from a STIR OSMAPOSL .par file",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("par", help="OSMAPOSL parameter file")
-    add_execution_options(p)
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("par", metavar="FILE.par", help="OSMAPOSL parameter file (STIR's syntax)")
+    add_execution_options(p, "reconstruct")
+    p.add_argument("--stats", action="store_true",
+                   help="after each subiteration, print where its projection time went (and the chunk plan "
+                        "when it changes)")
+    p.add_argument("--timeline", default=None, metavar="FILE.png",
+                   help="draw the last subiteration's projection pipeline into FILE.png; a name with %%d "
+                        "(e.g. timeline_%%d.png) gets one picture per subiteration")
     p.set_defaults(run=run)
 
 
-def add_execution_options(p) -> None:
+def add_execution_options(p, what: str, backend_note: str = "") -> None:
     """``--backend``, ``--devices``, ``--memory-budget``, ``--numerics``, ``--quiet`` (shared with
-    ``demo``)."""
+    ``demo``; ``what`` says what runs on the backend, ``backend_note`` what overrides it)."""
     add_numerics_option(p)
-    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
-                   help="where to compute (default: auto = CUDA when a GPU is usable; a 'stirgpu' projector "
-                        "block in the .par wins)")
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
-                   help="GPU ids (CUDA) or worker ids (CPU); default all GPUs / two workers")
+    add_backend_option(p, what, backend_note)
+    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
     p.add_argument("--memory-budget", default=None, metavar="SIZE",
-                   help="memory a projector call may use per GPU and on the host, e.g. 512M, 2G")
+                   help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
+                        "(default: from the free memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -48,8 +82,40 @@ def config_changes(args) -> dict:
     return out
 
 
+def timeline_path(pattern: str, subiteration: int) -> Path:
+    """``--timeline``'s file for a subiteration: ``pattern`` with ``%d`` replaced, or ``pattern``."""
+    return Path(pattern % subiteration if "%d" in pattern else pattern)
+
+
+def _check_timeline(pattern: str | None) -> None:
+    """Before any work: the picture's name works and its folder exists."""
+    if pattern is None:
+        return
+    try:
+        path = timeline_path(pattern, 1)
+    except (TypeError, ValueError):
+        raise StirGpuError(f"--timeline {pattern}: only one %d may stand in the name") from None
+    if not path.parent.is_dir():
+        raise StirGpuError(f"--timeline {pattern}: folder {path.parent} does not exist")
+
+
+def wrote_line(saved: list, sensitivity_files: list, pictures: list = ()) -> str:
+    """``wrote osem_24.hv (+ osem_24.v, 1.9 MiB): the final estimate; 3 estimates in all
+    (subiterations 8, 16, 24); 8 sensitivity images; timeline.png``."""
+    extra = ([plural(len(sensitivity_files), "sensitivity image")] if sensitivity_files else []) \
+        + [str(p) for p in pictures]
+    if not saved:
+        return "wrote " + ("; ".join(extra) + "; no estimate" if extra else "nothing") + \
+            " (output disabled in the parameter file)"
+    its = ", ".join(p.stem.rsplit("_", 1)[-1] for p in saved)
+    return (f"wrote {describe_interfile(saved[-1])}: the final estimate; {plural(len(saved), 'estimate')} in all "
+            f"(subiteration{'s' if len(saved) > 1 else ''} {its})" + "".join(f"; {e}" for e in extra))
+
+
 def run(args) -> int:
     from ..recon.run import prepare_osmaposl
+    from .timeline import render_timeline
+    _check_timeline(args.timeline)
     changes = config_changes(args)
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
@@ -57,18 +123,41 @@ def run(args) -> int:
         s = prepared.settings
         osem = prepared.osem
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)
-        print(f"OSMAPOSL {args.par}: {s.num_subsets} subsets, subiterations "
+        print(f"OSMAPOSL {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
               f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
               f"backend {osem.projector.backend} {list(osem.projector.devices)}")
-        print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {f}" for f in osem.sensitivity_files))
+        print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.sensitivity_files))
+        seen = {"plan": None, "last": None}
+        pictures: list[Path] = []
 
         def report(rec, _image) -> None:
             ll = "" if rec.log_likelihood is None else f", log-likelihood (subset) {rec.log_likelihood:.8g}"
             if rec.objective_function_value is not None:  # STIR's "Objective function without penalty"
                 ll += f", objective function {rec.objective_function_value:.8g}"
-            saved = f" -> {rec.saved}" if rec.saved else ""
+            saved = f" -> {shown(rec.saved)}" if rec.saved else ""
             print(f"  subiteration {rec.subiteration} (subset {rec.subset}): {rec.seconds:.2f} s{ll}{saved}")
+            if rec.stats is None:
+                return
+            if args.stats:
+                if rec.stats.plan != seen["plan"]:
+                    print("\n".join("    " + line for line in rec.stats.plan.splitlines()))
+                    seen["plan"] = rec.stats.plan
+                print("\n".join("    " + line for line in rec.stats.summary().splitlines()))
+            seen["last"] = rec
+            if args.timeline and "%d" in args.timeline and rec.stats.events:
+                pictures.append(_timeline(render_timeline, args.timeline, rec))
 
         result = prepared.run(callback=report)
-    print(f"done in {time.perf_counter() - t0:.1f} s; {len(result.saved)} estimate(s) written")
+    last = seen["last"]
+    if args.timeline and "%d" not in args.timeline and last is not None and last.stats.events:
+        pictures.append(_timeline(render_timeline, args.timeline, last))
+    print(f"done in {time.perf_counter() - t0:.1f} s")
+    shown_pictures = pictures if len(pictures) <= 2 else [f"{plural(len(pictures), 'timeline')} ({args.timeline})"]
+    print(wrote_line(result.saved, result.sensitivity_files, shown_pictures))
     return 0
+
+
+def _timeline(render, pattern: str, rec) -> Path:
+    path = timeline_path(pattern, rec.subiteration)
+    render(rec.stats, path, context=f"OSMAPOSL subiteration {rec.subiteration} (OSEM update of subset {rec.subset})")
+    return path

@@ -12,26 +12,56 @@ from __future__ import annotations
 
 from ..config import config as scoped_config
 from ..config import get_config
-from .project import execution_config, parse_devices
+from ..execution.plan import plural
+from .project import DEVICES_HELP, add_backend_option, execution_config, parse_devices
 
-__all__ = ["register", "run", "plans_for"]
+__all__ = ["register", "run", "plans_for", "LEGEND"]
+
+
+DESCRIPTION = """\
+Show how stirgpu would cut projection data into chunks, and how much memory it would
+use on this machine, without projecting anything (only the headers are read).
+
+A chunk is a block of viewgrams (one segment, one view: all axial and tangential
+positions) that is read, uploaded, projected and written back in one go; each GPU or
+CPU worker keeps a few chunks in flight, so reading the next one overlaps projecting
+this one.  For each operation OSEM runs -- forward projection, back projection, the
+subset sensitivity B(1/f) and the fused OSEM step B(y / ((A x)/f + a) / f) -- it prints
+the plan for subset 0 of --subsets."""
+
+#: what the table's columns and the lines under it mean (printed by ``stirgpu plan``)
+LEGEND = """\
+columns: segment; axial positions in it; views of the subset in it; chunks holding some of
+them (a chunk may hold viewgrams of several segments); the most views of the segment in
+one chunk.  Memory: per GPU or CPU worker, 'slots' are the chunks in flight, each with
+one buffer per projection-data input and output (plus scratch on a GPU)."""
+
+EPILOG = LEGEND + """
+
+examples:
+  stirgpu plan prompts.hs
+  stirgpu plan prompts.hs image.hv --subsets 21 --memory-budget 2G
+  stirgpu plan prompts.hs --backend cpu --devices 0,1,2,3"""
 
 
 def register(subparsers) -> None:
+    import argparse
     p = subparsers.add_parser("plan", help="show the chunk plan and memory use for projection data",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("projdata", help="projection data header (.hs; a template is enough)")
-    p.add_argument("image", nargs="?", default=None, help="image header (.hv); default: STIR's default image")
-    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
-                   help="plan for this backend (default: auto)")
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
-                   help="GPU ids (CUDA) or worker ids (CPU); default all GPUs / two workers")
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("projdata", metavar="DATA.hs", help="projection data header (a template without data is enough)")
+    p.add_argument("image", nargs="?", default=None, metavar="IMAGE.hv",
+                   help="image header (default: STIR's default image for the data)")
+    add_backend_option(p, "plan for")
+    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
     p.add_argument("--memory-budget", default=None, metavar="SIZE",
-                   help="memory per GPU and on the host, e.g. 512M, 2G (default: from free memory)")
+                   help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
+                        "(default: from the free memory)")
     p.add_argument("--subsets", type=int, default=1, metavar="N",
-                   help="plan one subset of N (subset 0; STIR's views v with v %% N == 0)")
+                   help="plan subset 0 of N subsets (STIR's subsets: views v with v %% N == 0); default 1: all "
+                        "views")
     p.add_argument("--max-views-per-chunk", type=int, default=None, metavar="N",
-                   help="upper bound on views per chunk")
+                   help="at most N viewgrams in one chunk")
     p.set_defaults(run=run)
 
 
@@ -61,7 +91,7 @@ def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, st
                                 image_info.shape, host_budget=host_budget,
                                 gpu_budget=cfg.gpu_memory_budget, max_views_per_chunk=cfg.max_views_per_chunk)
         out.append((name, plan))
-    lanes = ", ".join(f"GPU {d}" for d in devices) if backend == "cuda" else f"{len(devices)} CPU worker(s)"
+    lanes = ", ".join(f"GPU {d}" for d in devices) if backend == "cuda" else plural(len(devices), "CPU worker")
     return backend, lanes, out
 
 
@@ -82,8 +112,11 @@ def run(args) -> int:
           f"({format_bytes(4 * pdi.total_num_bins)} as float32)")
     print(f"image: {info.shape} (z, y, x), voxels {tuple(round(v, 4) for v in info.voxel_size)} mm, "
           f"{format_bytes(info.nbytes_float32)}")
-    print(f"backend: {backend} ({lanes}); subset 0 of {args.subsets}")
+    print(f"backend: {backend} ({lanes}); " + ("all views" if args.subsets == 1 else
+                                                f"subset 0 of {args.subsets} ({len(pdi.subset_views(0, args.subsets))} "
+                                                f"of {pdi.get_num_views()} views)"))
     for name, plan in plans:
         print(f"\n== {name} ==")
         print(plan)
+    print("\n" + LEGEND)
     return 0

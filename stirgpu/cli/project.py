@@ -17,55 +17,107 @@ from pathlib import Path
 from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
+from .written import wrote_interfile
 
 __all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config",
-           "add_numerics_option"]
+           "add_numerics_option", "add_backend_option", "NUMERICS_HELP", "DEVICES_HELP"]
+
+
+NUMERICS_HELP = ("stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
+                 "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)")
+DEVICES_HELP = ("GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids "
+                "(default 2)")
 
 
 def add_numerics_option(p) -> None:
-    p.add_argument("--numerics", choices=("stir", "exact"), default=None,
-                   help="stir (default): STIR's float32 LOR endpoints and libparallelproj's arithmetic, STIR's "
-                        "numbers to the bit; exact: float64 geometry, the faster tuned kernels (docs/joseph.md)")
+    p.add_argument("--numerics", choices=("stir", "exact"), default=None, help=NUMERICS_HELP)
 
 
-def _common(p) -> None:
+def add_backend_option(p, what: str, par_note: str = "") -> None:
+    """``--backend``: ``what`` says what runs there (``"project"``, ``"reconstruct"``...)."""
     p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
-                   help="where to project (default: auto = CUDA when a GPU is usable)")
+                   help=f"where to {what}: cuda (GPU), cpu, or auto (default: cuda when a GPU is usable){par_note}")
+
+
+FORWARD_DESCRIPTION = """\
+Forward project IMAGE.hv into new projection data OUTPUT.hs (+ OUTPUT.s) with the
+geometry of TEMPLATE.hs, in the argument order of STIR's forward_project.
+
+PROJECTOR.par (optional) is a STIR projector parameter file: a Parallelproj block, or
+stirgpu's own block with execution settings; options given here win over it.  The
+output appears only when complete; the last line names it."""
+
+FORWARD_EPILOG = """\
+examples:
+  stirgpu forward-project fwd.hs image.hv template.hs
+  stirgpu forward-project fwd.hs image.hv template.hs --subset 3/21 --stats
+  stirgpu forward-project fwd.hs image.hv template.hs forward_projector.par --timeline fwd.png"""
+
+BACK_DESCRIPTION = """\
+Back project PROJDATA.hs into a new image OUTPUT.hv (+ OUTPUT.v), in the argument
+order of STIR's back_project.  The image has the geometry of TEMPLATE_IMAGE.hv or,
+without one, STIR's default image for the data (as STIR's back_project).
+
+PROJECTOR.par (optional) is a STIR projector parameter file: a Parallelproj block, or
+stirgpu's own block with execution settings; options given here win over it.  The
+output appears only when complete; the last line names it."""
+
+BACK_EPILOG = """\
+examples:
+  stirgpu back-project back.hv prompts.hs
+  stirgpu back-project back.hv prompts.hs template.hv back_projector.par
+  stirgpu back-project back.hv prompts.hs --subset 0/21 --stats --timeline back.png"""
+
+
+def _common(p, role: str) -> None:
+    """The options of forward-project (``role`` "forward") and back-project ("back")."""
+    add_backend_option(p, "project")
     add_numerics_option(p)
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1",
-                   help="GPU ids (CUDA) or number of workers as ids (CPU); default all GPUs")
-    p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N",
-                   help="only the views of subset K of N (STIR's rule: view %% N == K)")
+    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
+    if role == "forward":
+        subset = ("only the views of subset K of N (STIR's subsets: views v with v %% N == K); OUTPUT's "
+                  "other views are 0")
+    else:
+        subset = "back project only the views of subset K of N (STIR's subsets: views v with v %% N == K)"
+    p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N", help=subset)
+    same = "the same numbers" if role == "forward" else "the same image to float32 rounding"
     p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
-                   help="memory a call may use per GPU and on the host, e.g. 512M, 2G")
+                   help="most memory the projection may use on each GPU and on the host, e.g. 512M, 2G "
+                        f"(default: from the free memory); a smaller budget means more, smaller chunks, {same}")
     p.add_argument("--max-segment", type=int, default=None, metavar="N",
-                   help="only segments -N..N (STIR's 'maximum absolute segment number to process')")
-    p.add_argument("--stats", action="store_true", help="print the chunk plan and timing statistics")
-    p.add_argument("--timeline", default=None, metavar="FILE.png", help="draw a timeline of the pipeline stages")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+                   help="only segments -N..N (STIR's 'maximum absolute segment number to process')"
+                        + ("; OUTPUT's other segments are 0" if role == "forward" else ""))
+    p.add_argument("--stats", action="store_true",
+                   help="print the chunk plan (as 'stirgpu plan' does) and where the time went")
+    p.add_argument("--timeline", default=None, metavar="FILE.png",
+                   help="draw when each chunk was read, projected and written (per GPU or CPU worker) into "
+                        "FILE.png")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT (header and data file)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def register(subparsers) -> None:
+    import argparse
+    raw = argparse.RawDescriptionHelpFormatter
     f = subparsers.add_parser("forward-project", help="forward project an image into projection data",
-                              description="Forward project IMAGE.hv into OUTPUT.hs with the geometry of "
-                                          "TEMPLATE.hs (STIR's forward_project argument order).")
-    f.add_argument("output", help="output projection data (.hs)")
-    f.add_argument("image", help="image to project (.hv)")
-    f.add_argument("template", help="projection data giving the geometry (.hs; may be a template)")
-    f.add_argument("par", nargs="?", default=None, help="projector parameter file (.par)")
-    _common(f)
+                              description=FORWARD_DESCRIPTION, epilog=FORWARD_EPILOG, formatter_class=raw)
+    f.add_argument("output", metavar="OUTPUT.hs", help="new projection data (header; the data go to OUTPUT.s)")
+    f.add_argument("image", metavar="IMAGE.hv", help="image to project")
+    f.add_argument("template", metavar="TEMPLATE.hs",
+                   help="projection data giving the geometry (a template header without data is enough)")
+    f.add_argument("par", nargs="?", default=None, metavar="PROJECTOR.par",
+                   help="STIR projector parameter file (optional)")
+    _common(f, "forward")
     f.set_defaults(run=run_forward)
 
     b = subparsers.add_parser("back-project", help="back project projection data into an image",
-                              description="Back project PROJDATA.hs into OUTPUT.hv (STIR's back_project "
-                                          "argument order); the image geometry comes from TEMPLATE_IMAGE.hv "
-                                          "or is STIR's default for the data.")
-    b.add_argument("output", help="output image (.hv)")
-    b.add_argument("projdata", help="projection data to back project (.hs)")
+                              description=BACK_DESCRIPTION, epilog=BACK_EPILOG, formatter_class=raw,
+                              usage="%(prog)s [options] OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] [PROJECTOR.par]")
+    b.add_argument("output", metavar="OUTPUT.hv", help="new image (header; the data go to OUTPUT.v)")
+    b.add_argument("projdata", metavar="PROJDATA.hs", help="projection data to back project")
     b.add_argument("rest", nargs="*", metavar="[TEMPLATE_IMAGE.hv] [PROJECTOR.par]",
-                   help="optional template image and/or projector parameter file")
-    _common(b)
+                   help="optional: an image giving the geometry, and/or a STIR projector parameter file")
+    _common(b, "back")
     b.set_defaults(run=run_back)
 
 
@@ -172,6 +224,7 @@ def run_forward(args) -> int:
             raise
         out.close()  # commits: data, then header
     _report(args, fp)
+    print(wrote_interfile(args.output))
     return 0
 
 
@@ -208,4 +261,5 @@ def run_back(args) -> int:
             values = bp.back_project(None, data, subset_num=k, num_subsets=n)
     write_image(args.output, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
     _report(args, bp)
+    print(wrote_interfile(args.output))
     return 0
