@@ -247,8 +247,9 @@ def test_create_checks_arguments(tmp_path):
     pdi = small_proj_data_info()
     with pytest.raises(FormatError, match="float32 or float64"):
         ProjDataFromFile.create(tmp_path / "i.hs", pdi, dtype=np.int16)
-    with pytest.raises(FormatError, match=r"header name"):
-        ProjDataFromFile.create(tmp_path / "i.s", pdi)
+    for image_name in ("i.hv", "i.v"):  # STIR would write projection data into i.v beside i.hs
+        with pytest.raises(FormatError, match=r"i\.h?v.*other kind.*\.hs \+ \.s"):
+            ProjDataFromFile.create(tmp_path / image_name, pdi)
     with pytest.raises(FormatError, match="folder does not exist"):
         ProjDataFromFile.create(tmp_path / "nodir" / "i.hs", pdi)
     with pytest.raises(GeometryError):
@@ -292,15 +293,91 @@ def test_truncated_data_file(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_bigger_data_file_is_fine(tmp_path):
-    """STIR accepts data files longer than the header says (trailing bytes are ignored)."""
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_bigger_data_file_is_refused(tmp_path, mode):
+    """A data file longer than its header describes is refused at open, naming both sizes: the
+    header does not describe the file (STIR 6.5 reads the first bytes without a word, see
+    test_stir_reads_the_start_of_a_longer_data_file), so its values would be garbage whenever
+    the header is wrong (a size, the number format) and not only padded."""
     pdi = small_proj_data_info()
-    ref = random_ref(pdi)
-    hs = write_manual(tmp_path, pdi, ref, StorageOrder.VIEW, "<f4")
+    hs = write_manual(tmp_path, pdi, random_ref(pdi), StorageOrder.VIEW, "<f4")
+    need = (tmp_path / "m.s").stat().st_size
     with open(tmp_path / "m.s", "ab") as f:
         f.write(b"\1" * 64)
+    before = snapshot(tmp_path)
+    with pytest.raises(FormatError) as e:
+        read_from_file(hs, mode)
+    msg = str(e.value)
+    assert "m.s" in msg and "larger than its header describes" in msg and str(need + 64) in msg
+    assert f"describes {need} (0 offset" in msg and "m.hs" in msg
+    assert snapshot(tmp_path) == before
+
+
+def test_data_offset_explains_a_longer_file(tmp_path):
+    """'data offset in bytes' accounts for bytes before the data: offset + bins is the size."""
+    pdi = small_proj_data_info()
+    ref = random_ref(pdi)
+    hs = write_manual(tmp_path, pdi, ref, StorageOrder.VIEW, "<f4", offset=100)
     with read_from_file(hs) as pd:
         np.testing.assert_array_equal(pd.as_array(), ref)
+    with open(tmp_path / "m.s", "ab") as f:
+        f.write(b"\0" * 4)  # beyond offset + bins: not explained
+    with pytest.raises(FormatError, match=r"larger than its header describes.*100 offset"):
+        read_from_file(hs)
+
+
+@pytest.mark.parametrize("data", [None, b""])
+def test_missing_data_refused_where_values_are_needed(tmp_path, data):
+    """With allow_template=False a header without data is refused at open, naming the header
+    and the data file; a projector given a template refuses it before any work (instead of its
+    reader thread failing mid-call)."""
+    from stirgpu.geometry import ImageInfo
+    from stirgpu.projectors import BackProjector
+    pdi = small_proj_data_info()
+    (tmp_path / "t.hs").write_text(format_projdata_header(pdi, "t.s"))
+    if data is not None:
+        (tmp_path / "t.s").write_bytes(data)
+    with pytest.raises(FormatError) as e:
+        read_from_file(tmp_path / "t.hs", allow_template=False)
+    assert str(e.value).startswith(str(tmp_path / "t.hs")) and str(tmp_path / "t.s") in str(e.value)
+    assert ("does not exist" if data is None else "is empty") in str(e.value)
+    bp = BackProjector(backend="cpu")
+    bp.set_up(pdi, ImageInfo.default_for(pdi))
+    with read_from_file(tmp_path / "t.hs") as template:
+        with pytest.raises(FormatError, match=r"t\.hs: has no values: it is a template"):
+            bp.back_project(None, template)
+    assert bp.last_plan is None  # refused before planning
+
+
+def test_read_only_output_refused_before_any_work(tmp_path):
+    """A projector's output opened read-only is refused before planning, naming the file."""
+    from stirgpu.formats import VoxelsOnCartesianGrid
+    from stirgpu.geometry import ImageInfo
+    from stirgpu.projectors import ForwardProjector
+    pdi = small_proj_data_info()
+    hs = write_manual(tmp_path, pdi, random_ref(pdi), StorageOrder.VIEW, "<f4")
+    before = snapshot(tmp_path)
+    fp = ForwardProjector(backend="cpu")
+    image = VoxelsOnCartesianGrid(ImageInfo.default_for(pdi), fill=1.0)
+    fp.set_up(pdi, image.info)
+    with read_from_file(hs, "r") as out:
+        with pytest.raises(FormatError, match=r"m\.hs: was opened read-only"):
+            fp.forward_project(out, image)
+    assert fp.last_plan is None and snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("name, header, data", [
+    ("o", "o.hs", "o.s"), ("o.hs", "o.hs", "o.s"), ("o.s", "o.hs", "o.s"), ("o.raw", "o.hs", "o.raw"),
+    ("o.x.y", "o.x.hs", "o.x.y"), ("d.1/o", "d.1/o.hs", "d.1/o.s"), ("O.HS", "O.HS", "O.s")])
+def test_create_names_files_as_stir(tmp_path, name, header, data):
+    """STIR's names (ProjDataInterfile): a .hs name has its .s beside it, a name without an
+    extension gets both, another extension names the data file and the header gets .hs."""
+    (tmp_path / "d.1").mkdir()
+    pdi = small_proj_data_info()
+    with ProjDataFromFile.create(tmp_path / name, pdi, fill=1.0) as pd:
+        assert (pd.path, pd.data_path) == (tmp_path / header, tmp_path / data)
+    with read_from_file(tmp_path / header) as pd:
+        assert pd.data_path == tmp_path / data and np.all(pd.as_array() == 1)
 
 
 def test_integer_data_cannot_be_opened_for_writing(tmp_path):

@@ -174,3 +174,35 @@ def test_write_float64(tmp_path):
     write_image(tmp_path / "d.hv", img, dtype=">f8")
     assert (tmp_path / "d.v").stat().st_size == 8 * 5 * 7 * 6
     np.testing.assert_array_equal(read_image(tmp_path / "d.hv").as_array(), img.as_array())
+
+
+def test_longer_data_file_is_refused(tmp_path):
+    """An image data file longer than its header describes is refused, naming both sizes
+    (STIR reads the first bytes silently; a wrong size in the header would give garbage)."""
+    write_image(tmp_path / "l.hv", random_image())
+    need = 4 * 5 * 7 * 6
+    with open(tmp_path / "l.v", "ab") as f:
+        f.write(b"\0" * 8)
+    with pytest.raises(FormatError, match=rf"l\.v.*larger than its header describes.*{need + 8} bytes.*"
+                                          rf"l\.hv describes {need}"):
+        read_image(tmp_path / "l.hv")
+
+
+@pytest.mark.parametrize("name, header, data", [
+    ("o", "o.hv", "o.v"), ("o.hv", "o.hv", "o.v"), ("o.v", "o.hv", "o.v"), ("o.img", "o.hv", "o.img")])
+def test_write_names_files_as_stir(tmp_path, name, header, data):
+    """STIR's names (write_basic_interfile): .hv name -> .v beside it, no extension -> both,
+    another extension -> that is the data file and the header gets .hv; the header is returned."""
+    img = random_image()
+    assert write_image(tmp_path / name, img) == tmp_path / header
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({header, data})
+    np.testing.assert_array_equal(read_image(tmp_path / header).as_array(), img.as_array())
+
+
+@pytest.mark.parametrize("name", ["o.hs", "o.s"])
+def test_write_refuses_projection_data_names(tmp_path, name):
+    """A projection-data extension for an image output is refused (STIR would write the
+    image's values into o.s or o.hs), and nothing is written."""
+    with pytest.raises(FormatError, match=r"other kind.*images are written as \.hv \+ \.v"):
+        write_image(tmp_path / name, random_image())
+    assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import FormatError, GeometryError
 from ..geometry import ImageInfo
 from .interfile import HeaderWriter, InterfileHeader, key_id, read_header
+from .naming import IMAGE, output_names
 from .projdata_header import format_f32
 from .rawfile import PendingFiles, dtype_from_keys, keys_from_dtype
 
@@ -165,11 +166,14 @@ def read_image(path: str | os.PathLike) -> VoxelsOnCartesianGrid:
     name = hdr.get_str("name of data file")
     dp = Path(name) if Path(name).is_absolute() else hdr.folder / name
     if not dp.is_file():
-        raise FormatError(f"data file of {hdr.path} does not exist", path=dp)
+        raise FormatError(f"data file of {hdr.path} does not exist" if not dp.exists()
+                          else f"data file of {hdr.path} is not a regular file", path=dp)
     need = offset + info.num_voxels * dtype.itemsize
     size = dp.stat().st_size
-    if size < need:
-        raise FormatError(f"data file is truncated: it has {size} bytes but the header {hdr.path} "
+    if size != need:
+        # longer is refused too: the header does not describe the file (STIR reads its first bytes)
+        what = "is truncated" if size < need else "is larger than its header describes"
+        raise FormatError(f"data file {what}: it has {size} bytes but the header {hdr.path} "
                           f"describes {need} ({offset} offset + {info.num_voxels} voxels x "
                           f"{dtype.itemsize} bytes)", path=dp)
     with open(dp, "rb") as f:
@@ -218,8 +222,10 @@ def format_image_header(info: ImageInfo, data_file_name: str, dtype=np.float32,
 
 
 def write_image(path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite: bool = False,
-                dtype=np.float32) -> None:
-    """Write ``image`` as ``path`` (``.hv``) + ``path`` with suffix ``.v``.
+                dtype=np.float32) -> Path:
+    """Write ``image`` as a header and a data file named as STIR names them
+    (:func:`~.naming.output_names`: ``out``, ``out.hv`` and ``out.v`` all give ``out.hv`` +
+    ``out.v``); returns the header written.
 
     Both go to temporary names first and are renamed into place (header last), so a
     crash never leaves a header describing incomplete data.  An existing file is replaced
@@ -227,14 +233,13 @@ def write_image(path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite
     """
     if not isinstance(image, VoxelsOnCartesianGrid):
         raise GeometryError(f"write_image: expected a VoxelsOnCartesianGrid, not {type(image).__name__}")
-    hv = Path(path)
-    if hv.suffix.lower() == ".v":
-        raise FormatError("give the header name (.hv), not the data file name", path=hv)
+    names = output_names(path, IMAGE)
+    hv = names.header
     dt = np.dtype(dtype)
     if dt.kind != "f":
         raise FormatError(f"images are written as float32 or float64, not {dt}", path=hv)
     keys_from_dtype(dt)
-    data = hv.with_suffix(".v")
+    data = names.data
     pending = PendingFiles({"data": data, "header": hv}, overwrite=overwrite)
     try:
         with open(pending.temp("data"), "xb") as f:
@@ -249,3 +254,4 @@ def write_image(path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite
     except BaseException:
         pending.abort()
         raise
+    return hv

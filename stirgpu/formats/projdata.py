@@ -88,6 +88,14 @@ class ProjData(abc.ABC):
     def close(self) -> None:
         """Release resources (files).  Further use is an error for file-backed stores."""
 
+    def check_readable(self) -> None:
+        """Raise a FormatError (naming the file) when the values cannot be read -- a template
+        (a header without data), a closed file -- so that a caller can refuse before any work
+        instead of failing in the middle of it.  Stores that always hold values do nothing."""
+
+    def check_writable(self) -> None:
+        """Like :meth:`check_readable`, for writing (a read-only store is also refused)."""
+
     def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray | None:
         """The store's own memory for one segment and timing position, when the store keeps
         its bins in host memory in view order: a writable, C-contiguous float32 array
@@ -364,20 +372,22 @@ class ProjData(abc.ABC):
 
     # -- files ---------------------------------------------------------------------------
     @classmethod
-    def read_from_file(cls, path: str | os.PathLike, mode: str = "r") -> "ProjData":
+    def read_from_file(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjData":
         """STIR's ``ProjData.read_from_file``: the Interfile store of ``path`` (``.hs``)."""
-        return read_from_file(path, mode)
+        return read_from_file(path, mode, allow_template=allow_template)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.proj_data_info!r}, storage_order="
                 f"{self.storage_order.name})")
 
 
-def read_from_file(path: str | os.PathLike, mode: str = "r") -> "ProjData":
+def read_from_file(path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjData":
     """Open Interfile projection data (``.hs``) without reading the values.
 
     ``mode="r"``: read-only (writing is an error); ``"r+"``: read and write in place.
+    ``allow_template=False``: a header whose data file is absent or empty is a FormatError
+    naming the header and the data file (by default it opens as a template: geometry only).
     """
     from .projdata_disk import ProjDataFromFile  # the disk store depends on this module
-    return ProjDataFromFile.open(path, mode)
+    return ProjDataFromFile.open(path, mode, allow_template=allow_template)
 

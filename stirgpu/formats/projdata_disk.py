@@ -16,7 +16,12 @@ Safety:
   and header (last) in place only on :meth:`~ProjDataFromFile.commit` / ``close()``; a
   ``with`` block that ends in an exception, or a writer that dies, leaves no ``.hs``;
 * a header whose data file is absent or empty is a *template* (geometry only): asking it
-  for values is a FormatError; a data file shorter than the header says is a FormatError.
+  for values is a FormatError, and ``open(..., allow_template=False)`` refuses it at once,
+  naming the header and the missing data file;
+* a data file of another size than the header describes (``data offset in bytes`` plus the
+  bins) is a FormatError naming both sizes: shorter cannot be read, and longer means the
+  header does not describe the file (STIR 6.5 reads the first bytes of a longer file without
+  a word, which gives garbage when, say, the number format or a size in the header is wrong).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 
 from ..errors import FormatError, GeometryError
 from ..geometry import ProjDataInfo
+from .naming import PROJDATA, output_names
 from .projdata import ProjData
 from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
 from .rawfile import PendingFiles, keys_from_dtype, pread_into, pwrite_from
@@ -92,8 +98,11 @@ class ProjDataFromFile(ProjData):
 
     # -- opening and creating ------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike, mode: str = "r") -> "ProjDataFromFile":
-        """Open existing data: ``mode="r"`` (read-only) or ``"r+"`` (read/write in place)."""
+    def open(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjDataFromFile":
+        """Open existing data: ``mode="r"`` (read-only) or ``"r+"`` (read/write in place).
+
+        A header whose data file is absent or empty opens as a template (geometry only), unless
+        ``allow_template=False``: then that is a FormatError naming the header and the data file."""
         if mode not in ("r", "r+"):
             raise FormatError(f"mode must be 'r' or 'r+', not {mode!r}", path=path)
         hdr = read_projdata_header(path)
@@ -108,12 +117,16 @@ class ProjDataFromFile(ProjData):
             need = hdr.data_offset + hdr.data_nbytes
             if size == 0:
                 reason = f"its data file {dp} is empty"
-            elif size < need:
+            elif size != need:
+                what = "is truncated" if size < need else "is larger than its header describes"
                 raise FormatError(
-                    f"data file is truncated: it has {size} bytes but the header {hdr.path} describes "
+                    f"data file {what}: it has {size} bytes but the header {hdr.path} describes "
                     f"{need} ({hdr.data_offset} offset + {hdr.proj_data_info.total_num_bins} bins x "
                     f"{hdr.dtype.itemsize} bytes)", path=dp)
         if reason is not None:
+            if not allow_template:
+                raise FormatError(f"has no values: {reason} (a header without data is only a template, "
+                                  "and values are needed here)", path=hdr.path)
             if mode == "r+":
                 raise FormatError(f"is a template ({reason}); it cannot be opened for writing; create "
                                   "new data with ProjDataFromFile.create", path=hdr.path)
@@ -131,16 +144,17 @@ class ProjDataFromFile(ProjData):
     def create(cls, path: str | os.PathLike, proj_data_info: ProjDataInfo,
                storage_order: StorageOrder = StorageOrder.VIEW, dtype=np.float32,
                overwrite: bool = False, fill=None) -> "ProjDataFromFile":
-        """New data ``path`` (``.hs``) + ``path`` with suffix ``.s``; float32 view order like STIR
-        unless asked otherwise (``dtype`` float32 or float64, either byte order).
+        """New data: header and data file named as STIR names them (:func:`~.naming.output_names`:
+        ``out``, ``out.hs`` and ``out.s`` all give ``out.hs`` + ``out.s``; the store's ``path``
+        and ``data_path`` say which); float32 view order like STIR unless asked otherwise
+        (``dtype`` float32 or float64, either byte order).
 
         Values start at 0 (or ``fill``: a number, an ``as_array()``-ordered array or a
         ProjData).  Nothing appears under the final names until :meth:`commit` or
         :meth:`close`; an existing file is replaced only with ``overwrite=True``.
         """
-        hs = Path(path)
-        if hs.suffix.lower() == ".s":
-            raise FormatError("give the header name (.hs), not the data file name", path=hs)
+        names = output_names(path, PROJDATA)
+        hs = names.header
         if not isinstance(proj_data_info, ProjDataInfo):
             raise GeometryError("create: proj_data_info must be a stirgpu ProjDataInfo, not "
                                 f"{type(proj_data_info).__name__}")
@@ -150,7 +164,7 @@ class ProjDataFromFile(ProjData):
         if dt.kind != "f":
             raise FormatError(f"new projection data are written as float32 or float64, not {dt}", path=hs)
         keys_from_dtype(dt)  # validates
-        data = hs.with_suffix(".s")
+        data = names.data
         pending = PendingFiles({"data": data, "header": hs}, overwrite=overwrite)
         tmp = pending.temp("data")
         try:
@@ -271,6 +285,19 @@ class ProjDataFromFile(ProjData):
     def closed(self) -> bool:
         return self._handle.fd < 0 and not self.is_template
 
+    def check_readable(self) -> None:
+        if self._template_reason is not None or self._handle.fd < 0:
+            self._fd()
+
+    def check_writable(self) -> None:
+        self.check_readable()
+        if self._mode == "r":
+            self._refuse_write()
+
+    def _refuse_write(self) -> None:
+        raise FormatError("was opened read-only (mode 'r'); open it with mode 'r+' to modify it",
+                          path=self._header.path)
+
     # -- the two primitives --------------------------------------------------------------
     def _fd(self) -> int:
         if self._template_reason is not None:
@@ -322,8 +349,7 @@ class ProjDataFromFile(ProjData):
 
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         if self._mode == "r":
-            raise FormatError("was opened read-only (mode 'r'); open it with mode 'r+' to modify it",
-                              path=self._header.path)
+            self._refuse_write()
         fd = self._fd()
         nv, na = data.shape[:2]
         box = self._in_file_order(data)

@@ -147,8 +147,7 @@ class StreamingProjector:
         """
         proj_data_info = _as_proj_data_info(proj_data_info)
         image_info = _as_image_info(image_info)
-        if proj_data_info.get_num_tof_poss() > 1:
-            raise GeometryError("set_up: TOF projection data are not supported by the stirgpu projectors")
+        _check_projectable(proj_data_info)
         m = self.max_segment_num_to_process
         if m is not None and m > max(-proj_data_info.get_min_segment_num(), proj_data_info.get_max_segment_num()):
             m = None
@@ -282,6 +281,7 @@ class StreamingProjector:
              result_device: int | None = None, result_out=None, subset: tuple[int, int] = (0, 1)) -> RunResult:
         """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of); the
         statistics, ``last_stats``, name the operation and the subset)."""
+        _check_stores(sources, sinks)
         engine = self._shared.engine
         segments = self.segments_to_process()
         # in-memory stores are page-locked once and copied straight to/from the GPUs
@@ -333,6 +333,26 @@ class StreamingProjector:
     def __repr__(self) -> str:
         where = "not set up" if self._pdi is None else f"{self.backend} {list(self.devices)}"
         return f"{type(self).__name__}({where}, units={self.units!r}, numerics={self.numerics!r})"
+
+
+def _check_stores(sources: dict, sinks: dict) -> None:
+    """Refuse, before any work, stores whose values cannot be read (a template: a header whose
+    data file is missing) or written (read-only): the store's own error names the file.
+    Without this, the pipeline's reader or writer thread would fail mid-call."""
+    for stores, check in ((sources, "check_readable"), (sinks, "check_writable")):
+        for store in stores.values():
+            method = getattr(store, check, None)  # (STIR adapters check as they go)
+            if method is not None:
+                method()
+
+
+def _check_projectable(proj_data_info: ProjDataInfo) -> None:
+    """Raise GeometryError for projection data the stirgpu projectors cannot take (what
+    ``set_up`` refuses before computing anything)."""
+    ntof = proj_data_info.get_num_tof_poss()
+    if ntof > 1:
+        raise GeometryError(f"TOF projection data ({ntof} timing positions) are not supported by the stirgpu "
+                            "projectors")
 
 
 def _as_proj_data_info(obj) -> ProjDataInfo:

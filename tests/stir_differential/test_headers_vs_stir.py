@@ -9,6 +9,8 @@ header read is a copy, any difference is a layout (order, offset, segment) error
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from cases import (every_scanner_cases, large_cases, large_marks, params, quick_
                    stir_proj_data_info, stirgpu_proj_data_info)
 from stirgpu.errors import FormatError
 from stirgpu.formats import ProjDataFromFile, StorageOrder, read_from_file, read_projdata_header
+from stirgpu.formats.testing import small_proj_data_info
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 pytestmark = pytest.mark.stir
@@ -290,3 +293,36 @@ def test_info_lists_what_list_projdata_info_lists(stir, reference_stir, case, tm
         [str(s["num_axial_poss"]) for s in segs]
     rd_line = listed.split("ring differences per segment:")[1].split("\n")[1]
     assert rd_line.strip() == "".join(f"({s['min_ring_diff']},{s['max_ring_diff']})" for s in segs)
+
+
+@pytest.mark.parametrize("extra", [64, -64])
+def test_stir_reads_the_start_of_a_longer_data_file(stir, tmp_path, extra):
+    """Why stirgpu checks a data file's size when it opens it.  STIR 6.5 opens a longer data
+    file without a word and reads its first bytes (a header with, say, a wrong number of views
+    would project garbage); a shorter one opens too and fails only when its values are read.
+    stirgpu refuses both at open, naming both sizes ("larger than its header describes",
+    "truncated")."""
+    pdi = small_proj_data_info()
+    values = np.arange(pdi.total_num_bins, dtype=np.float32)
+    hs = tmp_path / "d.hs"
+    with ProjDataFromFile.create(hs, pdi) as store:
+        store.fill(values.reshape(store.as_array().shape))
+    with read_from_file(hs) as store:
+        want = store.as_array().ravel()
+    data = tmp_path / "d.s"
+    size = data.stat().st_size
+    if extra > 0:
+        with open(data, "ab") as f:
+            f.write(b"\1" * extra)
+    else:
+        os.truncate(data, size + extra)
+    stir_data = stir.ProjData.read_from_file(str(hs))  # STIR: no complaint at open either way
+    if extra > 0:
+        assert np.array_equal(_stir_array(stir_data, pdi.total_num_bins), want)  # the first bytes
+    else:
+        with pytest.raises(RuntimeError, match="error reading data"):
+            _stir_array(stir_data, pdi.total_num_bins)
+    what = "is larger than its header describes" if extra > 0 else "is truncated"
+    with pytest.raises(FormatError, match=rf"d\.s: data file {what}: it has {size + extra} bytes but the "
+                                          rf"header .*d\.hs describes {size}"):
+        read_from_file(hs)
