@@ -17,6 +17,7 @@ __all__ = [
     "DeviceError",
     "PipelineError",
     "ParFileError",
+    "ParFileProblems",
     "KernelCacheWarning",
 ]
 
@@ -78,6 +79,34 @@ class ParFileError(StirGpuError, ValueError):
         elif line is not None:
             where = f"line {line}"
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class ParFileProblems(ParFileError):
+    """Every problem found in one reading of a parameter file (and, where checked, of the
+    files it names), so that a user fixes them all in one go.
+
+    ``problems``: the :class:`ParFileError` s, in file order (by line).  ``path`` and ``line``
+    are those of the first.  ``str()`` is one line per problem (``file:line: message``),
+    followed by a count line when there is more than one.
+    """
+
+    def __init__(self, problems):
+        problems = tuple(problems)
+        if not problems:
+            raise ValueError("ParFileProblems needs at least one problem")
+        flat = []
+        for p in problems:  # a nested collection contributes its own problems
+            flat.extend(p.problems if isinstance(p, ParFileProblems) else (p,))
+        self.problems = tuple(sorted(flat, key=lambda p: (p.path or "", p.line or 0)))
+        first = self.problems[0]
+        lines = [str(p) for p in self.problems]
+        if len(lines) > 1:
+            files = sorted({p.path for p in self.problems if p.path is not None})
+            where = f" in {', '.join(files)}" if files else ""
+            lines.append(f"{len(lines)} problems{where}")
+        Exception.__init__(self, "\n".join(lines))
+        self.path, self.line = first.path, first.line
+        self.reason = "\n".join(p.reason for p in self.problems)
 
 
 class KernelCacheWarning(UserWarning):

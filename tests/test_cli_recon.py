@@ -130,6 +130,59 @@ def test_bad_par_is_refused_before_any_work(workdir, capsys, change, message):
     assert sorted(p.name for p in workdir.iterdir()) == before
 
 
+def test_every_problem_of_a_par_in_one_run(workdir, capsys):
+    """Four different problems in one file -- a missing input file, an unknown key, an
+    unsupported feature, an out-of-range value -- are all reported in one run: exit code 2, one
+    line per problem naming file:line, then a count line; nothing is written."""
+    text = (PAR.format(prefix="osem", subiterations=4, extra="number of sbusets := 3\n")
+            .replace("additive.hs", "nothere.hs")
+            .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n")
+            .replace("save estimates at subiteration intervals := 2", "save estimates at subiteration intervals := 0"))
+    (workdir / "osem.par").write_text(text)
+    before = sorted(p.name for p in workdir.iterdir())
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    lines = text.splitlines()
+
+    def at(needle):
+        return next(i for i, s in enumerate(lines, 1) if needle in s)
+    want = [(at("nothere.hs"), "file not found"), (at("prior type"), "prior"),
+            (at("save estimates"), "must be at least 1"), (at("sbusets"), "unknown key")]
+    assert len(err) == len(want) + 1, err
+    for line, (n, words) in zip(err, want):
+        assert line.startswith(f"stirgpu osmaposl: error: osem.par:{n}: ") and words in line, line
+    assert err[-1] == "stirgpu osmaposl: error: 4 problems in osem.par"
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_every_problem_with_the_data_in_one_run(workdir, capsys):
+    """Problems found only with the data are collected too: an additive sinogram of another
+    geometry, an initial estimate whose data file is missing, a segment limit beyond the data's,
+    two missing sensitivity files and an unreadable one, each at its key's line, in one run."""
+    from stirgpu.formats.testing import small_proj_data_info
+    ProjDataOnDisk.create(workdir / "other.hs", small_proj_data_info(), fill=1.0).close()
+    (workdir / "est.hv").write_text("!INTERFILE :=\nname of data file := est.v\n!number format := float\n"
+                                    "!number of bytes per pixel := 4\nnumber of dimensions := 3\n"
+                                    "!matrix size [1] := 4\n!matrix size [2] := 4\n!matrix size [3] := 4\n"
+                                    "!END OF INTERFILE :=\n")
+    (workdir / "sens_0.hv").write_text("")
+    text = (PAR.format(prefix="osem", subiterations=4,
+                       extra="initial estimate := est.hv\n")
+            .replace("additive.hs", "other.hs")
+            .replace("recompute sensitivity := 1", "recompute sensitivity := 0\n"
+                     "  maximum absolute segment number to process := 9"))
+    (workdir / "osem.par").write_text(text)
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "stirgpu osmaposl: error: 6 problems in osem.par", "\n".join(err)
+    joined = "\n".join(err)
+    for words in ("not found: " + str(workdir / "sens_1.hv"), "not found: " + str(workdir / "sens_2.hv"),
+                  "sens_0.hv: not an Interfile header", "other.hs: its geometry differs",
+                  "est.v: data file of", "is too large"):
+        assert words in joined, (words, joined)
+    assert not (workdir / "osem_2.hv").exists()
+
+
 def test_unsupported_feature_is_refused(workdir, capsys):
     """A prior (OSMAPOSL with MAP) is refused with the line of 'prior type'."""
     text = PAR.format(prefix="osem", subiterations=4, extra="").replace(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from stirgpu.errors import ParFileError
+from stirgpu.errors import ParFileError, ParFileProblems
 from stirgpu.parfile import Block, Entry, canonical_key, parse_par_file, parse_par_string, split_list
 
 
@@ -200,3 +200,19 @@ def test_parse_par_file_reads_files_and_reports_unreadable_ones(tmp_path):
     with pytest.raises(ParFileError) as exc:
         parse_par_file(p)
     assert exc.value.path == str(p) and exc.value.line == 2
+
+
+def test_every_unreadable_line_is_reported_at_once():
+    """Lines that cannot be read (no ':=', an unset ${VAR}, a malformed index, an 'End' with a
+    value) are all listed in one ParFileProblems, in file order, each with its line."""
+    text = ("OSMAPOSLParameters :=\n"
+            "number of subsets 4\n"
+            "input file := ${NOT_SET}\n"
+            "zoom[1 := 2\n"
+            "End := 3\n")
+    with pytest.raises(ParFileProblems) as exc:
+        parse(text)
+    assert [p.line for p in exc.value.problems] == [2, 3, 4, 5]
+    lines = str(exc.value).splitlines()
+    assert len(lines) == 5 and lines[-1] == "4 problems in test.par"
+    assert "expected 'key := value'" in lines[0] and "'NOT_SET'" in lines[1] and "malformed index" in lines[2]

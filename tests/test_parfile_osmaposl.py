@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stirgpu
-from stirgpu.errors import ParFileError
+from stirgpu.errors import ParFileError, ParFileProblems
 from stirgpu.parfile import FilenamePattern, OsmaposlSettings, read_osmaposl_par
 from stirgpu.parfile.projectors import ProjectorOptions, ProjectorSettings
 
@@ -438,3 +438,79 @@ def test_interfile_output_block_takes_stirs_four_keys(tmp_path):
     for order, scale, key in (("BIGENDIAN", "0", "byte order"), ("littleendian", "2", "scale to write data")):
         text = par(top=block.format(order=order, scale=scale))
         assert refused(tmp_path, text).line == line_of(text, key)
+
+
+# -- every problem in one run ------------------------------------------------------------------
+
+def _problems(exc) -> list[tuple[int | None, str]]:
+    return [(p.line, p.reason) for p in exc.problems]
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    """One file with six different problems -- an unknown key, an unsupported feature (a prior),
+    an out-of-range value, a value of the wrong type, values that contradict each other, a
+    missing input file and a missing output folder -- gives one ParFileProblems listing them
+    all, each at its line and in file order, and a str() of one line per problem plus a count
+    line.  Before, a user fixed one problem per run."""
+    text = par(objective="prior type := Quadratic\nzoom := -2\n",
+               top=("number of subiterations := 2\nsave estimates at subiteration intervals := 3\n"
+                    "number of sbusets := 4\nenforce initial positivity condition := yes\n"),
+               prefix="output filename prefix := nowhere/out\n")
+    path = write(tmp_path, text)
+    with pytest.raises(ParFileProblems) as exc:
+        read_osmaposl_par(path, base_dir=tmp_path, env={}, check_files=True)
+    got = _problems(exc.value)
+    want_lines = [line_of(text, "input file"), line_of(text, "prior type"), line_of(text, "zoom"),
+                  line_of(text, "output filename prefix"), line_of(text, "save estimates"),
+                  line_of(text, "sbusets"), line_of(text, "enforce initial")]
+    assert [line for line, _ in got] == want_lines, got
+    words = ["file not found: " + str(tmp_path / "prompts.hs"), "priors are not supported", "must be positive",
+             f"output folder {tmp_path / 'nowhere'} does not exist", "must not exceed 'number of subiterations' (2)",
+             "unknown key 'number of sbusets'", "expects 0 or 1"]
+    for (_, reason), w in zip(got, words):
+        assert w in reason, (reason, w)
+    lines = str(exc.value).splitlines()
+    assert lines[:-1] == [f"{path}:{n}: {r}" for n, r in got]
+    assert lines[-1] == f"7 problems in {path}"
+    assert isinstance(exc.value, ParFileError) and isinstance(exc.value, stirgpu.errors.StirGpuError)
+    assert (exc.value.path, exc.value.line) == (str(path), want_lines[0])
+
+
+def test_without_check_files_only_the_file_is_read(tmp_path):
+    """read_osmaposl_par without check_files reports the file's own problems and looks at no
+    other file; a single problem has no count line."""
+    text = par(top="number of subsets := 0\n")
+    with pytest.raises(ParFileProblems) as exc:
+        read(tmp_path, text)
+    assert _problems(exc.value) == [(line_of(text, "number of subsets"), "'number of subsets' must be at least 1, got 0")]
+    assert str(exc.value) == f"{tmp_path / 'recon.par'}:{line_of(text, 'number of subsets')}: " \
+                             "'number of subsets' must be at least 1, got 0"
+
+
+def test_follow_on_problems_are_not_reported(tmp_path):
+    """A problem is reported once, not again as a consequence: a misspelt required key is not
+    also 'missing'; a block after an unsupported type is not also 'unexpected'; a check across
+    keys is skipped when one of its keys could not be read."""
+    text = par(prefix="outptu filename prefix := out\n",
+               projector=("projector pair type := Matrix\nProjector Pair Using Matrix Parameters :=\n"
+                          "End Projector Pair Using Matrix Parameters :=\n"),
+               top="number of subsets := four\nstart at subset := 2\n")
+    got = _problems(refused(tmp_path, text))
+    assert [line for line, _ in got] == [line_of(text, "projector pair type"), line_of(text, "outptu"),
+                                         line_of(text, "number of subsets")], got
+    assert "did you mean 'output filename prefix'" in got[1][1] and "expects an integer" in got[2][1]
+
+
+def test_check_files_lists_every_missing_file(tmp_path):
+    """check_input_files lists all missing inputs at once (here: the data and two of three
+    subset sensitivities), each at its key's line."""
+    text = par(objective="use subset sensitivities := 1\nsubset sensitivity filenames := sens_%d.hv\n",
+               top="number of subsets := 3\n")
+    s = read(tmp_path, text)
+    (tmp_path / "sens_1.hv").write_text("x")
+    with pytest.raises(ParFileProblems) as exc:
+        s.check_input_files()
+    sens = line_of(text, "subset sensitivity filenames")
+    assert [(p.line, p.reason) for p in exc.value.problems] == [
+        (line_of(text, "input file"), f"file not found: {tmp_path / 'prompts.hs'}"),
+        (sens, f"file not found: {tmp_path / 'sens_0.hv'}"), (sens, f"file not found: {tmp_path / 'sens_2.hv'}")]

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 import stirgpu
-from stirgpu.errors import ParFileError
+from stirgpu.errors import ParFileError, ParFileProblems
 from stirgpu.parfile import ProjectorOptions, ProjectorSettings, read_projector_par
 
 
@@ -143,3 +143,19 @@ def test_invalid_settings_objects_are_rejected():
         ProjectorOptions(type="Ray Tracing")
     with pytest.raises(ValueError):
         ProjectorOptions(backend="gpu")
+
+
+def test_every_problem_of_a_projector_file_at_once(tmp_path):
+    """An unknown key, an out-of-range value, a bad backend and a refused smoothing step in one
+    stirgpu block: all four in one ParFileProblems, each at its line, plus a count line."""
+    text = forward("restrict to cylindrical FOV := 2\nbackend := opencl\ncolour := blue\n"
+                   "pre data processor := Separable Gaussian\n", "stirgpu")
+    path = write(tmp_path, text)
+    with pytest.raises(ParFileProblems) as exc:
+        read_projector_par(path)
+    got = [(p.line, p.reason) for p in exc.value.problems]
+    assert [line for line, _ in got] == [line_of(text, "restrict"), line_of(text, "backend"),
+                                         line_of(text, "colour"), line_of(text, "pre data")], got
+    assert "expects 0 or 1" in got[0][1] and "auto, cpu, cuda" in got[1][1]
+    assert "unknown key 'colour'" in got[2][1] and "smoothing" in got[3][1]
+    assert str(exc.value).splitlines()[-1] == f"4 problems in {path}"

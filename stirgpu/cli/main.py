@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except StirGpuError as exc:
-        print(f"stirgpu {args.command}: error: {exc}", file=sys.stderr)
+        # one line per problem (a parameter file's problems come all at once, with a count line)
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(f"stirgpu {args.command}: error: {line}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""

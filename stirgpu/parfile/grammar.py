@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from ..errors import ParFileError
+from ..errors import ParFileError, ParFileProblems
 
 __all__ = [
     "Entry", "Block", "canonical_key", "parse_par_file", "parse_par_string", "split_list",
@@ -157,35 +157,49 @@ def _substitute(text: str, env: Mapping[str, str], path: str | None, line: int) 
     return _ENV.sub(repl, text)  # one pass: a value that itself contains ${...} is not expanded again
 
 
+def _token(lineno: int, line: str, path: str | None, env: Mapping[str, str]) -> _Token | None:
+    """The token of one logical line (None for a blank or comment line); ParFileError if malformed."""
+    code = line.split(";", 1)[0]
+    if not code.strip():
+        return None
+    code = _substitute(code, env, path, lineno)
+    pos = code.find(":=")
+    if pos < 0:
+        raise ParFileError(f"expected 'key := value', found {code.strip()!r}", path, lineno)
+    raw_key = code[:pos].strip()
+    value = code[pos + 2:].strip() or None
+    index = None
+    m = _INDEX.match(raw_key)
+    if m:
+        raw_key, index = m.group("key").strip(), int(m.group("index"))
+    elif "[" in raw_key or "]" in raw_key:
+        raise ParFileError(f"malformed index in key {raw_key!r} (expected 'key[n]')", path, lineno)
+    key = canonical_key(raw_key)
+    if not key:
+        raise ParFileError("missing key before ':='", path, lineno)
+    words = _words(raw_key)
+    closer = None
+    if words[0] == "end" and index is None:
+        closer = canonical_key(" ".join(words[1:]))
+        if value is not None:
+            raise ParFileError(f"'{raw_key} :=' closes a block and takes no value (found {value!r})",
+                               path, lineno)
+    return _Token(Entry(key, raw_key, value, lineno, index), closer)
+
+
 def _tokens(text: str, path: str | None, env: Mapping[str, str]) -> list[_Token]:
-    toks = []
+    """Every line's token; all malformed lines are reported together (ParFileProblems)."""
+    toks, problems = [], []
     for lineno, line in _logical_lines(text):
-        code = line.split(";", 1)[0]
-        if not code.strip():
+        try:
+            tok = _token(lineno, line, path, env)
+        except ParFileError as exc:
+            problems.append(exc)
             continue
-        code = _substitute(code, env, path, lineno)
-        pos = code.find(":=")
-        if pos < 0:
-            raise ParFileError(f"expected 'key := value', found {code.strip()!r}", path, lineno)
-        raw_key = code[:pos].strip()
-        value = code[pos + 2:].strip() or None
-        index = None
-        m = _INDEX.match(raw_key)
-        if m:
-            raw_key, index = m.group("key").strip(), int(m.group("index"))
-        elif "[" in raw_key or "]" in raw_key:
-            raise ParFileError(f"malformed index in key {raw_key!r} (expected 'key[n]')", path, lineno)
-        key = canonical_key(raw_key)
-        if not key:
-            raise ParFileError("missing key before ':='", path, lineno)
-        words = _words(raw_key)
-        closer = None
-        if words[0] == "end" and index is None:
-            closer = canonical_key(" ".join(words[1:]))
-            if value is not None:
-                raise ParFileError(f"'{raw_key} :=' closes a block and takes no value (found {value!r})",
-                                   path, lineno)
-        toks.append(_Token(Entry(key, raw_key, value, lineno, index), closer))
+        if tok is not None:
+            toks.append(tok)
+    if problems:
+        raise ParFileProblems(problems)
     return toks
 
 
@@ -259,10 +273,17 @@ def parse_par_string(text: str, *, path: str | os.PathLike | None = None,
     """Parse parameter-file text into its outermost :class:`Block`.
 
     ``path`` is only used in messages; ``env`` replaces ``os.environ`` for ``${VAR}``.
-    Raises :class:`~stirgpu.errors.ParFileError` (with the line) on malformed text.
+    Raises :class:`~stirgpu.errors.ParFileProblems` on malformed text: every line that cannot
+    be read (no ``:=``, an unset ``${VAR}``, a malformed index ...), each with its line; or, when
+    all lines can be read, the one problem of the block structure (an unclosed or mismatched
+    block: what follows it cannot be placed).
     """
     p = None if path is None else os.fspath(path)
-    return _build(_tokens(text, p, os.environ if env is None else env), p)
+    tokens = _tokens(text, p, os.environ if env is None else env)
+    try:
+        return _build(tokens, p)
+    except ParFileError as exc:
+        raise ParFileProblems([exc]) from None
 
 
 def parse_par_file(path: str | os.PathLike, *, env: Mapping[str, str] | None = None) -> Block:
@@ -273,10 +294,12 @@ def parse_par_file(path: str | os.PathLike, *, env: Mapping[str, str] | None = N
         if size > MAX_PARFILE_BYTES:
             raise ParFileError(f"{size} bytes is too big for a parameter file (is this a data file?)", p)
         raw = p.read_bytes()
+    except ParFileError as exc:
+        raise ParFileProblems([exc]) from None
     except OSError as exc:
-        raise ParFileError(f"cannot read parameter file: {exc.strerror or exc}", p) from exc
+        raise ParFileProblems([ParFileError(f"cannot read parameter file: {exc.strerror or exc}", p)]) from exc
     if b"\0" in raw:
-        raise ParFileError("binary content (NUL bytes): not a parameter file", p)
+        raise ParFileProblems([ParFileError("binary content (NUL bytes): not a parameter file", p)])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -8,10 +8,12 @@ a STIR ``initialise_keymap()``:
   value selects a :class:`Choice`; a choice with a block name requires that block
   (``Projector Pair Using Parallelproj Parameters :=``) to follow and reads it.
 
-:func:`read_block` walks the block in file order, so the first problem in the file is the
-one reported.  Where STIR warns and carries on (unknown key, unparsable number, a key given
-twice, an unknown type), this raises :class:`~stirgpu.errors.ParFileError` with the file and
-line: nothing is silently ignored.
+:func:`read_block` walks the whole block and reports *every* problem to the :class:`Context`
+(unknown keys, unparsable or out-of-range values, keys given twice, unknown or unsupported
+types, missing blocks), each with the file and line, and carries on with the next key; the
+caller ends with :meth:`Context.check`, which raises one
+:class:`~stirgpu.errors.ParFileProblems` listing them all.  Where STIR warns and carries on,
+stirgpu refuses: nothing is silently ignored, and a user fixes everything in one run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import ParFileError
+from ..errors import ParFileError, ParFileProblems
 from .grammar import Block, Entry, canonical_key, split_list
 
 __all__ = [
@@ -39,14 +41,26 @@ class Problem(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """Where a file came from: its path (for messages) and the folder relative names are
-    resolved against."""
+    """Where a file came from: its path (for messages), the folder relative names are
+    resolved against, and the problems found so far (see :meth:`report`, :meth:`check`)."""
 
     path: str | None
     base_dir: Path
+    problems: list = dataclasses.field(default_factory=list, compare=False, repr=False)
+    #: fields whose key is present but could not be read (checks across fields skip them)
+    failed: set = dataclasses.field(default_factory=set, compare=False, repr=False)
 
     def error(self, message: str, line: int | None) -> ParFileError:
         return ParFileError(message, self.path, line)
+
+    def report(self, message: str, line: int | None) -> None:
+        """Note a problem at ``line`` and carry on reading."""
+        self.problems.append(self.error(message, line))
+
+    def check(self) -> None:
+        """Raise :class:`~stirgpu.errors.ParFileProblems` listing every problem reported."""
+        if self.problems:
+            raise ParFileProblems(self.problems)
 
     def resolve(self, name: str) -> Path:
         """A file name from the parameter file, relative names taken from ``base_dir``."""
@@ -180,21 +194,55 @@ Spec = Key | TypeKey
 
 
 def _unknown_key(e: Entry, block: Block, specs: Iterable[Spec], hints: Mapping[str, str],
-                 ctx: Context) -> ParFileError:
+                 ctx: Context) -> str:
     if e.key in hints:
-        return ctx.error(f"'{e.raw_key}' is not accepted in '{block.raw_key}': {hints[e.key]}", e.line)
-    names = {s.key: s.name for s in specs}
-    close = difflib.get_close_matches(e.key, list(names), n=1, cutoff=0.75)
-    hint = f" (did you mean '{names[close[0]]}'?)" if close else ""
-    return ctx.error(f"unknown key '{e.raw_key}' in '{block.raw_key}'{hint}; STIR would ignore it with a "
-                     f"warning, stirgpu refuses so that no setting is silently dropped", e.line)
+        return f"'{e.raw_key}' is not accepted in '{block.raw_key}': {hints[e.key]}"
+    by_key = {s.key: s for s in specs}
+    close = difflib.get_close_matches(e.key, list(by_key), n=1, cutoff=0.75)
+    hint = ""
+    if close:
+        meant = by_key[close[0]]
+        hint = f" (did you mean '{meant.name}'?)"
+        ctx.failed.add(meant.field)  # the key meant is there, misspelt: not also "missing"
+    return (f"unknown key '{e.raw_key}' in '{block.raw_key}'{hint}; STIR would ignore it with a "
+            f"warning, stirgpu refuses so that no setting is silently dropped")
+
+
+def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tuple[bool, Found | None]:
+    """A type key's value: ``(the next block belongs to it, Found or None)``; problems go to ``ctx``.
+    A block right after an unknown or refused type is taken as its own (not reported again)."""
+    choice = spec.choice(c.value)
+    if choice is None:
+        if spec.other is None:
+            known = ", ".join(ch.name for ch in spec.choices if ch.refuse is None)
+            ctx.report(f"'{c.raw_key} := {c.value}': unknown or unsupported type; stirgpu supports: {known}",
+                       c.line)
+            return nxt is not None, None
+        try:
+            value, used = spec.other(c.value, c.line, nxt, ctx)
+        except Problem as exc:
+            ctx.report(f"'{c.raw_key} := {c.value}': {exc}", c.line)
+            return nxt is not None, None
+        return used, Found(value, c.line)
+    if choice.refuse is not None:
+        ctx.report(f"'{c.raw_key} := {c.value}' is not supported by stirgpu: {choice.refuse}", c.line)
+        return nxt is not None, None
+    if choice.block is None:
+        return False, Found(None if choice.read is None else choice.read(None, ctx), c.line)
+    if nxt is None or nxt.key != canonical_key(choice.block):
+        found = f"'{nxt.raw_key}' (line {nxt.line})" if nxt is not None else "nothing"
+        ctx.report(f"'{c.raw_key} := {c.value}' must be followed by the block "
+                   f"'{choice.block} :=' ... 'End {choice.block} :=', found {found}", c.line)
+        return False, None
+    return True, Found(choice.read(nxt, ctx), c.line)
 
 
 def read_block(block: Block, specs: tuple[Spec, ...], ctx: Context, *,
                hints: Mapping[str, str] | None = None) -> dict[str, Found]:
     """Read ``block`` against ``specs``: returns ``{field: Found(value, line)}`` for the keys
-    present.  ``hints`` maps canonical keys to explanations used when they appear here
-    (keys that belong to another block, or that stirgpu refuses on purpose)."""
+    present and readable; every problem is reported to ``ctx`` (see :meth:`Context.check`).
+    ``hints`` maps canonical keys to explanations used when they appear here (keys that belong
+    to another block, or that stirgpu refuses on purpose)."""
     hints = hints or {}
     by_key = {s.key: s for s in specs}
     out: dict[str, Found] = {}
@@ -204,53 +252,38 @@ def read_block(block: Block, specs: tuple[Spec, ...], ctx: Context, *,
     for i, c in enumerate(children):
         if isinstance(c, Block):
             if i not in consumed:
-                raise ctx.error(f"unexpected block '{c.raw_key}' in '{block.raw_key}': no 'type :=' key "
-                                f"before it selects it", c.line)
+                ctx.report(f"unexpected block '{c.raw_key}' in '{block.raw_key}': no 'type :=' key "
+                           f"before it selects it", c.line)
             continue
+        nxt = children[i + 1] if i + 1 < len(children) and isinstance(children[i + 1], Block) else None
         spec = by_key.get(c.key)
         if spec is None:
-            raise _unknown_key(c, block, specs, hints, ctx)
+            ctx.report(_unknown_key(c, block, specs, hints, ctx), c.line)
+            if nxt is not None and c.value is not None:
+                consumed.add(i + 1)  # the block an unknown 'type' key selects is part of the same mistake
+            continue
         if c.index is not None:
-            raise ctx.error(f"'{c.raw_key}' does not take an index ('[{c.index}]')", c.line)
+            ctx.report(f"'{c.raw_key}' does not take an index ('[{c.index}]')", c.line)
+            continue
         if c.key in seen:
-            raise ctx.error(f"'{c.raw_key}' is given twice (lines {seen[c.key]} and {c.line}); STIR would "
-                            f"silently keep the last value", c.line)
+            ctx.report(f"'{c.raw_key}' is given twice (lines {seen[c.key]} and {c.line}); STIR would "
+                       f"silently keep the last value", c.line)
+            continue
         seen[c.key] = c.line
-        nxt = children[i + 1] if i + 1 < len(children) and isinstance(children[i + 1], Block) else None
+        if c.value is None:
+            continue  # STIR: a key without a value keeps its default
         if isinstance(spec, Key):
-            if c.value is None:
-                continue  # STIR: a key without a value keeps its default
             try:
                 out[spec.field] = Found(spec.parse(c.value, ctx), c.line)
             except Problem as exc:
-                raise ctx.error(f"'{c.raw_key}' {exc}", c.line) from None
+                ctx.report(f"'{c.raw_key}' {exc}", c.line)
+                ctx.failed.add(spec.field)
             continue
-        # a type key
-        if c.value is None:
-            continue
-        choice = spec.choice(c.value)
-        if choice is None:
-            if spec.other is None:
-                known = ", ".join(ch.name for ch in spec.choices if ch.refuse is None)
-                raise ctx.error(f"'{c.raw_key} := {c.value}': unknown or unsupported type; stirgpu supports: "
-                                f"{known}", c.line)
-            try:
-                value, used = spec.other(c.value, c.line, nxt, ctx)
-            except Problem as exc:
-                raise ctx.error(f"'{c.raw_key} := {c.value}': {exc}", c.line) from None
-            if used:
-                consumed.add(i + 1)
-            out[spec.field] = Found(value, c.line)
-            continue
-        if choice.refuse is not None:
-            raise ctx.error(f"'{c.raw_key} := {c.value}' is not supported by stirgpu: {choice.refuse}", c.line)
-        if choice.block is None:
-            out[spec.field] = Found(None if choice.read is None else choice.read(None, ctx), c.line)
-            continue
-        if nxt is None or nxt.key != canonical_key(choice.block):
-            found = f"'{nxt.raw_key}' (line {nxt.line})" if nxt is not None else "nothing"
-            raise ctx.error(f"'{c.raw_key} := {c.value}' must be followed by the block "
-                            f"'{choice.block} :=' ... 'End {choice.block} :=', found {found}", c.line)
-        consumed.add(i + 1)
-        out[spec.field] = Found(choice.read(nxt, ctx), c.line)
+        used, found = _read_type(c, spec, nxt, ctx)
+        if used:
+            consumed.add(i + 1)
+        if found is not None:
+            out[spec.field] = found
+        else:
+            ctx.failed.add(spec.field)
     return out

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ParFileError
+from ..errors import ParFileError, ParFileProblems
 from .grammar import Block, canonical_key, parse_par_file
 from .keymap import (Choice, Context, Found, Key, Problem, TypeKey, as_bool, as_float, as_path, as_str,
                      int_at_least, read_block)
@@ -213,27 +213,22 @@ class OsmaposlSettings:
 
     def input_files(self) -> dict[str, list[Path]]:
         """The files the run reads, by field."""
-        out: dict[str, list[Path]] = {"input_file": [self.input_file]}
-        for f in ("additive_sinogram", "normalisation", "time_frame_definition_filename"):
-            if getattr(self, f) is not None:
-                out[f] = [getattr(self, f)]
-        if isinstance(self.initial_estimate, Path):
-            out["initial_estimate"] = [self.initial_estimate]
-        if not self.sensitivity_must_be_computed:
-            if self.use_subset_sensitivities:
-                out["subset_sensitivity_filenames"] = [self.subset_sensitivity_filename(k)
-                                                       for k in range(self.num_subsets)]
-            else:
-                out["sensitivity_filename"] = [self.sensitivity_filename]
-        return out
+        return _input_files(lambda f: getattr(self, f))
+
+    def output_folders(self) -> dict[str, list[Path]]:
+        """The folders the run writes into (estimates, computed sensitivities), by field."""
+        return _output_folders(lambda f: getattr(self, f))
 
     def check_input_files(self) -> None:
-        """Raise :class:`ParFileError` (with the line of the key) for the first input file that
-        does not exist."""
-        for field, files in self.input_files().items():
-            for f in files:
-                if not f.is_file():
-                    raise self.error(field, f"file not found: {f}")
+        """Raise :class:`~stirgpu.errors.ParFileProblems` listing every input file that does not
+        exist, each at the line of its key."""
+        _raise_all(self.path, self.lines, _missing_inputs(self.input_files()))
+
+    def check_files(self) -> None:
+        """Like :meth:`check_input_files`, and also every output folder that does not exist or is
+        not writable: everything in one :class:`~stirgpu.errors.ParFileProblems`."""
+        _raise_all(self.path, self.lines,
+                   _missing_inputs(self.input_files()) + _unwritable(self.output_folders()))
 
     # ------------------------------------------------------------------ writing
     def to_par(self) -> str:
@@ -293,6 +288,76 @@ class OsmaposlSettings:
                 f"minimum relative change := {fmt(self.minimum_relative_change)}",
                 f"report objective function values interval := {self.report_objective_function_values_interval}"]
         return "\n".join(["OSMAPOSLParameters :=", *("  " + s for s in top), "END :=", ""])
+
+
+# ---------------------------------------------------------------------------------------------
+# the files a run reads and writes (from settings, or from the values of a file with problems)
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OsmaposlSettings)
+             if f.default is not dataclasses.MISSING}
+
+
+def _sensitivity_computed(get) -> bool:
+    if get("recompute_sensitivity"):
+        return True
+    return (get("subset_sensitivity_filenames") if get("use_subset_sensitivities")
+            else get("sensitivity_filename")) is None
+
+
+def _sensitivity_files(get) -> tuple[str, list[Path]]:
+    """(field, files) of the sensitivities: read, or written when computed."""
+    if get("use_subset_sensitivities"):
+        pattern = get("subset_sensitivity_filenames")
+        files = [] if pattern is None else [pattern.format(k) for k in range(get("num_subsets"))]
+        return "subset_sensitivity_filenames", files
+    name = get("sensitivity_filename")
+    return "sensitivity_filename", [] if name is None else [name]
+
+
+def _input_files(get) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for f in ("input_file", "additive_sinogram", "normalisation", "time_frame_definition_filename"):
+        if get(f) is not None:
+            out[f] = [get(f)]
+    if isinstance(get("initial_estimate"), Path):
+        out["initial_estimate"] = [get("initial_estimate")]
+    if not _sensitivity_computed(get):
+        field, files = _sensitivity_files(get)
+        out[field] = files
+    return out
+
+
+def _output_folders(get) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    if get("output_filename_prefix") is not None and not get("disable_output"):
+        out["output_filename_prefix"] = [Path(get("output_filename_prefix")).parent]
+    if _sensitivity_computed(get):
+        field, files = _sensitivity_files(get)
+        if files:
+            out[field] = sorted({f.parent for f in files})
+    return out
+
+
+def _missing_inputs(files: dict[str, list[Path]]) -> list[tuple[str, str]]:
+    return [(field, f"file not found: {f}" if not f.exists() else f"not a file: {f}")
+            for field, fs in files.items() for f in fs if not f.is_file()]
+
+
+def _unwritable(folders: dict[str, list[Path]]) -> list[tuple[str, str]]:
+    out = []
+    for field, fs in folders.items():
+        for d in fs:
+            if not d.is_dir():
+                out.append((field, f"output folder {d} does not exist"))
+            elif not os.access(d, os.W_OK):
+                out.append((field, f"output folder {d} is not writable"))
+    return out
+
+
+def _raise_all(path, lines, problems: list[tuple[str, str]]) -> None:
+    where = dict(lines)
+    if problems:
+        raise ParFileProblems([ParFileError(m, path, where.get(field)) for field, m in problems])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,10 +441,12 @@ def _filter(value: str, line: int, nxt: Block | None, ctx: Context) -> tuple[_Fi
     return _Filter(value), nxt is not None  # its block (if any) belongs to it
 
 
-def _norm_block(block: Block, ctx: Context) -> Path:
+def _norm_block(block: Block, ctx: Context) -> Path | None:
     found = read_block(block, (Key("normalisation projdata filename", "file", _file),), ctx)
     if "file" not in found:
-        raise ctx.error(f"'{block.raw_key}' needs 'normalisation projdata filename :='", block.line)
+        if "file" not in ctx.failed:
+            ctx.report(f"'{block.raw_key}' needs 'normalisation projdata filename :='", block.line)
+        return None  # (reported: the settings are not built)
     return found["file"].value
 
 
@@ -490,10 +557,10 @@ _OBJECTIVE_HINTS = {s.key: f"it belongs in 'OSMAPOSLParameters', outside the '{_
 def _objective(block: Block, ctx: Context) -> dict[str, Found]:
     found = read_block(block, _OBJECTIVE_KEYS, ctx, hints=_OBJECTIVE_HINTS)
     for field, name in (("input_file", "input file"), ("projectors", "projector pair type")):
-        if field not in found:
+        if field not in found and field not in ctx.failed:
             extra = ("; STIR would fall back to its ray-tracing projectors, which stirgpu does not implement: "
                      "add 'projector pair type := Parallelproj'") if field == "projectors" else ""
-            raise ctx.error(f"'{block.raw_key}' needs '{name} :='{extra}", block.line)
+            ctx.report(f"'{block.raw_key}' needs '{name} :='{extra}", block.line)
     return found
 
 
@@ -504,67 +571,93 @@ _TOP_KEYS = (TypeKey("objective function type", "objective",
 _ROOT = canonical_key("OSMAPOSLParameters")
 
 
-def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | None = None) -> OsmaposlSettings:
-    """Build :class:`OsmaposlSettings` from a parsed ``OSMAPOSLParameters`` block."""
+def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | None = None,
+                                 check_files: bool = False) -> OsmaposlSettings:
+    """Build :class:`OsmaposlSettings` from a parsed ``OSMAPOSLParameters`` block.
+
+    Every problem -- unknown keys, unsupported features, out-of-range values, values that
+    contradict each other and, with ``check_files``, missing input files and missing or
+    unwritable output folders -- is collected, and all are raised together as one
+    :class:`~stirgpu.errors.ParFileProblems`."""
     ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
     if root.key != _ROOT:
-        raise ctx.error(f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of "
-                        f"'OSMAPOSLParameters :='", root.line)
+        ctx.report(f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of "
+                   f"'OSMAPOSLParameters :='", root.line)
+        ctx.check()
     top = read_block(root, _TOP_KEYS, ctx, hints=_TOP_HINTS)
-    if "objective" not in top:
-        raise ctx.error(f"'{root.raw_key}' needs 'objective function type := {OBJECTIVE_FUNCTION}'", root.line)
-    objective = top.pop("objective")
-    found: dict[str, Found] = {**objective.value, **top}
+    objective = top.pop("objective", None)
+    if objective is None and "objective" not in ctx.failed:
+        ctx.report(f"'{root.raw_key}' needs 'objective function type := {OBJECTIVE_FUNCTION}'", root.line)
+    found: dict[str, Found] = {**(objective.value if objective is not None else {}), **top}
     values = {k: f.value for k, f in found.items()}
     lines = {k: f.line for k, f in found.items()}
-    lines["objective_function"] = objective.line
+    if objective is not None:
+        lines["objective_function"] = objective.line
+    _check_values(values, lines, ctx, root)
+    if check_files:
+        def get(field: str):
+            return values.get(field, _DEFAULTS.get(field))
+        for field, message in _missing_inputs(_input_files(get)) + _unwritable(_output_folders(get)):
+            ctx.report(message, lines.get(field, root.line))
+    ctx.check()
+    path = None if ctx.path is None else Path(ctx.path)
+    values["projectors"] = dataclasses.replace(values["projectors"], path=path, line=lines["projectors"])
+    return OsmaposlSettings(**values, path=path, lines=lines)
 
-    def fail(field: str, message: str) -> ParFileError:
-        return ParFileError(message, ctx.path, lines.get(field, root.line))
+
+def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
+    """The checks across keys (reported to ``ctx``); ``values`` becomes OsmaposlSettings' fields.
+    A check whose keys could not be read is skipped: their own problem is reported already."""
+    def report(field: str, message: str) -> None:
+        ctx.report(message, lines.get(field, root.line))
+
+    def readable(*fields: str) -> bool:
+        return not ctx.failed.intersection(fields)
 
     for kind in ("inter_update", "inter_iteration"):
         filt = values.pop(f"{kind}_filter", None)
         interval = values.pop(f"{kind}_filter_interval", 0)
         if filt is not None and interval > 0:
-            raise fail(f"{kind}_filter", f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
-                       f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
-                       f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
-                       f"interval to 0 or the type to None")
+            report(f"{kind}_filter", f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
+                   f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
+                   f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
+                   f"interval to 0 or the type to None")
     for unused in ("prior", "post_filter", "output_file_format", "randomise_subset_order", "write_update_image",
                    "z_zoom", "use_tof_sensitivities"):
-        values.pop(unused, None)  # validated above: only the STIR defaults get here
+        values.pop(unused, None)  # validated by their parsers: only the STIR defaults get here
     for k in ("xy_output_image_size", "z_output_image_size", "max_segment_num_to_process"):
         if values.get(k) == -1:
             values[k] = None
 
     n_subsets = values.get("num_subsets", 1)
     n_subiter = values.get("num_subiterations", 1)
-    if values.get("start_subset_num", 0) >= n_subsets:
-        raise fail("start_subset_num", f"'start at subset := {values['start_subset_num']}' must be below "
-                   f"'number of subsets' ({n_subsets})")
-    if values.get("save_interval", 1) > n_subiter:
-        raise fail("save_interval", f"'save estimates at subiteration intervals := {values['save_interval']}' "
-                   f"must not exceed 'number of subiterations' ({n_subiter}) (STIR: range error)")
-    if values.get("minimum_relative_change", 0.0) > values.get("maximum_relative_change", FLOAT32_MAX):
-        raise fail("minimum_relative_change", "'minimum relative change' exceeds 'maximum relative change'")
+    if values.get("start_subset_num", 0) >= n_subsets and readable("num_subsets"):
+        report("start_subset_num", f"'start at subset := {values['start_subset_num']}' must be below "
+               f"'number of subsets' ({n_subsets})")
+    if values.get("save_interval", 1) > n_subiter and readable("num_subiterations"):
+        report("save_interval", f"'save estimates at subiteration intervals := {values['save_interval']}' "
+               f"must not exceed 'number of subiterations' ({n_subiter}) (STIR: range error)")
+    if (values.get("minimum_relative_change", 0.0) > values.get("maximum_relative_change", FLOAT32_MAX)
+            and readable("minimum_relative_change", "maximum_relative_change")):
+        report("minimum_relative_change", "'minimum relative change' exceeds 'maximum relative change'")
     disable = values.get("disable_output", False)
     prefix = values.pop("output_filename_prefix", "")
-    if not prefix and not disable:
-        raise fail("output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or "
-                   f"'disable output := 1')")
+    if not prefix and not disable and readable("disable_output", "output_filename_prefix"):
+        report("output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or "
+               f"'disable output := 1')")
     values["output_filename_prefix"] = ctx.resolve(prefix) if prefix else None
-    path = None if ctx.path is None else Path(ctx.path)
-    values["projectors"] = dataclasses.replace(values["projectors"], path=path, line=lines["projectors"])
-    return OsmaposlSettings(**values, path=path, lines=lines)
 
 
 def read_osmaposl_par(path: str | os.PathLike, *, base_dir: str | os.PathLike | None = None,
-                      env: Mapping[str, str] | None = None) -> OsmaposlSettings:
+                      env: Mapping[str, str] | None = None, check_files: bool = False) -> OsmaposlSettings:
     """Read and validate an OSMAPOSL parameter file.
 
     ``base_dir``: where relative file names are taken from; None means the current directory
     (what STIR does).  ``env`` replaces ``os.environ`` for ``${VAR}``.  Raises
-    :class:`~stirgpu.errors.ParFileError` (file and line) for anything malformed or unsupported;
-    nothing is read but the parameter file itself (see :meth:`OsmaposlSettings.check_input_files`).
+    :class:`~stirgpu.errors.ParFileProblems` listing *every* problem (file and line each) of
+    anything malformed or unsupported.  Nothing is read but the parameter file itself; with
+    ``check_files`` the same exception also lists missing input files and missing or
+    unwritable output folders (:meth:`OsmaposlSettings.check_files`).
     """
-    return osmaposl_settings_from_block(parse_par_file(path, env=env), base_dir=base_dir)
+    return osmaposl_settings_from_block(parse_par_file(path, env=env), base_dir=base_dir,
+                                        check_files=check_files)

@@ -247,9 +247,12 @@ BACK_TYPE = TypeKey("Back projector type", "back", (
 
 def _separate(block: Block, ctx: Context) -> ProjectorSettings:
     found = read_block(block, (FORWARD_TYPE, BACK_TYPE), ctx)
-    for spec in (FORWARD_TYPE, BACK_TYPE):
-        if found.get(spec.field) is None:
-            raise ctx.error(f"'{block.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu)", block.line)
+    missing = [spec for spec in (FORWARD_TYPE, BACK_TYPE) if found.get(spec.field) is None]
+    for spec in missing:
+        if spec.field not in ctx.failed:
+            ctx.report(f"'{block.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu)", block.line)
+    if missing:
+        return None  # (reported: the settings are not built)
     return ProjectorSettings("pair", found["forward"].value, found["back"].value, SEPARATE)
 
 
@@ -279,14 +282,16 @@ _ROOTS = {
 def projector_settings_from_block(root: Block, ctx: Context) -> ProjectorSettings:
     """Read a standalone projector parameter block (see module docstring)."""
     if root.key not in _ROOTS:
-        raise ctx.error(f"not a projector parameter file: it starts with '{root.raw_key} :=' instead of "
-                        f"'Forward Projector parameters :=', 'Back Projector parameters :=' or "
-                        f"'projector pair parameters :='", root.line)
+        ctx.report(f"not a projector parameter file: it starts with '{root.raw_key} :=' instead of "
+                   f"'Forward Projector parameters :=', 'Back Projector parameters :=' or "
+                   f"'projector pair parameters :='", root.line)
+        ctx.check()
     role, spec = _ROOTS[root.key]
     found = read_block(root, (spec,), ctx)
-    if spec.field not in found:
-        raise ctx.error(f"'{root.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu); STIR would fall "
-                        f"back to a projector stirgpu does not implement", root.line)
+    if spec.field not in found and spec.field not in ctx.failed:
+        ctx.report(f"'{root.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu); STIR would fall "
+                   f"back to a projector stirgpu does not implement", root.line)
+    ctx.check()  # every problem of the file at once
     value = found[spec.field].value
     path = None if ctx.path is None else Path(ctx.path)
     if role == "pair":
@@ -299,8 +304,8 @@ def read_projector_par(path: str | os.PathLike, *, env: Mapping[str, str] | None
     """Read a standalone projector parameter file (STIR's ``forward_project`` /
     ``back_project`` format, or a ``projector pair parameters`` file).
 
-    Raises :class:`~stirgpu.errors.ParFileError` naming the file and line for anything
-    malformed or unsupported.
+    Raises :class:`~stirgpu.errors.ParFileProblems` listing every problem (unknown keys,
+    unsupported projectors or options, out-of-range values), each with the file and line.
     """
     root = parse_par_file(path, env=env)
     return projector_settings_from_block(root, Context(os.fspath(path), Path.cwd()))

@@ -2,9 +2,10 @@
 
 :func:`prepare_osmaposl` does every check that can fail before any work -- the
 parameter file (grammar, keys, types, unsupported features), the existence of every
-input file, the headers and geometries of the data, the subset balance, the image
-geometry, the output folders -- and raises a :class:`~stirgpu.errors.ParFileError`
-naming the file and the line of the key at fault (or the data file's own error).
+input file, the output folders, the headers and geometries of the data, the subset
+balance, the image geometry -- and raises one :class:`~stirgpu.errors.ParFileProblems`
+listing every problem found, each naming the file and the line of the key at fault (and
+the data file's own error).
 Nothing is written until it has returned.  :func:`run_osmaposl` then computes the
 sensitivities and runs the subiterations, writing the same files as STIR:
 ``<prefix>_<n>.hv`` and, when asked for, the sensitivities.
@@ -18,11 +19,9 @@ import os
 from pathlib import Path
 
 from ..config import config, get_config
-from ..errors import FormatError, GeometryError, ParFileError, StirGpuError
+from ..errors import FormatError, GeometryError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_from_file, read_image
-from ..geometry import ImageInfo
 from ..parfile import OsmaposlSettings, read_osmaposl_par
-from .naming import interfile_image_name
 from .objective import PoissonLogLikelihood
 from .osem import OSEM, OSEMResult
 from .sensitivity import SensitivitySpec
@@ -76,19 +75,40 @@ class PreparedRun:
         self.close()
 
 
-def _open(settings: OsmaposlSettings, field: str, path: Path):
-    try:
-        return read_from_file(path)
-    except FormatError as exc:
-        raise settings.error(field, f"cannot read {path}: {exc}") from None
+class _Check:
+    """The problems found while preparing a run, each at the line of its key; :meth:`done`
+    raises them all as one ParFileProblems."""
 
+    def __init__(self, settings: OsmaposlSettings):
+        self.settings = settings
+        self.problems: list[ParFileError] = []
 
-def _writable_folder(settings: OsmaposlSettings, field: str, path: Path) -> None:
-    folder = path.parent
-    if not folder.is_dir():
-        raise settings.error(field, f"output folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise settings.error(field, f"output folder {folder} is not writable")
+    def add(self, field: str, message: str) -> None:
+        self.problems.append(self.settings.error(field, message))
+
+    def open(self, field: str, path: Path):
+        """Projection data with values, or None (the problem noted; a missing file is noted by
+        the file checks already)."""
+        if not path.is_file():
+            return None
+        try:
+            return read_from_file(path, allow_template=False)
+        except FormatError as exc:
+            self.add(field, f"cannot read {path}: {exc}")
+            return None
+
+    def image(self, field: str, path: Path):
+        if not path.is_file():
+            return None
+        try:
+            return read_image(path)
+        except FormatError as exc:
+            self.add(field, f"cannot read {path}: {exc}")
+            return None
+
+    def done(self) -> None:
+        if self.problems:
+            raise ParFileProblems(self.problems)
 
 
 def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None = None) -> PreparedRun:
@@ -98,86 +118,51 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
     ``projector``: a ``ProjectorPair`` to use instead of the one the file describes.
     ``base_dir``: where relative names in the file are taken from (default: the working
     directory, as STIR).
+
+    Every problem found is reported at once: one :class:`~stirgpu.errors.ParFileProblems`
+    lists those of the parameter file (keys, values) with its missing files and output
+    folders, or, when the file itself is fine, the missing files and output folders with the
+    problems of the data it names (unreadable headers, geometries that differ, subsets, image
+    sizes, sensitivity files).
     """
-    s = par if isinstance(par, OsmaposlSettings) else read_osmaposl_par(par, base_dir=base_dir)
-    s.check_input_files()
+    s = par if isinstance(par, OsmaposlSettings) else _read_settings(par, base_dir)
+    check = _Check(s)
+    try:
+        s.check_files()
+    except ParFileProblems as exc:
+        check.problems.extend(exc.problems)  # with the problems of the data, below
     files = []
     try:
-        y = _open(s, "input_file", s.input_file)
-        files.append(y)
-        if getattr(y, "is_template", False):
-            raise s.error("input_file", f"{s.input_file} is a template without data")
-        pdi = y.get_proj_data_info()
+        y = check.open("input_file", s.input_file)
+        if y is not None:
+            files.append(y)
         extra = {}
         for field, name in (("additive_sinogram", "additive"), ("normalisation", "normalisation")):
             path = getattr(s, field)
-            if path is None:
+            pd = None if path is None else check.open(field, path)
+            if pd is None:
                 continue
-            pd = _open(s, field, path)
             files.append(pd)
-            if getattr(pd, "is_template", False):
-                raise s.error(field, f"{path} is a template without data")
-            if pd.get_proj_data_info() != pdi:
-                raise s.error(field, f"{path}: its geometry differs from the input file's "
-                                     f"({pd.get_proj_data_info()!r} vs {pdi!r})")
+            if y is not None and pd.get_proj_data_info() != y.get_proj_data_info():
+                check.add(field, f"{path}: its geometry differs from the input file's "
+                                 f"({pd.get_proj_data_info()!r} vs {y.get_proj_data_info()!r})")
             extra[name] = pd
-        m = s.max_segment_num_to_process
-        if m is not None and m > min(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
-            raise s.error("max_segment_num_to_process",
-                          f"'maximum absolute segment number to process := {m}' is too large: the data have "
-                          f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}")
-        objective = PoissonLogLikelihood(y, additive=extra.get("additive"), normalisation=extra.get("normalisation"),
-                                         zero_end_planes_of_segment_0=s.zero_end_planes_of_segment_0,
-                                         max_segment_num_to_process=m)
-        # the image: STIR's target is the initial estimate when it is a file, else the default image
-        if isinstance(s.initial_estimate, Path):
-            try:
-                init_img = read_image(s.initial_estimate)
-            except FormatError as exc:
-                raise s.error("initial_estimate", f"cannot read {s.initial_estimate}: {exc}") from None
-            info: ImageInfo = init_img.info
-            initial = init_img
-        else:
-            try:
-                # STIR's default image to the last bit (its float32 voxel sizes and sizes)
-                from ..kernels.stir_lors import stir_default_image_info
-                info = stir_default_image_info(pdi, **s.image_arguments())
-            except GeometryError as exc:
-                raise s.error("xy_output_image_size", str(exc)) from None
-            initial = float(s.initial_estimate)
-        nv = objective.proj_data_info.get_num_views()
-        if s.num_subsets > nv:
-            raise s.error("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
-        # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
-        # sensitivities' says (checked with STIR 6.5); so does a .par run here
-        if not objective.subsets_are_balanced(s.num_subsets):
-            raise s.error("num_subsets",
-                          f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
-                          f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
-                          f"choose a number of subsets that divides {nv}")
+        initial, info = _image(s, check, y)
+        objective = None
+        if y is not None:
+            objective = _objective(s, check, y, extra)
         spec = SensitivitySpec(use_subset_sensitivities=s.use_subset_sensitivities,
                                recompute=s.recompute_sensitivity, filename=s.sensitivity_filename,
                                subset_filenames=s.subset_sensitivity_filenames)
-        if spec.computes:
-            field = "subset_sensitivity_filenames" if s.use_subset_sensitivities else "sensitivity_filename"
-            for f in spec.files(s.num_subsets):
-                _writable_folder(s, field, f)
-        else:
-            for f in spec.files(s.num_subsets):
-                try:
-                    sens = read_image(f)
-                except FormatError as exc:
-                    raise s.error("subset_sensitivity_filenames" if s.use_subset_sensitivities
-                                  else "sensitivity_filename", f"cannot read {f}: {exc}") from None
-                if sens.info != info:
-                    raise s.error("subset_sensitivity_filenames" if s.use_subset_sensitivities
-                                  else "sensitivity_filename",
-                                  f"{f}: geometry {sens.info!r} differs from the reconstruction's {info!r}")
-        prefix = None if s.disable_output else s.output_filename_prefix
-        if prefix is not None:
-            _writable_folder(s, "output_filename_prefix", interfile_image_name(f"{prefix}_1"))
+        if not spec.computes:
+            _check_sensitivities(s, check, spec, info)
         if projector is None:
-            projector = make_projector(s.projectors)
+            try:
+                projector = make_projector(s.projectors)
+            except ParFileError as exc:
+                check.problems.append(exc)
+        check.done()
+        prefix = None if s.disable_output else s.output_filename_prefix
         try:
             osem = OSEM(objective, projector, info, num_subsets=s.num_subsets,
                         num_subiterations=s.num_subiterations, start_subiteration_num=s.start_subiteration_num,
@@ -187,12 +172,71 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                         maximum_relative_change=s.maximum_relative_change, sensitivity=spec,
                         report_objective_interval=s.report_objective_function_values_interval)
         except StirGpuError as exc:
-            raise ParFileError(str(exc), s.path) from None
+            raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
         return PreparedRun(s, osem, initial, files)
     except BaseException:
         for f in files:
             f.close()
         raise
+
+
+def _read_settings(par, base_dir) -> OsmaposlSettings:
+    """The settings of a parameter file; a file with problems is reported together with its
+    missing files and output folders (as far as they can be known from what could be read)."""
+    try:
+        return read_osmaposl_par(par, base_dir=base_dir)
+    except ParFileProblems:
+        read_osmaposl_par(par, base_dir=base_dir, check_files=True)  # the same problems, and the files'
+        raise
+
+
+def _image(s: OsmaposlSettings, check: _Check, y):
+    """(initial estimate, image geometry): STIR's target is the initial estimate when it is a
+    file, else the default image for the data.  (None, None) where neither can be known."""
+    if isinstance(s.initial_estimate, Path):
+        img = check.image("initial_estimate", s.initial_estimate)
+        return (img, img.info) if img is not None else (None, None)
+    if y is None:
+        return None, None
+    try:
+        # STIR's default image to the last bit (its float32 voxel sizes and sizes)
+        from ..kernels.stir_lors import stir_default_image_info
+        return float(s.initial_estimate), stir_default_image_info(y.get_proj_data_info(), **s.image_arguments())
+    except GeometryError as exc:
+        check.add("xy_output_image_size", str(exc))
+        return None, None
+
+
+def _objective(s: OsmaposlSettings, check: _Check, y, extra: dict):
+    pdi = y.get_proj_data_info()
+    m = s.max_segment_num_to_process
+    if m is not None and m > min(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
+        check.add("max_segment_num_to_process",
+                  f"'maximum absolute segment number to process := {m}' is too large: the data have "
+                  f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}")
+        return None
+    objective = PoissonLogLikelihood(y, additive=extra.get("additive"), normalisation=extra.get("normalisation"),
+                                     zero_end_planes_of_segment_0=s.zero_end_planes_of_segment_0,
+                                     max_segment_num_to_process=m)
+    nv = objective.proj_data_info.get_num_views()
+    if s.num_subsets > nv:
+        check.add("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
+    # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
+    # sensitivities' says (checked with STIR 6.5); so does a .par run here
+    elif not objective.subsets_are_balanced(s.num_subsets):
+        check.add("num_subsets",
+                  f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
+                  f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
+                  f"choose a number of subsets that divides {nv}")
+    return objective
+
+
+def _check_sensitivities(s: OsmaposlSettings, check: _Check, spec: SensitivitySpec, info) -> None:
+    field = "subset_sensitivity_filenames" if s.use_subset_sensitivities else "sensitivity_filename"
+    for f in spec.files(s.num_subsets):
+        sens = check.image(field, f)
+        if sens is not None and info is not None and sens.info != info:
+            check.add(field, f"{f}: geometry {sens.info!r} differs from the reconstruction's {info!r}")
 
 
 def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None,
