@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import config
+from .checks import check_folder
 from .osmaposl import add_execution_options, config_changes
 from .written import wrote_folder
 
@@ -257,7 +258,11 @@ def run(args) -> int:
     from .timeline import render_timeline
     t_start = time.perf_counter()
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        from ..errors import StirGpuError
+        raise StirGpuError(f"--output {out}: is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, f"--output {out}")
     s = DemoSettings
     earlier = [n for n in DEMO_FILES if (out / n).exists()]
     if earlier and not args.overwrite:

@@ -24,6 +24,8 @@ from pathlib import Path
 from ..config import config
 from ..errors import StirGpuError
 from ..execution.plan import plural
+from . import checks
+from .checks import memory_size
 from .project import DEVICES_HELP, add_backend_option, add_numerics_option, execution_config, parse_devices
 from .written import describe_interfile, shown
 
@@ -69,7 +71,7 @@ def add_execution_options(p, what: str, backend_note: str = "") -> None:
     add_numerics_option(p)
     add_backend_option(p, what, backend_note)
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
-    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
                    help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
                         "(default: from the free memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -88,15 +90,16 @@ def timeline_path(pattern: str, subiteration: int) -> Path:
 
 
 def _check_timeline(pattern: str | None) -> None:
-    """Before any work: the picture's name works and its folder exists."""
+    """Before any work: the picture's name works, matplotlib can write it, and into its folder."""
     if pattern is None:
         return
     try:
         path = timeline_path(pattern, 1)
     except (TypeError, ValueError):
         raise StirGpuError(f"--timeline {pattern}: only one %d may stand in the name") from None
-    if not path.parent.is_dir():
-        raise StirGpuError(f"--timeline {pattern}: folder {path.parent} does not exist")
+    # the projection commands' checks (an extension matplotlib writes, a writable folder); like
+    # OSMAPOSL's estimates, pictures of an earlier run are replaced
+    checks.timeline_path(str(path), overwrite=True)
 
 
 def wrote_line(saved: list, sensitivity_files: list, pictures: list = ()) -> str:

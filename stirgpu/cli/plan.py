@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..config import config as scoped_config
 from ..config import get_config
 from ..execution.plan import plural
+from .checks import memory_size, set_up_projector
 from .project import DEVICES_HELP, add_backend_option, execution_config, parse_devices
 
 __all__ = ["register", "run", "plans_for", "LEGEND"]
@@ -54,7 +55,7 @@ def register(subparsers) -> None:
                    help="image header (default: STIR's default image for the data)")
     add_backend_option(p, "plan for")
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
-    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
                    help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
                         "(default: from the free memory)")
     p.add_argument("--subsets", type=int, default=1, metavar="N",
@@ -105,6 +106,9 @@ def run(args) -> int:
     if args.max_views_per_chunk is not None:
         changes["max_views_per_chunk"] = args.max_views_per_chunk
     with scoped_config(**changes):
+        from ..projectors import ProjectorPair
+        # data the projectors cannot take (TOF, ...) are an error, not a plan
+        set_up_projector(ProjectorPair(), pdi, info, args.projdata)
         backend, lanes, plans = plans_for(pdi, info, args.subsets)
     print(f"projection data: {args.projdata}: {pdi.get_scanner().name}, segments "
           f"{pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}, {pdi.get_num_views()} views, "

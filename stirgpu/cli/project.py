@@ -12,11 +12,11 @@ written under temporary names and appear only when complete.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
+from ..formats.naming import IMAGE, PROJDATA
+from .checks import memory_size, non_negative_int, output_files, say_written, set_up_projector, timeline_path
 from .written import wrote_interfile
 
 __all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config",
@@ -81,10 +81,10 @@ def _common(p, role: str) -> None:
         subset = "back project only the views of subset K of N (STIR's subsets: views v with v %% N == K)"
     p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N", help=subset)
     same = "the same numbers" if role == "forward" else "the same image to float32 rounding"
-    p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
+    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
                    help="most memory the projection may use on each GPU and on the host, e.g. 512M, 2G "
                         f"(default: from the free memory); a smaller budget means more, smaller chunks, {same}")
-    p.add_argument("--max-segment", type=int, default=None, metavar="N",
+    p.add_argument("--max-segment", type=non_negative_int, default=None, metavar="N",
                    help="only segments -N..N (STIR's 'maximum absolute segment number to process')"
                         + ("; OUTPUT's other segments are 0" if role == "forward" else ""))
     p.add_argument("--stats", action="store_true",
@@ -122,14 +122,6 @@ def register(subparsers) -> None:
 
 
 # -- argument parsing --------------------------------------------------------------------
-def _size(text: str) -> int:
-    import argparse
-    try:
-        return parse_bytes(text)
-    except StirGpuError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def parse_subset(text: str) -> tuple[int, int]:
     """``"K/N"`` -> (K, N) with 0 <= K < N."""
     import argparse
@@ -189,42 +181,39 @@ def _config_changes(args, from_par: dict) -> dict:
     return changes
 
 
-def _check_new(path: str, overwrite: bool) -> None:
-    p = Path(path)
-    if p.exists() and not overwrite:
-        raise StirGpuError(f"{p}: already exists (use --overwrite to replace it)")
-
-
-def _report(args, projector) -> None:
+def _report(args, projector, timeline) -> None:
     stats = projector.last_stats
     if args.stats and stats is not None:
         print(projector.last_plan)
         print(stats.summary())
-    if args.timeline:
+    if timeline is not None:
         from .timeline import render_timeline
-        render_timeline(stats, args.timeline)
+        render_timeline(stats, timeline)
 
 
 def run_forward(args) -> int:
     from ..formats import ProjDataOnDisk, read_image, read_projdata_header
     from ..projectors import ForwardProjector
+    # everything is checked before any work: the .par, the outputs, the inputs, the projector set-up
     changes, kw = _projector_settings(args.par, "forward")
-    _check_new(args.output, args.overwrite)
+    names = output_files(args.output, PROJDATA, args.overwrite)
+    timeline = timeline_path(args.timeline, args.overwrite)
     pdi = read_projdata_header(args.template).proj_data_info
     image = read_image(args.image)
     k, n = args.subset if args.subset is not None else (0, 1)
     with scoped_config(**_config_changes(args, changes)):
         fp = ForwardProjector(max_segment_num_to_process=args.max_segment, **kw)
-        fp.set_up(pdi, image.info)
-        out = ProjDataOnDisk.create(args.output, pdi, overwrite=args.overwrite)
+        set_up_projector(fp, pdi, image.info, args.template)
+        out = ProjDataOnDisk.create(names.header, pdi, overwrite=args.overwrite)
         try:
             fp.forward_project(out, image, subset_num=k, num_subsets=n)
         except BaseException:
             out.abort()  # nothing appears under the output name
             raise
         out.close()  # commits: data, then header
-    _report(args, fp)
-    print(wrote_interfile(args.output))
+    _report(args, fp, timeline)
+    say_written(args.output, names)
+    print(wrote_interfile(names.header))
     return 0
 
 
@@ -249,17 +238,19 @@ def run_back(args) -> int:
     from ..projectors import BackProjector
     template, par = _split_rest(args.rest)
     changes, kw = _projector_settings(par, "back")
-    _check_new(args.output, args.overwrite)
+    names = output_files(args.output, IMAGE, args.overwrite)
+    timeline = timeline_path(args.timeline, args.overwrite)
     k, n = args.subset if args.subset is not None else (0, 1)
-    with read_from_file(args.projdata) as data:
+    with read_from_file(args.projdata, allow_template=False) as data:
         pdi = data.get_proj_data_info()
         # without a template, STIR's back_project uses its default image: to the last bit
         info = read_image(template).info if template is not None else stir_default_image_info(pdi)
         with scoped_config(**_config_changes(args, changes)):
             bp = BackProjector(max_segment_num_to_process=args.max_segment, **kw)
-            bp.set_up(pdi, info)
+            set_up_projector(bp, pdi, info, args.projdata)
             values = bp.back_project(None, data, subset_num=k, num_subsets=n)
-    write_image(args.output, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
-    _report(args, bp)
-    print(wrote_interfile(args.output))
+    write_image(names.header, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
+    _report(args, bp, timeline)
+    say_written(args.output, names)
+    print(wrote_interfile(names.header))
     return 0
