@@ -150,9 +150,11 @@ def test_projectors_refusal_is_an_error_of_plan_and_project(tmp_path, capsys, no
 
 def test_argument_values_use_command_line_words(ref, tmp_path):
     """Values the library would refuse in its own words are refused by the parser, naming the
-    option: --max-segment below 0, a memory size it cannot read (osmaposl, plan)."""
+    option: --max-segment below 0, a memory size it cannot read (osmaposl, plan), no views per
+    chunk."""
     cases = [fwd_args(ref, tmp_path / "o", "--max-segment", "-1"),
              ["plan", str(ref / "ecat953_span3_fwd.hs"), "--memory-budget", "12X"],
+             ["plan", str(ref / "ecat953_span3_fwd.hs"), "--max-views-per-chunk", "0"],
              ["osmaposl", "x.par", "--memory-budget", "-3"]]
     for argv in cases:
         with pytest.raises(SystemExit) as e:
@@ -165,3 +167,11 @@ def test_demo_output_folder_is_checked(tmp_path, capsys, no_projection):
     """demo --output that is a file is refused before simulating anything."""
     (tmp_path / "f").write_text("x")
     refused(["demo", "--output", str(tmp_path / "f"), "--backend", "cpu", "--quiet"], capsys, "is a file")
+
+
+@pytest.mark.parametrize("args", [fwd_args, back_args])
+def test_more_subsets_than_views_refused_before_writing(ref, tmp_path, capsys, no_projection, args):
+    """--subset K/N with N above the data's views is refused naming --subset, before an output
+    is created (it used to be found once the projection started)."""
+    refused(args(ref, tmp_path / "o", "--subset", "0/200"), capsys, "--subset 0/200", "only 96 views")
+    assert list(tmp_path.iterdir()) == []

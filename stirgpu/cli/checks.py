@@ -17,7 +17,7 @@ from ..errors import GeometryError, StirGpuError
 from ..formats.naming import OutputNames, output_names
 
 __all__ = ["output_files", "say_written", "check_new", "check_folder", "timeline_path", "set_up_projector",
-           "memory_size", "non_negative_int"]
+           "subset_of", "memory_size", "non_negative_int", "positive_int"]
 
 
 def check_new(path: Path, overwrite: bool) -> None:
@@ -79,6 +79,15 @@ def set_up_projector(projector, proj_data_info, image_info, data_name) -> None:
         raise StirGpuError(f"{data_name}: {exc}") from None
 
 
+def subset_of(subset: tuple[int, int] | None, proj_data_info) -> tuple[int, int]:
+    """``--subset K/N`` (default 0/1), checked against the data's views before any work."""
+    k, n = subset if subset is not None else (0, 1)
+    nv = proj_data_info.get_num_views()
+    if n > nv:
+        raise StirGpuError(f"--subset {k}/{n}: {n} subsets, but the data have only {nv} views")
+    return k, n
+
+
 def memory_size(text: str) -> int:
     """argparse type: a memory size such as 512M or 2G."""
     from ..execution.plan import parse_bytes
@@ -88,12 +97,21 @@ def memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    if v < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
     return v
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)

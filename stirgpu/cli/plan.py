@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..config import config as scoped_config
 from ..config import get_config
 from ..execution.plan import plural
-from .checks import memory_size, set_up_projector
+from .checks import memory_size, positive_int, set_up_projector
 from .project import DEVICES_HELP, add_backend_option, execution_config, parse_devices
 
 __all__ = ["register", "run", "plans_for", "LEGEND"]
@@ -61,7 +61,7 @@ def register(subparsers) -> None:
     p.add_argument("--subsets", type=int, default=1, metavar="N",
                    help="plan subset 0 of N subsets (STIR's subsets: views v with v %% N == 0); default 1: all "
                         "views")
-    p.add_argument("--max-views-per-chunk", type=int, default=None, metavar="N",
+    p.add_argument("--max-views-per-chunk", type=positive_int, default=None, metavar="N",
                    help="at most N viewgrams in one chunk")
     p.set_defaults(run=run)
 

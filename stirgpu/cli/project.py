@@ -16,7 +16,8 @@ from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
 from ..formats.naming import IMAGE, PROJDATA
-from .checks import memory_size, non_negative_int, output_files, say_written, set_up_projector, timeline_path
+from .checks import (memory_size, non_negative_int, output_files, say_written, set_up_projector, subset_of,
+                     timeline_path)
 from .written import wrote_interfile
 
 __all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config",
@@ -200,7 +201,7 @@ def run_forward(args) -> int:
     timeline = timeline_path(args.timeline, args.overwrite)
     pdi = read_projdata_header(args.template).proj_data_info
     image = read_image(args.image)
-    k, n = args.subset if args.subset is not None else (0, 1)
+    k, n = subset_of(args.subset, pdi)
     with scoped_config(**_config_changes(args, changes)):
         fp = ForwardProjector(max_segment_num_to_process=args.max_segment, **kw)
         set_up_projector(fp, pdi, image.info, args.template)
@@ -240,9 +241,9 @@ def run_back(args) -> int:
     changes, kw = _projector_settings(par, "back")
     names = output_files(args.output, IMAGE, args.overwrite)
     timeline = timeline_path(args.timeline, args.overwrite)
-    k, n = args.subset if args.subset is not None else (0, 1)
     with read_from_file(args.projdata, allow_template=False) as data:
         pdi = data.get_proj_data_info()
+        k, n = subset_of(args.subset, pdi)
         # without a template, STIR's back_project uses its default image: to the last bit
         info = read_image(template).info if template is not None else stir_default_image_info(pdi)
         with scoped_config(**_config_changes(args, changes)):
