@@ -108,6 +108,9 @@ class ParFileProblems(ParFileError):
         self.path, self.line = first.path, first.line
         self.reason = "\n".join(p.reason for p in self.problems)
 
+    def __reduce__(self):
+        return type(self), (self.problems,)
+
 
 class KernelCacheWarning(UserWarning):
     """Compiled kernels cannot be kept on disk (the cache folder is not writable); they still run."""

@@ -474,6 +474,8 @@ def test_every_problem_is_reported_at_once(tmp_path):
     assert lines[-1] == f"7 problems in {path}"
     assert isinstance(exc.value, ParFileError) and isinstance(exc.value, stirgpu.errors.StirGpuError)
     assert (exc.value.path, exc.value.line) == (str(path), want_lines[0])
+    back = pickle.loads(pickle.dumps(exc.value))  # (e.g. from a worker process)
+    assert str(back) == str(exc.value) and _problems(back) == got
 
 
 def test_without_check_files_only_the_file_is_read(tmp_path):

@@ -6,8 +6,8 @@ OSMAPOSL (:mod:`.osmaposl`) and projectors (:mod:`.projectors`).
 >>> settings.num_subsets, settings.projectors.pair_type  # doctest: +SKIP
 (4, 'Parallelproj')
 
-Anything stirgpu does not support is refused with a :class:`~stirgpu.errors.ParFileError`
-naming the file and line, before any work.
+Anything stirgpu does not support is refused before any work, all problems of a file at
+once: one :class:`~stirgpu.errors.ParFileProblems` lists them, each naming the file and line.
 """
 
 from .grammar import Block, Entry, canonical_key, parse_par_file, parse_par_string, split_list
