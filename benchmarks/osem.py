@@ -8,14 +8,14 @@ the same data, with the same kernels and the same STIR quotient rule, and update
 way (``x *= ratio / sens_k``); only the work selection and data movement differ:
 
 * **stirgpu** -- ``ProjectorPair.forward_back_ratio`` per subset: reads the subset's views of
-  y, the additive term and the factors chunk by chunk, and per chunk forward projects,
+  y, the background and the factors chunk by chunk, and per chunk forward projects,
   divides and back projects on the device (no full-size intermediate);
 * **bridge** -- what STIR's Parallelproj bridge does per subset: forward project ALL views
   into a full-size array, take the subset's part, compute the quotient there, assemble a
   full-size array that is zero outside the subset, and back project ALL of it.
 
 Data: ``y = A x`` of a uniform cylinder (noise-free: timing does not depend on the counts),
-a flat additive term and correction factors, all in host memory (ProjDataInMemory).
+a flat background (measured units) and correction factors, all in host memory (ProjDataInMemory).
 Sensitivities are computed once before timing (both strategies share them).
 
 Output: a JSON document (``--json FILE`` also writes it), then readable lines.
@@ -64,7 +64,7 @@ def make_problem(args, projector):
 
 def streaming_iteration(pp, x, y, background, f, sens, K, stats):
     for k in range(K):
-        ratio = pp.forward_back_ratio(x, y, k, K, additive=background, multiplicative=f,
+        ratio = pp.forward_back_ratio(x, y, k, K, background=background, multiplicative=f,
                                       out_image=array_module(x).zeros_like(x))
         stats.append(pp.last_stats)
         x *= stir_divide(ratio, sens[k])

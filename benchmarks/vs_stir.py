@@ -13,7 +13,7 @@ stirgpu's demo phantom (a cylinder with spheres), written by stirgpu as Interfil
 Runs, each a fresh process, the two in turn after one untimed run of each (numba's kernel
 cache filled, files in the page cache); best of ``--repeat`` for the projections, one
 OSMAPOSL run each (21 subsets, 1 iteration, subset sensitivities computed, no normalisation
-or additive term):
+or additive sinogram):
 
 * STIR: ``forward_project``, ``back_project`` with Parallelproj ``.par`` files, and ``OSMAPOSL``
   with ``projector pair type := Parallelproj`` (libparallelproj's OpenMP CPU build,

@@ -3,11 +3,12 @@
 The loop STIR's OSMAPOSL runs, with stirgpu's streaming ``ProjectorPair``:
 
     sens_k = B_k(1/f)                                   (subset sensitivity)
-    x     *= B_k( y / ((A_k x)/f + r) / f ) / sens_k    (one subiteration)
+    x     *= B_k( y / ((A_k x)/f + b) / f ) / sens_k    (one subiteration)
 
 ``forward_back_ratio`` does the bracket chunk by chunk (forward project, divide with
-STIR's rule, back project) without a full-size intermediate.  ``r`` is the background
-in measured units; STIR's ``additive sinogram`` a is in normalised units (r = a / f).
+STIR's rule, back project) without a full-size intermediate.  ``b`` (its argument
+``background``) is the background in measured units; STIR's ``additive sinogram`` a is in
+normalised units (mean = (A x + a) / f), so b = a / f.
 
 The data are simulated here (a water cylinder with hot and cold spheres on a small
 ECAT 953 geometry).  Runs in seconds on a CPU; on a GPU when there is one.
@@ -37,7 +38,7 @@ with stirgpu.config(backend=args.backend):
     print(f"simulated {sim.total_counts:.3g} counts, {pdi.total_num_bins} bins, image {image_info.shape}, "
           f"backend {projector.backend}")
 
-    # 2. the background in measured units: r = a / f
+    # 2. the background in measured units: b = a / f
     background = ProjDataInMemory(pdi, fill=sim.additive.as_array() / sim.normalisation.as_array())
 
     # 3. OSEM: 6 subsets, 3 full iterations
@@ -47,7 +48,7 @@ with stirgpu.config(backend=args.backend):
     x = np.ones(image_info.shape, dtype=np.float32)
     for iteration in range(num_iterations):
         for k in range(num_subsets):
-            ratio, loglik = projector.forward_back_ratio(x, sim.prompts, k, num_subsets, additive=background,
+            ratio, loglik = projector.forward_back_ratio(x, sim.prompts, k, num_subsets, background=background,
                                                          multiplicative=sim.normalisation, return_loglik=True)
             x *= np.divide(ratio, sens[k], out=np.zeros_like(ratio), where=sens[k] > 0)
         print(f"iteration {iteration + 1}: subset log-likelihood {loglik:.6g}, "

@@ -7,9 +7,11 @@ a user can fix the input without reading a traceback.
 
 from __future__ import annotations
 
+import functools
 import os
 
 __all__ = [
+    "renamed_arguments",
     "StirGpuError",
     "FormatError",
     "GeometryError",
@@ -20,6 +22,28 @@ __all__ = [
     "ParFileProblems",
     "KernelCacheWarning",
 ]
+
+
+def renamed_arguments(**new_names: str):
+    """Decorator for a function (or a class, meaning its ``__init__``) whose keyword arguments
+    were renamed: calling it with an old name raises a TypeError naming the old and the new one
+    (``new_names`` maps each old name to the sentence that says what to use instead), so that
+    code written for the old name stops rather than means something else or fails obscurely."""
+    def decorate(obj):
+        target = obj.__init__ if isinstance(obj, type) else obj
+        where = obj.__qualname__
+
+        @functools.wraps(target)
+        def checked(*args, **kwargs):
+            for old in kwargs.keys() & new_names.keys():
+                raise TypeError(f"{where}(): there is no argument '{old}' any more: {new_names[old]}")
+            return target(*args, **kwargs)
+
+        if isinstance(obj, type):
+            obj.__init__ = checked
+            return obj
+        return checked
+    return decorate
 
 
 class StirGpuError(Exception):

@@ -29,7 +29,10 @@ SIRF                                   stirgpu
 Relation to STIR's OSMAPOSL keys: ``S = 1 / f`` (f: ``Bin Normalisation From ProjData``
 factors), ``a`` = STIR's ``additive sinogram``, and ``b`` has no STIR key (it is
 folded into STIR's additive term as ``a + b / S``, which is what
-:func:`make_Poisson_loglikelihood` does).
+:func:`make_Poisson_loglikelihood` does).  The words mean what they mean everywhere in
+stirgpu: *additive* is inside the normalisation (normalised units, STIR's additive sinogram,
+``PoissonLogLikelihood(additive=...)``), *background* is after it (measured units,
+``ProjectorPair.forward_back_ratio(background=...)``).
 
 Subsets (``subset_num``, ``num_subsets``) are STIR's: views ``v`` with ``v mod K == k``.
 A subset forward projection returns full-size data whose other views are 0 (or left as

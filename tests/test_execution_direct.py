@@ -171,23 +171,23 @@ def test_direct_equals_staged(kw):
 
 @pytest.mark.gpu
 def test_mixed_direct_and_staged_stores(tmp_path):
-    """The fused OSEM step with the measured data on disk (staged) and the additive and
+    """The fused OSEM step with the measured data on disk (staged) and the background and
     multiplicative terms in memory (direct) equals the all-staged call."""
     pdi, info = small_geometry()
     img = phantom(info)
     measured = random_proj_data(pdi, seed=3, low=1.0)
     with ProjDataOnDisk.create(tmp_path / "y.hs", pdi) as f:
         f.fill(measured)
-    additive = random_proj_data(pdi, seed=4, low=0.1)
+    background = random_proj_data(pdi, seed=4, low=0.1)
     mult = random_proj_data(pdi, seed=5, low=0.5)
     out = {}
     for pin in (False, True):
         pp = _pair(pin)
         pp.set_up(pdi, info)
         with ProjDataOnDisk.open(tmp_path / "y.hs") as y:
-            out[pin] = pp.forward_back_ratio(img, y, 1, 3, additive=additive, multiplicative=mult,
+            out[pin] = pp.forward_back_ratio(img, y, 1, 3, background=background, multiplicative=mult,
                                              return_loglik=True)
-        assert pp.last_stats.direct == (("additive", "multiplicative") if pin else ())
+        assert pp.last_stats.direct == (("background", "multiplicative") if pin else ())
     _close(out[True][0], out[False][0])
     assert out[True][1] == pytest.approx(out[False][1], rel=1e-9)
 

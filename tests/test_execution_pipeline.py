@@ -92,10 +92,10 @@ def test_failing_writer_ends_forward_projection_and_new_file_is_not_committed(ba
 def test_failing_fused_input_ends_call(backend):
     """The fused OSEM step fails cleanly when one of its three inputs fails mid-way."""
     pdi, info = small_geometry()
-    y, a, f = random_proj_data(pdi, 1), random_proj_data(pdi, 2), random_proj_data(pdi, 3, low=1)
+    y, b, f = random_proj_data(pdi, 1), random_proj_data(pdi, 2), random_proj_data(pdi, 3, low=1)
     pp = ProjectorPair(backend=backend, max_views_per_chunk=1)
     pp.set_up(pdi, info)
-    err, seconds = _timed(lambda: pp.forward_back_ratio(phantom(info), y, additive=FailingStore(a, 5),
+    err, seconds = _timed(lambda: pp.forward_back_ratio(phantom(info), y, background=FailingStore(b, 5),
                                                         multiplicative=f))
     assert isinstance(err.__cause__, Boom) and seconds < 10
 

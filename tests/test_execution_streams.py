@@ -97,7 +97,7 @@ def test_plans_count_each_computing_chunks_temporaries():
     eng = Engine("cuda", (0,), compute_streams=2)
     prog = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
     args = (prog, pdi, pdi.segment_nums, range(24), info.shape)
-    direct = ("measured", "additive")
+    direct = ("measured", "background")
     roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=direct)
     assert roomy.concurrency == 2 and "2 chunks computing at once" in str(roomy)
     staged = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("measured",))
@@ -150,7 +150,7 @@ def test_one_or_more_compute_streams_give_the_same_numbers(kw):
     img = phantom(info)
     data = random_proj_data(pdi)
     measured = random_proj_data(pdi, seed=3, low=1.0)
-    additive = random_proj_data(pdi, seed=4, low=0.1)
+    background = random_proj_data(pdi, seed=4, low=0.1)
     res = {}
     for streams in (1, 2, 3):
         pp = _pair(streams, **kw)
@@ -162,7 +162,7 @@ def test_one_or_more_compute_streams_give_the_same_numbers(kw):
         back = pp.back_project(None, data)
         stats = pp.last_stats
         assert stats.direct == ("data",)
-        ratio, loglik = pp.forward_back_ratio(img, measured, 2, 3, additive=additive, return_loglik=True)
+        ratio, loglik = pp.forward_back_ratio(img, measured, 2, 3, background=background, return_loglik=True)
         res[streams] = (full, sub, back, ratio, loglik)
         assert stats.chunks > 2 and stats.busy["cuda0"]["compute"] <= stats.wall_seconds
     for streams in (2, 3):

@@ -73,20 +73,20 @@ def test_quotient_follows_stirs_rule_bin_by_bin():
     assert ll[0] == pytest.approx(sum(stir_loglik(y[i], fwd[i]) for i in range(3)), rel=1e-12)
 
 
-def test_quotient_with_additive_and_factors():
-    """With f and a: ybar = fwd/f + a (float32), quotient divided by f again; bins with f == 0
-    are left out (quotient and log-likelihood term 0)."""
+def test_quotient_with_background_and_factors():
+    """With f and the background b: ybar = fwd/f + b (float32), quotient divided by f again;
+    bins with f == 0 are left out (quotient and log-likelihood term 0)."""
     rng = np.random.default_rng(1)
     shape = (2, 3, 5)
     y = rng.poisson(4, size=shape).astype(np.float32) + 1
     fwd = (rng.random(shape) * 3).astype(np.float32)
-    a = (rng.random(shape) * 0.5).astype(np.float32)
+    b = (rng.random(shape) * 0.5).astype(np.float32)
     f = (1 + rng.random(shape)).astype(np.float32)
     f[0, 0, 0] = 0
     ll = np.zeros(1)
-    q = poisson_quotient(np, fwd, y, a, f, loglik=ll)
+    q = poisson_quotient(np, fwd, y, b, f, loglik=ll)
     ok = f != 0
-    ybar = np.where(ok, fwd / np.where(ok, f, 1), 0).astype(np.float32) + a
+    ybar = np.where(ok, fwd / np.where(ok, f, 1), 0).astype(np.float32) + b
     ref = np.stack([stir_divide_and_truncate(y[i], ybar[i]) for i in range(2)])
     ref = np.where(ok, ref / np.where(ok, f, 1), 0)
     assert np.array_equal(q, ref)
@@ -103,27 +103,27 @@ def osem_case():
     pdi, info = small_geometry()
     img = phantom(info)
     measured = random_proj_data(pdi, seed=11)
-    additive = random_proj_data(pdi, seed=12)
+    background = random_proj_data(pdi, seed=12)
     factors = random_proj_data(pdi, seed=13, low=1.0)
     for s in pdi.segment_nums:  # Poisson-like counts, some zero; factors >= 1
         m = all_views(measured, s)
         measured.write_views(np.floor(m * 6).astype(np.float32), s, range(pdi.get_num_views()))
-        a = all_views(additive, s)
-        additive.write_views((0.2 * a).astype(np.float32), s, range(pdi.get_num_views()))
-    return pdi, info, img, measured, additive, factors
+        b = all_views(background, s)
+        background.write_views((0.2 * b).astype(np.float32), s, range(pdi.get_num_views()))
+    return pdi, info, img, measured, background, factors
 
 
-@pytest.mark.parametrize("with_a, with_f", [(False, False), (True, False), (False, True), (True, True)])
-def test_fused_ratio_equals_unfused_composition(backend, osem_case, with_a, with_f):
-    """forward_back_ratio(x, y, s, K, a, f) == back_project(quotient(y, forward(x)/f + a) / f)
+@pytest.mark.parametrize("with_b, with_f", [(False, False), (True, False), (False, True), (True, True)])
+def test_fused_ratio_equals_unfused_composition(backend, osem_case, with_b, with_f):
+    """forward_back_ratio(x, y, s, K, b, f) == back_project(quotient(y, forward(x)/f + b) / f)
     over subset s, computed unfused through full-size stores; the log-likelihood equals the
     numpy sum over the subset's views."""
-    pdi, info, img, y, a, f = osem_case
-    a = a if with_a else None
+    pdi, info, img, y, b, f = osem_case
+    b = b if with_b else None
     f = f if with_f else None
     pp = ProjectorPair(backend=backend, max_views_per_chunk=3)
     pp.set_up(pdi, info)
-    fused, ll = pp.forward_back_ratio(img, y, subset_num=1, num_subsets=3, additive=a, multiplicative=f,
+    fused, ll = pp.forward_back_ratio(img, y, subset_num=1, num_subsets=3, background=b, multiplicative=f,
                                       return_loglik=True)
     views = pdi.subset_views(1, 3)
     fwd = ProjDataInMemory(pdi)
@@ -132,7 +132,7 @@ def test_fused_ratio_equals_unfused_composition(backend, osem_case, with_a, with
     ll_ref = np.zeros(1)
     for s in pdi.segment_nums:
         q = poisson_quotient(np, fwd.read_views(s, views), y.read_views(s, views),
-                             None if a is None else a.read_views(s, views),
+                             None if b is None else b.read_views(s, views),
                              None if f is None else f.read_views(s, views), loglik=ll_ref)
         ratio.write_views(q, s, views)
     unfused = pp.get_back_projector().back_project(None, ratio, subset_num=1, num_subsets=3)
@@ -187,10 +187,25 @@ def test_sensitivity_is_back_projection_of_inverse_factors(backend, osem_case):
 def test_fused_ratio_reads_only_the_subset(osem_case):
     """The fused call reads exactly the subset's bins of each input (cost follows the data
     touched) and writes nothing."""
-    pdi, info, img, y, a, f = osem_case
+    pdi, info, img, y, b, f = osem_case
     pp = ProjectorPair(backend="cpu")
     pp.set_up(pdi, info)
-    pp.forward_back_ratio(img, y, 0, 4, additive=a, multiplicative=f)
+    pp.forward_back_ratio(img, y, 0, 4, background=b, multiplicative=f)
     st = pp.last_stats
     assert st.bins == pdi.total_num_bins // 4
     assert st.bytes_read == 3 * 4 * st.bins and st.bytes_written == 0
+
+
+def test_old_name_of_the_background_is_refused_naming_the_new_one(osem_case):
+    """``additive=`` (the old name of the measured-units ``background``) stops with a TypeError
+    that names both and says how STIR's additive sinogram maps onto it, rather than being taken
+    for STIR's additive sinogram (normalised units) or failing with Python's bare message."""
+    pdi, info, img, y, b, f = osem_case
+    pp = ProjectorPair(backend="cpu")
+    pp.set_up(pdi, info)
+    with pytest.raises(TypeError, match=r"ProjectorPair\.forward_back_ratio\(\).*'additive'.*'background'.*a / f"):
+        pp.forward_back_ratio(img, y, 0, 4, additive=b, multiplicative=f)
+    assert pp.last_stats is None  # refused before any work
+    fwd = np.ones((2, 3, 5), np.float32)
+    with pytest.raises(TypeError, match=r"poisson_quotient\(\).*'additive'.*'background'"):
+        poisson_quotient(np, fwd, fwd, additive=fwd)

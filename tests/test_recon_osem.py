@@ -247,6 +247,34 @@ def test_objective_refuses_mismatched_geometry(problem):
         PoissonLogLikelihood(sim.prompts, normalisation=other)
 
 
+def test_simulated_additive_sinogram_is_a_flat_background_times_the_factors(problem):
+    """``SimulatedData.additive`` is STIR's additive sinogram a (normalised units): a flat
+    background b in measured units times the factors, a = b f, so a / f is one value and its
+    share of the mean data is simulate's background_fraction (0.2 here)."""
+    pdi, info, phantom, sim = problem
+    b = np.concatenate([(sim.additive.get_segment_by_view(s) / sim.normalisation.get_segment_by_view(s)).ravel()
+                        for s in pdi.segment_nums])
+    np.testing.assert_allclose(b, b[0], rtol=1e-6)
+    pp = ProjectorPair(backend="cpu")
+    pp.set_up(pdi, info)
+    ax = ProjDataInMemory(pdi)
+    pp.forward_project(ax, sim.truth)
+    mean = sum(float(np.sum((ax.get_segment_by_view(s) + sim.additive.get_segment_by_view(s))
+                            / sim.normalisation.get_segment_by_view(s))) for s in pdi.segment_nums)
+    assert b.sum() / mean == pytest.approx(0.2, rel=1e-4)
+
+
+def test_phantom_refuses_the_old_name_of_its_cylinder_value(problem):
+    """The phantom's activity level is ``cylinder_value`` ('background' names the projection
+    data's measured-units term everywhere); the old keyword stops with both names."""
+    from stirgpu.recon.simulate import Phantom
+    _, info, phantom, _ = problem
+    p = Phantom(radius=phantom.radius, half_length=phantom.half_length, cylinder_value=2.5)
+    assert set(np.unique(p.activity(info))) == {0.0, 2.5}
+    with pytest.raises(TypeError, match=r"Phantom\(\).*'background'.*'cylinder_value'"):
+        Phantom(radius=10.0, half_length=10.0, background=2.5)
+
+
 def test_stir_divide_and_positivity_rules():
     """STIR's update division: 0/0 -> 0 where both are below 1e-6 x max(numerator), else n/d;
     initial positivity: values below 1e-6 x (smallest positive) are raised to it, all-nonpositive

@@ -3,7 +3,7 @@ print the chunk plans and the memory the projector would use, without projecting
 
 For the projection data's geometry (and the image's, or STIR's default image) it shows
 the plan of each operation OSEM runs -- forward projection, back projection, the
-subset sensitivity ``B(1/f)`` and the fused ratio step ``B(y / ((A x)/f + a) / f)`` --
+subset sensitivity ``B(1/f)`` and the fused ratio step ``B(y / ((A x)/f + b) / f)`` --
 for one subset of ``--subsets``: chunks per segment, views per chunk, buffer sizes, and
 host and GPU memory against their budgets.  Nothing is read but the headers.
 """
@@ -85,7 +85,7 @@ def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, st
     host_budget = cfg.host_memory_budget if cfg.host_memory_budget is not None else default_host_budget()
     programs = [("forward projection", ForwardProgram(geo)), ("back projection", BackProgram(geo)),
                 ("sensitivity B(1/f)", SensitivityProgram(geo, True)),
-                ("OSEM ratio step (y, a, f)", PoissonRatioProgram(geo, True, True, False))]
+                ("OSEM ratio step (y, b, f)", PoissonRatioProgram(geo, True, True, False))]
     out = []
     for name, prog in programs:
         plan = engine.make_plan(prog, proj_data_info, proj_data_info.segment_nums, views,

@@ -12,7 +12,7 @@ accumulation image) -- each compute stream gets its own ``scalars`` row.
 
 Forward projection is ``inputs=(), outputs=("out",), uses_image=True``; back
 projection ``inputs=("data",), accumulates_image=True``; OSEM's fused
-ratio-back-projection reads ``measured`` (+ ``additive``, ``multiplicative``), writes
+ratio-back-projection reads ``measured`` (+ ``background``, ``multiplicative``), writes
 nothing and accumulates an image and the log-likelihood.  See
 :mod:`stirgpu.projectors.programs`.
 """

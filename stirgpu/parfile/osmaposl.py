@@ -94,8 +94,8 @@ class OsmaposlSettings:
     #: default: STIR's Parallelproj pair (a file must say so explicitly, see read_osmaposl_par)
     projectors: ProjectorSettings = dataclasses.field(default_factory=lambda: ProjectorSettings(
         "pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj"))
-    #: STIR's 'additive sinogram' a, in *normalised* units: mean = (A x + a) / f (STIR's model; the
-    #: shared conventions page's "(A x)/f + a" is contradicted by the osem953 fixture). None: no term
+    #: STIR's 'additive sinogram' a, in *normalised* units: mean = (A x + a) / f (STIR's model,
+    #: reproduced on the osem953 fixture; docs/reconstruction.md). None: no term
     additive_sinogram: Path | None = None
     #: 'Bin Normalisation type := From ProjData' file of correction factors f (mean = (A x + a) / f);
     #: None: 'Bin Normalisation type := None' (the default)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import renamed_arguments
 from .back import BackProjector
 from .forward import ForwardProjector, _pdi_source
+from .poisson import BACKGROUND_RENAMED
 from .programs import PoissonRatioProgram, SensitivityProgram
 
 __all__ = ["ProjectorPair"]
@@ -15,8 +17,9 @@ class ProjectorPair(ForwardProjector, BackProjector):
     """Forward and back projector sharing one engine (so one uploaded image, one set of
     buffers), plus OSEM's fused steps:
 
-    * :meth:`forward_back_ratio` -- ``B_s( y / ((A_s x)/f + a) / f )`` with STIR's division
-      rule, and optionally the Poisson log-likelihood, chunk by chunk;
+    * :meth:`forward_back_ratio` -- ``B_s( y / ((A_s x)/f + b) / f )`` with STIR's division
+      rule, and optionally the Poisson log-likelihood, chunk by chunk (``b``: the background
+      in measured units);
     * :meth:`sensitivity` -- ``B_s(1/f)`` (``B_s(1)`` without factors).
 
     Options: see :class:`~stirgpu.projectors.base.StreamingProjector`.
@@ -37,15 +40,20 @@ class ProjectorPair(ForwardProjector, BackProjector):
         obj.last_plan = None
         return obj
 
+    @renamed_arguments(additive=BACKGROUND_RENAMED)
     def forward_back_ratio(self, image, measured, subset_num: int = 0, num_subsets: int = 1,
-                           additive=None, multiplicative=None, out_image=None, accumulate: bool = False,
+                           background=None, multiplicative=None, out_image=None, accumulate: bool = False,
                            return_loglik: bool = False):
         """OSEM's update numerator for one subset, fused per chunk (no full-size intermediate).
 
-        Computes ``B_s( q / f )`` with ``q = divide_and_truncate(y, (A_s x)/f + a)`` (STIR's rule,
-        :mod:`stirgpu.projectors.poisson`), ``y`` = ``measured``, ``a`` = ``additive`` (None: 0),
-        ``f`` = ``multiplicative`` (None: 1), all projection data (stirgpu stores or STIR
-        ProjData).  ``image`` is x (None: the image of :meth:`set_input`).
+        Computes ``B_s( q / f )`` with ``q = divide_and_truncate(y, (A_s x)/f + b)`` (STIR's rule,
+        :mod:`stirgpu.projectors.poisson`), ``y`` = ``measured``, ``b`` = ``background`` (None: 0)
+        in *measured* units, ``f`` = ``multiplicative`` (None: 1), all projection data (stirgpu
+        stores or STIR ProjData).  ``image`` is x (None: the image of :meth:`set_input`).
+        STIR's ``additive sinogram`` ``a`` is in normalised units (mean = (A x + a)/f), so it
+        is ``background = a / f`` here -- or ``background = a`` with no ``multiplicative``,
+        which is STIR's update numerator ``B(y / (A x + a))``
+        (:class:`stirgpu.recon.PoissonLogLikelihood` makes both calls).
 
         The result replaces ``out_image`` (is added to it with ``accumulate``); with
         ``out_image=None`` a new numpy array is returned.  With ``return_loglik`` the result is
@@ -54,15 +62,15 @@ class ProjectorPair(ForwardProjector, BackProjector):
         """
         self._auto_set_up(_pdi_source(measured), image if image is not None else out_image)
         sources = {"measured": self._store(measured, "measured")}
-        if additive is not None:
-            sources["additive"] = self._store(additive, "additive")
+        if background is not None:
+            sources["background"] = self._store(background, "background")
         if multiplicative is not None:
             sources["multiplicative"] = self._store(multiplicative, "multiplicative")
         self._check_image(image, "image")
         self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
         self._prepare_input(image)
-        program = PoissonRatioProgram(self._geometry, additive is not None, multiplicative is not None,
+        program = PoissonRatioProgram(self._geometry, background is not None, multiplicative is not None,
                                       bool(return_loglik))
         result = self._run(program, views, sources, {}, "forward-back ratio", subset=(subset_num, num_subsets),
                            **self._result_target(out_image, accumulate))

@@ -1,9 +1,16 @@
 """Element-wise steps of OSEM on one chunk, with STIR's rules; numpy or cupy (``xp``).
 
-Model (STIR's ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` with
-``Bin Normalisation From ProjData`` and an ``additive sinogram``)::
+Model of one chunk::
 
-    ybar = (A x) / f + a            f: multiplicative correction factors, a: additive term
+    ybar = (A x) / f + b            f: multiplicative correction factors (STIR's
+                                       ``Bin Normalisation From ProjData``: its undo divides),
+                                    b: the background, in *measured* units
+
+STIR's ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` has the mean
+``(A x + a) / f`` with its ``additive sinogram`` ``a`` in *normalised* units, so ``b = a / f``
+gives STIR's mean (for log-likelihoods), and ``b = a`` without factors gives the quotient
+``y / (A x + a)`` that STIR's gradient back projects (:mod:`stirgpu.recon.objective` makes
+both calls).
 
 Quotient (STIR's ``divide_and_truncate(Viewgram&, const Viewgram&, ...)`` in
 ``recon_array_functions.cxx``), per *viewgram* (one segment, one view):
@@ -28,12 +35,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import renamed_arguments
+
 __all__ = ["SMALL_FRACTION", "MAX_QUOTIENT", "poisson_quotient", "inverse_factors"]
 
 #: STIR's ``SMALL_NUM`` in ``recon_array_functions.cxx``
 SMALL_FRACTION = np.float32(1e-6)
 #: STIR's ``max_quotient`` in ``divide_and_truncate``
 MAX_QUOTIENT = np.float32(10000.0)
+
+#: what a call with the old name of ``background`` is told
+BACKGROUND_RENAMED = ("the term in measured units, added after the factors (ybar = A x / f + b), is "
+                      "'background' now; STIR's additive sinogram a (ybar = (A x + a) / f) is background = a / f")
 
 _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
@@ -61,11 +74,12 @@ def _above_small(xp, y, parts):
     return keep
 
 
-def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, loglik=None, parts=None):
+@renamed_arguments(additive=BACKGROUND_RENAMED)
+def poisson_quotient(xp, fwd, y, background=None, multiplicative=None, out=None, loglik=None, parts=None):
     """STIR's OSEM quotient for one chunk: ``out = divide_and_truncate(y, ybar) / f``.
 
-    ``fwd`` is the forward projection (A x), ``y`` the measured data, ``additive`` (a) and
-    ``multiplicative`` (f) optional; all float32 of one shape on one device: (nv, na, nt)
+    ``fwd`` is the forward projection (A x), ``y`` the measured data, ``background`` (b,
+    measured units) and ``multiplicative`` (f) optional; all float32 of one shape on one device: (nv, na, nt)
     (one segment), or flat with ``parts`` (the chunk's parts, :class:`stirgpu.execution.plan.ChunkPart`:
     ``offset``, ``stop``, ``shape``) saying where each segment's viewgrams are.  ``out`` may
     be ``fwd`` (it is written last).  With ``loglik`` (a float64 device array) the chunk's
@@ -76,8 +90,8 @@ def poisson_quotient(xp, fwd, y, additive=None, multiplicative=None, out=None, l
     if multiplicative is not None:
         ok = multiplicative != _F0
         ybar = fwd / xp.where(ok, multiplicative, _F1)
-    if additive is not None:
-        ybar = ybar + additive
+    if background is not None:
+        ybar = ybar + background
     keep = _above_small(xp, y, parts)
     big = y > ybar * MAX_QUOTIENT  # array first: cupy arrays never meet numpy scalars' operators
     divide = keep & ~big  # here ybar >= y / 10000 > 0

@@ -5,7 +5,7 @@ Each is a few lines: the engine does the reading, moving, writing and reducing.
 * :class:`ForwardProgram`      -- ``out = A x``                       (image in, data out)
 * :class:`BackProgram`         -- ``image += B data``                 (data in, image accumulated)
 * :class:`SensitivityProgram`  -- ``image += B (1/f)`` or ``B 1``     (f in, image accumulated)
-* :class:`PoissonRatioProgram` -- ``image += B(quotient(y, (A x)/f + a) / f)`` and the
+* :class:`PoissonRatioProgram` -- ``image += B(quotient(y, (A x)/f + b) / f)`` and the
   log-likelihood, with no full-size intermediate (OSEM's fused step)
 """
 
@@ -209,9 +209,9 @@ class PoissonRatioProgram(_Geometric):
     workspace = 8
     image_workspace = 4  # the prepared input image and the back accumulators
 
-    def __init__(self, geometry, with_additive: bool, with_multiplicative: bool, loglik: bool):
+    def __init__(self, geometry, with_background: bool, with_multiplicative: bool, loglik: bool):
         super().__init__(geometry)
-        self.inputs = ("measured",) + (("additive",) if with_additive else ()) + \
+        self.inputs = ("measured",) + (("background",) if with_background else ()) + \
             (("multiplicative",) if with_multiplicative else ())
         self.scalars = ("loglik",) if loglik else ()
 
@@ -219,7 +219,7 @@ class PoissonRatioProgram(_Geometric):
         fwd = d.scratch[0]
         tables = self._tables(d)
         self._forward(d, fwd, tables)
-        poisson_quotient(d.xp, fwd, d.inputs["measured"], d.inputs.get("additive"),
+        poisson_quotient(d.xp, fwd, d.inputs["measured"], d.inputs.get("background"),
                          d.inputs.get("multiplicative"), out=fwd,
                          loglik=d.scalars if self.scalars else None, parts=d.chunk.parts)
         self._back(d, fwd, tables)

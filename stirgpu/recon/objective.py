@@ -8,9 +8,10 @@ Model (STIR's documentation of that class, and its code): with ``A`` the project
 
 i.e. the additive sinogram is in *normalised* (pre-corrected) units -- STIR's class
 documentation: "the background term a is stored in additive_proj_data_sptr (note: this
-is not r)", with ``r = a / f`` the background in measured units.  (Checked against
+is not r)", with ``r`` (stirgpu's ``background`` ``b = a / f``) the background in
+measured units: ``ybar = A x / f + b``.  (Checked against
 ``stir_reference/osem953*``: this model reproduces STIR's estimates to 1e-4 of the
-maximum, the model ``A x / f + a`` misses by 20 %.)
+maximum, the model ``A x / f + a`` misses by 0.22 of it.)
 
 What OSMAPOSL needs from it (no prior):
 
@@ -20,13 +21,13 @@ What OSMAPOSL needs from it (no prior):
   ``RPC_process_related_viewgrams_gradient`` divides the data by ``A x + a`` -- the
   normalisation is not applied there -- so its cap of the quotient at 1e4 applies to
   ``y / (A x + a)``, not to ``y / ybar``; this is the projector's fused
-  ``forward_back_ratio`` with the additive term ``a`` and no multiplicative factors.  (Capping
+  ``forward_back_ratio`` with ``background = a`` and no multiplicative factors.  (Capping
   ``y / ybar`` and dividing by ``f`` afterwards caps ``y / (A x + a)`` at ``1e4 / f`` instead:
   from an initial estimate of 1e-6 without an additive term, 4 % of the maximum off STIR.)
 
 The log-likelihood (reports only) uses the mean ``ybar`` itself, as STIR's
-``RPC_process_related_viewgrams_accumulate_loglikelihood`` does: the fused call with the
-background ``r = a / f`` and the factors ``f``.
+``RPC_process_related_viewgrams_accumulate_loglikelihood`` does: the fused call with
+``background = a / f`` and the factors ``f``.
 
 STIR's handling of the inputs, reproduced with read-only views (:mod:`.views`):
 ``maximum absolute segment number to process`` keeps segments ``-m..m``;
@@ -98,8 +99,8 @@ class PoissonLogLikelihood:
             y = EndPlanes(y, 0.0)
             a = None if a is None else EndPlanes(a, 0.0)
             f = EndPlanes(f if f is not None else Constant(y.get_proj_data_info(), 1.0), 0.0)
-        #: what the projector reads: y, the additive term a (normalised units) for the update,
-        #: the background r = a / f (measured units) and f for sensitivities and log-likelihoods
+        #: what the projector reads: y, the additive sinogram a (normalised units) for the update,
+        #: the background b = a / f (measured units) and f for sensitivities and log-likelihoods
         self.measured = y
         self.multiplicative = f
         self.background = None if a is None else (a if f is None else Quotient(a, f))
@@ -137,9 +138,10 @@ class PoissonLogLikelihood:
         if return_loglik:
             scratch = out_image.copy()
             _, loglik = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets,
-                                                     additive=self.background, multiplicative=self.multiplicative,
+                                                     background=self.background, multiplicative=self.multiplicative,
                                                      out_image=scratch, accumulate=False, return_loglik=True)
-        res = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets, additive=self.additive,
+        # STIR's numerator B(y / (A x + a)): a added with no factors, as STIR's gradient does
+        res = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets, background=self.additive,
                                            multiplicative=None, out_image=out_image, accumulate=False)
         res = out_image if res is None else res
         return (res, loglik) if return_loglik else res
@@ -147,7 +149,7 @@ class PoissonLogLikelihood:
     def log_likelihood(self, projector, image) -> float:
         """The objective function (no prior) at ``image``: ``sum(y log ybar - ybar)`` over every
         processed bin, with STIR's ``accumulate_loglikelihood`` truncation (one fused pass)."""
-        _, ll = projector.forward_back_ratio(image, self.measured, 0, 1, additive=self.background,
+        _, ll = projector.forward_back_ratio(image, self.measured, 0, 1, background=self.background,
                                              multiplicative=self.multiplicative, return_loglik=True)
         return float(ll)
 

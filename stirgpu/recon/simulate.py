@@ -4,7 +4,7 @@
 
 * correction factors ``f = exp(line integral of mu)`` (attenuation correction factors
   of the phantom's water cylinder, >= 1; STIR's ``Bin Normalisation From ProjData``);
-* the additive sinogram ``a = r f`` -- a flat background ``r`` (randoms + scatter, in
+* the additive sinogram ``a = b f`` -- a flat background ``b`` (randoms + scatter, in
   measured units) expressed in STIR's normalised units (see
   :mod:`stirgpu.recon.objective`);
 * prompts ``y ~ Poisson((A x + a) / f)``, scaled to a number of counts, with a fixed seed.
@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import GeometryError
+from ..errors import GeometryError, renamed_arguments
 from ..formats import ProjData, ProjDataInMemory
 from ..geometry import ImageInfo, ProjDataInfo, Scanner
 
@@ -49,14 +49,16 @@ class Sphere:
     value: float
 
 
+@renamed_arguments(background="the cylinder's activity is 'cylinder_value' now ('background' is the "
+                              "projection data's term in measured units everywhere in stirgpu)")
 @dataclasses.dataclass(frozen=True)
 class Phantom:
-    """A water cylinder (radius, half length mm; activity ``background``) with spheres that
-    *replace* the activity inside them (hot: value > background, cold: 0)."""
+    """A water cylinder (radius, half length mm; activity ``cylinder_value``) with spheres that
+    *replace* the activity inside them (hot: value > cylinder_value, cold: 0)."""
 
     radius: float
     half_length: float
-    background: float = 1.0
+    cylinder_value: float = 1.0
     spheres: tuple[Sphere, ...] = ()
 
     def cylinder_mask(self, info: ImageInfo) -> np.ndarray:
@@ -70,7 +72,7 @@ class Phantom:
 
     def activity(self, info: ImageInfo) -> np.ndarray:
         """(z, y, x) float32 activity image (voxel-centre sampling)."""
-        img = np.where(self.cylinder_mask(info), np.float32(self.background), np.float32(0))
+        img = np.where(self.cylinder_mask(info), np.float32(self.cylinder_value), np.float32(0))
         for i, s in enumerate(self.spheres):
             img = np.where(self.sphere_mask(info, i), np.float32(s.value), img)
         return img.astype(np.float32)
@@ -91,7 +93,7 @@ def demo_phantom(info: ImageInfo) -> Phantom:
     r = 0.7 * r_fov
     half_len = 0.42 * nz * vz
     rs = 0.22 * r
-    return Phantom(radius=r, half_length=half_len, background=1.0, spheres=(
+    return Phantom(radius=r, half_length=half_len, cylinder_value=1.0, spheres=(
         Sphere((0.0, 0.0, -0.45 * r), rs, 4.0),
         Sphere((0.0, 0.0, 0.45 * r), 0.8 * rs, 3.0),
         Sphere((0.0, -0.45 * r, 0.0), rs, 0.0),
@@ -147,11 +149,11 @@ def simulate(projector, proj_data_info: ProjDataInfo, image_info: ImageInfo, act
             f.set_segment_by_view(np.exp(f.get_segment_by_view(seg) * np.float32(vx)), seg)
     ax = ProjDataInMemory(proj_data_info)
     projector.forward_project(ax, activity)
-    # mean of A x / f, to size the background and scale to counts
+    # mean of A x / f, to size the background b and scale to counts
     geo = sum(float(np.sum(ax.get_segment_by_view(s) / f.get_segment_by_view(s)))
               for s in proj_data_info.segment_nums)
     nbins = proj_data_info.total_num_bins
-    r = background_fraction / (1 - background_fraction) * geo / nbins   # flat background, measured units
+    b = background_fraction / (1 - background_fraction) * geo / nbins   # flat background, measured units
     scale = counts * (1 - background_fraction) / geo                      # counts per unit activity
     rng = np.random.default_rng(seed)
     prompts = ProjDataInMemory(proj_data_info)
@@ -159,7 +161,7 @@ def simulate(projector, proj_data_info: ProjDataInfo, image_info: ImageInfo, act
     total = 0.0
     for seg in proj_data_info.segment_nums:
         fs = f.get_segment_by_view(seg)
-        a = np.float32(r * scale) * fs                                     # STIR's normalised units
+        a = np.float32(b * scale) * fs                                     # STIR's normalised units: a = b f
         mean = (ax.get_segment_by_view(seg) * np.float32(scale) + a) / fs
         y = rng.poisson(np.maximum(mean, 0).astype(np.float64)).astype(np.float32)
         total += float(y.sum())
