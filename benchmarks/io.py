@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import arguments
+
 REPO = Path(__file__).resolve().parent.parent
 CHUNK_BYTES = 64 * 1024 * 1024
 
@@ -173,10 +175,12 @@ def measure(mode: str, path: Path, subsets: int, keep_cache: bool) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size-gb", type=float, default=2.0, help="size of the main file (GB, 1e9 bytes)")
-    ap.add_argument("--small-gb", type=float, default=None, help="size of the second file (default size/4)")
-    ap.add_argument("--subsets", type=int, default=21)
+    ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-gb", type=arguments.positive_float, default=2.0,
+                    help="size of the main file (GB, 1e9 bytes)")
+    ap.add_argument("--small-gb", type=arguments.positive_float, default=None,
+                    help="size of the second file (default size/4)")
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--tmpdir", default=None, help="folder for the temporary files")
     ap.add_argument("--keep-cache", action="store_true", help="do not drop the page cache between runs")
     ap.add_argument("--skip-as-array", action="store_true", help="do not load the whole file at once")
@@ -231,4 +235,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

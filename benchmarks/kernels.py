@@ -2,6 +2,8 @@
 
     python3 benchmarks/kernels.py [--cases mmr,dmi] [--variants tiled,simple,...]
                                   [--repeats 5] [--cpu-views 2] [--explicit] [--json FILE]
+    python3 benchmarks/kernels.py --backend cpu [--cases mmr,dmi] [--cpu-views 2] [--threads N]
+                                  [--stir PREFIX | --no-baseline] [--json FILE]
 
 Cases (full data, all segments, all views, data resident on the device):
 
@@ -10,8 +12,14 @@ Cases (full data, all segments, all views, data resident on the device):
 * ``dmi``: GE Discovery MI 4 rings (36 rings, 544 detectors, R = 380.5 mm), span 1, all
   ring differences, 272 views (STIR's default: detectors / 2), 415 tangential positions,
   image 71 x 215 x 215 of 2.78 mm voxels: parallelproj's published benchmark geometry.
+* ``small``: ECAT 953, span 3, max ring difference 4, 48 views, 96 tangential positions,
+  STIR's default image (smoke runs).
 
-GPU: the geometry-aware path (``forward_chunk`` / ``back_chunk``), one call per segment
+``--backend cpu`` times the numba kernels (both numerics) against libparallelproj 2.0.3's
+OpenMP build in the same run, on ``--cpu-views`` views of two segments: see
+``benchmarks/kernels_cpu.py``.  The options below that name the GPU are refused there.
+
+GPU (``--backend cuda``, the default): the geometry-aware path (``forward_chunk`` / ``back_chunk``), one call per segment
 with the tables uploaded once, the image prepared once (``prepare_image``; the
 forward figure without it, re-copying the image in every call, is reported too) and the
 back projection's accumulators kept across segments (``prepare_back_accumulator``); each
@@ -59,8 +67,17 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
+import arguments  # noqa: E402
+import kernels_cpu  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.kernels import stir_scaled_geometry  # noqa: E402
+
+CASES = ("mmr", "dmi", "small")
+#: options of the GPU run only (refused with --backend cpu), with their GPU defaults
+GPU_DEFAULTS = {"variants": "default,simple", "explicit": False, "explicit_variants": "default,simple",
+                "no_steps": False, "subsets": 21}
+#: options of the CPU run only (refused with --backend cuda)
+CPU_ONLY = ("threads", "stir", "no_baseline")
 
 
 def make_case(name: str):
@@ -73,9 +90,23 @@ def make_case(name: str):
         pdi = ProjDataInfo.construct(sc, span=1, max_ring_diff=sc.num_rings - 1, num_views=272,
                                      num_tangential_poss=415)
         ii = ImageInfo((71, 215, 215), (2.78, 2.78, 2.78))
+    elif name == "small":
+        pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4, num_views=48,
+                                     num_tangential_poss=96)
+        ii = ImageInfo.default_for(pdi)
     else:
-        raise SystemExit(f"unknown case {name!r}")
+        raise arguments.BadArgument(f"--cases: unknown case {name!r} (known: {', '.join(CASES)})")
     return pdi, ii
+
+
+def case_list(text: str) -> list[str]:
+    """argparse type of --cases: comma-separated names of CASES."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in names if c not in CASES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown case {', '.join(map(repr, bad)) or repr(text)} "
+                                                   f"(known: {', '.join(CASES)})")
+    return names
 
 
 def parse_variant(cb, text: str):
@@ -117,7 +148,7 @@ def parse_variant(cb, text: str):
         elif tok[0] in "wtr" and tok[1:].isdigit():
             kw[{"w": "warps_per_block", "t": "threads_per_block", "r": "maxrregcount"}[tok[0]]] = int(tok[1:])
         else:
-            raise SystemExit(f"unknown variant token {tok!r} in {text!r}")
+            raise arguments.BadArgument(f"--variants: unknown token {tok!r} in {text!r}")
     if text.split("+")[0] != "default":
         kw.setdefault("variant", "tiled")
     return cb.KernelOptions(**kw)
@@ -262,62 +293,79 @@ def bench_explicit(cp, cb, kg, opts, repeats, xs, xe, img, shape):
     return time_gpu(cp, fwd, repeats), time_gpu(cp, back, repeats)
 
 
-def bench_cpu(pdi, ii, kg, cpu_views: int, repeats: int):
-    from numba import get_num_threads
-
-    from stirgpu.kernels import back_chunk, forward_chunk
-    img = phantom(ii, np)
-    segs = sorted({0, pdi.segment_nums[-1]})
-    views = np.linspace(0, pdi.get_num_views() - 1, cpu_views).astype(int)
-    tabs = [pdi.chunk_tables(s, views=views) for s in segs]
-    n = sum(t.num_lors for t in tabs)
-    outs = [np.empty(t.shape, np.float32) for t in tabs]
-    back_img = np.zeros(ii.shape, np.float32)
-    small = pdi.chunk_tables(0, views=[0])
-    forward_chunk(small, img, **kg.as_kwargs())  # compile
-    back_chunk(small, np.ones(small.shape, np.float32), back_img, **kg.as_kwargs())
-    tf, tb = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for t, o in zip(tabs, outs):
-            forward_chunk(t, img, out=o, **kg.as_kwargs())
-        tf.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for t, o in zip(tabs, outs):
-            back_chunk(t, o, back_img, **kg.as_kwargs())
-        tb.append(time.perf_counter() - t0)
-    return {"lors": n, "threads": get_num_threads(), "segments": segs, "views": views.tolist(),
-            "forward_lor_per_s": n / statistics.median(tf), "back_lor_per_s": n / statistics.median(tb)}
-
-
 def _progress(lines, line):
     lines.append(line)
     print(line, file=sys.stderr, flush=True)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="mmr,dmi")
-    ap.add_argument("--variants", default="default,simple")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--cpu-views", type=int, default=2, help="views per segment for the CPU figure (0: skip)")
-    ap.add_argument("--explicit", action="store_true", help="also time the explicit-endpoint path")
-    ap.add_argument("--explicit-variants", default="default,simple", help="variants timed on the explicit path")
-    ap.add_argument("--no-steps", action="store_true", help="skip counting Joseph steps")
-    ap.add_argument("--subsets", type=int, default=21,
-                    help="also time one subset of this many with the first variant (0: skip)")
+def parse_args(argv=None):
+    ap = arguments.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"),
+                    help="cuda: the CUDA kernels (default); cpu: the numba kernels against libparallelproj's CPU build")
+    ap.add_argument("--cases", type=case_list, default="mmr,dmi", help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--repeats", type=arguments.positive_int, default=5)
+    ap.add_argument("--cpu-views", type=arguments.non_negative_int, default=2,
+                    help="views per segment for the CPU figures (GPU run: 0 skips its CPU figure)")
     ap.add_argument("--json", help="also write the JSON document to this file")
+    gpu = ap.add_argument_group("GPU run only")
+    gpu.add_argument("--variants", help=f"kernel variants (default {GPU_DEFAULTS['variants']})")
+    gpu.add_argument("--explicit", action="store_true", default=None, help="also time the explicit-endpoint path")
+    gpu.add_argument("--explicit-variants",
+                     help=f"variants timed on the explicit path (default {GPU_DEFAULTS['explicit_variants']})")
+    gpu.add_argument("--no-steps", action="store_true", default=None, help="skip counting Joseph steps")
+    gpu.add_argument("--subsets", type=arguments.non_negative_int,
+                     help=f"also time one subset of this many with the first variant (default "
+                          f"{GPU_DEFAULTS['subsets']}; 0 or 1: skip)")
+    cpu = ap.add_argument_group("CPU run only")
+    cpu.add_argument("--threads", type=arguments.positive_int,
+                     help="numba and OpenMP threads (default: the CPUs this process may run on)")
+    cpu.add_argument("--stir", help="prefix of the STIR build whose lib/libparallelproj.so is the baseline "
+                                    "(default: found as tests/reference_stir.py finds STIR)")
+    cpu.add_argument("--no-baseline", action="store_true", default=None, help="time stirgpu's kernels alone")
     args = ap.parse_args(argv)
+    other, theirs = (GPU_DEFAULTS, "cuda") if args.backend == "cpu" else (CPU_ONLY, "cpu")
+    given = [name for name in other if getattr(args, name) is not None]
+    if given:
+        ap.error(f"{', '.join('--' + n.replace('_', '-') for n in given)}: only for --backend {theirs}")
+    if args.backend == "cpu" and args.cpu_views == 0:
+        ap.error("--cpu-views: the CPU run needs at least 1 view")
+    for name, default in GPU_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.no_baseline = bool(args.no_baseline)
+    return args
 
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.backend == "cpu":
+        result, lines = kernels_cpu.run(args, make_case, phantom)
+    else:
+        result, lines = run_gpu(args)
+    doc = json.dumps(result, indent=1)
+    print(doc)
+    if args.json:
+        Path(args.json).write_text(doc + "\n")
+    for line in lines:
+        print(line)
+    return 0
+
+
+def run_gpu(args) -> tuple[dict, list[str]]:
+    """The GPU run: (JSON document, readable lines; each line is also printed to stderr as it comes)."""
+    from stirgpu.execution import resolve_backend
+    resolve_backend("cuda")  # one clear line where cupy or a GPU is missing
     import cupy as cp
 
     from stirgpu.kernels import cuda_backend as cb
+    variants = {v: parse_variant(cb, v) for v in args.variants.split(",")}
+    explicit_variants = {v: parse_variant(cb, v) for v in args.explicit_variants.split(",")} if args.explicit else {}
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
     result = {"device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
               "arch": cb.device_arch(), "sm_count": props["multiProcessorCount"], "cases": {}}
     lines = []
-    for case in args.cases.split(","):
+    for case in args.cases:
         pdi, ii = make_case(case)
         kg = stir_scaled_geometry(ii)
         nlors = sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums) * pdi.get_num_views() \
@@ -341,8 +389,7 @@ def main(argv=None) -> int:
             entry["joseph_steps"] = count_steps(cp, pdi, ii, kg)
             _progress(lines, f"{case}: {nlors} LORs, {entry['joseph_steps']} Joseph steps "
                              f"({entry['joseph_steps'] / nlors:.1f} per LOR), image {ii.shape}")
-        for v in args.variants.split(","):
-            opts = parse_variant(cb, v)
+        for v, opts in variants.items():
             tf, tf_plain, tb = bench_gpu(cp, cb, pdi, ii, kg, opts, args.repeats, tables, img)
             r = {"options": repr(opts), "forward_s": tf, "forward_per_call_copies_s": tf_plain, "back_s": tb,
                  "forward_lor_per_s": nlors / tf, "forward_per_call_copies_lor_per_s": nlors / tf_plain,
@@ -355,9 +402,9 @@ def main(argv=None) -> int:
                              f"{nlors / tf_plain:.3g} copying the image per call), "
                          f"back {nlors / tb:.3g} LOR/s ({tb * 1e3:.1f} ms), {nlors} LORs")
         if args.subsets > 1:
-            opts = parse_variant(cb, args.variants.split(",")[0])
+            opts = next(iter(variants.values()))
             sub = bench_subset(cp, cb, pdi, ii, kg, opts, args.repeats, img, args.subsets)
-            full = entry["gpu"][args.variants.split(",")[0]]
+            full = entry["gpu"][next(iter(variants))]
             for label in sub:
                 sub[label]["fraction_of_full"] = ((sub[label]["forward_s"] + sub[label]["back_s"])
                                                   / (full["forward_s"] + full["back_s"]))
@@ -371,29 +418,22 @@ def main(argv=None) -> int:
         if args.explicit:
             xs, xe = explicit_endpoints(cp, pdi, tables)
             entry["explicit"] = {}
-            for v in args.explicit_variants.split(","):
-                opts = parse_variant(cb, v)
+            for v, opts in explicit_variants.items():
                 tf, tb = bench_explicit(cp, cb, kg, opts, args.repeats, xs, xe, img, ii.shape)
                 entry["explicit"][v] = {"forward_lor_per_s": nlors / tf, "back_lor_per_s": nlors / tb,
                                         "forward_s": tf, "back_s": tb}
                 _progress(lines, f"{case} explicit {v}: forward {nlors / tf:.3g} LOR/s, back {nlors / tb:.3g} LOR/s")
             del xs, xe
         if args.cpu_views > 0:
-            c = bench_cpu(pdi, ii, kg, args.cpu_views, max(1, min(args.repeats, 3)))
+            c = kernels_cpu.bench_exact(pdi, ii, kg, phantom(ii, np), args.cpu_views, max(1, min(args.repeats, 3)))
             entry["cpu"] = c
             _progress(lines, f"{case} cpu ({c['threads']} threads, {c['lors']} LORs): forward "
-                         f"{c['forward_lor_per_s']:.3g} LOR/s, back {c['back_lor_per_s']:.3g} LOR/s")
+                             f"{c['forward_lor_per_s']:.3g} LOR/s, back {c['back_lor_per_s']:.3g} LOR/s")
         result["cases"][case] = entry
         del tables, img
         cp.get_default_memory_pool().free_all_blocks()
-    doc = json.dumps(result, indent=1)
-    print(doc)
-    if args.json:
-        Path(args.json).write_text(doc + "\n")
-    for line in lines:
-        print(line)
-    return 0
+    return result, lines
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(arguments.run(main))

@@ -15,7 +15,6 @@ Output: one JSON document, then one readable line per measurement.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,6 +26,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import numpy as np  # noqa: E402
 
+import arguments  # noqa: E402
 from stirgpu.execution import resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
@@ -100,11 +100,11 @@ def readable(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--quick", action="store_true", help="small geometry (CPU smoke run)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--subsets", type=int, default=21)
+    ap.add_argument("--repeat", type=arguments.positive_int, default=3)
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     args = ap.parse_args(argv)
     res = run(args)
     print(json.dumps(res, indent=1))
@@ -113,4 +113,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(arguments.run(main))

@@ -23,7 +23,6 @@ Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -35,6 +34,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import numpy as np  # noqa: E402
 
+import arguments  # noqa: E402
 import stirgpu  # noqa: E402
 from stirgpu.formats import ProjDataInMemory  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
@@ -89,25 +89,24 @@ def bridge_iteration(pp, pdi, x, y, background, f, sens, K, full_fwd, full_ratio
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--devices", default=None, help="comma-separated GPU ids (default: all)")
+    p.add_argument("--devices", type=arguments.int_list, default=None, help="comma-separated GPU ids (default: all)")
     p.add_argument("--scanner", default="Siemens mMR")
-    p.add_argument("--span", type=int, default=11)
-    p.add_argument("--max-ring-difference", type=int, default=60)
-    p.add_argument("--views", type=int, default=252, help="252 for the mMR; fewer mashes views (CPU)")
-    p.add_argument("--tangential", type=int, default=344, help="344 for the mMR")
-    p.add_argument("--image-xy", type=int, default=None, help="image x/y size (default: STIR's)")
-    p.add_argument("--subsets", type=int, default=21)
-    p.add_argument("--iterations", type=int, default=1, help="full iterations timed per strategy (best kept)")
+    p.add_argument("--span", type=arguments.positive_int, default=11)
+    p.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=60)
+    p.add_argument("--views", type=arguments.positive_int, default=252, help="252 for the mMR; fewer mashes views (CPU)")
+    p.add_argument("--tangential", type=arguments.positive_int, default=344, help="344 for the mMR")
+    p.add_argument("--image-xy", type=arguments.positive_int, default=None, help="image x/y size (default: STIR's)")
+    p.add_argument("--subsets", type=arguments.positive_int, default=21)
+    p.add_argument("--iterations", type=arguments.positive_int, default=1,
+                   help="full iterations timed per strategy (best kept)")
     p.add_argument("--no-bridge", action="store_true", help="time stirgpu only")
     p.add_argument("--json", default=None, help="also write the JSON result here")
     p.add_argument("--numerics", default=None, choices=("stir", "exact"),
                    help="the projectors' numerics (default: theirs, STIR's)")
     args = p.parse_args(argv)
-    devices = None if args.devices is None else tuple(int(d) for d in args.devices.split(","))
-
-    with stirgpu.config(backend=args.backend, devices=devices, numerics=args.numerics):
+    with stirgpu.config(backend=args.backend, devices=args.devices, numerics=args.numerics):
         pp = ProjectorPair()
         t0 = time.perf_counter()
         pdi, info, y, background, f = make_problem(args, pp)
@@ -170,4 +169,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

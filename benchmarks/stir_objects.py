@@ -25,7 +25,6 @@ STIR is found as tests/reference_stir.py finds it (``--stir`` overrides).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ for p in (REPO, Path(__file__).resolve().parent):
 
 import numpy as np  # noqa: E402
 
+import arguments  # noqa: E402
 from stirgpu.formats import ProjDataFromFile, ProjDataOnDisk, StorageOrder, read_from_file  # noqa: E402
 from stirgpu.geometry import ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.projectors import ProjectorPair  # noqa: E402
@@ -78,14 +78,16 @@ def read_all_own(store, pdi) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--stir", default=None, help="prefix of a STIR build (bin/, python/, share/STIR-*/config)")
-    ap.add_argument("--max-ring-difference", type=int, default=16, help="mMR span 11: 16 keeps 3 segments")
-    ap.add_argument("--views", type=int, default=126, help="252 for the mMR; 126 mashes by 2")
-    ap.add_argument("--tangential", type=int, default=172, help="344 for the mMR; 172 keeps the central half")
-    ap.add_argument("--subsets", type=int, default=21)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=16,
+                    help="mMR span 11: 16 keeps 3 segments")
+    ap.add_argument("--views", type=arguments.positive_int, default=126, help="252 for the mMR; 126 mashes by 2")
+    ap.add_argument("--tangential", type=arguments.positive_int, default=172,
+                    help="344 for the mMR; 172 keeps the central half")
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
+    ap.add_argument("--repeat", type=arguments.positive_int, default=3)
     ap.add_argument("--tmpdir", default=None)
     args = ap.parse_args(argv)
 
@@ -172,4 +174,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

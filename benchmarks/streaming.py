@@ -40,7 +40,6 @@ mashed, smaller image, fewer repeats) for CPU smoke runs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -54,6 +53,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import numpy as np  # noqa: E402
 
+import arguments  # noqa: E402
 from stirgpu import config  # noqa: E402
 from stirgpu.execution import cuda_device_count, resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file  # noqa: E402
@@ -529,17 +529,19 @@ def readable(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--span", type=int, default=11)
-    p.add_argument("--views", type=int, default=None, help="number of views (mashing); default all 252")
-    p.add_argument("--zoom", type=float, default=1.0, help="image zoom (STIR's default image otherwise)")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--subsets", type=int, default=21)
+    p.add_argument("--span", type=arguments.positive_int, default=11)
+    p.add_argument("--views", type=arguments.positive_int, default=None,
+                   help="number of views (mashing); default all 252")
+    p.add_argument("--zoom", type=arguments.positive_float, default=1.0,
+                   help="image zoom (STIR's default image otherwise)")
+    p.add_argument("--repeat", type=arguments.positive_int, default=3)
+    p.add_argument("--subsets", type=arguments.positive_int, default=21)
     p.add_argument("--disk-dir", default=None, help="folder for the disk runs (default: the temp folder)")
     p.add_argument("--no-disk", action="store_true")
     p.add_argument("--no-multi", action="store_true")
-    p.add_argument("--multi-span", type=int, default=1, help="span of the 1-vs-2-GPU data (default 1)")
+    p.add_argument("--multi-span", type=arguments.positive_int, default=1, help="span of the 1-vs-2-GPU data (default 1)")
     p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs")
     p.add_argument("--json", default=None, help="also write the JSON here")
     p.add_argument("--numerics", default="exact", choices=("exact", "stir"),
@@ -564,4 +566,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

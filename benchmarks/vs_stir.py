@@ -34,7 +34,6 @@ STIR is found as tests/reference_stir.py finds it (``--stir`` overrides).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -46,6 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
+
+import arguments  # noqa: E402
 
 FORWARD_PAR = """Forward Projector parameters:=
 type := Parallelproj
@@ -82,11 +83,11 @@ def find_stir(prefix: str | None = None):
     if prefix:
         p = Path(prefix)
         if not (p / "bin").is_dir():
-            raise SystemExit(f"--stir {prefix}: expected a STIR prefix holding bin/")
+            raise arguments.BadArgument(f"--stir {prefix}: expected a STIR prefix holding bin/")
         return reference_stir._from_prefix(p, f"--stir {prefix}")
     found = reference_stir.find()
     if isinstance(found, str):
-        raise SystemExit(found)
+        raise arguments.BadArgument(f"{found} (or give --stir PREFIX)")
     return found
 
 
@@ -173,16 +174,17 @@ def api_seconds(d: Path, args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stir", default=None, help="prefix of a STIR build (bin/, share/STIR-*/config)")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=int, default=2, help="OpenMP threads for STIR, numba threads for stirgpu")
-    ap.add_argument("--max-ring-difference", type=int, default=16)
-    ap.add_argument("--views", type=int, default=63)
-    ap.add_argument("--tangential", type=int, default=128)
-    ap.add_argument("--subsets", type=int, default=21)
-    ap.add_argument("--counts", type=float, default=2e7)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--threads", type=arguments.positive_int, default=2,
+                    help="OpenMP threads for STIR, numba threads for stirgpu")
+    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=16)
+    ap.add_argument("--views", type=arguments.positive_int, default=63)
+    ap.add_argument("--tangential", type=arguments.positive_int, default=128)
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
+    ap.add_argument("--counts", type=arguments.positive_float, default=2e7)
+    ap.add_argument("--repeat", type=arguments.positive_int, default=2)
     ap.add_argument("--skip-osmaposl", action="store_true")
     ap.add_argument("--tmpdir", default=None)
     args = ap.parse_args(argv)
@@ -245,4 +247,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

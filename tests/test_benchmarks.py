@@ -1,0 +1,101 @@
+"""The benchmark scripts: a bad argument is one line on stderr with exit code 2 (argparse's
+errors, stirgpu's, the scripts' own, OS errors), never a usage block or a traceback; and
+``kernels.py --backend cpu`` runs end to end on a tiny case.  No timings are asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+#: script -> bad arguments, each refused before any real work (what goes wrong in brackets)
+BAD_ARGUMENTS = {
+    "io.py": [(["--size-gb", "-1"], "--size-gb"),                                # argparse type
+              (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder")],  # OSError
+    "kernels.py": [(["--cases", "mmr,nope"], "'nope'"),                          # argparse type
+                   (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
+                   (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir")],  # BadArgument
+    "numerics.py": [(["--repeat", "0"], "--repeat")],
+    "osem.py": [(["--devices", "0,x"], "--devices"),
+                (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner")],  # stirgpu's error
+    "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
+    "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
+    "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
+}
+
+
+def _scripts() -> list[str]:
+    """Every runnable script in benchmarks/ (the helpers they import have no __main__)."""
+    main = re.compile(r'^if __name__ == "__main__":', re.MULTILINE)
+    return sorted(p.name for p in BENCHMARKS.glob("*.py") if main.search(p.read_text()))
+
+
+def _run(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=BENCHMARKS.parent)
+
+
+def test_every_benchmark_is_checked_for_bad_arguments():
+    assert _scripts() == sorted(BAD_ARGUMENTS)
+
+
+@pytest.mark.parametrize("script, args, named", [(s, a, n) for s, cases in BAD_ARGUMENTS.items() for a, n in cases],
+                         ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_argument_is_one_line_and_exit_code_2(script, args, named):
+    r = _run(script, *args)
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2, r.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"{script}: error: "), r.stderr
+    assert named in lines[0]
+    assert r.stdout == ""
+
+
+def _kernels_cpu(tmp_path, *extra: str) -> dict:
+    out = tmp_path / "kernels.json"
+    r = _run("kernels.py", "--backend", "cpu", "--cases", "small", "--cpu-views", "1", "--repeats", "1",
+             "--threads", "1", "--json", str(out), *extra, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("small cpu (1 threads, ")
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "cpu" and doc["threads"] == 1
+    return doc["cases"]["small"]
+
+
+def test_kernels_cpu_runs_without_a_baseline(tmp_path):
+    case = _kernels_cpu(tmp_path, "--no-baseline")
+    assert set(case["paths"]) == {"stir", "exact"}
+    assert case["lors"] > 0 and all(p["forward_lor_per_s"] > 0 and p["back_lor_per_s"] > 0
+                                    for p in case["paths"].values())
+
+
+def test_kernels_cpu_against_libparallelproj(reference_stir, tmp_path):
+    """With the reference STIR's libparallelproj as the baseline: ratios are reported, and the
+    STIR-numerics forward projection is the library's bit for bit on the same LORs (so the
+    two really project the same LORs through the same image)."""
+    if reference_stir.bin_dir is None:
+        pytest.skip(f"the STIR found ({reference_stir.origin}) has no library folder for libparallelproj")
+    case = _kernels_cpu(tmp_path, "--stir", str(reference_stir.bin_dir.parent))
+    stir, exact = case["paths"]["stir"], case["paths"]["exact"]
+    assert "libparallelproj" in case["paths"]
+    assert stir["forward_max_difference_to_baseline"] == 0
+    assert stir["back_max_difference_to_baseline"] < 1e-5       # float32 summation order
+    assert exact["forward_max_difference_to_baseline"] < 1e-3   # float64 geometry
+    assert stir["forward_ratio_to_baseline"] > 0 and exact["back_ratio_to_baseline"] > 0
+
+
+def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_path):
+    """No STIR to take libparallelproj from (here: a STIRGPU_REFERENCE_STIR that is not one):
+    one line saying where it looked and naming --stir and --no-baseline."""
+    env = {**os.environ, "STIRGPU_REFERENCE_STIR": str(tmp_path / "no-stir")}
+    r = subprocess.run([sys.executable, str(BENCHMARKS / "kernels.py"), "--backend", "cpu", "--cases", "small"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    for named in ("STIRGPU_REFERENCE_STIR", "--stir", "--no-baseline"):
+        assert named in r.stderr
