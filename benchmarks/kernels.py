@@ -64,8 +64,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, str(REPO))
+for p in (REPO, Path(__file__).resolve().parent):  # the checkout (not installed) and the helpers beside us,
+    if str(p) not in sys.path:                       # also when a test loads this file as a module
+        sys.path.insert(0, str(p))
 
 import arguments  # noqa: E402
 import kernels_cpu  # noqa: E402
