@@ -18,6 +18,7 @@ __all__ = [
     "PlanError",
     "DeviceError",
     "PipelineError",
+    "Cancelled",
     "ParFileError",
     "ParFileProblems",
     "KernelCacheWarning",
@@ -83,6 +84,12 @@ class DeviceError(StirGpuError):
 
 class PipelineError(StirGpuError):
     """A reader, worker or writer of the execution pipeline failed; the cause is chained."""
+
+
+class Cancelled(StirGpuError):
+    """Work stopped early because its caller cancelled it (a kernel given ``cancel=``, a
+    pipeline stopping after another thread's failure or a KeyboardInterrupt); its results are
+    incomplete and were not committed."""
 
 
 class ParFileError(StirGpuError, ValueError):

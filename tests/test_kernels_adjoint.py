@@ -167,7 +167,7 @@ def test_cpu_workers_match_a_single_worker(small_geometry):
     for k in (1, 4):
         out = np.zeros(ii.num_voxels, np.float32)
         extra = np.zeros((k - 1, ii.num_voxels), np.float32)
-        cpu.back_tables(t64, y, out, extra, nz, ny, nx, *kg.origin, *kg.voxel_size, kg.scale)
+        cpu.back_tables(t64, y, out, extra, nz, ny, nx, *kg.origin, *kg.voxel_size, kg.scale, 0, y.size)
         if k > 1:
             assert extra.max() > 0  # the other workers did write their own images
             cpu.reduce_slabs(extra, out)

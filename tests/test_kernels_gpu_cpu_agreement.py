@@ -153,7 +153,7 @@ def test_chunk_forward_matches_cpu(cp, cb, chunk_geometry, variant):
         t64 = tuple(np.ascontiguousarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord",
                                                                   "tantheta", "m"))
         cpu.forward_tables(t64, img.reshape(-1), *ii.shape, *kg.origin, *kg.voxel_size, kg.scale,
-                           want.reshape(-1))
+                           want.reshape(-1), 0, want.size)
         got = cb.forward_chunk(t, dimg, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get()
         assert got.shape == t.shape
         np.testing.assert_allclose(got, want, rtol=0, atol=RTOL_OF_MAX * float(want.max()))

@@ -303,7 +303,7 @@ def _check_endpoints(named: dict[str, _ArrayFacts]) -> None:
 # --------------------------------------------------------------------------------------
 # geometry-aware chunks
 # --------------------------------------------------------------------------------------
-def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
+def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, cancel=None):
     """Forward project the LORs of one chunk, computing their endpoints in the kernel.
 
     Parameters
@@ -321,6 +321,11 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
         Optional result array (same place as ``image``), overwritten.
     scale
         Multiplies every line integral (projectors pass 1 / vx for STIR's units).
+    cancel
+        Optional flag with ``is_set()`` (a :class:`threading.Event`): on the CPU the LORs are
+        then projected in pieces and, once it is set, the call raises
+        :class:`~stirgpu.errors.Cancelled` after the piece in flight (``out`` is then
+        incomplete).  GPU kernels are queued and done in milliseconds: ignored there.
 
     Returns the (nv, na, nt) float32 projections in [view][axial][tangential] order for one
     ChunkTables; for a sequence, the parts' projections one after the other, flat (N,).
@@ -343,14 +348,17 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0):
         out = np.empty(shape, dtype=np.float32)
     flat = out.reshape(-1)
     for t, a, b in _part_ranges(t64):
-        cpu.forward_tables(t, image.reshape(-1), *image.shape, *org, *vox, sc, flat[a:b])
+        for lo, hi in cpu.lor_ranges(b - a, cancel):
+            cpu.forward_tables(t, image.reshape(-1), *image.shape, *org, *vox, sc, flat[a:b], lo, hi)
     return out
 
 
-def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0):
+def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, cancel=None):
     """Add the back projection of one chunk's ``values`` (float32, shaped like
     :func:`forward_chunk`'s result for the same ``tables``) into ``out_image``; the exact
-    adjoint of :func:`forward_chunk` with the same arguments.  Returns ``out_image``."""
+    adjoint of :func:`forward_chunk` with the same arguments.  Returns ``out_image``.
+    ``cancel`` as for :func:`forward_chunk` (a cancelled call leaves ``out_image`` with part
+    of the back projection added; the pieces do not change the result of a complete one)."""
     parts, t64, single = _chunk_parts(tables)
     shape = _result_shape(t64, single)
     named = {"values": _facts("values", values), "out_image": _facts("out_image", out_image)}
@@ -365,5 +373,5 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0):
     flat = values.reshape(-1)
     for t, a, b in _part_ranges(t64):
         cpu.back_project(cpu.back_tables, (t, flat[a:b]), out_image.reshape(-1), b - a,
-                         (*out_image.shape, *org, *vox, sc))
+                         (*out_image.shape, *org, *vox, sc), cancel=cancel)
     return out_image

@@ -22,6 +22,15 @@ different workers and the load stays balanced); the extra images are then added
 to the output in a parallel loop over voxels.  This costs K-1 extra images of
 memory (:func:`extra_slabs` caps K by a byte budget) but needs no atomics, which
 numba does not have for floats on the CPU.
+
+The parallel kernels release the GIL (``nogil``): the caller's other threads -- a
+pipeline's readers and writers, the main thread handling Ctrl-C -- run meanwhile.  The
+chunk kernels take a bin range ``[lo, hi)`` of their part, so that a caller can split a
+long call into pieces and look at a cancellation flag between them (:func:`lor_ranges`;
+a flag read inside a numba loop is hoisted out of it by the compiler, and a running
+kernel cannot be stopped from outside).  The pieces of a back projection are multiples
+of its worker count, so every worker gets the very LORs, in the very order, of one
+call over the whole range: the result does not depend on the split.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import math
 import numpy as np
 from numba import get_num_threads, prange
 
+from ..errors import Cancelled
 from .jit import cached_njit
 
 __all__ = [
@@ -41,6 +51,8 @@ __all__ = [
     "reduce_slabs",
     "extra_slabs",
     "back_project",
+    "lor_ranges",
+    "CANCEL_CHECK_LORS",
 ]
 
 
@@ -234,7 +246,7 @@ def _table_endpoints(tables_f64, iv, ia, it):
 # --------------------------------------------------------------------------------------
 # explicit endpoints: parallel over LORs
 # --------------------------------------------------------------------------------------
-@cached_njit(parallel=True, fastmath=False)
+@cached_njit(parallel=True, nogil=True, fastmath=False)
 def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
     """``out[i] = scale * line integral of LOR i``; xstart/xend (N, 3) (z, y, x)."""
     n = xstart.shape[0]
@@ -245,16 +257,15 @@ def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
         out[i] = np.float32(scale * r)
 
 
-@cached_njit(parallel=True, fastmath=False)
-def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
-    """Back project ``values`` (N,) with K = 1 + len(extra) workers: worker k takes LORs
-    k, k+K, k+2K, ... and adds into its own image -- worker 0 into ``out`` (flat), worker
+@cached_njit(parallel=True, nogil=True, fastmath=False)
+def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, lo, hi):
+    """Back project ``values[lo:hi]`` (of (N,)) with K = 1 + len(extra) workers: worker k takes
+    LORs lo+k, lo+k+K, ... and adds into its own image -- worker 0 into ``out`` (flat), worker
     k > 0 into ``extra[k-1]`` -- so no two threads write the same memory."""
-    n = xstart.shape[0]
     nk = extra.shape[0] + 1
     for k in prange(nk):
         img = out if k == 0 else extra[k - 1]
-        for i in range(k, n, nk):
+        for i in range(np.int64(lo) + k, np.int64(hi), np.int64(nk)):
             y = values[i]
             if y == 0.0:
                 continue
@@ -273,14 +284,12 @@ def chunk_bin(idx, na, nt):
     return rest // na, rest % na, idx % nt
 
 
-@cached_njit(parallel=True, fastmath=False)
-def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out):
-    """``out`` (nv*na*nt,) flat in [view][axial][tangential] order."""
-    nv = tables_f64[0].shape[0]
+@cached_njit(parallel=True, nogil=True, fastmath=False)
+def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, out, lo, hi):
+    """Bins ``[lo, hi)`` of ``out`` (nv*na*nt,), flat in [view][axial][tangential] order."""
     na = tables_f64[5].shape[0]
     nt = tables_f64[2].shape[0]
-    total = np.int64(nv) * np.int64(na) * np.int64(nt)
-    for idx in prange(total):
+    for idx in prange(np.int64(lo), np.int64(hi)):
         iv, ia, it = chunk_bin(idx, na, nt)
         if tables_f64[3][it] == 0.0:   # LOR misses the FOV cylinder
             out[idx] = np.float32(0.0)
@@ -290,18 +299,16 @@ def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
         out[idx] = np.float32(scale * r)
 
 
-@cached_njit(parallel=True, fastmath=False)
-def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale):
-    """Back project flat ``values`` ([view][axial][tangential]); workers as in
-    :func:`back_lors`."""
-    nv = tables_f64[0].shape[0]
+@cached_njit(parallel=True, nogil=True, fastmath=False)
+def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, lo, hi):
+    """Back project bins ``[lo, hi)`` of flat ``values`` ([view][axial][tangential]); workers
+    as in :func:`back_lors`."""
     na = tables_f64[5].shape[0]
     nt = tables_f64[2].shape[0]
-    total = np.int64(nv) * np.int64(na) * np.int64(nt)
     nk = extra.shape[0] + 1
     for k in prange(nk):
         img = out if k == 0 else extra[k - 1]
-        for idx in range(np.int64(k), total, np.int64(nk)):
+        for idx in range(np.int64(lo) + k, np.int64(hi), np.int64(nk)):
             y = values[idx]
             if y == 0.0:
                 continue
@@ -313,7 +320,7 @@ def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
                       oz, oy, ox, vz, vy, vx, nz, ny, nx)
 
 
-@cached_njit(parallel=True, fastmath=False)
+@cached_njit(parallel=True, nogil=True, fastmath=False)
 def reduce_slabs(extra, out):
     """``out += sum_k extra[k]`` (the sum formed in float64, added once per voxel)."""
     nk = extra.shape[0]
@@ -344,10 +351,34 @@ def extra_slabs(nvox: int, num_lors: int, max_slab_bytes: int = DEFAULT_SLAB_BYT
 
 
 def back_project(kernel, args_before, out_flat: np.ndarray, num_lors: int, args_after,
-                 max_slab_bytes: int = DEFAULT_SLAB_BYTES) -> None:
+                 max_slab_bytes: int = DEFAULT_SLAB_BYTES, cancel=None) -> None:
     """Run a back-projection kernel (:func:`back_lors` or :func:`back_tables`) race-free:
-    ``kernel(*args_before, out_flat, extra, *args_after)``, then add the extra images."""
+    ``kernel(*args_before, out_flat, extra, *args_after, lo, hi)`` over the LOR ranges of
+    :func:`lor_ranges` (one without ``cancel``), then add the extra images."""
     extra = extra_slabs(out_flat.shape[0], num_lors, max_slab_bytes)
-    kernel(*args_before, out_flat, extra, *args_after)
+    for lo, hi in lor_ranges(num_lors, cancel, multiple=extra.shape[0] + 1):
+        kernel(*args_before, out_flat, extra, *args_after, lo, hi)
     if extra.shape[0]:
         reduce_slabs(extra, out_flat)
+
+
+#: LORs a kernel call projects between two looks at its cancellation flag (about 0.1 s of a
+#: forward projection on two cores; a launch of the parallel loop costs tens of microseconds)
+CANCEL_CHECK_LORS = 1 << 16
+
+
+def lor_ranges(num_lors: int, cancel=None, multiple: int = 1):
+    """``[lo, hi)`` ranges covering ``range(num_lors)``: the whole range without ``cancel``;
+    with it (anything with ``is_set()``, e.g. a :class:`threading.Event`), pieces of about
+    :data:`CANCEL_CHECK_LORS` LORs (multiples of ``multiple``: a back projection's worker
+    count), raising :class:`~stirgpu.errors.Cancelled` before the next piece once it is set."""
+    n = int(num_lors)
+    if cancel is None:
+        if n > 0:
+            yield 0, n
+        return
+    step = max(CANCEL_CHECK_LORS // int(multiple), 1) * int(multiple)
+    for lo in range(0, n, step):
+        if cancel.is_set():
+            raise Cancelled(f"cancelled after {lo} of {n} LORs")
+        yield lo, min(lo + step, n)

@@ -15,7 +15,9 @@ This is what STIR's Parallelproj projector computes (``docs/joseph.md``, "STIR n
 
 Forward projections equal STIR's bit for bit (``tests/stir_differential``); back projections
 up to the order of float32 additions into a voxel (STIR's own depends on its thread count).
-Workers of a back projection write race-free into their own images, as in :mod:`cpu`.
+Workers of a back projection write race-free into their own images, as in :mod:`cpu`; the
+kernels release the GIL and take a bin range ``[lo, hi)``, as there (cancellation between
+pieces: :func:`stirgpu.kernels.cpu.lor_ranges`).
 """
 
 from __future__ import annotations
@@ -195,30 +197,29 @@ def _back_one(s, e, value, img, org, vs, dims):
         fw = F32(fw + a_w)
 
 
-@cached_njit(parallel=True, error_model="numpy")
-def forward_stir(tables, img, dims, org, vs, rescale, out):
-    """``out`` (nv*na*nt,) flat [view][axial][tangential]: STIR's forward projection of the
-    flat float32 image ``img`` (C order, ``dims`` (n0, n1, n2)) over one part's LORs."""
-    nv, nt = tables[0].shape
+@cached_njit(parallel=True, nogil=True, error_model="numpy")
+def forward_stir(tables, img, dims, org, vs, rescale, out, lo, hi):
+    """Bins ``[lo, hi)`` of ``out`` (nv*na*nt,) flat [view][axial][tangential]: STIR's forward
+    projection of the flat float32 image ``img`` (C order, ``dims`` (n0, n1, n2)) over one
+    part's LORs."""
+    nt = tables[0].shape[1]
     na = tables[7].shape[0]
-    total = np.int64(nv) * np.int64(na) * np.int64(nt)
-    for idx in prange(total):
+    for idx in prange(np.int64(lo), np.int64(hi)):
         iv, ia, it = chunk_bin(idx, na, nt)
         sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
         out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims)
 
 
-@cached_njit(parallel=True, error_model="numpy")
-def back_stir(tables, values, out, extra, dims, org, vs, rescale):
-    """Add the back projection of flat ``values`` into ``out`` (flat image) with
-    1 + len(extra) race-free workers (worker k > 0 adds into ``extra[k - 1]``)."""
-    nv, nt = tables[0].shape
+@cached_njit(parallel=True, nogil=True, error_model="numpy")
+def back_stir(tables, values, out, extra, dims, org, vs, rescale, lo, hi):
+    """Add the back projection of bins ``[lo, hi)`` of flat ``values`` into ``out`` (flat
+    image) with 1 + len(extra) race-free workers (worker k > 0 adds into ``extra[k - 1]``)."""
+    nt = tables[0].shape[1]
     na = tables[7].shape[0]
-    total = np.int64(nv) * np.int64(na) * np.int64(nt)
     nk = extra.shape[0] + 1
     for k in prange(nk):
         img = out if k == 0 else extra[k - 1]
-        for idx in range(np.int64(k), total, np.int64(nk)):
+        for idx in range(np.int64(lo) + k, np.int64(hi), np.int64(nk)):
             y = values[idx]
             if y == 0:
                 continue

@@ -77,9 +77,10 @@ def _frame(frame):
             np.float32(rescale))
 
 
-def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
+def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=None):
     """STIR's forward projection of ``image`` over the chunk's LORs; the (nv, na, nt) float32
-    result for one ChunkTables, the parts' results one after the other (flat) for several."""
+    result for one ChunkTables, the parts' results one after the other (flat) for several.
+    ``cancel``: as for :func:`stirgpu.kernels.forward_chunk` (CPU only)."""
     chunk = _chunk(tables, proj_data_info)
     _image("image", image)
     n = chunk.num_lors
@@ -97,20 +98,21 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None):
         image = cp.asarray(image)
         cuda_stir.forward(chunk.device(image.device.id), image, org, vs, rescale, cp.asarray(out).reshape(-1))
         return out
-    from . import cpu_stir
+    from . import cpu, cpu_stir
     flat, o = out.reshape(-1), 0
     dims = np.array(image.shape, np.int64)
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
         k = nv * na * nt
-        if k:
-            cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o:o + k])
+        for lo, hi in cpu.lor_ranges(k, cancel):
+            cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o:o + k], lo, hi)
         o += k
     return out
 
 
-def back_chunk_stir(tables, proj_data_info, values, out_image, frame):
+def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=None):
     """Add STIR's back projection of ``values`` (shaped like :func:`forward_chunk_stir`'s
-    result) into ``out_image``; returns ``out_image``."""
+    result) into ``out_image``; returns ``out_image``.  ``cancel``: as for
+    :func:`stirgpu.kernels.back_chunk` (CPU only)."""
     chunk = _chunk(tables, proj_data_info)
     _image("out_image", out_image, writable=True)
     n = chunk.num_lors
@@ -133,7 +135,8 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame):
         k = nv * na * nt
         if k:
             extra = cpu.extra_slabs(target.shape[0], k)
-            cpu_stir.back_stir(t, flat[o:o + k], target, extra, dims, org, vs, rescale)
+            for lo, hi in cpu.lor_ranges(k, cancel, multiple=extra.shape[0] + 1):
+                cpu_stir.back_stir(t, flat[o:o + k], target, extra, dims, org, vs, rescale, lo, hi)
             if extra.shape[0]:
                 cpu.reduce_slabs(extra, target)
         o += k
