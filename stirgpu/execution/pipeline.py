@@ -29,11 +29,18 @@ memory is bounded by the plan, not by the data: no full-size projection array ex
 anywhere.  Images accumulated by a program are kept one per lane and reduced (in lane
 order) once at the end.
 
-Failure: every blocking step polls a shared stop event; the first exception in any
-thread sets it, all threads leave promptly, the streams are synchronised, and
-:meth:`Engine.run` raises :class:`~stirgpu.errors.PipelineError` chaining the cause.
-Committing outputs is the caller's business (the projectors abort output stores on
-error), so a failed call never leaves data that looks complete.
+Failure and cancellation: every thread looks at a shared stop event before each hand-off
+and every blocking step polls it; the first exception in any thread -- or one in the
+calling thread, a KeyboardInterrupt above all -- sets it.  Then no queued chunk is
+processed any further: readers read no more, workers compute no more (a CPU kernel in
+flight stops after its current piece of LORs, :func:`stirgpu.kernels.cpu.lor_ranges`; a
+GPU lane queues nothing more), writers write no more; all threads leave within a poll or
+a piece (a fraction of a second), the streams are synchronised (a GPU finishes only what
+was queued: at most ``depth`` chunks per lane, milliseconds), and :meth:`Engine.run` raises
+:class:`~stirgpu.errors.PipelineError` chaining the cause -- or the KeyboardInterrupt
+itself.  No thread of the call outlives it.  Committing outputs is the caller's business
+(the projectors abort output stores on error), so a failed or interrupted call never
+leaves data that looks complete.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import DeviceError, PipelineError, PlanError
+from ..errors import Cancelled, DeviceError, PipelineError, PlanError
 from ..kernels.tables import pack_tables, packed_length
 from . import devices as _devices
 from .hostio import DaemonPool, parallel_copy, run_pieces, split_ranges
@@ -78,6 +85,28 @@ def _weak(obj):
 
 class _Stopped(Exception):
     """Raised inside pipeline threads when another thread failed."""
+
+
+def _join_all(threads, futures, deadline: float) -> None:
+    """Wait for a stopped call's threads and lane futures, until ``deadline`` (monotonic).
+    (An interrupt may come while the threads are being started: some never were.)"""
+    for t in threads:
+        if t.is_alive():
+            t.join(max(deadline - time.monotonic(), 0.0))
+    concurrent.futures.wait(futures, timeout=max(deadline - time.monotonic(), 0.0))
+
+
+def _failure(errors: list, operation: str) -> BaseException:
+    """What a failed call raises: a KeyboardInterrupt (or SystemExit) caught in a lane run by
+    the calling thread as it is -- the caller is being interrupted, not the pipeline failing --
+    else a PipelineError chaining the first error."""
+    for _, _, exc in errors:
+        if not isinstance(exc, Exception):
+            return exc
+    stage, lane_name, exc = errors[0]
+    err = PipelineError(f"{operation}: the {stage} of {lane_name} failed: {type(exc).__name__}: {exc}")
+    err.__cause__ = exc
+    return err
 
 
 _END = object()
@@ -732,22 +761,25 @@ class Engine:
             with chunk_lock:
                 return next(shared_chunks, None)
 
+        # a stopped call hands nothing on: queued chunks are dropped, not processed
         def get(q):
             while True:
+                if stop.is_set():
+                    raise _Stopped
                 try:
                     return q.get(timeout=_POLL)
                 except queue.Empty:
-                    if stop.is_set():
-                        raise _Stopped from None
+                    pass
 
         def put(q, item):
             while True:
+                if stop.is_set():
+                    raise _Stopped
                 try:
                     q.put(item, timeout=_POLL)
                     return
                 except queue.Full:
-                    if stop.is_set():
-                        raise _Stopped from None
+                    pass
 
         def part_view(buf, part):
             return buf[part.offset:part.stop].reshape(part.shape)
@@ -785,7 +817,14 @@ class Engine:
                              scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
                              image=self._prepared.get(k, self._images.get(k)), accum=accum[k],
                              scalars=None if scalars[k] is None else scalars[k][turn % n_streams],
-                             xp=lane.xp, lane=lane)
+                             xp=lane.xp, lane=lane, cancel=stop)
+
+        def device_step(data):
+            """A CPU lane's compute, under the compute lock: a lane that waited for the lock
+            while the call stopped computes nothing."""
+            if stop.is_set():
+                raise _Stopped
+            program.compute(data)
 
         def enqueue(k, lane, chunk, slot):
             """Queue one chunk on a GPU: tables and inputs up (copy-in stream), the program's
@@ -880,7 +919,8 @@ class Engine:
                     def retire():
                         chunk, slot, ev = flight.popleft()
                         gpu_stages(k, lane, chunk, ev)
-                        chunk_finished(lane, chunk)
+                        if not stop.is_set():  # a stopped call's chunks do not count as done
+                            chunk_finished(lane, chunk)
                         free.append(slot)
 
                     try:
@@ -951,10 +991,10 @@ class Engine:
                             put(done_q, (chunk, slot, enqueue(k, lane, chunk, slot)))
                         else:
                             data = chunk_data(k, lane, chunk, slot, tables)
-                            t0, t1 = lane.compute(lambda: program.compute(data))
+                            t0, t1 = lane.compute(lambda: device_step(data))
                             rec.stage(lane.name, "compute", chunk.index, t0, t1)
                             put(done_q, (chunk, slot, None))
-            except _Stopped:
+            except (_Stopped, Cancelled):  # (CPU kernels given cancel=stop raise Cancelled)
                 return
             except BaseException as exc:  # noqa: BLE001
                 fail("worker", lane, exc)
@@ -1027,21 +1067,19 @@ class Engine:
                             if time.monotonic() > deadline:
                                 break
         except BaseException:
-            stop.set()  # KeyboardInterrupt in the caller: let the threads go
-            for t in threads:
-                t.join(_SHUTDOWN_SECONDS / max(len(threads), 1))
-            concurrent.futures.wait(futures, timeout=_SHUTDOWN_SECONDS)
+            # a KeyboardInterrupt (or any error) in the calling thread: every other thread sees
+            # the flag within a poll or a kernel piece, drops its queued chunks and leaves
+            stop.set()
+            _join_all(threads, futures, time.monotonic() + _SHUTDOWN_SECONDS)
             raise
         finally:
             for lane in lanes:
                 try:
-                    lane.synchronize()
+                    lane.synchronize()  # (a stopped GPU lane: only its chunks already queued)
                 except Exception:  # the primary error is reported below
                     pass
         if errors:
-            stage, lane_name, exc = errors[0]
-            raise PipelineError(f"{operation or program.name}: the {stage} of {lane_name} failed: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise _failure(errors, operation or program.name)
         if any(t.is_alive() for t in threads):  # pragma: no cover - a thread ignored the stop flag
             raise PipelineError(f"{operation or program.name}: pipeline threads did not finish")
 

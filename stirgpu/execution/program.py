@@ -38,7 +38,9 @@ class ChunkData:
     so ``forward_chunk(d.tables, ...)`` projects every part in one call.  ``image`` is the
     lane's input image, ``accum`` its accumulation image ((nz, ny, nx) float32),
     ``scalars`` a float64 vector (one entry per name in ``program.scalars``), ``xp`` numpy
-    or cupy.
+    or cupy.  ``cancel`` is the call's stop flag (a :class:`threading.Event`): programs pass
+    it to the CPU kernels (``cancel=``), which then stop within a fraction of a second when
+    the call is cancelled instead of finishing the chunk.
     """
 
     chunk: Any
@@ -51,6 +53,7 @@ class ChunkData:
     scalars: Any
     xp: Any
     lane: Any
+    cancel: Any = None
 
 
 class ChunkProgram(abc.ABC):

@@ -142,9 +142,9 @@ class _Geometric(ChunkProgram):
         g = self.geometry
         t = d.tables if tables is None else tables
         if g.numerics == "stir":
-            return forward_chunk_stir(t, g.proj_data_info, d.image, g.stir_frame, out=out)
+            return forward_chunk_stir(t, g.proj_data_info, d.image, g.stir_frame, out=out, cancel=d.cancel)
         if d.xp is np:
-            return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale)
+            return forward_chunk(t, d.image, g.origin, g.voxel_size, out=out, scale=g.scale, cancel=d.cancel)
         self._lane_state[d.lane.index]["forward"](t, out)
         return out
 
@@ -152,10 +152,10 @@ class _Geometric(ChunkProgram):
         g = self.geometry
         t = d.tables if tables is None else tables
         if g.numerics == "stir":
-            back_chunk_stir(t, g.proj_data_info, values, d.accum, g.stir_frame)
+            back_chunk_stir(t, g.proj_data_info, values, d.accum, g.stir_frame, cancel=d.cancel)
             return
         if d.xp is np:
-            back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale)
+            back_chunk(t, values, d.accum, g.origin, g.voxel_size, scale=g.scale, cancel=d.cancel)
             return
         self._lane_state[d.lane.index]["back"](t, values)
 
