@@ -14,11 +14,12 @@ from .projdata import ProjData, read_from_file
 from .projdata_disk import ProjDataFromFile, ProjDataOnDisk
 from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
 from .projdata_memory import ProjDataInMemory
+from .rawfile import stale_temporaries
 from .storage_order import StorageOrder
 
 __all__ = [
     "ProjData", "ProjDataFromFile", "ProjDataOnDisk", "ProjDataInMemory", "StorageOrder",
     "read_from_file", "ProjDataHeader", "read_projdata_header", "format_projdata_header",
     "VoxelsOnCartesianGrid", "read_image", "write_image",
-    "InterfileHeader", "parse_header", "read_header",
+    "InterfileHeader", "parse_header", "read_header", "stale_temporaries",
 ]

@@ -9,12 +9,16 @@
   requested bytes is ever read (a 100 GB file needs no more memory than a chunk).
 * :class:`PendingFiles` writes new files under temporary names and renames them
   into place only on :meth:`~PendingFiles.commit` (data first, header last), so
-  a file whose writer died is never mistaken for a complete one.
+  a file whose writer died is never mistaken for a complete one.  An interrupted or
+  failed writer removes its temporaries (:meth:`~PendingFiles.abort`); one killed outright
+  (SIGKILL, a crash, a power cut) cannot, and :func:`stale_temporaries` finds what it left:
+  temporaries named after a process that no longer runs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from ..errors import FormatError
 from .interfile import InterfileHeader
 
 __all__ = ["dtype_from_keys", "keys_from_dtype", "pread_into", "pwrite_from", "PendingFiles",
-           "SUPPORTED_DTYPES"]
+           "stale_temporaries", "SUPPORTED_DTYPES"]
 
 # Interfile number format (standardised) + bytes per pixel -> numpy kind/size
 _FORMATS = {
@@ -105,7 +109,7 @@ class PendingFiles:
         self.finals = {k: Path(v) for k, v in finals.items()}
         self.overwrite = bool(overwrite)
         self._check_targets()
-        tag = f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        tag = _TEMP_TAG.format(pid=os.getpid(), token=secrets.token_hex(4))
         self.temps = {k: v.with_name(v.name + tag) for k, v in self.finals.items()}
         self.done = False
 
@@ -142,6 +146,56 @@ class PendingFiles:
             except FileNotFoundError:
                 pass
         self.done = True
+
+
+#: what PendingFiles appends to a final name for its temporary: the writing process and a token
+_TEMP_TAG = ".tmp-{pid}-{token}"
+_TEMP_NAME = re.compile(r".+\.tmp-(?P<pid>[1-9][0-9]*)-[0-9a-f]{8}")
+
+
+def stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """The temporaries of :class:`PendingFiles` in ``folder`` whose writing process no longer
+    runs (``name.tmp-<pid>-<token>``), sorted: left by a writer killed before it could commit
+    or abort.  Never removes anything.  A process id reused by another process hides its
+    temporaries (they are reported once that one ends); on a folder shared between machines a
+    writer on another machine is not known here, so its live temporaries can be listed."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    stale = []
+    for e in entries:
+        m = _TEMP_NAME.fullmatch(e.name)
+        if m is not None and e.is_file(follow_symlinks=False) and not _process_runs(int(m["pid"])):
+            stale.append(Path(folder) / e.name)
+    return sorted(stale)
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 checks without sending anything; elsewhere than
+    POSIX every process counts as running: nothing is reported)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, OSError):  # not a process id at all
+        return False
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited but not been reaped yet (Linux's /proc; False elsewhere):
+    a killed writer whose parent has not collected it still answers signal 0."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"  # the field after "(command)"
 
 
 def _fsync_dir(folder: Path) -> None:
