@@ -272,7 +272,13 @@ def run(args) -> int:
     with config(**config_changes(args)):
         projector = ProjectorPair()
         t0 = time.perf_counter()
-        made = write_demo_inputs(out, projector, s, overwrite=args.overwrite)
+        try:
+            made = write_demo_inputs(out, projector, s, overwrite=args.overwrite)
+        except KeyboardInterrupt as exc:  # (each file written is complete: temporary name, then renamed)
+            new = [n for n in DEMO_FILES if n not in earlier and (out / n).exists()]
+            exc.add_note(f"stopped while simulating the data; new inputs in {out}: {', '.join(new) or 'none'}"
+                         + ("; the earlier demo's files may be partly replaced" if earlier else ""))
+            raise
         t_sim = time.perf_counter() - t0
         print(f"simulated {made['sim'].total_counts:.3g} counts on {s.scanner} (span {s.span}, "
               f"{made['pdi'].total_num_bins} bins) in {t_sim:.1f} s, backend {projector.backend}")

@@ -6,6 +6,11 @@ function taking the parsed arguments and returning an exit code or None).
 
 Errors that stirgpu raises on purpose (bad files, bad arguments) and OS errors
 are printed as one line on stderr, naming the file, with exit code 2; no traceback.
+Ctrl-C (KeyboardInterrupt) stops the work within about a second (the pipeline cancels
+its queued chunks, see stirgpu/execution/README.md) and prints one line saying what was
+kept (:mod:`.leftovers`), with exit code 130 (128 + SIGINT, what shells report).  Before a
+command runs, temporary files that killed runs left in its output folder are named in one
+warning line, with the command that removes them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 EXIT_ERROR = 2
+#: 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+EXIT_INTERRUPTED = 130
+#: commands whose ``output`` argument is one file (``demo``'s is a folder)
+FILE_OUTPUT_COMMANDS = ("forward-project", "back-project")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,11 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 success, 2 error)."""
+    """Run the command line; returns the exit code (0 success, 2 error, 130 interrupted)."""
+    from .leftovers import OutputState, interrupted_message, warn_about_leftovers
     parser = build_parser()
     args = parser.parse_args(argv)
+    target = getattr(args, "output", None)
+    one_file = args.command in FILE_OUTPUT_COMMANDS
+    output = OutputState(target if one_file else None)
+    if target is not None:  # (osmaposl looks in the folders of its parameter file itself)
+        warn_about_leftovers(args.command, [(os.path.dirname(target) or ".") if one_file else target])
     try:
         code = args.run(args)
+    except KeyboardInterrupt as exc:
+        print(f"stirgpu {args.command}: interrupted: {interrupted_message(exc, output)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader of our output went away (e.g. ``| head``): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

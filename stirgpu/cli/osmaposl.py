@@ -26,6 +26,7 @@ from ..errors import StirGpuError
 from ..execution.plan import plural
 from . import checks
 from .checks import memory_size
+from .leftovers import warn_about_leftovers
 from .project import DEVICES_HELP, add_backend_option, add_numerics_option, execution_config, parse_devices
 from .written import describe_interfile, shown
 
@@ -123,6 +124,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
         prepared = stack.enter_context(prepare_osmaposl(args.par))
+        warn_about_leftovers("osmaposl", prepared.output_folders)
         s = prepared.settings
         osem = prepared.osem
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)

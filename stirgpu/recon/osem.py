@@ -20,6 +20,12 @@ number := n+1`` continues the same subset sequence.
 
 The estimate, the sensitivities and the update stay on the projector's device
 between subiterations (cupy arrays on the CUDA backend).
+
+Interrupted (a KeyboardInterrupt, e.g. Ctrl-C), a run stops within the projector call in
+progress; every file already written is complete (written under a temporary name, then
+renamed), and the KeyboardInterrupt carries a note (PEP 678, ``__notes__``) saying which
+estimates are complete and how to continue from the last one -- what the command line
+prints.
 """
 
 from __future__ import annotations
@@ -202,6 +208,15 @@ class OSEM:
         t0 = time.perf_counter()
         self.objective.set_up(self.projector, self.image_info)
         spec = self.sensitivity_spec
+        try:
+            self._sensitivities(spec)
+        except KeyboardInterrupt as exc:
+            exc.add_note("no estimate written: the run stopped while "
+                         + ("computing the sensitivities" if spec.computes else "reading the sensitivities"))
+            raise
+        return time.perf_counter() - t0
+
+    def _sensitivities(self, spec: SensitivitySpec) -> None:
         if spec.computes:
             bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivity")
             try:
@@ -217,7 +232,6 @@ class OSEM:
         else:
             self.sensitivities = Sensitivities.read(spec, self.num_subsets, self.image_info, self.to_device)
             self.sensitivity_files = []
-        return time.perf_counter() - t0
 
     def _subset_sensitivity(self, out, subset_num: int, num_subsets: int):
         res = self.objective.subset_sensitivity(self.projector, out, subset_num, num_subsets)
@@ -304,6 +318,7 @@ class OSEM:
         records, saved = [], []
         todo = range(self.start_subiteration_num, self.num_subiterations + 1)
         bar = self._bar(len(todo), "OSEM")
+        n = self.start_subiteration_num
         try:
             for n in todo:
                 t0 = time.perf_counter()
@@ -326,7 +341,32 @@ class OSEM:
                         bar.set_postfix(loglik=f"{loglik:.6g}")
                 if callback is not None:
                     callback(rec, x)
+        except KeyboardInterrupt as exc:
+            exc.add_note(self._interrupted_note(n, records))
+            raise
         finally:
             if bar is not None:
                 bar.close()
         return OSEMResult(x, self.image_info, records, saved, list(self.sensitivity_files), setup_seconds)
+
+    def _interrupted_note(self, subiteration_num: int, records: list[SubiterationRecord]) -> str:
+        """What an interrupted run kept: its complete estimates, and how to go on from the last."""
+        where = f"stopped in subiteration {subiteration_num}"
+        saved = [r for r in records if r.saved is not None]
+        if not saved:
+            if self.output_filename_prefix is None:
+                return f"{where}; no estimate is written by this run (no output filename prefix)"
+            first = next((p for p in self.save_points() if p >= subiteration_num), None)
+            return f"{where}: no estimate written yet" + (f" (the first after subiteration {first})" if first else "")
+        last = saved[-1]
+        if last.subiteration == self.num_subiterations:
+            return f"the run had finished: every estimate is complete ({_names([r.saved for r in saved])})"
+        return (f"{where}: estimates up to subiteration {last.subiteration} are complete "
+                f"({_names([r.saved for r in saved])}); to continue: 'initial estimate := {last.saved}' and "
+                f"'start at subiteration number := {last.subiteration + 1}'")
+
+
+def _names(paths: list[Path]) -> str:
+    """A short list of file names for one line: all of up to three, else the first and last."""
+    names = [os.fspath(p) for p in paths]
+    return ", ".join(names) if len(names) <= 3 else f"{names[0]}, ..., {names[-1]} ({len(names)} files)"

@@ -60,6 +60,8 @@ class PreparedRun:
     osem: OSEM
     initial: object
     files: list
+    #: the folders the run writes into (estimates, computed sensitivities)
+    output_folders: list = dataclasses.field(default_factory=list)
 
     def run(self, callback=None) -> OSEMResult:
         return self.osem.reconstruct(self.initial, callback=callback)
@@ -173,7 +175,10 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                         report_objective_interval=s.report_objective_function_values_interval)
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
-        return PreparedRun(s, osem, initial, files)
+        # where the run writes: the estimates' folder, the computed sensitivities' folders
+        folders = [f.parent for f in osem.output_files()]
+        folders += [f.parent for f in spec.files(s.num_subsets)] if spec.computes else []
+        return PreparedRun(s, osem, initial, files, list(dict.fromkeys(folders)))
     except BaseException:
         for f in files:
             f.close()
