@@ -150,14 +150,16 @@ def big(tmp_path_factory):
 @pytest.mark.parametrize("existing", [False, True], ids=["new output", "existing output"])
 @pytest.mark.parametrize("command", ["forward-project", "back-project"])
 def test_sigint_during_projection(big, tmp_path, command, existing):
-    """Interrupted once its progress bar shows (the pipeline has started its chunks)."""
+    """Interrupted once its progress bar shows (the pipeline has started its chunks).  A new
+    output is named without extension: the line names the header STIR's naming gives it."""
+    header, data = (".hs", ".s") if command == "forward-project" else (".hv", ".v")
+    out = tmp_path / f"out{header}"
+    name = str(out) if existing else str(tmp_path / "out")
     if command == "forward-project":
-        out, data = tmp_path / "out.hs", ".s"
-        args = [command, str(out), str(big / "image.hv"), str(big / "template.hs")]
+        args = [command, name, str(big / "image.hv"), str(big / "template.hs")]
         operation = "forward projection"
     else:
-        out, data = tmp_path / "out.hv", ".v"
-        args = [command, str(out), str(big / "ones.hs")]
+        args = [command, name, str(big / "ones.hs")]
         operation = "back projection"
     args += ["--backend", "cpu", "--memory-budget", "256M"]
     if existing:  # --overwrite of an earlier output: it must survive the interrupt byte for byte

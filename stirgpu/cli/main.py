@@ -36,7 +36,7 @@ SUBCOMMANDS: tuple[str, ...] = (
 EXIT_ERROR = 2
 #: 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
 EXIT_INTERRUPTED = 130
-#: commands whose ``output`` argument is one file (``demo``'s is a folder)
+#: commands whose ``output`` argument is one Interfile output (``demo``'s is a folder)
 FILE_OUTPUT_COMMANDS = ("forward-project", "back-project")
 
 
@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     target = getattr(args, "output", None)
-    one_file = args.command in FILE_OUTPUT_COMMANDS
-    output = OutputState(target if one_file else None)
+    header = _output_header(args.command, target)
+    output = OutputState(header)
     if target is not None:  # (osmaposl looks in the folders of its parameter file itself)
-        warn_about_leftovers(args.command, [(os.path.dirname(target) or ".") if one_file else target])
+        warn_about_leftovers(args.command, [header.parent if header is not None else target])
     try:
         code = args.run(args)
     except KeyboardInterrupt as exc:
@@ -84,6 +84,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stirgpu {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
     return int(code or 0)
+
+
+def _output_header(command: str, target):
+    """The header file (a Path; STIR's name: ``out`` -> ``out.hs``) of a command's one output;
+    None for other commands and for names the command itself will refuse."""
+    if command not in FILE_OUTPUT_COMMANDS or target is None:
+        return None
+    from ..formats.naming import IMAGE, PROJDATA, output_names
+    try:
+        return output_names(target, PROJDATA if command == "forward-project" else IMAGE).header
+    except StirGpuError:
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover
