@@ -203,11 +203,13 @@ def _recon_dir(recon_data, tmp_path, prefix, subiterations) -> Path:
     return tmp_path
 
 
-def test_sigint_during_osmaposl(recon_data, tmp_path):
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_sigint_during_osmaposl(recon_data, tmp_path, backend):
     """The estimates written before the interrupt are named as complete (and are), the one in
-    progress is absent, the line says how to continue."""
+    progress is absent, the line says how to continue; on a GPU too (the all-direct path, whose
+    first lane runs in the calling thread)."""
     d = _recon_dir(recon_data, tmp_path, "osem", 1000)
-    proc = _stirgpu(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"], d)
+    proc = _stirgpu(["osmaposl", "osem.par", "--backend", backend, "--quiet"], d)
     _wait_for(lambda: (d / "osem_2.hv").exists(), proc, "the second estimate")
     seconds, out, err = _interrupt(proc)
     assert proc.returncode == 130, err
