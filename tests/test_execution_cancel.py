@@ -108,6 +108,10 @@ def test_failing_chunk_callback_drops_queued_chunks(backend):
         eng.run(prog, plan, pdi, {"data": random_proj_data(pdi)}, {}, image_shape=info.shape, progress=progress)
     assert isinstance(err.value.__cause__, Boom) and time.monotonic() - t0 < 3.0
     assert len(failed) == 1
-    assert all(t <= failed[0] for _, t in prog.started)
+    # a lane may have handed its next chunk to the device step in the microseconds between the
+    # callback's failure and the stop flag (a GPU lane computes the next chunk while the previous
+    # one is written): at most that one per lane starts later, and its step is cancelled at once
+    late = [i for i, t in prog.started if t > failed[0]]
+    assert len(late) <= plan.lanes, (late, prog.started, failed)
     assert len(prog.started) < len(plan.chunks)
     assert call_threads() == []
