@@ -4,7 +4,8 @@
    spheres (4:1, 3:1) and a cold one;
 2. simulated data: forward projection of the phantom, attenuation correction factors
    (``f = exp(line integral of mu)``, STIR's ``Bin Normalisation From ProjData``), a
-   flat background (STIR's ``additive sinogram``), Poisson noise with a fixed seed;
+   flat background ``b`` in measured units, written as STIR's ``additive sinogram``
+   ``a = b f`` (normalised units: mean data = (A x + a) / f), Poisson noise with a fixed seed;
 3. everything written as Interfile (``.hs``/``.s``, ``.hv``/``.v``) with an OSMAPOSL
    parameter file that STIR's ``OSMAPOSL`` runs unchanged;
 4. OSEM from that parameter file (``stirgpu osmaposl``), then ``slices.png``
@@ -86,7 +87,7 @@ Simulate a small PET scan and reconstruct it, to see stirgpu work end to end:
   1. a STIR scanner (ECAT 953, span 3) and a phantom: a water cylinder with two hot
      spheres (4:1, 3:1) and a cold one;
   2. simulated data: forward projection, attenuation correction factors, a flat
-     background (STIR's additive sinogram) and Poisson noise (fixed seed);
+     background b (written as STIR's additive sinogram a = b f) and Poisson noise (fixed seed);
   3. all written as Interfile into DIR with an OSMAPOSL parameter file, osem.par,
      that STIR's OSMAPOSL runs unchanged;
   4. OSEM from osem.par, then pictures: slices.png (phantom, reconstruction, their
