@@ -472,3 +472,35 @@ def test_cupy_output_on_second_gpu():
     """With two GPUs and the output on GPU 1, lanes' images are reduced on GPU 1 (peer copies)
     and the input image on GPU 1 is copied to GPU 0 device-to-device."""
     _cupy_round_trip([0, 1], 1)
+
+
+def test_explicit_views_project_exactly_those_views():
+    """views= (the STIR plugin's batches): the views given and nothing else, with the numbers
+    of the subset call that covers them."""
+    import numpy as np
+    import pytest
+    from stirgpu.errors import GeometryError, StirGpuError
+    from stirgpu.formats import ProjDataInMemory
+    from stirgpu.formats.testing import small_proj_data_info
+    from stirgpu.geometry import ImageInfo
+    from stirgpu.projectors import ProjectorPair
+    pdi = small_proj_data_info()
+    info = ImageInfo((9, 16, 16), (4.0, 4.0, 4.0), (0.0, 0.0, 0.0), (0, -8, -8))
+    pp = ProjectorPair(backend="cpu")
+    pp.set_up(pdi, info)
+    image = np.random.default_rng(1).random(info.shape, dtype=np.float32)
+    by_subset, by_views = ProjDataInMemory(pdi), ProjDataInMemory(pdi)
+    pp.forward_project(by_subset, image, subset_num=1, num_subsets=4)
+    pp.forward_project(by_views, image, views=[1, 5, 9])
+    for s in pdi.segment_nums:
+        assert np.array_equal(by_views.get_segment_by_view(s), by_subset.get_segment_by_view(s))
+    back = pp.back_project(None, by_subset, views=[5])
+    only5 = ProjDataInMemory(pdi)
+    for s in pdi.segment_nums:
+        only5.write_views(by_subset.read_views(s, [5]), s, [5])
+    assert np.allclose(back, pp.back_project(None, only5), rtol=1e-6, atol=1e-6 * float(np.abs(back).max()))
+    for bad, err in (([5, 1], GeometryError), ([], GeometryError), ([12], GeometryError)):
+        with pytest.raises(err):
+            pp.forward_project(ProjDataInMemory(pdi), image, views=bad)
+    with pytest.raises(StirGpuError, match="not both"):
+        pp.forward_project(ProjDataInMemory(pdi), image, subset_num=1, num_subsets=4, views=[1])

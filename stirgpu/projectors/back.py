@@ -17,7 +17,7 @@ class BackProjector(StreamingProjector):
     """
 
     def back_project(self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1,
-                     accumulate: bool = False):
+                     accumulate: bool = False, *, views=None):
         """Back project the views of subset ``subset_num`` of ``num_subsets`` of ``proj_data``.
 
         The result replaces the values of ``image_out`` (added to them with ``accumulate``), as
@@ -28,12 +28,13 @@ class BackProjector(StreamingProjector):
         STIR ProjData (only the subset's viewgrams are read).  Returns the image.  A cupy
         ``image_out`` of the image's layout on one of the projector's GPUs receives the result
         in place, with no copy (if the call fails, its values are then undefined; not so with
-        ``accumulate``).
+        ``accumulate``).  ``views`` (instead of a subset): exactly these views (distinct,
+        ascending).
         """
         self._auto_set_up(_pdi_source(proj_data), image_out)
         src = self._store(proj_data, "proj_data")
         self._check_image(image_out, "image_out")
-        views = self._views(subset_num, num_subsets)
+        views = self._views(subset_num, num_subsets, views)
         self._pending_upload = (0, 0.0)
         result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",
                            subset=(subset_num, num_subsets), **self._result_target(image_out, accumulate))

@@ -260,8 +260,21 @@ class StreamingProjector:
         self._upload(image)
 
     # -- running -------------------------------------------------------------------------
-    def _views(self, subset_num: int, num_subsets: int) -> np.ndarray:
-        return self._pdi.subset_views(subset_num, num_subsets)
+    def _views(self, subset_num: int, num_subsets: int, views=None) -> np.ndarray:
+        """The views a call projects: subset ``subset_num`` of ``num_subsets`` (STIR's rule), or
+        ``views`` itself when given (any distinct views, in ascending order)."""
+        if views is None:
+            return self._pdi.subset_views(subset_num, num_subsets)
+        if (subset_num, num_subsets) != (0, 1):
+            raise StirGpuError("give either views= or a subset (subset_num, num_subsets), not both")
+        v = np.asarray(views)
+        if v.ndim != 1 or v.size == 0 or v.dtype.kind not in "iu":
+            raise GeometryError(f"views must be a non-empty 1-D sequence of integers, got {views!r}")
+        v = v.astype(np.int64)
+        if np.any(np.diff(v) <= 0) or v[0] < 0 or v[-1] >= self._pdi.get_num_views():
+            raise GeometryError(f"views must be distinct, ascending and in [0, {self._pdi.get_num_views() - 1}], "
+                                f"got {v.tolist()}")
+        return v
 
     def _result_target(self, image_out, accumulate: bool) -> dict:
         """Where the engine puts a back projection: on the GPU of a cupy ``image_out`` when it

@@ -19,13 +19,14 @@ class ForwardProjector(StreamingProjector):
     Options: see :class:`~stirgpu.projectors.base.StreamingProjector`.
     """
 
-    def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1):
+    def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1, *, views=None):
         """Write the forward projection of ``image`` (default: the one of :meth:`set_input`)
         into ``proj_data_out`` -- only the views of subset ``subset_num`` of ``num_subsets``
         (and segments up to ``max_segment_num_to_process``); nothing else of it is touched.
 
         ``proj_data_out``: a stirgpu store or a STIR ProjData (``ProjDataInterfile`` opened for
         writing, ``ProjDataInMemory``; written viewgram by viewgram, the subset's only).
+        ``views`` (instead of a subset): exactly these views (distinct, ascending).
         ``image``: numpy/cupy/torch (z, y, x), a stirgpu image or a ``stir.FloatVoxelsOnCartesianGrid``
         of the set-up's geometry.  A new disk store whose projection fails is aborted (never
         committed).  Returns ``proj_data_out``.
@@ -33,7 +34,7 @@ class ForwardProjector(StreamingProjector):
         self._auto_set_up(_pdi_source(proj_data_out), image)
         out = self._store(proj_data_out, "proj_data_out")
         self._check_image(image, "image")
-        views = self._views(subset_num, num_subsets)
+        views = self._views(subset_num, num_subsets, views)
         try:
             self._prepare_input(image)
             self._run(ForwardProgram(self._geometry), views, {}, {"out": out}, "forward projection",

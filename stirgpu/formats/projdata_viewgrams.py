@@ -1,0 +1,78 @@
+"""Projection data held as separate viewgrams, each in an array the caller owns."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import GeometryError
+from ..geometry import ProjDataInfo
+from .projdata import ProjData
+from .storage_order import StorageOrder
+
+__all__ = ["ProjDataViewgrams"]
+
+
+class ProjDataViewgrams(ProjData):
+    """Some viewgrams of a geometry, each its own (axial, tangential) float32 array, given by
+    the caller and read or written in place: the STIR plugin's host buffers (one batch of a
+    subset), which the engine fills or reads without any copy of the rest of the data.
+
+    ``ProjDataViewgrams(proj_data_info, {(segment, view): array})``.  Reading a viewgram that
+    is not held gives zeros when ``missing_as_zeros`` (a back projection of the viewgrams
+    given: the others contribute nothing), else a GeometryError; writing one is always an
+    error.  Non-TOF only.
+    """
+
+    def __init__(self, proj_data_info: ProjDataInfo, viewgrams: Mapping[tuple[int, int], np.ndarray],
+                 missing_as_zeros: bool = False):
+        if proj_data_info.get_num_tof_poss() != 1:
+            raise GeometryError("ProjDataViewgrams: TOF projection data are not supported")
+        self._pdi = proj_data_info
+        self._missing_as_zeros = bool(missing_as_zeros)
+        self._viewgrams: dict[tuple[int, int], np.ndarray] = {}
+        nt = proj_data_info.get_num_tangential_poss()
+        for (seg, view), arr in viewgrams.items():
+            seg, view = int(seg), int(view)
+            self._segment(seg)
+            if not 0 <= view < proj_data_info.get_num_views():
+                raise GeometryError(f"ProjDataViewgrams: view {view} out of range [0, {proj_data_info.get_num_views() - 1}]")
+            shape = (proj_data_info.get_num_axial_poss(seg), nt)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != shape \
+                    or not arr.flags.c_contiguous:
+                raise GeometryError(f"ProjDataViewgrams: viewgram (segment {seg}, view {view}) must be a C-contiguous "
+                                    f"float32 array of shape {shape}, got "
+                                    f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+            self._viewgrams[(seg, view)] = arr
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._pdi
+
+    @property
+    def storage_order(self) -> StorageOrder:
+        return StorageOrder.VIEW
+
+    def holds(self, segment: int, view: int) -> bool:
+        return (int(segment), int(view)) in self._viewgrams
+
+    def _viewgram(self, segment: int, view: int, writing: bool) -> np.ndarray | None:
+        arr = self._viewgrams.get((segment, view))
+        if arr is None and (writing or not self._missing_as_zeros):
+            raise GeometryError(f"ProjDataViewgrams: viewgram (segment {segment}, view {view}) is not held here")
+        return arr
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        (v0, v1), (a0, a1) = view_range, axial_range
+        for i, v in enumerate(range(v0, v1)):
+            arr = self._viewgram(segment, v, writing=False)
+            if arr is None:
+                out[i] = 0.0
+            else:
+                out[i] = arr[a0:a1]
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        na = data.shape[1]
+        for i in range(data.shape[0]):
+            self._viewgram(segment, v0 + i, writing=True)[a0:a0 + na] = data[i]

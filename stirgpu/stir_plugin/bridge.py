@@ -1,0 +1,192 @@
+"""What the STIR plugin's C++ calls in Python: one :class:`PairSession` per stirgpu projector
+pair (or lone forward / back projector) that STIR sets up.
+
+The C++ side (``swig/src/session.cxx``) owns the host buffers and decides what to project
+(one batch of a subset at a time); this module only drives stirgpu's
+:class:`~stirgpu.projectors.ProjectorPair` on them:
+
+* geometry: STIR's ``ProjDataInfo`` and image, as the plugin's look-alikes of STIR's Python
+  objects, converted by :mod:`stirgpu.interop` exactly as STIR's own Python objects are
+  (and checked against STIR's own ``get_phi`` / ``get_s`` / ``get_m`` / ``get_tantheta``);
+* arrays: numpy views of the C++ buffers and of STIR's image memory (no copies); a call
+  never keeps them;
+* back projections accumulate in one image on the first GPU (numpy for the CPU backend)
+  from ``start_accumulating`` until ``get_output`` copies it into STIR's image.
+
+``STIRGPU_STIR_PLUGIN_TRACE=FILE`` appends one JSON line per projection to FILE (the call,
+the views and segments projected, the number of bins, seconds): what the tests and users
+check to see that a subset costs a subset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from ..errors import GeometryError, StirGpuError
+from ..formats import ProjDataViewgrams
+from ..interop import image_info_from_stir, proj_data_info_from_stir
+
+__all__ = ["PairSession", "TRACE_ENV"]
+
+#: the environment variable naming the trace file
+TRACE_ENV = "STIRGPU_STIR_PLUGIN_TRACE"
+
+_MIB = 2 ** 20
+
+
+def _projector_options(options: dict) -> dict:
+    """The plugin's parsed block (C++ Options; -1 / [] = not given) as ProjectorPair keywords."""
+    def given(key):
+        v = int(options[key])
+        return None if v < 0 else v
+
+    gpu, host, views = given("gpu_memory_budget_mb"), given("host_memory_budget_mb"), given("max_views_per_chunk")
+    return {"backend": str(options["backend"]),
+            "devices": tuple(int(d) for d in options["devices"]) or None,
+            "gpu_memory_budget": None if gpu is None else gpu * _MIB,
+            "host_memory_budget": None if host is None else host * _MIB,
+            "max_views_per_chunk": views,
+            "restrict_to_cylindrical_fov": bool(options["restrict_to_cylindrical_fov"])}
+
+
+class PairSession:
+    """stirgpu's projector pair for one STIR set-up (``set_up(proj_data_info, image)``)."""
+
+    def __init__(self, proj_data_info, image, options: dict):
+        from ..execution import default_host_budget
+        from ..projectors import ProjectorPair
+        kwargs = _projector_options(options)
+        self._pdi = proj_data_info_from_stir(proj_data_info, "STIR's projection data geometry")
+        if self._pdi.get_num_tof_poss() > 1:
+            raise GeometryError("TOF projection data are not supported by the stirgpu projectors")
+        self._image_info = image_info_from_stir(image, "STIR's image")
+        self._pair = ProjectorPair(**kwargs)
+        self._pair.set_up(self._pdi, self._image_info)
+        #: bytes the C++ side may keep in its forward cache and back-projection buffers
+        self.cache_bytes = int(kwargs["host_memory_budget"] or default_host_budget())
+        self._verbosity = int(options["verbosity"])
+        self._accum = None
+        self._trace_path = os.environ.get(TRACE_ENV) or None
+        self._trace_lock = threading.Lock()
+
+    # -- the image in -------------------------------------------------------------------
+    def set_input(self, image: np.ndarray) -> None:
+        """Upload STIR's image (a read-only view of its memory) to every GPU."""
+        self._pair.set_input(image)
+
+    # -- per-viewgram calls, batched by the C++ side -------------------------------------
+    def forward(self, views, outputs: dict) -> None:
+        """Forward project ``views`` of every segment into ``outputs`` ({(segment, view): array})."""
+        t0 = time.perf_counter()
+        store = ProjDataViewgrams(self._pdi, outputs)
+        self._pair.forward_project(store, None, views=np.asarray(views, dtype=np.int64))
+        self._log("forward", views, t0)
+
+    def start_accumulating(self) -> None:
+        if self._accum is None:
+            if self._pair.backend == "cuda":
+                import cupy
+                with cupy.cuda.Device(self._pair.devices[0]):
+                    self._accum = cupy.zeros(self._image_info.shape, dtype=cupy.float32)
+            else:
+                self._accum = np.zeros(self._image_info.shape, dtype=np.float32)
+        else:
+            self._accum.fill(0)
+
+    def back(self, views, inputs: dict) -> None:
+        """Back project the viewgrams ``inputs`` ({(segment, view): array}) of ``views`` and add
+        them to the accumulated image (viewgrams not given count as zeros)."""
+        t0 = time.perf_counter()
+        store = ProjDataViewgrams(self._pdi, inputs, missing_as_zeros=True)
+        self._pair.back_project(self._require_accumulating(), store, views=np.asarray(views, dtype=np.int64),
+                                accumulate=True)
+        self._log("back", views, t0)
+
+    def get_output(self, out: np.ndarray) -> None:
+        """Copy the accumulated back projection into ``out`` (a view of STIR's image)."""
+        accum = self._require_accumulating()
+        if isinstance(accum, np.ndarray):
+            np.copyto(out, accum)
+        else:
+            accum.get(out=out)
+
+    # -- whole-ProjData calls -------------------------------------------------------------
+    def forward_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
+        t0 = time.perf_counter()
+        self._pair.forward_project(self._lent(access, "output projection data"), None, subset_num, num_subsets)
+        self._log("forward ProjData", self._pdi.subset_views(subset_num, num_subsets), t0)
+
+    def back_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
+        t0 = time.perf_counter()
+        self._pair.back_project(self._require_accumulating(), self._lent(access, "projection data"), subset_num,
+                                num_subsets, accumulate=True)
+        self._log("back ProjData", self._pdi.subset_views(subset_num, num_subsets), t0)
+
+    def close(self) -> None:
+        """Give back the GPU memory (the STIR projector is being destroyed)."""
+        self._accum = None
+        self._pair = None
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _require_accumulating(self):
+        if self._accum is None:
+            raise StirGpuError("back projection before start_accumulating_in_new_target")
+        return self._accum
+
+    def _lent(self, access, name: str) -> "_LentProjData":
+        pdi = proj_data_info_from_stir(access.get_proj_data_info(), f"STIR's {name}")
+        if pdi != self._pdi:
+            raise GeometryError(f"STIR's {name} has another geometry than the projector's set-up "
+                                f"({pdi!r} vs {self._pdi!r})")
+        return _LentProjData(access, self._pdi)
+
+    def _log(self, call: str, views, t0: float) -> None:
+        seconds = time.perf_counter() - t0
+        views = [int(v) for v in views]
+        segments = list(self._pair.segments_to_process())
+        bins = len(views) * self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
+        if self._verbosity >= 2:
+            print(f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
+                  f"{1e3 * seconds:.1f} ms", file=sys.stderr, flush=True)
+        if self._trace_path is not None:
+            line = json.dumps({"call": call, "views": views, "segments": segments, "bins": bins,
+                               "seconds": round(seconds, 6), "pid": os.getpid()})
+            with self._trace_lock, open(self._trace_path, "a") as f:
+                f.write(line + "\n")
+
+
+class _LentProjData:
+    """A STIR ProjData lent by the plugin for one call, as a chunk store: each viewgram goes
+    through STIR's own get_viewgram / set_viewgram (memory, disk, any ProjData type) straight
+    into or out of the engine's buffers; one call at a time (a file-backed ProjData shares one
+    stream)."""
+
+    def __init__(self, access, pdi):
+        self._access = access
+        self._pdi = pdi
+        self._lock = threading.Lock()
+
+    def get_proj_data_info(self):
+        return self._pdi
+
+    def read_views(self, segment: int, views, out: np.ndarray | None = None, timing_pos: int = 0) -> np.ndarray:
+        views = [int(v) for v in views]
+        shape = (len(views), self._pdi.get_num_axial_poss(segment), self._pdi.get_num_tangential_poss())
+        if out is None:
+            out = np.empty(shape, dtype=np.float32)
+        with self._lock:
+            for i, v in enumerate(views):
+                self._access.read_viewgram(int(segment), v, out[i])
+        return out
+
+    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
+        a = np.asarray(array, dtype=np.float32)
+        with self._lock:
+            for i, v in enumerate(views):
+                self._access.write_viewgram(int(segment), int(v), np.ascontiguousarray(a[i]))

@@ -1,0 +1,586 @@
+#include "session.h"
+
+#include "lookalikes.h"
+#include "python_runtime.h"
+#include "viewgram_copy.h"
+
+#include "stir/Viewgram.h"
+#include "stir/error.h"
+#include "stir/info.h"
+#include "stir/warning.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+namespace py = pybind11;
+
+namespace stirgpu_plugin
+{
+
+namespace
+{
+
+const std::string PREFIX = "stirgpu: ";
+
+// inside one of STIR's OpenMP loops (active or not): an exception must not leave it
+bool
+inside_openmp_loop()
+{
+  return omp_get_level() > 0;
+}
+
+// a numpy array over memory the plugin (or STIR) owns; Python only uses it during the call
+template <class T>
+py::array_t<float>
+borrowed_array(std::vector<py::ssize_t> shape, T* data)
+{
+  py::array_t<float> a(shape, const_cast<float*>(data), py::capsule(data, [](void*) {}));
+  if (std::is_const<T>::value)
+    a.attr("setflags")(py::arg("write") = false);
+  return a;
+}
+
+std::vector<py::ssize_t>
+image_shape(const stir::DiscretisedDensity<3, float>& image)
+{
+  const stir::IndexRange<3> r = image.get_index_range();
+  const int nz = r.get_length();
+  const int ny = r[r.get_min_index()].get_length();
+  const int nx = r[r.get_min_index()][r[r.get_min_index()].get_min_index()].get_length();
+  return { nz, ny, nx };
+}
+
+} // namespace
+
+bool
+Options::operator==(const Options& o) const
+{
+  return backend == o.backend && devices == o.devices && gpu_memory_budget_mb == o.gpu_memory_budget_mb
+         && host_memory_budget_mb == o.host_memory_budget_mb && max_views_per_chunk == o.max_views_per_chunk
+         && restrict_to_cylindrical_fov == o.restrict_to_cylindrical_fov && verbosity == o.verbosity;
+}
+
+std::string
+Options::problem() const
+{
+  if (backend != "auto" && backend != "cpu" && backend != "cuda")
+    return "backend must be auto, cpu or cuda, not '" + backend + "'";
+  for (int d : devices)
+    if (d < 0)
+      return "devices must be >= 0";
+  if (gpu_memory_budget_mb == 0 || gpu_memory_budget_mb < -1)
+    return "GPU memory budget (MB) must be >= 1";
+  if (host_memory_budget_mb == 0 || host_memory_budget_mb < -1)
+    return "host memory budget (MB) must be >= 1";
+  if (max_views_per_chunk == 0 || max_views_per_chunk < -1)
+    return "maximum views per chunk must be >= 1";
+  return "";
+}
+
+Session::Session(const Options& options)
+    : options_(options)
+{}
+
+Session::~Session()
+{
+  if (!pending_error_.empty())
+    stir::warning(PREFIX + "an error was never reported to STIR: " + pending_error_);
+  if (python_ != nullptr)
+    {
+      try
+        {
+          PythonRuntime::get().call([this] {
+            python_->attr("close")();
+            delete python_;
+          });
+        }
+      catch (const std::exception& e)
+        {
+          stir::warning(PREFIX + "closing the projector failed: " + e.what());
+        }
+    }
+}
+
+std::vector<int>
+Session::segments() const
+{
+  std::vector<int> s;
+  for (int seg = pdi_->get_min_segment_num(); seg <= pdi_->get_max_segment_num(); ++seg)
+    s.push_back(seg);
+  return s;
+}
+
+void
+Session::require_set_up(const char* what) const
+{
+  if (python_ == nullptr)
+    stir::error(PREFIX + what + " called before set_up");
+}
+
+void
+Session::fail(std::unique_lock<std::mutex>& lock, const std::string& what)
+{
+  if (inside_openmp_loop())
+    {
+      if (pending_error_.empty())
+        pending_error_ = what;
+      return;
+    }
+  pending_error_.clear();  // (it is what is reported now, if it was the cause)
+  lock.unlock();
+  stir::error(PREFIX + what);
+}
+
+void
+Session::refuse(const std::string& what)
+{
+  auto lock = lock_releasing_gil(mutex_);
+  fail(lock, what);
+}
+
+void
+Session::raise_pending()
+{
+  std::string what;
+  {
+    auto lock = lock_releasing_gil(mutex_);
+    what.swap(pending_error_);
+  }
+  if (!what.empty())
+    stir::error(PREFIX + what);
+}
+
+void
+Session::single_thread_inside_python()
+{
+  // see session.h: only the thread holding the GIL can run Python inside STIR's module
+  if (!PythonRuntime::get().embedded() && omp_get_max_threads() > 1)
+    {
+      stir::info(PREFIX + "STIR's projection loops run on one thread while STIR's Python module drives a stirgpu "
+                     "projector (the GPUs do the work)",
+                 2);
+      omp_set_num_threads(1);
+    }
+}
+
+py::dict
+Session::as_numpy(Buffers& buffers)
+{
+  py::dict d;
+  const int nt = pdi_->get_num_tangential_poss();
+  for (auto& kv : buffers.viewgrams)
+    d[py::make_tuple(kv.first.first, kv.first.second)]
+        = borrowed_array<float>({ pdi_->get_num_axial_poss(kv.first.first), nt }, kv.second.data());
+  return d;
+}
+
+void
+Session::set_up(const stir::shared_ptr<const stir::ProjDataInfo>& pdi,
+                const stir::shared_ptr<const stir::DiscretisedDensity<3, float>>& image_info)
+{
+  raise_pending();
+  const std::string problem = options_.problem();
+  if (!problem.empty())
+    stir::error(PREFIX + problem);
+  auto lock = lock_releasing_gil(mutex_);
+  if (python_ != nullptr && options_ == python_options_ && *pdi == *pdi_
+      && image_info->has_same_characteristics(*image_info_))
+    return;  // the other projector of the pair set it up
+  PythonRuntime& rt = PythonRuntime::get();
+  try
+    {
+      rt.call([&] {
+        py::dict opts;
+        opts["backend"] = options_.backend;
+        opts["devices"] = options_.devices;
+        opts["gpu_memory_budget_mb"] = options_.gpu_memory_budget_mb;
+        opts["host_memory_budget_mb"] = options_.host_memory_budget_mb;
+        opts["max_views_per_chunk"] = options_.max_views_per_chunk;
+        opts["restrict_to_cylindrical_fov"] = options_.restrict_to_cylindrical_fov;
+        opts["verbosity"] = options_.verbosity;
+        py::object session
+            = rt.bridge().attr("PairSession")(proj_data_info_lookalike(pdi), image_lookalike(*image_info), opts);
+        if (python_ != nullptr)
+          {
+            python_->attr("close")();
+            delete python_;
+            python_ = nullptr;
+          }
+        cache_budget_ = session.attr("cache_bytes").cast<std::size_t>();
+        python_ = new py::object(std::move(session));
+      });
+    }
+  catch (const std::exception& e)  // PythonError, or a look-alike refusing the geometry
+    {
+      lock.unlock();
+      stir::error(PREFIX + "set_up: " + e.what());
+    }
+  python_options_ = options_;
+  pdi_ = pdi;
+  image_info_ = image_info;
+  forward_cache_ = Buffers();
+  back_staged_ = Buffers();
+  forward_views_.clear();
+  back_views_.clear();
+  has_input_ = accumulating_ = false;
+  learnt_num_subsets_ = 0;
+}
+
+void
+Session::learn_from(std::set<int>& views)
+{
+  // views of one period: if they are all views with one remainder modulo N, that is STIR's
+  // subset rule for this run
+  if (views.size() >= 2)
+    {
+      const int v0 = *views.begin();
+      int g = 0;
+      for (int v : views)
+        g = std::gcd(g, v - v0);
+      bool whole_subset = true;
+      int count = 0;
+      for (int v = pdi_->get_min_view_num() + ((v0 - pdi_->get_min_view_num()) % g); v <= pdi_->get_max_view_num();
+           v += g, ++count)
+        whole_subset = whole_subset && views.count(v) == 1;
+      if (whole_subset && count == static_cast<int>(views.size()))
+        learnt_num_subsets_ = g;
+    }
+  views.clear();
+}
+
+std::vector<int>
+Session::batch_views(int view) const
+{
+  // the rule: the learnt number of subsets if the views of this period follow it, else the
+  // one the views of this period give
+  int n = learnt_num_subsets_;
+  for (int v : forward_views_)
+    if (n > 0 && (v - view) % n != 0)
+      n = 0;
+  if (n == 0)
+    for (int v : forward_views_)
+      n = std::gcd(n, std::abs(v - view));
+  std::vector<int> views;
+  if (n == 0)
+    views.push_back(view);
+  else
+    {
+      for (int v = view; v <= pdi_->get_max_view_num(); v += n)
+        views.push_back(v);
+      for (int v = view - n; v >= pdi_->get_min_view_num(); v -= n)
+        views.push_back(v);
+    }
+  // not those cached already, and no more than the cache budget (at least the one asked for)
+  const int seg0 = pdi_->get_min_segment_num();
+  views.erase(std::remove_if(views.begin() + 1, views.end(),
+                             [&](int v) { return forward_cache_.viewgrams.count({ seg0, v }) == 1; }),
+              views.end());
+  std::size_t per_view = 0;
+  for (int s : segments())
+    per_view += sizeof(float) * pdi_->get_num_axial_poss(s) * pdi_->get_num_tangential_poss();
+  const std::size_t fit = std::max<std::size_t>(1, cache_budget_ / std::max<std::size_t>(per_view, 1));
+  if (views.size() > fit)
+    views.resize(fit);
+  std::sort(views.begin(), views.end());
+  return views;
+}
+
+void
+Session::project_batch(const std::vector<int>& views)
+{
+  Buffers batch;
+  const int nt = pdi_->get_num_tangential_poss();
+  for (int s : segments())
+    for (int v : views)
+      {
+        const std::size_t n = static_cast<std::size_t>(pdi_->get_num_axial_poss(s)) * nt;
+        batch.viewgrams[{ s, v }].resize(n);
+        batch.bytes += n * sizeof(float);
+      }
+  PythonRuntime& rt = PythonRuntime::get();
+  rt.call([&] { python_->attr("forward")(views, as_numpy(batch)); });
+  if (forward_cache_.bytes + batch.bytes > cache_budget_)
+    forward_cache_ = Buffers();  // what was served before is not asked for again
+  forward_cache_.bytes += batch.bytes;
+  forward_cache_.viewgrams.merge(batch.viewgrams);
+}
+
+void
+Session::set_input(const stir::DiscretisedDensity<3, float>& image)
+{
+  raise_pending();
+  require_set_up("set_input");
+  auto lock = lock_releasing_gil(mutex_);
+  learn_from(forward_views_);
+  forward_cache_ = Buffers();
+  has_input_ = false;
+  single_thread_inside_python();
+  std::vector<float> copy;
+  const float* data;
+  if (image.is_contiguous())
+    data = image.get_const_full_data_ptr();
+  else
+    {
+      copy.assign(image.begin_all(), image.end_all());
+      data = copy.data();
+    }
+  std::string failure;
+  try
+    {
+      PythonRuntime::get().call([&] { python_->attr("set_input")(borrowed_array(image_shape(image), data)); });
+    }
+  catch (const std::exception& e)
+    {
+      failure = e.what();
+    }
+  if (image.is_contiguous())
+    image.release_const_full_data_ptr();
+  if (!failure.empty())
+    {
+      lock.unlock();
+      stir::error(PREFIX + "set_input: " + failure);
+    }
+  has_input_ = true;
+}
+
+void
+Session::forward_project(stir::RelatedViewgrams<float>& viewgrams)
+{
+  auto lock = lock_releasing_gil(mutex_);
+  std::string failure = pending_error_;
+  if (failure.empty() && !has_input_)
+    failure = "forward_project called before set_input";
+  for (stir::Viewgram<float>& vg : viewgrams)
+    {
+      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num() };
+      if (failure.empty() && vg.get_timing_pos_num() != 0)
+        failure = "TOF viewgrams are not supported";
+      if (failure.empty())
+        {
+          forward_views_.insert(key.second);
+          if (forward_cache_.viewgrams.count(key) == 0)
+            try
+              {
+                project_batch(batch_views(key.second));
+              }
+            catch (const std::exception& e)
+              {
+                failure = std::string("forward projection: ") + e.what();
+              }
+        }
+      if (failure.empty())
+        {
+          const std::vector<float>& cached = forward_cache_.viewgrams.at(key);
+          if (cached.size() != viewgram_size(vg))
+            failure = "forward_project: a viewgram of another size than the set-up's";
+          else
+            copy_to_viewgram(cached.data(), vg);
+        }
+      if (!failure.empty())  // NaN: a result nobody may use (the error comes later in a loop)
+        vg.fill(std::numeric_limits<float>::quiet_NaN());
+    }
+  if (!failure.empty())
+    fail(lock, failure);
+}
+
+void
+Session::start_accumulating()
+{
+  raise_pending();
+  require_set_up("start_accumulating_in_new_target");
+  auto lock = lock_releasing_gil(mutex_);
+  learn_from(back_views_);
+  back_staged_ = Buffers();
+  single_thread_inside_python();
+  try
+    {
+      PythonRuntime::get().call([&] { python_->attr("start_accumulating")(); });
+    }
+  catch (const std::exception& e)
+    {
+      lock.unlock();
+      stir::error(PREFIX + "start_accumulating_in_new_target: " + e.what());
+    }
+  accumulating_ = true;
+}
+
+void
+Session::flush_back_projection()
+{
+  if (back_staged_.viewgrams.empty())
+    return;
+  std::set<int> views;
+  for (const auto& kv : back_staged_.viewgrams)
+    views.insert(kv.first.second);
+  const std::vector<int> list(views.begin(), views.end());
+  PythonRuntime::get().call([&] { python_->attr("back")(list, as_numpy(back_staged_)); });
+  back_staged_ = Buffers();
+}
+
+void
+Session::back_project(const stir::RelatedViewgrams<float>& viewgrams)
+{
+  auto lock = lock_releasing_gil(mutex_);
+  std::string failure = pending_error_;
+  if (failure.empty() && !accumulating_)
+    failure = "back_project called before start_accumulating_in_new_target";
+  for (const stir::Viewgram<float>& vg : viewgrams)
+    {
+      if (!failure.empty())
+        break;
+      if (vg.get_timing_pos_num() != 0)
+        {
+          failure = "TOF viewgrams are not supported";
+          break;
+        }
+      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num() };
+      back_views_.insert(key.second);
+      std::vector<float>& staged = back_staged_.viewgrams[key];
+      if (staged.empty())
+        {
+          staged.resize(viewgram_size(vg));
+          copy_from_viewgram(vg, staged.data());
+          back_staged_.bytes += staged.size() * sizeof(float);
+        }
+      else
+        {  // the same viewgram twice: back projections add up
+          std::vector<float> more(viewgram_size(vg));
+          copy_from_viewgram(vg, more.data());
+          if (more.size() != staged.size())
+            failure = "back_project: a viewgram of another size than the set-up's";
+          else
+            std::transform(staged.begin(), staged.end(), more.begin(), staged.begin(), std::plus<float>());
+        }
+    }
+  if (failure.empty() && back_staged_.bytes > cache_budget_)
+    try
+      {
+        flush_back_projection();
+      }
+    catch (const std::exception& e)
+      {
+        failure = std::string("back projection: ") + e.what();
+      }
+  if (!failure.empty())
+    fail(lock, failure);
+}
+
+void
+Session::get_output(stir::DiscretisedDensity<3, float>& image)
+{
+  raise_pending();
+  require_set_up("get_output");
+  auto lock = lock_releasing_gil(mutex_);
+  if (!accumulating_)
+    {
+      lock.unlock();
+      stir::error(PREFIX + "get_output called before start_accumulating_in_new_target");
+    }
+  std::string failure;
+  try
+    {
+      flush_back_projection();
+      std::vector<float> copy;
+      float* data;
+      if (image.is_contiguous())
+        data = image.get_full_data_ptr();
+      else
+        {
+          copy.resize(image.size_all());
+          data = copy.data();
+        }
+      try
+        {
+          PythonRuntime::get().call([&] { python_->attr("get_output")(borrowed_array(image_shape(image), data)); });
+        }
+      catch (...)
+        {
+          if (image.is_contiguous())
+            image.release_full_data_ptr();
+          throw;
+        }
+      if (image.is_contiguous())
+        image.release_full_data_ptr();
+      else
+        std::copy(copy.begin(), copy.end(), image.begin_all());
+    }
+  catch (const std::exception& e)
+    {
+      failure = e.what();
+    }
+  learn_from(back_views_);
+  if (!failure.empty())
+    {
+      lock.unlock();
+      stir::error(PREFIX + "back projection: " + failure);
+    }
+}
+
+void
+Session::forward_project(stir::ProjData& out, int subset_num, int num_subsets)
+{
+  raise_pending();
+  require_set_up("forward_project");
+  auto lock = lock_releasing_gil(mutex_);
+  if (!has_input_)
+    {
+      lock.unlock();
+      stir::error(PREFIX + "forward_project called before set_input");
+    }
+  std::string failure;
+  try
+    {
+      PythonRuntime::get().call([&] {
+        ProjDataAccessScope access(out, false);
+        python_->attr("forward_proj_data")(access.object(), subset_num, num_subsets);
+      });
+    }
+  catch (const std::exception& e)
+    {
+      failure = e.what();
+    }
+  if (!failure.empty())
+    {
+      lock.unlock();
+      stir::error(PREFIX + "forward_project: " + failure);
+    }
+}
+
+void
+Session::back_project(const stir::ProjData& in, int subset_num, int num_subsets)
+{
+  raise_pending();
+  require_set_up("back_project");
+  auto lock = lock_releasing_gil(mutex_);
+  if (!accumulating_)
+    {
+      lock.unlock();
+      stir::error(PREFIX + "back_project called before start_accumulating_in_new_target");
+    }
+  std::string failure;
+  try
+    {
+      PythonRuntime::get().call([&] {
+        ProjDataAccessScope access(const_cast<stir::ProjData&>(in), true);
+        python_->attr("back_proj_data")(access.object(), subset_num, num_subsets);
+      });
+    }
+  catch (const std::exception& e)
+    {
+      failure = e.what();
+    }
+  if (!failure.empty())
+    {
+      lock.unlock();
+      stir::error(PREFIX + "back_project: " + failure);
+    }
+}
+
+} // namespace stirgpu_plugin
