@@ -31,6 +31,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "stirgpu.cli.osmaposl",
     "stirgpu.cli.plan",
     "stirgpu.cli.demo",
+    "stirgpu.cli.stir_plugin",
 )
 
 EXIT_ERROR = 2

@@ -1,0 +1,81 @@
+"""``stirgpu stir-plugin build|path`` and ``stirgpu stir PROGRAM [ARGS...]``: stirgpu as the
+projector type ``stirgpu`` of STIR's own executables.
+
+* ``stir-plugin build [--stir PREFIX]`` compiles the plugin against a STIR (found on ``PATH`` /
+  ``CMAKE_PREFIX_PATH``, or given) into stirgpu's user cache and prints where it is;
+* ``stir-plugin path [--stir PREFIX]`` prints that location (an error if it is not built);
+* ``stir PROGRAM ARGS...`` runs STIR's PROGRAM (``OSMAPOSL``, ``forward_project``, ...) with the
+  plugin preloaded, so that ``projector pair type := stirgpu`` works; its exit code is the
+  program's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+__all__ = ["register", "run_build", "run_path", "run_stir", "stir_command"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("stir-plugin", help="build the STIR plugin (STIR's projector type 'stirgpu') or show it",
+                              description=__doc__.split("\n\n")[0])
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b = actions.add_parser("build", help="compile the plugin against a STIR into stirgpu's cache")
+    b.add_argument("--stir", metavar="PREFIX", default=None,
+                   help="STIR's installation prefix (default: from PATH / CMAKE_PREFIX_PATH)")
+    b.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel compile jobs (default: all cores)")
+    b.add_argument("--rebuild", action="store_true", help="build again even if a build exists")
+    b.set_defaults(run=run_build)
+    q = actions.add_parser("path", help="print where the plugin for a STIR is")
+    q.add_argument("--stir", metavar="PREFIX", default=None, help="STIR's installation prefix (default: as for build)")
+    q.set_defaults(run=run_path)
+
+    s = subparsers.add_parser("stir", help="run one of STIR's executables with the plugin loaded",
+                              description="Run STIR's PROGRAM (OSMAPOSL, OSSPS, forward_project, back_project, ...) "
+                                          "with the stirgpu plugin preloaded, so that its .par files can say "
+                                          "'projector pair type := stirgpu'.")
+    s.add_argument("--stir", metavar="PREFIX", default=None,
+                   help="STIR's installation prefix (default: the one PROGRAM is found in on PATH)")
+    s.add_argument("program", help="a STIR executable (name on PATH, or a path)")
+    s.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    s.set_defaults(run=run_stir)
+
+
+def run_build(args) -> int:
+    from ..stir_plugin import build
+    found = build(args.stir, jobs=args.jobs, rebuild=args.rebuild)
+    print(f"built the stirgpu STIR plugin for STIR {found.stir_version} at {found.stir_prefix}:")
+    print(found.plugin)
+    return 0
+
+
+def run_path(args) -> int:
+    from ..stir_plugin import find_build
+    print(find_build(args.stir).plugin)
+    return 0
+
+
+def stir_command(program: str, args: list[str], stir: str | None = None) -> tuple[list[str], dict]:
+    """(argv, environment) that run STIR's ``program`` with the plugin preloaded."""
+    from ..errors import StirGpuError
+    from ..stir_plugin import find_build
+    if stir is not None and os.sep not in program:
+        exe = shutil.which(program, path=str(Path(stir).expanduser() / "bin"))
+    else:
+        exe = shutil.which(program)
+    if exe is None:
+        where = f"{stir}/bin" if stir is not None else "PATH"
+        raise StirGpuError(f"STIR program {program!r} not found on {where}")
+    found = find_build(stir if stir is not None else Path(exe).resolve().parent.parent)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(found.preload() + env.get("LD_PRELOAD", "").split())
+    return [exe, *args], env
+
+
+def run_stir(args) -> int:
+    argv, env = stir_command(args.program, args.args, args.stir)
+    os.execve(argv[0], argv, env)  # the program's exit code and signals are the command's
+    return 0  # pragma: no cover (execve does not return)
