@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..errors import StirGpuError
-from .build import PluginBuild, PluginBuildError, build, find_build, find_stir_prefix
+from .building import PluginBuild, PluginBuildError, build, find_build, find_stir_prefix
 
 __all__ = ["load", "projector_pair", "forward_projector", "back_projector", "build", "find_build",
            "find_stir_prefix", "PluginBuild", "PluginBuildError", "loaded_stir_prefix"]

@@ -15,7 +15,7 @@ The C++ side (``swig/src/session.cxx``) owns the host buffers and decides what t
 
 ``STIRGPU_STIR_PLUGIN_TRACE=FILE`` appends one JSON line per projection to FILE (the call,
 the views and segments projected, the number of bins, seconds): what the tests and users
-check to see that a subset costs a subset.
+check to see that a subset costs a subset.  It is read at every projection.
 """
 
 from __future__ import annotations
@@ -72,7 +72,6 @@ class PairSession:
         self.cache_bytes = int(kwargs["host_memory_budget"] or default_host_budget())
         self._verbosity = int(options["verbosity"])
         self._accum = None
-        self._trace_path = os.environ.get(TRACE_ENV) or None
         self._trace_lock = threading.Lock()
 
     # -- the image in -------------------------------------------------------------------
@@ -154,10 +153,11 @@ class PairSession:
         if self._verbosity >= 2:
             print(f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
                   f"{1e3 * seconds:.1f} ms", file=sys.stderr, flush=True)
-        if self._trace_path is not None:
+        trace = os.environ.get(TRACE_ENV)
+        if trace:
             line = json.dumps({"call": call, "views": views, "segments": segments, "bins": bins,
                                "seconds": round(seconds, 6), "pid": os.getpid()})
-            with self._trace_lock, open(self._trace_path, "a") as f:
+            with self._trace_lock, open(trace, "a") as f:
                 f.write(line + "\n")
 
 

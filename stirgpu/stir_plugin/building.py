@@ -59,14 +59,13 @@ class PluginBuild:
 
 
 def sources_dir() -> Path:
-    """The plugin's CMake project: ``swig/`` of the checkout stirgpu runs from, or the copy
-    installed with the package."""
-    here = Path(__file__).resolve().parent
-    for d in (here / "cpp", here.parent.parent / "swig"):
-        if (d / "CMakeLists.txt").is_file():
-            return d
-    raise PluginBuildError(f"the plugin's sources (CMakeLists.txt) are neither in {here / 'cpp'} nor in a checkout's "
-                           f"swig/ folder ({here.parent.parent / 'swig'})")
+    """The plugin's CMake project: ``swig/`` of the checkout stirgpu runs from (an editable
+    install, or ``PYTHONPATH`` on the clone)."""
+    d = Path(__file__).resolve().parent.parent.parent / "swig"
+    if not (d / "CMakeLists.txt").is_file():
+        raise PluginBuildError(f"the plugin's sources are not here ({d / 'CMakeLists.txt'}): this stirgpu is not run "
+                               "from a clone; install it from one with `pip install -e '.[plugin]'`")
+    return d
 
 
 def _has_stir_config(prefix: Path) -> bool:
@@ -175,7 +174,7 @@ def build_folder(prefix: Path) -> Path:
         pyb = pybind11.__version__
     except ImportError:
         pyb = "none"
-    key = "\n".join([str(prefix.resolve()), os.path.realpath(sys.executable), pyb, _sources_hash(sources_dir())])
+    key = "\n".join([str(prefix.resolve()), sys.executable, pyb, _sources_hash(sources_dir())])  # (a venv: its own build)
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     return cache_dir() / "stir-plugin" / f"{stir_version(prefix)}-{tag}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 

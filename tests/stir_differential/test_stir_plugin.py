@@ -1,0 +1,331 @@
+"""The STIR plugin: STIR's own executables and Python classes with the projector type
+``stirgpu``, against the same runs with STIR's ``Parallelproj`` type.
+
+The plugin is built once per session (``stir_plugin`` fixture, into stirgpu's user cache:
+a second session reuses the build until the sources change).  Every run gets the same inputs,
+made by STIR (``osmaposl_cases``: ECAT 931, span 3, 5 segments, 16 views, 64 tangential
+positions).  ``STIRGPU_STIR_PLUGIN_TRACE`` makes the plugin log each projection it runs (views,
+segments, bins), which is how the tests see that a subset costs only its own views.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import osmaposl_cases as oc
+from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
+from stirgpu.stir_plugin.building import PluginBuildError, build
+
+pytestmark = pytest.mark.stir
+
+REPO = Path(__file__).resolve().parents[2]
+FORWARD_PAR = """Forward Projector parameters :=
+type := {type}
+Forward Projector Using {type} Parameters :=
+{keys}End Forward Projector Using {type} Parameters :=
+end :=
+"""
+BACK_PAR = FORWARD_PAR.replace("Forward", "Back")
+STIRGPU_CPU = "backend := cpu\n"
+STIRGPU_PAIR = ("projector pair type := stirgpu\nProjector Pair Using stirgpu Parameters :=\nbackend := cpu\n"
+                "End Projector Pair Using stirgpu Parameters :=")
+
+
+@pytest.fixture(scope="session")
+def stir_plugin(reference_stir):
+    """The plugin built against the reference STIR for this Python (skipped where the toolchain
+    is missing, except in CI, whose .ci/run installs it)."""
+    prefix = reference_stir.bin_dir.parent if reference_stir.bin_dir is not None else None
+    try:
+        return build(prefix)
+    except PluginBuildError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"the STIR plugin cannot be built here: {e}")
+
+
+@pytest.fixture(scope="module")
+def inputs(reference_stir, stir, tmp_path_factory):
+    geometry = oc.Geometry(span=3, max_delta=7, num_views=16, num_tangential_poss=64)
+    return oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("plugin_in"), geometry, seed=11)
+
+
+def _env(reference_stir, trace: Path | None = None) -> dict:
+    env = reference_stir.env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env.pop("STIRGPU_STIR_PLUGIN_TRACE", None)
+    if trace is not None:
+        env["STIRGPU_STIR_PLUGIN_TRACE"] = str(trace)
+    return env
+
+
+def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, **kw):
+    """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed."""
+    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent),
+           program, *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=_env(reference_stir, trace), capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def _trace(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _rel_max(a: np.ndarray, b: np.ndarray) -> float:
+    b = b.astype(np.float64)
+    return float(np.abs(a.astype(np.float64) - b).max() / np.abs(b).max())
+
+
+# -- STIR's forward_project / back_project ---------------------------------------------------
+
+def test_forward_project_utility_equals_parallelproj(reference_stir, stir_plugin, inputs, tmp_path):
+    (tmp_path / "pp.par").write_text(FORWARD_PAR.format(type="Parallelproj", keys=""))
+    (tmp_path / "sg.par").write_text(FORWARD_PAR.format(type="stirgpu", keys=STIRGPU_CPU))
+    img, tpl = inputs / "phantom.hv", inputs / "template.hs"
+    reference_stir.run("forward_project", "pp.hs", img, tpl, "pp.par", cwd=tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    proc = _with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path, trace=trace)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with read_from_file(tmp_path / "pp.hs") as a, read_from_file(tmp_path / "sg.hs") as b:
+        for s in a.get_proj_data_info().segment_nums:
+            assert _rel_max(b.get_segment_by_view(s), a.get_segment_by_view(s)) <= 1e-4
+    calls = _trace(trace)  # one streamed whole-ProjData call, every view
+    assert [(c["call"], len(c["views"])) for c in calls] == [("forward ProjData", 16)]
+
+
+def test_back_project_utility_equals_parallelproj_and_replaces_the_template(reference_stir, stir_plugin, inputs,
+                                                                          tmp_path):
+    """Same back projection as Parallelproj of a zero image; and the result replaces a non-zero
+    template's values (STIR's documented get_output; STIR 6.5's Parallelproj adds to them)."""
+    phantom = read_image(inputs / "phantom.hv")
+    write_image(tmp_path / "zeros.hv", VoxelsOnCartesianGrid(phantom.info, 0.0))
+    write_image(tmp_path / "ones.hv", VoxelsOnCartesianGrid(phantom.info, 1.0))
+    (tmp_path / "pp.par").write_text(BACK_PAR.format(type="Parallelproj", keys=""))
+    (tmp_path / "sg.par").write_text(BACK_PAR.format(type="stirgpu", keys=STIRGPU_CPU))
+    data = inputs / "prompts.hs"
+    reference_stir.run("back_project", "pp.hv", data, "zeros.hv", "pp.par", cwd=tmp_path)
+    proc = _with_plugin(reference_stir, "back_project", "sg.hv", data, "ones.hv", "sg.par", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _rel_max(read_image(tmp_path / "sg.hv").array, read_image(tmp_path / "pp.hv").array) <= 1e-4
+
+
+# -- STIR's OSMAPOSL --------------------------------------------------------------------------
+
+OSEM_OBJECTIVE = {"additive sinogram": "../in/additive.hs", "use subset sensitivities": 1,
+                  "subset sensitivity filenames": "sens_%d.hv", "recompute sensitivity": 1}
+OSEM_TOP = {"output filename prefix": "out", "number of subsets": 4, "number of subiterations": 8,
+            "save estimates at subiteration intervals": 4}
+
+
+@pytest.fixture(scope="module")
+def parallelproj_osmaposl(reference_stir, inputs, tmp_path_factory):
+    """STIR's OSMAPOSL with its Parallelproj pair: the reference folder."""
+    root = tmp_path_factory.mktemp("osem_pp")
+    (root / "in").symlink_to(inputs, target_is_directory=True)
+    proc = oc.run_stir(reference_stir, root / "run", oc.osmaposl_par(OSEM_OBJECTIVE, OSEM_TOP))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "run"
+
+
+def _subset_views(k: int) -> list[int]:
+    return list(range(k, 16, 4))
+
+
+def test_osmaposl_with_stirgpu_equals_parallelproj(reference_stir, stir_plugin, inputs, parallelproj_osmaposl,
+                                                   tmp_path):
+    """The same .par but 'projector pair type := stirgpu': sensitivities <= 1e-4, estimates <= 1e-3
+    of the maximum; and each projection the plugin ran was exactly one subset's views."""
+    (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, OSEM_TOP, projectors=STIRGPU_PAIR))
+    trace = tmp_path / "trace.jsonl"
+    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=trace)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    diffs = oc.assert_agree(parallelproj_osmaposl, run, sensitivity_tol=1e-4)
+    assert set(diffs) == {"out_4.hv", "out_8.hv"} | {f"sens_{k}.hv" for k in range(4)}
+    calls = _trace(trace)
+    # sensitivities: one back projection per subset; then per subiteration one forward and one
+    # back projection of that subset only (subsets 0, 1, 2, 3, 0, ...)
+    expected = [("back", _subset_views(k)) for k in range(4)]
+    for it in range(8):
+        expected += [("forward", _subset_views(it % 4)), ("back", _subset_views(it % 4))]
+    assert [(c["call"], c["views"]) for c in calls] == expected
+    assert all(c["segments"] == [-2, -1, 0, 1, 2] for c in calls)
+
+
+def test_osmaposl_through_stirs_python_classes(reference_stir, stir, stir_plugin, inputs, parallelproj_osmaposl,
+                                               tmp_path, monkeypatch):
+    """STIR's Python classes with set_projector_pair_sptr(stirgpu.stir_plugin.projector_pair(...)):
+    the objective function and OSMAPOSL as STIR's Python users build them."""
+    import stirgpu.stir_plugin as sp
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
+    sp.load()
+    pair = sp.projector_pair(backend="cpu")
+    assert isinstance(pair, stir.ProjectorByBinPair)
+    monkeypatch.chdir(tmp_path)
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    obj = stir.PoissonLogLikelihoodWithLinearModelForMeanAndProjData3DFloat()
+    obj.set_proj_data_sptr(prompts)
+    obj.set_additive_proj_data_sptr(stir.ProjData.read_from_file(str(inputs / "additive.hs")))
+    obj.set_normalisation_sptr(stir.BinNormalisationFromProjData(str(inputs / "norm.hs")))
+    obj.set_projector_pair_sptr(pair)
+    obj.set_num_subsets(4)
+    recon = stir.OSMAPOSLReconstruction3DFloat()
+    recon.set_objective_function(obj)
+    recon.set_num_subsets(4)
+    recon.set_num_subiterations(4)
+    recon.set_output_filename_prefix("py")
+    recon.set_save_interval(4)
+    target = stir.FloatVoxelsOnCartesianGrid(prompts.get_proj_data_info(), 1.0)
+    target.fill(1.0)
+    recon.set_up(target)
+    recon.reconstruct(target)
+    estimate = np.asarray(target.as_array())
+    assert _rel_max(estimate, read_image(parallelproj_osmaposl / "out_4.hv").array) <= 1e-3
+    calls = _trace(trace)
+    assert [c["call"] for c in calls] == ["back"] * 4 + ["forward", "back"] * 4
+    assert all(c["views"] in [_subset_views(k) for k in range(4)] for c in calls)
+
+
+# -- subsets: only the subset's views -------------------------------------------------------
+
+def test_whole_projdata_subset_calls_touch_only_the_subset(reference_stir, stir, stir_plugin, inputs, tmp_path,
+                                                           monkeypatch):
+    """forward_project(ProjData, image, 1, 4) and back_project(image, ProjData, 1, 4) of the
+    stirgpu types: the subset's views equal Parallelproj's, all other bins stay zero (STIR's
+    rule), and the plugin projects the subset's views only, as one streamed call each."""
+    import stirgpu.stir_plugin as sp
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
+    sp.load()
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    pdi = prompts.get_proj_data_info()
+    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
+    exam = prompts.get_exam_info()
+    results = {}
+    for name, fp, bp in (("stirgpu", sp.forward_projector(backend="cpu"), sp.back_projector(backend="cpu")),
+                         ("pp", stir.ForwardProjectorByBinParallelproj(), stir.BackProjectorByBinParallelproj())):
+        fp.set_up(pdi, image)
+        out = stir.ProjDataInMemory(exam, pdi)
+        out.fill(5.0)
+        fp.forward_project(out, image, 1, 4)
+        bp.set_up(pdi, image)
+        back = image.get_empty_copy()
+        bp.back_project(back, prompts, 1, 4)
+        results[name] = (np.asarray(out.as_array()), np.asarray(back.as_array()))
+    (fwd, back), (fwd_pp, back_pp) = results["stirgpu"], results["pp"]
+    assert _rel_max(fwd, fwd_pp) <= 1e-4 and _rel_max(back, back_pp) <= 1e-4
+    in_subset = np.zeros(16, bool)
+    in_subset[_subset_views(1)] = True
+    assert np.all(fwd[..., ~in_subset, :] == 0) and np.any(fwd[..., in_subset, :] > 0)  # (views, tangential) last
+    calls = _trace(trace)
+    assert [(c["call"], c["views"]) for c in calls] == [("forward ProjData", _subset_views(1)),
+                                                        ("back ProjData", _subset_views(1))]
+    bins_per_view = sum(pdi.get_num_axial_poss(s) for s in range(-2, 3)) * 64
+    assert all(c["bins"] == 4 * bins_per_view for c in calls)
+
+
+# -- errors and Ctrl-C ------------------------------------------------------------------------
+
+def test_python_errors_are_stir_errors_in_stirs_python_module(stir, stir_plugin, inputs):
+    import stirgpu.stir_plugin as sp
+    sp.load()
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
+    fp = sp.forward_projector(backend="cuda")  # no GPU here (and none on CI)
+    with pytest.raises(RuntimeError, match=r"stirgpu: set_up: .*(cuda|CUDA|GPU)"):
+        fp.set_up(prompts.get_proj_data_info(), image)
+    fp = sp.forward_projector(backend="cpu")
+    fp.set_up(prompts.get_proj_data_info(), image)
+    with pytest.raises(RuntimeError, match="stirgpu: forward_project called before set_input"):
+        fp.forward_project(stir.ProjDataInMemory(prompts.get_exam_info(), prompts.get_proj_data_info()))
+
+
+def test_refused_options_and_errors_reach_stir_executables_as_stir_errors(reference_stir, stir_plugin, inputs,
+                                                                          tmp_path):
+    (tmp_path / "bad.par").write_text(FORWARD_PAR.format(type="stirgpu", keys="backend := cuda\n"))
+    proc = _with_plugin(reference_stir, "forward_project", "out.hs", inputs / "phantom.hv", inputs / "template.hs",
+                        "bad.par", cwd=tmp_path)
+    assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
+    assert "ERROR: stirgpu: set_up:" in proc.stderr
+
+
+def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(reference_stir, stir_plugin, inputs,
+                                                                          parallelproj_osmaposl, tmp_path):
+    """The first forward projection runs inside OSMAPOSL's OpenMP loop (sensitivities are read,
+    not computed); its error (the trace file cannot be written: it is a folder) is kept, and
+    raised by get_output after the loop: one STIR error, the process not killed from the loop."""
+    (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    for k in range(4):
+        for ext in ("hv", "v"):
+            (run / f"sens_{k}.{ext}").write_bytes((parallelproj_osmaposl / f"sens_{k}.{ext}").read_bytes())
+    objective = {**OSEM_OBJECTIVE, "recompute sensitivity": 0}
+    (run / "recon.par").write_text(oc.osmaposl_par(objective, OSEM_TOP, projectors=STIRGPU_PAIR))
+    (tmp_path / "trace-is-a-folder").mkdir()
+    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=tmp_path / "trace-is-a-folder")
+    assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
+    assert "ERROR: stirgpu: forward projection: IsADirectoryError" in proc.stderr
+
+
+def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(stir, stir_plugin, inputs,
+                                                                              tmp_path, monkeypatch):
+    """In STIR's Python module an exception leaving STIR's OpenMP loop would end the process: the
+    plugin keeps the error of a forward projection inside the loop and raises it after it, so
+    Python gets a RuntimeError and this process goes on."""
+    import stirgpu.stir_plugin as sp
+    sp.load()
+    monkeypatch.chdir(tmp_path)
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    obj = stir.PoissonLogLikelihoodWithLinearModelForMeanAndProjData3DFloat()
+    obj.set_proj_data_sptr(prompts)
+    obj.set_projector_pair_sptr(sp.projector_pair(backend="cpu"))
+    obj.set_num_subsets(4)
+    estimate = stir.FloatVoxelsOnCartesianGrid(prompts.get_proj_data_info(), 1.0)
+    estimate.fill(1.0)
+    obj.set_up(estimate)
+    gradient = estimate.get_empty_copy()
+    (tmp_path / "a-folder").mkdir()
+    monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(tmp_path / "a-folder"))  # the trace cannot be written
+    with pytest.raises(RuntimeError, match="stirgpu: forward projection: IsADirectoryError"):
+        obj.compute_sub_gradient_without_penalty_plus_sensitivity(gradient, estimate, 0)
+    monkeypatch.delenv("STIRGPU_STIR_PLUGIN_TRACE")
+    obj.compute_sub_gradient_without_penalty_plus_sensitivity(gradient, estimate, 1)  # and it goes on
+    assert np.isfinite(np.asarray(gradient.as_array())).all()
+
+
+def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs, tmp_path):
+    (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    top = {**OSEM_TOP, "number of subiterations": 100000, "save estimates at subiteration intervals": 100000}
+    (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=STIRGPU_PAIR))
+    trace = tmp_path / "trace.jsonl"
+    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent),
+           "OSMAPOSL", "recon.par"]
+    proc = subprocess.Popen(cmd, cwd=run, env=_env(reference_stir, trace), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_trace(trace)) < 8 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGINT)  # `stirgpu stir` exec'd OSMAPOSL: this is its process
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
+    assert "ERROR: stirgpu:" in err and "interrupted (Ctrl-C)" in err
