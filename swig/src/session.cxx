@@ -190,6 +190,10 @@ Session::set_up(const stir::shared_ptr<const stir::ProjDataInfo>& pdi,
   if (!problem.empty())
     stir::error(PREFIX + problem);
   auto lock = lock_releasing_gil(mutex_);
+  // stirgpu's CPU kernels are numba's, whose threads are OpenMP's: run from inside STIR's
+  // OpenMP loop they would be a nested, inactive region (one thread) unless nesting is allowed
+  if (omp_get_max_active_levels() < 2)
+    omp_set_max_active_levels(2);
   if (python_ != nullptr && options_ == python_options_ && *pdi == *pdi_
       && image_info->has_same_characteristics(*image_info_))
     return;  // the other projector of the pair set it up

@@ -1,0 +1,201 @@
+"""STIR's own OSMAPOSL with the stirgpu plugin against STIR's Parallelproj pair and against
+``stirgpu osmaposl``, same run, same ``.par`` (only the projector pair differs).
+
+    python3 benchmarks/stir_plugin.py /path/to/stir                     # mMR span 11, 21 subsets, CUDA
+    python3 benchmarks/stir_plugin.py /path/to/stir --backend cpu --max-ring-difference 16 \\
+        --views 63 --tangential 128                                     # small enough for 2 CPU cores
+
+The argument is the prefix of a STIR build (``bin/``, ``lib/cmake/STIR-*``, ``share/STIR-*/config``);
+its Python module is not needed.  The plugin is built for it and this Python first
+(``stirgpu stir-plugin build``; cached).  Inputs, written by stirgpu: STIR's default image of the
+geometry with stirgpu's demo phantom and Poisson prompts of its forward projection (``--counts``),
+Siemens mMR, span 11, ``--max-ring-difference`` (60: all 11 segments), ``--views`` (252),
+``--tangential`` (344).
+
+Three OSMAPOSL runs of one ``.par`` (``--subsets`` subsets, subset sensitivities computed and
+written, no normalisation or additive term), each a fresh process timed from start to exit:
+
+* ``stir``: STIR's ``OSMAPOSL``, ``projector pair type := Parallelproj`` (on the GPU with STIR's
+  CUDA build of libparallelproj);
+* ``plugin``: STIR's ``OSMAPOSL`` through ``stirgpu stir``, ``projector pair type := stirgpu``;
+* ``stirgpu``: ``stirgpu osmaposl`` on the plugin's ``.par`` (it reads the same block).
+
+Each runs ``--iterations`` full iterations (default 1 and 2): the difference of the two walls
+is the cost of one full iteration (sensitivities, start-up and reading the data cancel), the
+target figure.  The stirgpu runs are warmed once first (CuPy / numba kernel caches, page
+cache), untimed.  Agreement: the plugin's last estimate and sensitivities against STIR's
+(max |diff| / max, 99.9th percentile).
+
+Output: one JSON document, then one readable line (ratios against the same run's baselines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(REPO))
+
+PAIRS = {
+    "stir": ("projector pair type := Parallelproj\n"
+             "  Projector Pair Using Parallelproj Parameters :=\n"
+             "  End Projector Pair Using Parallelproj Parameters :="),
+    "plugin": ("projector pair type := stirgpu\n"
+               "  Projector Pair Using stirgpu Parameters :=\n"
+               "    backend := {backend}\n"
+               "  End Projector Pair Using stirgpu Parameters :="),
+}
+OSMAPOSL_PAR = """OSMAPOSLParameters :=
+objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
+PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
+input file := ../prompts.hs
+zero end planes of segment 0 := 0
+{pair}
+use subset sensitivities := 1
+subset sensitivity filenames := sens_%d.hv
+recompute sensitivity := 1
+end PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
+output filename prefix := out
+number of subsets := {subsets}
+number of subiterations := {subiterations}
+save estimates at subiteration intervals := {subiterations}
+END :=
+"""
+
+
+def stir_env(prefix: Path, threads: int | None) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    configs = sorted(prefix.glob("share/STIR-*/config"))
+    if configs:
+        env["STIR_CONFIG_DIR"] = str(configs[-1])
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def make_inputs(d: Path, args) -> dict:
+    """Phantom (``image.hv``) and Poisson prompts (``prompts.hs``), written by stirgpu."""
+    import numpy as np
+
+    from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
+    from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon.simulate import demo_phantom
+    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, args.max_ring_difference,
+                                 num_views=args.views, num_tangential_poss=args.tangential)
+    info = ImageInfo.default_for(pdi)
+    activity = demo_phantom(info).activity(info)
+    write_image(d / "image.hv", VoxelsOnCartesianGrid(info, activity))
+    pp = ProjectorPair(backend=args.backend)
+    pp.set_up(pdi, info)
+    mean = ProjDataInMemory(pdi)
+    pp.forward_project(mean, activity)
+    rng = np.random.default_rng(5)
+    views = np.arange(pdi.get_num_views())
+    scale = args.counts / sum(float(mean.read_views(s, views).sum()) for s in pdi.segment_nums)
+    with ProjDataOnDisk.create(d / "prompts.hs", pdi) as out:
+        for s in pdi.segment_nums:
+            out.write_views(rng.poisson(mean.read_views(s, views) * scale).astype(np.float32), s, views)
+    return {"scanner": "Siemens mMR", "span": 11, "max_ring_difference": args.max_ring_difference,
+            "segments": pdi.get_num_segments(), "sinograms": pdi.get_num_sinograms(), "views": pdi.get_num_views(),
+            "tangential_poss": pdi.get_num_tangential_poss(), "image": list(info.shape), "bytes": pdi.total_num_bins * 4}
+
+
+def command(who: str, prefix: Path) -> list[str]:
+    if who == "stir":
+        return [str(prefix / "bin" / "OSMAPOSL"), "recon.par"]
+    if who == "plugin":
+        return [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(prefix), "OSMAPOSL", "recon.par"]
+    return [sys.executable, "-m", "stirgpu.cli.main", "osmaposl", "recon.par"]
+
+
+def run(who: str, d: Path, prefix: Path, env: dict, args, iterations: int) -> float:
+    """Wall seconds of one OSMAPOSL process of ``who`` in ``d/<who>-<iterations>``."""
+    folder = d / f"{who}-{iterations}"
+    folder.mkdir(exist_ok=True)
+    pair = PAIRS["stir" if who == "stir" else "plugin"].format(backend=args.backend)
+    (folder / "recon.par").write_text(OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets,
+                                                          subiterations=args.subsets * iterations))
+    t0 = time.perf_counter()
+    r = subprocess.run(command(who, prefix), cwd=folder, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"{who} failed ({r.returncode}) in {folder}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return seconds
+
+
+def agreement(ours: Path, theirs: Path) -> dict:
+    import numpy as np
+
+    from stirgpu.formats import read_image
+    a, b = read_image(ours).array.astype(np.float64), read_image(theirs).array.astype(np.float64)
+    d, top = np.abs(a - b), float(np.abs(b).max())
+    return {"max_rel": float(d.max()) / top, "p99_9_rel": float(np.percentile(d, 99.9)) / top}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("stir", help="prefix of a STIR build (bin/, lib/cmake/STIR-*, share/STIR-*/config)")
+    ap.add_argument("--backend", default="cuda", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for STIR (default: STIR's default)")
+    ap.add_argument("--max-ring-difference", type=int, default=60)
+    ap.add_argument("--views", type=int, default=252)
+    ap.add_argument("--tangential", type=int, default=344)
+    ap.add_argument("--subsets", type=int, default=21)
+    ap.add_argument("--counts", type=float, default=5e7)
+    ap.add_argument("--iterations", type=int, nargs=2, default=(1, 2), metavar=("A", "B"),
+                    help="the two run lengths whose difference is the cost of B - A iterations")
+    ap.add_argument("--tmpdir", default=None)
+    ap.add_argument("--json", default=None, help="also write the JSON document to this file")
+    args = ap.parse_args(argv)
+    prefix = Path(args.stir).resolve()
+    from stirgpu.stir_plugin import build
+    t0 = time.perf_counter()
+    plugin = build(prefix)
+    build_seconds = time.perf_counter() - t0
+    env = stir_env(prefix, args.threads)
+    with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
+        d = Path(tmp)
+        geometry = make_inputs(d, args)
+        for who in ("plugin", "stirgpu"):  # warm kernel and page caches, untimed
+            run(who, d, prefix, env, args, args.iterations[0])
+        walls = {who: {n: run(who, d, prefix, env, args, n) for n in args.iterations}
+                 for who in ("stir", "plugin", "stirgpu")}
+        a, b = args.iterations
+        per_iter = {who: (w[b] - w[a]) / (b - a) for who, w in walls.items()}
+        plug_dir, stir_dir = d / f"plugin-{b}", d / f"stir-{b}"
+        agree = {"estimate": agreement(plug_dir / f"out_{args.subsets * b}.hv", stir_dir / f"out_{args.subsets * b}.hv"),
+                 "sensitivity_0": agreement(plug_dir / "sens_0.hv", stir_dir / "sens_0.hv")}
+    doc = {"benchmark": "stir_plugin", "backend": args.backend, "stir_prefix": str(prefix),
+           "stir_version": plugin.stir_version, "plugin": str(plugin.plugin), "plugin_build_seconds": build_seconds,
+           "geometry": geometry, "subsets": args.subsets, "iterations": list(args.iterations),
+           "process_seconds": walls, "seconds_per_iteration": per_iter,
+           "ratios": {"stir_parallelproj_over_plugin": per_iter["stir"] / per_iter["plugin"],
+                      "plugin_over_stirgpu_osmaposl": per_iter["plugin"] / per_iter["stirgpu"]},
+           "agreement_plugin_vs_stir": agree}
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    r = doc["ratios"]
+    print(f"mMR span 11 ({geometry['segments']} segments, {geometry['views']} views), {args.subsets} subsets, "
+          f"{args.backend}: one iteration in STIR's OSMAPOSL with stirgpu {per_iter['plugin']:.2f} s, with "
+          f"Parallelproj {per_iter['stir']:.2f} s ({r['stir_parallelproj_over_plugin']:.1f} x faster), stirgpu osmaposl "
+          f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
+          f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / {walls['stirgpu'][a]:.1f} s; "
+          f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
