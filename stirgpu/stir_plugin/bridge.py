@@ -182,7 +182,13 @@ class _LentProjData:
             out = np.empty(shape, dtype=np.float32)
         with self._lock:
             for i, v in enumerate(views):
-                self._access.read_viewgram(int(segment), v, out[i])
+                row = out[i]
+                if row.flags.c_contiguous:  # STIR's viewgram copied straight into the engine's buffer
+                    self._access.read_viewgram(int(segment), v, row)
+                else:
+                    tmp = np.empty(row.shape, dtype=np.float32)
+                    self._access.read_viewgram(int(segment), v, tmp)
+                    row[...] = tmp
         return out
 
     def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
