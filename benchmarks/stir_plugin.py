@@ -31,7 +31,6 @@ Output: one JSON document, then one readable line (ratios against the same run's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -43,6 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
+
+import arguments  # noqa: E402
 
 PAIRS = {
     "stir": ("projector pair type := Parallelproj\n"
@@ -144,21 +145,26 @@ def agreement(ours: Path, theirs: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stir", help="prefix of a STIR build (bin/, lib/cmake/STIR-*, share/STIR-*/config)")
     ap.add_argument("--backend", default="cuda", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for STIR (default: STIR's default)")
-    ap.add_argument("--max-ring-difference", type=int, default=60)
-    ap.add_argument("--views", type=int, default=252)
-    ap.add_argument("--tangential", type=int, default=344)
-    ap.add_argument("--subsets", type=int, default=21)
-    ap.add_argument("--counts", type=float, default=5e7)
-    ap.add_argument("--iterations", type=int, nargs=2, default=(1, 2), metavar=("A", "B"),
-                    help="the two run lengths whose difference is the cost of B - A iterations")
+    ap.add_argument("--threads", type=arguments.positive_int, default=None,
+                    help="OMP_NUM_THREADS for STIR (default: STIR's default)")
+    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=60)
+    ap.add_argument("--views", type=arguments.positive_int, default=252)
+    ap.add_argument("--tangential", type=arguments.positive_int, default=344)
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
+    ap.add_argument("--counts", type=arguments.positive_float, default=5e7)
+    ap.add_argument("--iterations", type=arguments.positive_int, nargs=2, default=(1, 2), metavar=("A", "B"),
+                    help="the two run lengths whose difference is the cost of B - A iterations (A < B)")
     ap.add_argument("--tmpdir", default=None)
     ap.add_argument("--json", default=None, help="also write the JSON document to this file")
     args = ap.parse_args(argv)
+    if args.iterations[0] >= args.iterations[1]:
+        raise arguments.BadArgument(f"--iterations {args.iterations[0]} {args.iterations[1]}: the first must be smaller")
     prefix = Path(args.stir).resolve()
+    if not (prefix / "bin" / "OSMAPOSL").is_file():
+        raise arguments.BadArgument(f"{args.stir}: not a STIR prefix (no bin/OSMAPOSL)")
     from stirgpu.stir_plugin import build
     t0 = time.perf_counter()
     plugin = build(prefix)
@@ -198,4 +204,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(arguments.run(main))

@@ -25,6 +25,8 @@ BAD_ARGUMENTS = {
     "numerics.py": [(["--repeat", "0"], "--repeat")],
     "osem.py": [(["--devices", "0,x"], "--devices"),
                 (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner")],  # stirgpu's error
+    "stir_plugin.py": [(["/nonexistent"], "/nonexistent"), (["/tmp", "--views", "0"], "--views"),
+                       (["/tmp", "--iterations", "2", "1"], "--iterations")],
     "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
     "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],

@@ -31,7 +31,8 @@ SUBCOMMANDS = sorted(_subparsers())
 
 
 def test_every_subcommand_is_covered():
-    assert SUBCOMMANDS == sorted(["info", "forward-project", "back-project", "osmaposl", "plan", "demo"])
+    assert SUBCOMMANDS == sorted(["info", "forward-project", "back-project", "osmaposl", "plan", "demo",
+                                  "stir-plugin", "stir"])
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
