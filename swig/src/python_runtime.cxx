@@ -61,6 +61,17 @@ PythonRuntime::get()
   return *runtime;
 }
 
+void
+PythonRuntime::keep_thread_state()
+{
+  thread_local bool kept = false;
+  if (kept || this_thread_holds_gil())
+    return;
+  PyGILState_Ensure();  // this thread's state, with the GIL ...
+  PyEval_SaveThread();  // ... given back; the state stays (PyGILState_Ensure finds it from now on)
+  kept = true;
+}
+
 bool
 PythonRuntime::this_thread_holds_gil()
 {

@@ -53,6 +53,7 @@ public:
   template <class F>
   auto call(F&& f) -> decltype(f())
   {
+    keep_thread_state();
     pybind11::gil_scoped_acquire gil;
     try
       {
@@ -71,6 +72,10 @@ public:
 
 private:
   PythonRuntime();
+  // Give this OS thread a Python thread state that lives as long as the thread (STIR's
+  // OpenMP threads do): otherwise each call would make and drop one, and with it whatever
+  // Python keeps per thread (threading.local: CuPy's current device and streams, ...).
+  static void keep_thread_state();
   static PythonError as_python_error(pybind11::error_already_set& e);
 
   bool embedded_;
