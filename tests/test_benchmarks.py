@@ -101,3 +101,21 @@ def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     for named in ("STIRGPU_REFERENCE_STIR", "--stir", "--no-baseline"):
         assert named in r.stderr
+
+
+def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeypatch):
+    """stirgpu osmaposl's iteration is timed from the subiteration lines it prints (the last
+    ``subsets`` of them), and a run that printed too few is an error, not a short sum."""
+    import importlib.util
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_stir_plugin", BENCHMARKS / "stir_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = ("OSMAPOSL recon.par: 2 subsets, subiterations 1..4\n"
+           "  subiteration 1 (subset 0): 0.50 s\n  subiteration 2 (subset 1): 0.25 s\n"
+           "  subiteration 3 (subset 0): 0.20 s, log-likelihood (subset) -1.5 -> out_3.hv\n"
+           "  subiteration 4 (subset 1): 0.30 s -> out_4.hv\ndone in 2.0 s\n")
+    assert module.last_iteration_seconds(out, 2) == pytest.approx(0.5)
+    assert module.last_iteration_seconds(out, 4) == pytest.approx(1.25)
+    with pytest.raises(SystemExit, match="printed 4 subiteration times, expected 5"):
+        module.last_iteration_seconds(out, 5)
