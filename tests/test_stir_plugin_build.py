@@ -99,3 +99,21 @@ def test_path_and_stir_commands_say_the_plugin_is_not_built(no_stir_env, tmp_pat
     assert "is not built" in capsys.readouterr().err
     assert main(["stir", "--stir", str(stir), "no_such_program"]) == 2
     assert "STIR program 'no_such_program' not found" in capsys.readouterr().err
+
+
+def test_stir_targets_naming_missing_include_folders_are_refused_by_name(tmp_path):
+    """A STIR built elsewhere whose exported targets name that machine's folders (STIR's CUDA
+    build names /tmp/b, its build machine's boost headers): the error names the file and the
+    folders before CMake fails on them; folders relative to the install and existing ones pass."""
+    from stirgpu.stir_plugin.building import check_stir_targets
+    prefix = _fake_stir(tmp_path / "stir")
+    targets = next(prefix.glob("lib/cmake/STIR-*")) / "STIRTargets.cmake"
+    gone = tmp_path / "build-machine" / "boost"
+    targets.write_text('set_target_properties(stir_buildblock PROPERTIES\n'
+                       f'  INTERFACE_INCLUDE_DIRECTORIES "${{_IMPORT_PREFIX}}/include/STIR-6.5;{gone};{tmp_path}"\n)\n')
+    with pytest.raises(PluginBuildError) as err:
+        check_stir_targets(prefix)
+    assert str(targets) in str(err.value) and str(gone) in str(err.value) and f"mkdir -p {gone}" in str(err.value)
+    assert f"{tmp_path}," not in str(err.value)  # an existing folder is not named
+    gone.mkdir(parents=True)
+    check_stir_targets(prefix)  # nothing missing any more

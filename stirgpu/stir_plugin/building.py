@@ -200,6 +200,23 @@ def find_build(stir: str | os.PathLike | None = None) -> PluginBuild:
     return found
 
 
+def check_stir_targets(prefix: Path) -> None:
+    """STIR's exported CMake targets must name include folders that exist here: CMake refuses
+    an imported target with a missing one ("includes non-existent path"), deep in its log.  A
+    STIR built on another machine can carry the build machine's folders (its boost headers',
+    say); say which, and in which file, before configuring."""
+    import re
+    for targets in sorted(prefix.glob("lib/cmake/STIR-*/STIRTargets.cmake")):
+        text = targets.read_text()
+        missing = sorted({d for block in re.findall(r'INTERFACE_INCLUDE_DIRECTORIES "([^"]*)"', text)
+                          for d in block.split(";") if d and "${" not in d and not Path(d).is_dir()})
+        if missing:
+            raise PluginBuildError(f"{targets}: STIR's CMake targets name include folders that do not exist on this "
+                                   f"machine: {', '.join(missing)} (folders of the machine STIR was built on); "
+                                   "CMake refuses such targets. Create them (e.g. mkdir -p "
+                                   f"{' '.join(missing)}) or edit that file to point at this machine's boost headers")
+
+
 def build(stir: str | os.PathLike | None = None, *, jobs: int | None = None, rebuild: bool = False) -> PluginBuild:
     """Build the plugin for this STIR and this Python (once: an existing build is returned
     unless ``rebuild``).  Raises PluginBuildError with the reason and the build log's tail."""
@@ -207,6 +224,7 @@ def build(stir: str | os.PathLike | None = None, *, jobs: int | None = None, reb
     version = stir_version(prefix)
     _check_stir_version(version, prefix)
     tools = check_build_requirements(prefix)
+    check_stir_targets(prefix)
     folder = build_folder(prefix)
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
