@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
+from mmr_inputs import write_phantom_and_prompts  # noqa: E402
 
 PAIRS = {
     "stir": ("projector pair type := Parallelproj\n"
@@ -85,34 +86,6 @@ def stir_env(prefix: Path, threads: int | None) -> dict:
         env["OMP_NUM_THREADS"] = str(threads)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     return env
-
-
-def make_inputs(d: Path, args) -> dict:
-    """Phantom (``image.hv``) and Poisson prompts (``prompts.hs``), written by stirgpu."""
-    import numpy as np
-
-    from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
-    from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-    from stirgpu.projectors import ProjectorPair
-    from stirgpu.recon.simulate import demo_phantom
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, args.max_ring_difference,
-                                 num_views=args.views, num_tangential_poss=args.tangential)
-    info = ImageInfo.default_for(pdi)
-    activity = demo_phantom(info).activity(info)
-    write_image(d / "image.hv", VoxelsOnCartesianGrid(info, activity))
-    pp = ProjectorPair(backend=args.backend)
-    pp.set_up(pdi, info)
-    mean = ProjDataInMemory(pdi)
-    pp.forward_project(mean, activity)
-    rng = np.random.default_rng(5)
-    views = np.arange(pdi.get_num_views())
-    scale = args.counts / sum(float(mean.read_views(s, views).sum()) for s in pdi.segment_nums)
-    with ProjDataOnDisk.create(d / "prompts.hs", pdi) as out:
-        for s in pdi.segment_nums:
-            out.write_views(rng.poisson(mean.read_views(s, views) * scale).astype(np.float32), s, views)
-    return {"scanner": "Siemens mMR", "span": 11, "max_ring_difference": args.max_ring_difference,
-            "segments": pdi.get_num_segments(), "sinograms": pdi.get_num_sinograms(), "views": pdi.get_num_views(),
-            "tangential_poss": pdi.get_num_tangential_poss(), "image": list(info.shape), "bytes": pdi.total_num_bins * 4}
 
 
 def command(who: str, prefix: Path) -> list[str]:
@@ -185,7 +158,8 @@ def main(argv=None) -> int:
     env = stir_env(prefix, args.threads)
     with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
         d = Path(tmp)
-        geometry = make_inputs(d, args)
+        geometry = write_phantom_and_prompts(d, max_ring_difference=args.max_ring_difference, views=args.views,
+                                             tangential=args.tangential, counts=args.counts, backend=args.backend)
         for who in ("plugin", "stirgpu"):  # warm kernel and page caches, untimed
             run(who, d, prefix, env, args, args.iterations[0])
         runs = {who: {n: run(who, d, prefix, env, args, n) for n in args.iterations}

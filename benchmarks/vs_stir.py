@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
+from mmr_inputs import write_phantom_and_prompts  # noqa: E402
 
 FORWARD_PAR = """Forward Projector parameters:=
 type := Parallelproj
@@ -92,35 +93,14 @@ def find_stir(prefix: str | None = None):
 
 
 def make_inputs(d: Path, args) -> dict:
-    """Phantom image (``image.hv``) and Poisson prompts (``prompts.hs``), written by stirgpu."""
-    import numpy as np
-
-    from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
-    from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-    from stirgpu.projectors import ProjectorPair
-    from stirgpu.recon.simulate import demo_phantom
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, args.max_ring_difference,
-                                 num_views=args.views, num_tangential_poss=args.tangential)
-    info = ImageInfo.default_for(pdi)
-    activity = demo_phantom(info).activity(info)
-    write_image(d / "image.hv", VoxelsOnCartesianGrid(info, activity))
-    pp = ProjectorPair(backend="cpu")
-    pp.set_up(pdi, info)
-    mean = ProjDataInMemory(pdi)
-    pp.forward_project(mean, activity)
-    rng = np.random.default_rng(5)
-    scale = args.counts / sum(float(mean.read_views(s, range(pdi.get_num_views())).sum()) for s in pdi.segment_nums)
-    with ProjDataOnDisk.create(d / "prompts.hs", pdi) as out:
-        for s in pdi.segment_nums:
-            views = np.arange(pdi.get_num_views())
-            out.write_views(rng.poisson(mean.read_views(s, views) * scale).astype(np.float32), s, views)
+    """Phantom image, Poisson prompts (:mod:`mmr_inputs`) and the runs' parameter files."""
+    geometry = write_phantom_and_prompts(d, max_ring_difference=args.max_ring_difference, views=args.views,
+                                         tangential=args.tangential, counts=args.counts, backend="cpu")
     (d / "forward.par").write_text(FORWARD_PAR)
     (d / "back.par").write_text(BACK_PAR)
     for who in ("stir", "stirgpu"):
         (d / f"osem_{who}.par").write_text(OSMAPOSL_PAR.format(prefix=f"osem_{who}", subsets=args.subsets))
-    return {"segments": pdi.get_num_segments(), "sinograms": pdi.get_num_sinograms(), "views": pdi.get_num_views(),
-            "tangential_poss": pdi.get_num_tangential_poss(), "max_ring_difference": args.max_ring_difference,
-            "image": list(info.shape), "voxel_size_mm": list(info.voxel_size), "bytes": pdi.total_num_bins * 4}
+    return geometry
 
 
 def run_timed(cmd: list[str], cwd: Path, env: dict) -> float:
