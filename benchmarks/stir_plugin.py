@@ -28,7 +28,13 @@ difference of walls is reported beside it).  The stirgpu runs are warmed once fi
 cache), untimed.  Agreement: the plugin's last estimate and sensitivities against STIR's
 (max |diff| / max, 99.9th percentile).
 
-Output: one JSON document, then one readable line (ratios against the same run's baselines).
+The split of the last iteration (``split_of_the_last_iteration``) says where an iteration of
+STIR's OSMAPOSL goes: STIR's gradient loops (the ``distributable_computation`` wall times STIR
+prints), which hold the projections, and the rest (STIR's image updates); for the plugin, from
+its trace (``STIRGPU_STIR_PLUGIN_TRACE``), the projections' seconds and the thread-seconds its
+per-viewgram calls spent copying and waiting for its lock.
+
+Output: one JSON document, then readable lines (ratios against the same run's baselines).
 """
 
 from __future__ import annotations
@@ -97,9 +103,13 @@ def command(who: str, prefix: Path) -> list[str]:
 
 
 def run(who: str, d: Path, prefix: Path, env: dict, args, iterations: int) -> tuple[float, str]:
-    """Wall seconds and standard output of one OSMAPOSL process of ``who`` in ``d/<who>-<iterations>``."""
+    """Wall seconds and standard output of one OSMAPOSL process of ``who`` in ``d/<who>-<iterations>``
+    (the plugin's trace in its ``trace.jsonl``)."""
     folder = d / f"{who}-{iterations}"
     folder.mkdir(exist_ok=True)
+    env = dict(env)
+    if who == "plugin":
+        env["STIRGPU_STIR_PLUGIN_TRACE"] = str(folder / "trace.jsonl")
     pair = PAIRS["stir" if who == "stir" else "plugin"].format(backend=args.backend)
     (folder / "recon.par").write_text(OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets,
                                                           subiterations=args.subsets * iterations))
@@ -119,6 +129,29 @@ def last_iteration_seconds(stdout: str, subsets: int) -> float:
     if len(seconds) < subsets:
         raise SystemExit(f"stirgpu osmaposl printed {len(seconds)} subiteration times, expected {subsets} or more")
     return sum(seconds[-subsets:])
+
+
+def stir_loop_seconds(stdout: str, subsets: int) -> float:
+    """The wall seconds of STIR's gradient loops (``distributable_computation``, which STIR
+    prints once per subiteration) in the last ``subsets`` subiterations: the part of STIR's
+    iteration that goes through the projectors, the rest being STIR's image updates."""
+    seconds = [float(m) for m in re.findall(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s", stdout)]
+    if len(seconds) < subsets:
+        raise SystemExit(f"STIR printed {len(seconds)} distributable_computation times, expected {subsets} or more")
+    return sum(seconds[-subsets:])
+
+
+def plugin_split(trace: Path, subsets: int) -> dict:
+    """The plugin's seconds in the last ``subsets`` subiterations from its trace: its
+    projections, and its per-viewgram calls' copying and lock waiting (summed over STIR's
+    threads, so a share of the loop's wall only with one thread)."""
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    projections = [r for r in lines if r["kind"] == "projection"][-2 * subsets:]
+    periods = [r for r in lines if r["kind"] == "viewgram calls"][-2 * subsets:]
+    return {"projections": sum(r["seconds"] for r in projections),
+            "copying_thread_seconds": sum(r["seconds_copying"] for r in periods),
+            "lock_waiting_thread_seconds": sum(r["seconds_waiting"] for r in periods),
+            "viewgram_calls": sum(r["calls"] for r in periods)}
 
 
 def agreement(ours: Path, theirs: Path) -> dict:
@@ -169,6 +202,9 @@ def main(argv=None) -> int:
         per_iter = {who: (w[b] - w[a]) / (b - a) for who, w in walls.items()}
         stirgpu_walls_difference = per_iter["stirgpu"]
         per_iter["stirgpu"] = last_iteration_seconds(runs["stirgpu"][b][1], args.subsets)
+        split = {who: {"iteration": per_iter[who], "stir_gradient_loops": stir_loop_seconds(runs[who][b][1], args.subsets)}
+                 for who in ("stir", "plugin")}
+        split["plugin"].update(plugin_split(d / f"plugin-{b}" / "trace.jsonl", args.subsets))
         plug_dir, stir_dir = d / f"plugin-{b}", d / f"stir-{b}"
         agree = {"estimate": agreement(plug_dir / f"out_{args.subsets * b}.hv", stir_dir / f"out_{args.subsets * b}.hv"),
                  "sensitivity_0": agreement(plug_dir / "sens_0.hv", stir_dir / "sens_0.hv")}
@@ -177,6 +213,7 @@ def main(argv=None) -> int:
            "geometry": geometry, "subsets": args.subsets, "iterations": list(args.iterations),
            "process_seconds": walls, "seconds_per_iteration": per_iter,
            "stirgpu_seconds_per_iteration_from_walls": stirgpu_walls_difference,
+           "split_of_the_last_iteration": split,
            "ratios": {"stir_parallelproj_over_plugin": per_iter["stir"] / per_iter["plugin"],
                       "plugin_over_stirgpu_osmaposl": per_iter["plugin"] / per_iter["stirgpu"]},
            "agreement_plugin_vs_stir": agree}
@@ -191,6 +228,11 @@ def main(argv=None) -> int:
           f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
           f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / {walls['stirgpu'][a]:.1f} s; "
           f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum")
+    p = split["plugin"]
+    print(f"the plugin's last iteration: STIR's gradient loops {p['stir_gradient_loops']:.2f} s, of which projections "
+          f"{p['projections']:.2f} s and the plugin's copying {p['copying_thread_seconds']:.2f} thread-s (lock waits "
+          f"{p['lock_waiting_thread_seconds']:.2f} thread-s); Parallelproj's gradient loops "
+          f"{split['stir']['stir_gradient_loops']:.2f} s")
     return 0
 
 

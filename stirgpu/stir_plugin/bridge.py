@@ -13,9 +13,15 @@ The C++ side (``swig/src/session.cxx``) owns the host buffers and decides what t
 * back projections accumulate in one image on the first GPU (numpy for the CPU backend)
   from ``start_accumulating`` until ``get_output`` copies it into STIR's image.
 
-``STIRGPU_STIR_PLUGIN_TRACE=FILE`` appends one JSON line per projection to FILE (the call,
-the views and segments projected, the number of bins, seconds): what the tests and users
-check to see that a subset costs a subset.  It is read at every projection.
+``STIRGPU_STIR_PLUGIN_TRACE=FILE`` appends JSON lines to FILE, read at every line:
+
+* ``"kind": "projection"``, one per projection (the call, the views and segments projected,
+  the number of bins, seconds): what the tests and users check to see that a subset costs a
+  subset;
+* ``"kind": "viewgram calls"``, one per period of STIR's per-viewgram calls (``set_input`` to
+  the next, ``start_accumulating_in_new_target`` to ``get_output``): the number of calls and
+  their seconds waiting for the plugin's lock, copying, and in the projections above, summed
+  over STIR's threads: the plugin's share of STIR's loop.
 """
 
 from __future__ import annotations
@@ -145,6 +151,15 @@ class PairSession:
                                 f"({pdi!r} vs {self._pdi!r})")
         return _LentProjData(access, self._pdi)
 
+    def report_calls(self, call: str, calls: int, waiting: float, copying: float, python: float) -> None:
+        """One period of STIR's per-viewgram calls (C++ counters; see the module docstring)."""
+        if self._verbosity >= 2:
+            print(f"stirgpu: {call}: {calls} calls, {1e3 * waiting:.1f} ms waiting for the lock, {1e3 * copying:.1f} ms "
+                  f"copying, {1e3 * python:.1f} ms projecting (summed over threads)", file=sys.stderr, flush=True)
+        self._trace({"kind": "viewgram calls", "call": call, "calls": int(calls),
+                     "seconds_waiting": round(waiting, 6), "seconds_copying": round(copying, 6),
+                     "seconds_projecting": round(python, 6)})
+
     def _log(self, call: str, views, t0: float) -> None:
         seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
@@ -153,10 +168,13 @@ class PairSession:
         if self._verbosity >= 2:
             print(f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
                   f"{1e3 * seconds:.1f} ms", file=sys.stderr, flush=True)
+        self._trace({"kind": "projection", "call": call, "views": views, "segments": segments, "bins": bins,
+                     "seconds": round(seconds, 6)})
+
+    def _trace(self, record: dict) -> None:
         trace = os.environ.get(TRACE_ENV)
         if trace:
-            line = json.dumps({"call": call, "views": views, "segments": segments, "bins": bins,
-                               "seconds": round(seconds, 6), "pid": os.getpid()})
+            line = json.dumps({**record, "pid": os.getpid()})
             with self._trace_lock, open(trace, "a") as f:
                 f.write(line + "\n")
 

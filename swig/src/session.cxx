@@ -29,6 +29,14 @@ namespace
 
 const std::string PREFIX = "stirgpu: ";
 
+using Clock = std::chrono::steady_clock;
+
+double
+seconds_between(Clock::time_point a, Clock::time_point b)
+{
+  return std::chrono::duration<double>(b - a).count();
+}
+
 // inside one of STIR's OpenMP loops (active or not): an exception must not leave it
 bool
 inside_openmp_loop()
@@ -84,6 +92,15 @@ Options::problem() const
   return "";
 }
 
+void
+CallCounters::add(Clock::time_point start, Clock::time_point locked, double python)
+{
+  ++calls;
+  seconds_waiting += seconds_between(start, locked);
+  seconds_copying += seconds_between(locked, Clock::now()) - python;
+  seconds_python += python;
+}
+
 Session::Session(const Options& options)
     : options_(options)
 {}
@@ -96,6 +113,8 @@ Session::~Session()
     {
       try
         {
+          report("forward viewgrams", forward_counters_);
+          report("back viewgrams", back_counters_);
           PythonRuntime::get().call([this] {
             python_->attr("close")();
             delete python_;
@@ -167,6 +186,25 @@ Session::single_thread_inside_python()
                      "projector (the GPUs do the work)",
                  2);
       omp_set_num_threads(1);
+    }
+}
+
+void
+Session::report(const char* what, CallCounters& counters)
+{
+  if (counters.calls == 0 || python_ == nullptr)
+    return;
+  const CallCounters c = counters;
+  counters = CallCounters();
+  try
+    {
+      PythonRuntime::get().call([&] {
+        python_->attr("report_calls")(what, c.calls, c.seconds_waiting, c.seconds_copying, c.seconds_python);
+      });
+    }
+  catch (const std::exception& e)
+    {
+      stir::warning(PREFIX + "the trace of " + what + " could not be written: " + e.what());
     }
 }
 
@@ -296,7 +334,7 @@ Session::batch_views(int view) const
   return views;
 }
 
-void
+double
 Session::project_batch(const std::vector<int>& views)
 {
   Buffers batch;
@@ -309,11 +347,14 @@ Session::project_batch(const std::vector<int>& views)
         batch.bytes += n * sizeof(float);
       }
   PythonRuntime& rt = PythonRuntime::get();
+  const Clock::time_point start = Clock::now();
   rt.call([&] { python_->attr("forward")(views, as_numpy(batch)); });
+  const double seconds = seconds_between(start, Clock::now());
   if (forward_cache_.bytes + batch.bytes > cache_budget_)
     forward_cache_ = Buffers();  // what was served before is not asked for again
   forward_cache_.bytes += batch.bytes;
   forward_cache_.viewgrams.merge(batch.viewgrams);
+  return seconds;
 }
 
 void
@@ -322,6 +363,7 @@ Session::set_input(const stir::DiscretisedDensity<3, float>& image)
   raise_pending();
   require_set_up("set_input");
   auto lock = lock_releasing_gil(mutex_);
+  report("forward viewgrams", forward_counters_);
   learn_from(forward_views_);
   forward_cache_ = Buffers();
   has_input_ = false;
@@ -357,7 +399,10 @@ Session::set_input(const stir::DiscretisedDensity<3, float>& image)
 void
 Session::forward_project(stir::RelatedViewgrams<float>& viewgrams)
 {
+  const Clock::time_point start = Clock::now();
   auto lock = lock_releasing_gil(mutex_);
+  const Clock::time_point locked = Clock::now();
+  double python = 0;
   std::string failure = pending_error_;
   if (failure.empty() && !has_input_)
     failure = "forward_project called before set_input";
@@ -372,7 +417,7 @@ Session::forward_project(stir::RelatedViewgrams<float>& viewgrams)
           if (forward_cache_.viewgrams.count(key) == 0)
             try
               {
-                project_batch(batch_views(key.second));
+                python += project_batch(batch_views(key.second));
               }
             catch (const std::exception& e)
               {
@@ -390,6 +435,7 @@ Session::forward_project(stir::RelatedViewgrams<float>& viewgrams)
       if (!failure.empty())  // NaN: a result nobody may use (the error comes later in a loop)
         vg.fill(std::numeric_limits<float>::quiet_NaN());
     }
+  forward_counters_.add(start, locked, python);
   if (!failure.empty())
     fail(lock, failure);
 }
@@ -400,6 +446,7 @@ Session::start_accumulating()
   raise_pending();
   require_set_up("start_accumulating_in_new_target");
   auto lock = lock_releasing_gil(mutex_);
+  report("back viewgrams", back_counters_);  // a period that never reached get_output
   learn_from(back_views_);
   back_staged_ = Buffers();
   single_thread_inside_python();
@@ -415,23 +462,28 @@ Session::start_accumulating()
   accumulating_ = true;
 }
 
-void
+double
 Session::flush_back_projection()
 {
   if (back_staged_.viewgrams.empty())
-    return;
+    return 0;
   std::set<int> views;
   for (const auto& kv : back_staged_.viewgrams)
     views.insert(kv.first.second);
   const std::vector<int> list(views.begin(), views.end());
+  const Clock::time_point start = Clock::now();
   PythonRuntime::get().call([&] { python_->attr("back")(list, as_numpy(back_staged_)); });
   back_staged_ = Buffers();
+  return seconds_between(start, Clock::now());
 }
 
 void
 Session::back_project(const stir::RelatedViewgrams<float>& viewgrams)
 {
+  const Clock::time_point start = Clock::now();
   auto lock = lock_releasing_gil(mutex_);
+  const Clock::time_point locked = Clock::now();
+  double python = 0;
   std::string failure = pending_error_;
   if (failure.empty() && !accumulating_)
     failure = "back_project called before start_accumulating_in_new_target";
@@ -466,12 +518,13 @@ Session::back_project(const stir::RelatedViewgrams<float>& viewgrams)
   if (failure.empty() && back_staged_.bytes > cache_budget_)
     try
       {
-        flush_back_projection();
+        python += flush_back_projection();
       }
     catch (const std::exception& e)
       {
         failure = std::string("back projection: ") + e.what();
       }
+  back_counters_.add(start, locked, python);
   if (!failure.empty())
     fail(lock, failure);
 }
@@ -490,7 +543,7 @@ Session::get_output(stir::DiscretisedDensity<3, float>& image)
   std::string failure;
   try
     {
-      flush_back_projection();
+      back_counters_.seconds_python += flush_back_projection();
       std::vector<float> copy;
       float* data;
       if (image.is_contiguous())
@@ -520,6 +573,7 @@ Session::get_output(stir::DiscretisedDensity<3, float>& image)
       failure = e.what();
     }
   learn_from(back_views_);
+  report("back viewgrams", back_counters_);
   if (!failure.empty())
     {
       lock.unlock();

@@ -39,6 +39,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -68,6 +69,22 @@ struct Options
 
 //! (segment, view) of one viewgram
 using ViewgramKey = std::pair<int, int>;
+
+//! What the per-viewgram calls of one period (set_input to set_input, or
+//! start_accumulating_in_new_target to get_output) cost outside stirgpu's projections: the
+//! trace's "forward viewgrams" / "back viewgrams" lines, which tell the plugin's share of
+//! STIR's loop from STIR's own.
+struct CallCounters
+{
+  long calls = 0;
+  double seconds_waiting = 0;  //!< for the session lock, summed over threads
+  double seconds_copying = 0;  //!< holding it, outside Python (copies, bookkeeping)
+  double seconds_python = 0;   //!< in stirgpu's projections started by these calls
+
+  //! one call: from `start` (before the lock), `locked` (lock taken) to now, of which
+  //! `python` seconds were projections
+  void add(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point locked, double python);
+};
 
 class Session
 {
@@ -109,10 +126,13 @@ private:
   void fail(std::unique_lock<std::mutex>& lock, const std::string& what);
   void learn_from(std::set<int>& views);
   std::vector<int> batch_views(int view) const;
-  void project_batch(const std::vector<int>& views);
-  void flush_back_projection();
+  // these two return the seconds spent in Python
+  double project_batch(const std::vector<int>& views);
+  double flush_back_projection();
   void single_thread_inside_python();
   pybind11::dict as_numpy(Buffers& buffers);
+  // hand a period's counters to the bridge (trace, verbosity) and start new ones
+  void report(const char* what, CallCounters& counters);
   std::vector<int> segments() const;
 
   Options options_;
@@ -130,6 +150,8 @@ private:
   std::set<int> forward_views_;  // views asked for since set_input
   std::set<int> back_views_;     // views given since start_accumulating_in_new_target
   int learnt_num_subsets_ = 0;   // 0: not known
+  CallCounters forward_counters_;
+  CallCounters back_counters_;
 
   std::string pending_error_;
 };

@@ -76,8 +76,9 @@ def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | N
                           timeout=600, **kw)
 
 
-def _trace(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def _trace(path: Path, kind: str = "projection") -> list[dict]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [line for line in lines if line["kind"] == kind]
 
 
 def _rel_max(a: np.ndarray, b: np.ndarray) -> float:
@@ -164,6 +165,13 @@ def test_osmaposl_with_stirgpu_equals_parallelproj(reference_stir, stir_plugin, 
         expected += [("forward", _subset_views(it % 4)), ("back", _subset_views(it % 4))]
     assert [(c["call"], c["views"]) for c in calls] == expected
     assert all(c["segments"] == [-2, -1, 0, 1, 2] for c in calls)
+    # STIR's per-viewgram calls, one period per subset and direction: 4 views x 5 segments
+    periods = _trace(trace, "viewgram calls")
+    assert sorted((p["call"], p["calls"]) for p in periods) == [("back viewgrams", 20)] * 12 + [
+        ("forward viewgrams", 20)] * 8
+    assert all(p["seconds_waiting"] >= 0 and p["seconds_copying"] >= 0 for p in periods)
+    # the projections are inside the calls that started them
+    assert sum(p["seconds_projecting"] for p in periods) >= 0.99 * sum(c["seconds"] for c in calls)
 
 
 def test_osmaposl_through_stirs_python_classes(reference_stir, stir, stir_plugin, inputs, parallelproj_osmaposl,
