@@ -22,8 +22,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["EXIT_BAD_ARGUMENT", "ArgumentParser", "BadArgument", "positive_int", "positive_float", "non_negative_int",
-           "int_list", "one_line", "run"]
+__all__ = [
+    "EXIT_BAD_ARGUMENT",
+    "ArgumentParser",
+    "BadArgument",
+    "positive_int",
+    "positive_float",
+    "non_negative_int",
+    "int_list",
+    "one_line",
+    "run",
+]
 
 #: the exit code of a refused argument (argparse's, and the stirgpu command's)
 EXIT_BAD_ARGUMENT = 2
@@ -92,6 +101,7 @@ def run(main, argv=None) -> int:
     if str(REPO) not in sys.path:  # run from a checkout without installing
         sys.path.insert(0, str(REPO))
     from stirgpu.errors import StirGpuError  # imports nothing heavy (io.py's parent stays small)
+
     prog = os.path.basename(sys.argv[0])
     try:
         return main(argv)

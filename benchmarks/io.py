@@ -51,7 +51,9 @@ def _import_stirgpu():
     if str(REPO) not in sys.path:  # run from a checkout without installing
         sys.path.insert(0, str(REPO))
     import numpy as np
+
     from stirgpu import formats, geometry
+
     return np, formats, geometry
 
 
@@ -84,10 +86,16 @@ def make_file(path: Path, size_gb: float) -> dict:
                 block = np.empty((len(views), pdi.get_num_axial_poss(seg), pdi.get_num_tangential_poss()), np.float32)
                 block[...] = np.arange(len(views), dtype=np.float32)[:, None, None] + seg
                 pd.write_views(block, seg, views)
-    return {"path": str(path), "bytes": path.with_suffix(".s").stat().st_size,
-            "segments": pdi.get_num_segments(), "rings": pdi.get_scanner().num_rings,
-            "max_ring_diff": pdi.get_max_ring_difference_overall(), "views": pdi.get_num_views(),
-            "tangential_poss": pdi.get_num_tangential_poss(), "write_seconds": time.perf_counter() - t0}
+    return {
+        "path": str(path),
+        "bytes": path.with_suffix(".s").stat().st_size,
+        "segments": pdi.get_num_segments(),
+        "rings": pdi.get_scanner().num_rings,
+        "max_ring_diff": pdi.get_max_ring_difference_overall(),
+        "views": pdi.get_num_views(),
+        "tangential_poss": pdi.get_num_tangential_poss(),
+        "write_seconds": time.perf_counter() - t0,
+    }
 
 
 def drop_cache(data_path: Path) -> None:
@@ -107,6 +115,7 @@ def proc_io() -> dict:
 
 
 # -- worker (runs in a fresh process) ---------------------------------------------------------
+
 
 def vm_hwm_mb() -> float | None:
     """Peak RSS of this process's memory map (Linux VmHWM; starts afresh at exec)."""
@@ -143,8 +152,8 @@ def worker(mode: str, path: str, subsets: int) -> dict:
             for seg in pdi.segment_nums:
                 na = pdi.get_num_axial_poss(seg)
                 for i in range(0, len(views_all), step):
-                    views = views_all[i:i + step]
-                    out = buf[:len(views) * na * nt].reshape(len(views), na, nt)
+                    views = views_all[i : i + step]
+                    out = buf[: len(views) * na * nt].reshape(len(views), na, nt)
                     pd.read_views(seg, views, out=out)
                     requested += out.nbytes
                     checksum += float(out[:, 0, 0].sum(dtype=np.float64))
@@ -152,13 +161,16 @@ def worker(mode: str, path: str, subsets: int) -> dict:
             raise SystemExit(f"unknown mode {mode!r}")
     seconds = time.perf_counter() - t0
     io1 = proc_io()
-    return {"mode": mode, "seconds": seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "vm_hwm_mb": vm_hwm_mb(),
-            "bytes_requested": requested,
-            "rchar": io1.get("rchar", 0) - io0.get("rchar", 0),
-            "read_bytes_from_device": io1.get("read_bytes", 0) - io0.get("read_bytes", 0),
-            "checksum": checksum}
+    return {
+        "mode": mode,
+        "seconds": seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "vm_hwm_mb": vm_hwm_mb(),
+        "bytes_requested": requested,
+        "rchar": io1.get("rchar", 0) - io0.get("rchar", 0),
+        "read_bytes_from_device": io1.get("read_bytes", 0) - io0.get("read_bytes", 0),
+        "checksum": checksum,
+    }
 
 
 def _run_worker(*args: str) -> dict:
@@ -176,10 +188,12 @@ def measure(mode: str, path: Path, subsets: int, keep_cache: bool) -> dict:
 
 def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size-gb", type=arguments.positive_float, default=2.0,
-                    help="size of the main file (GB, 1e9 bytes)")
-    ap.add_argument("--small-gb", type=arguments.positive_float, default=None,
-                    help="size of the second file (default size/4)")
+    ap.add_argument(
+        "--size-gb", type=arguments.positive_float, default=2.0, help="size of the main file (GB, 1e9 bytes)"
+    )
+    ap.add_argument(
+        "--small-gb", type=arguments.positive_float, default=None, help="size of the second file (default size/4)"
+    )
     ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--tmpdir", default=None, help="folder for the temporary files")
     ap.add_argument("--keep-cache", action="store_true", help="do not drop the page cache between runs")
@@ -199,18 +213,26 @@ def main(argv=None) -> int:
         big = _run_worker("--make", str(Path(tmp) / "big.hs"), str(args.size_gb))
         small = _run_worker("--make", str(Path(tmp) / "small.hs"), str(small_gb))
         p_big, p_small = Path(big["path"]), Path(small["path"])
-        runs = {"baseline": measure("baseline", p_big, args.subsets, args.keep_cache),
-                "subset": measure("subset", p_big, args.subsets, args.keep_cache),
-                "all": measure("all", p_big, args.subsets, args.keep_cache)}
+        runs = {
+            "baseline": measure("baseline", p_big, args.subsets, args.keep_cache),
+            "subset": measure("subset", p_big, args.subsets, args.keep_cache),
+            "all": measure("all", p_big, args.subsets, args.keep_cache),
+        }
         if not args.skip_as_array:
             runs["as_array"] = measure("as_array", p_big, args.subsets, args.keep_cache)
         runs["subset_small_file"] = measure("subset", p_small, args.subsets, args.keep_cache)
     base = runs["baseline"]["peak_rss_mb"]
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024},
-        "subsets": args.subsets, "page_cache_dropped": not args.keep_cache,
-        "big_file": big, "small_file": small, "runs": runs,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "parent_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        },
+        "subsets": args.subsets,
+        "page_cache_dropped": not args.keep_cache,
+        "big_file": big,
+        "small_file": small,
+        "runs": runs,
         "summary": {
             "subset_over_all_time": runs["subset"]["seconds"] / runs["all"]["seconds"],
             "subset_peak_rss_mb_big_file": runs["subset"]["peak_rss_mb"],
@@ -220,16 +242,19 @@ def main(argv=None) -> int:
     }
     print(json.dumps(result, indent=1))
     gb = 1e9
-    line = (f"{big['bytes'] / gb:.2f} GB view-order file ({big['segments']} segments, {big['views']} views): "
-            f"subset 1/{args.subsets}: {runs['subset']['seconds']:.2f} s, "
-            f"{runs['subset']['bytes_requested'] / gb:.3f} GB read, peak RSS {runs['subset']['peak_rss_mb']:.0f} MB | "
-            f"all (chunked): {runs['all']['seconds']:.2f} s, {runs['all']['bytes_requested'] / gb:.2f} GB, "
-            f"peak RSS {runs['all']['peak_rss_mb']:.0f} MB")
+    line = (
+        f"{big['bytes'] / gb:.2f} GB view-order file ({big['segments']} segments, {big['views']} views): "
+        f"subset 1/{args.subsets}: {runs['subset']['seconds']:.2f} s, "
+        f"{runs['subset']['bytes_requested'] / gb:.3f} GB read, peak RSS {runs['subset']['peak_rss_mb']:.0f} MB | "
+        f"all (chunked): {runs['all']['seconds']:.2f} s, {runs['all']['bytes_requested'] / gb:.2f} GB, "
+        f"peak RSS {runs['all']['peak_rss_mb']:.0f} MB"
+    )
     if "as_array" in runs:
-        line += (f" | as_array: {runs['as_array']['seconds']:.2f} s, peak RSS "
-                 f"{runs['as_array']['peak_rss_mb']:.0f} MB")
-    line += (f" | subset peak RSS on a {small['bytes'] / gb:.2f} GB file: "
-             f"{runs['subset_small_file']['peak_rss_mb']:.0f} MB (interpreter baseline {base:.0f} MB)")
+        line += f" | as_array: {runs['as_array']['seconds']:.2f} s, peak RSS {runs['as_array']['peak_rss_mb']:.0f} MB"
+    line += (
+        f" | subset peak RSS on a {small['bytes'] / gb:.2f} GB file: "
+        f"{runs['subset_small_file']['peak_rss_mb']:.0f} MB (interpreter baseline {base:.0f} MB)"
+    )
     print(line)
     return 0
 

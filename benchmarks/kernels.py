@@ -58,25 +58,30 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 for p in (REPO, Path(__file__).resolve().parent):  # the checkout (not installed) and the helpers beside us,
-    if str(p) not in sys.path:                       # also when a test loads this file as a module
+    if str(p) not in sys.path:  # also when a test loads this file as a module
         sys.path.insert(0, str(p))
 
 import arguments  # noqa: E402
 import kernels_cpu  # noqa: E402
+
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.kernels import stir_scaled_geometry  # noqa: E402
 
 CASES = ("mmr", "dmi", "small")
 #: options of the GPU run only (refused with --backend cpu), with their GPU defaults
-GPU_DEFAULTS = {"variants": "default,simple", "explicit": False, "explicit_variants": "default,simple",
-                "no_steps": False, "subsets": 21}
+GPU_DEFAULTS = {
+    "variants": "default,simple",
+    "explicit": False,
+    "explicit_variants": "default,simple",
+    "no_steps": False,
+    "subsets": 21,
+}
 #: options of the CPU run only (refused with --backend cuda)
 CPU_ONLY = ("threads", "stir", "no_baseline")
 
@@ -88,12 +93,12 @@ def make_case(name: str):
         ii = ImageInfo.default_for(pdi)
     elif name == "dmi":
         sc = Scanner.from_name("GE Discovery MI 4 rings")
-        pdi = ProjDataInfo.construct(sc, span=1, max_ring_diff=sc.num_rings - 1, num_views=272,
-                                     num_tangential_poss=415)
+        pdi = ProjDataInfo.construct(sc, span=1, max_ring_diff=sc.num_rings - 1, num_views=272, num_tangential_poss=415)
         ii = ImageInfo((71, 215, 215), (2.78, 2.78, 2.78))
     elif name == "small":
-        pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4, num_views=48,
-                                     num_tangential_poss=96)
+        pdi = ProjDataInfo.construct(
+            Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4, num_views=48, num_tangential_poss=96
+        )
         ii = ImageInfo.default_for(pdi)
     else:
         raise arguments.BadArgument(f"--cases: unknown case {name!r} (known: {', '.join(CASES)})")
@@ -105,8 +110,9 @@ def case_list(text: str) -> list[str]:
     names = [c.strip() for c in text.split(",") if c.strip()]
     bad = [c for c in names if c not in CASES]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown case {', '.join(map(repr, bad)) or repr(text)} "
-                                                   f"(known: {', '.join(CASES)})")
+        raise argparse.ArgumentTypeError(
+            f"unknown case {', '.join(map(repr, bad)) or repr(text)} (known: {', '.join(CASES)})"
+        )
     return names
 
 
@@ -197,8 +203,9 @@ def count_steps(cp, pdi, ii, kg) -> int:
 
 def _endpoints(cp, t, dtype):
     """(nv, na, nt, 3) start and end points of the LORs of ChunkTables ``t`` on the GPU."""
-    c, s_, sv, h, tt, m = (cp.asarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord",
-                                                                 "tantheta", "m"))
+    c, s_, sv, h, tt, m = (
+        cp.asarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
+    )
     c, s_ = c[:, None, None], s_[:, None, None]
     sv, h, tt, m = sv[None, None, :], h[None, None, :], tt[None, None, :], m[None, :, None]
     p0 = cp.stack(cp.broadcast_arrays(m + h * tt, sv * s_ + h * c, sv * c - h * s_), -1).astype(dtype)
@@ -224,6 +231,7 @@ def time_gpu(cp, fn, repeats: int) -> float:
 def _sweeps(cb, kg, opts, tables, outs, back_img):
     """(forward(image), back()): one call per chunk of ``tables``, the back projection's
     accumulators kept across the chunks and folded in once, as the projectors do."""
+
     def fwd(image):
         for t, o in zip(tables, outs):
             cb.forward_chunk(t, image, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
@@ -257,16 +265,22 @@ def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> d
     spread of its views (cache locality) or the launch tails are what costs more."""
     spread = pdi.subset_views(0, num_subsets)
     out = {}
-    for label, views, one in (("subset", spread, False), ("subset_one_launch", spread, True),
-                              ("consecutive", np.arange(len(spread)), False)):
+    for label, views, one in (
+        ("subset", spread, False),
+        ("subset_one_launch", spread, True),
+        ("consecutive", np.arange(len(spread)), False),
+    ):
         parts = [pdi.chunk_tables(s, views) for s in pdi.segment_nums]
         tables = [cb.upload_tables(parts)] if one else [cb.upload_tables(t) for t in parts]
         outs = [cp.empty((t.num_lors,) if one else t.shape, cp.float32) for t in tables]
         fwd, back = _sweeps(cb, kg, opts, tables, outs, cp.zeros(ii.shape, cp.float32))
         # the image is prepared once per call, as the projectors do
-        out[label] = {"views": int(len(views)), "launches": len(tables),
-                      "forward_s": time_gpu(cp, lambda: fwd(cb.prepare_image(img, opts)), repeats),
-                      "back_s": time_gpu(cp, back, repeats)}
+        out[label] = {
+            "views": int(len(views)),
+            "launches": len(tables),
+            "forward_s": time_gpu(cp, lambda: fwd(cb.prepare_image(img, opts)), repeats),
+            "back_s": time_gpu(cp, back, repeats),
+        }
     return out
 
 
@@ -301,27 +315,45 @@ def _progress(lines, line):
 
 def parse_args(argv=None):
     ap = arguments.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"),
-                    help="cuda: the CUDA kernels (default); cpu: the numba kernels against libparallelproj's CPU build")
+    ap.add_argument(
+        "--backend",
+        default="cuda",
+        choices=("cuda", "cpu"),
+        help="cuda: the CUDA kernels (default); cpu: the numba kernels against libparallelproj's CPU build",
+    )
     ap.add_argument("--cases", type=case_list, default="mmr,dmi", help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--repeats", type=arguments.positive_int, default=5)
-    ap.add_argument("--cpu-views", type=arguments.non_negative_int, default=2,
-                    help="views per segment for the CPU figures (GPU run: 0 skips its CPU figure)")
+    ap.add_argument(
+        "--cpu-views",
+        type=arguments.non_negative_int,
+        default=2,
+        help="views per segment for the CPU figures (GPU run: 0 skips its CPU figure)",
+    )
     ap.add_argument("--json", help="also write the JSON document to this file")
     gpu = ap.add_argument_group("GPU run only")
     gpu.add_argument("--variants", help=f"kernel variants (default {GPU_DEFAULTS['variants']})")
     gpu.add_argument("--explicit", action="store_true", default=None, help="also time the explicit-endpoint path")
-    gpu.add_argument("--explicit-variants",
-                     help=f"variants timed on the explicit path (default {GPU_DEFAULTS['explicit_variants']})")
+    gpu.add_argument(
+        "--explicit-variants", help=f"variants timed on the explicit path (default {GPU_DEFAULTS['explicit_variants']})"
+    )
     gpu.add_argument("--no-steps", action="store_true", default=None, help="skip counting Joseph steps")
-    gpu.add_argument("--subsets", type=arguments.non_negative_int,
-                     help=f"also time one subset of this many with the first variant (default "
-                          f"{GPU_DEFAULTS['subsets']}; 0 or 1: skip)")
+    gpu.add_argument(
+        "--subsets",
+        type=arguments.non_negative_int,
+        help=f"also time one subset of this many with the first variant (default "
+        f"{GPU_DEFAULTS['subsets']}; 0 or 1: skip)",
+    )
     cpu = ap.add_argument_group("CPU run only")
-    cpu.add_argument("--threads", type=arguments.positive_int,
-                     help="numba and OpenMP threads (default: the CPUs this process may run on)")
-    cpu.add_argument("--stir", help="prefix of the STIR build whose lib/libparallelproj.so is the baseline "
-                                    "(default: found as tests/reference_stir.py finds STIR)")
+    cpu.add_argument(
+        "--threads",
+        type=arguments.positive_int,
+        help="numba and OpenMP threads (default: the CPUs this process may run on)",
+    )
+    cpu.add_argument(
+        "--stir",
+        help="prefix of the STIR build whose lib/libparallelproj.so is the baseline "
+        "(default: found as tests/reference_stir.py finds STIR)",
+    )
     cpu.add_argument("--no-baseline", action="store_true", default=None, help="time stirgpu's kernels alone")
     args = ap.parse_args(argv)
     other, theirs = (GPU_DEFAULTS, "cuda") if args.backend == "cpu" else (CPU_ONLY, "cpu")
@@ -355,81 +387,122 @@ def main(argv=None) -> int:
 def run_gpu(args) -> tuple[dict, list[str]]:
     """The GPU run: (JSON document, readable lines; each line is also printed to stderr as it comes)."""
     from stirgpu.execution import resolve_backend
+
     resolve_backend("cuda")  # one clear line where cupy or a GPU is missing
     import cupy as cp
 
     from stirgpu.kernels import cuda_backend as cb
+
     variants = {v: parse_variant(cb, v) for v in args.variants.split(",")}
     explicit_variants = {v: parse_variant(cb, v) for v in args.explicit_variants.split(",")} if args.explicit else {}
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    result = {"device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-              "arch": cb.device_arch(), "sm_count": props["multiProcessorCount"], "cases": {}}
+    result = {
+        "device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "arch": cb.device_arch(),
+        "sm_count": props["multiProcessorCount"],
+        "cases": {},
+    }
     lines = []
     for case in args.cases:
         pdi, ii = make_case(case)
         kg = stir_scaled_geometry(ii)
-        nlors = sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums) * pdi.get_num_views() \
+        nlors = (
+            sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
+            * pdi.get_num_views()
             * pdi.get_num_tangential_poss()
+        )
         img = phantom(ii, cp)
         tables = [cb.upload_tables(pdi.chunk_tables(s)) for s in pdi.segment_nums]
-        entry = {"lors": nlors, "image_shape": list(ii.shape), "voxel_size": list(ii.voxel_size),
-                 "segments": len(pdi.segment_nums), "views": pdi.get_num_views(),
-                 "tangential": pdi.get_num_tangential_poss(), "gpu": {}}
+        entry = {
+            "lors": nlors,
+            "image_shape": list(ii.shape),
+            "voxel_size": list(ii.voxel_size),
+            "segments": len(pdi.segment_nums),
+            "views": pdi.get_num_views(),
+            "tangential": pdi.get_num_tangential_poss(),
+            "gpu": {},
+        }
         # per-call cost of the tiled path's image copies (forward) and accumulators (back)
         o = cb.DEFAULT_OPTIONS
         dev = cp.cuda.Device().id
         t_pad = time_gpu(cp, lambda im=img: cb._padded_copies(cp, dev, o, im), args.repeats)
         acc_img = cp.zeros(ii.shape, cp.float32)
-        t_acc = time_gpu(cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)),
-                         args.repeats)
+        t_acc = time_gpu(
+            cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)), args.repeats
+        )
         entry["tiled_overhead_per_call_s"] = {"forward_copies": t_pad, "back_accumulators": t_acc}
-        _progress(lines, f"{case}: tiled overhead per call: copies {t_pad * 1e6:.0f} us, "
-                         f"accumulators+combine {t_acc * 1e6:.0f} us")
+        _progress(
+            lines,
+            f"{case}: tiled overhead per call: copies {t_pad * 1e6:.0f} us, accumulators+combine {t_acc * 1e6:.0f} us",
+        )
         if not args.no_steps:
             entry["joseph_steps"] = count_steps(cp, pdi, ii, kg)
-            _progress(lines, f"{case}: {nlors} LORs, {entry['joseph_steps']} Joseph steps "
-                             f"({entry['joseph_steps'] / nlors:.1f} per LOR), image {ii.shape}")
+            _progress(
+                lines,
+                f"{case}: {nlors} LORs, {entry['joseph_steps']} Joseph steps "
+                f"({entry['joseph_steps'] / nlors:.1f} per LOR), image {ii.shape}",
+            )
         for v, opts in variants.items():
             tf, tf_plain, tb = bench_gpu(cp, cb, pdi, ii, kg, opts, args.repeats, tables, img)
-            r = {"options": repr(opts), "forward_s": tf, "forward_per_call_copies_s": tf_plain, "back_s": tb,
-                 "forward_lor_per_s": nlors / tf, "forward_per_call_copies_lor_per_s": nlors / tf_plain,
-                 "back_lor_per_s": nlors / tb}
+            r = {
+                "options": repr(opts),
+                "forward_s": tf,
+                "forward_per_call_copies_s": tf_plain,
+                "back_s": tb,
+                "forward_lor_per_s": nlors / tf,
+                "forward_per_call_copies_lor_per_s": nlors / tf_plain,
+                "back_lor_per_s": nlors / tb,
+            }
             if "joseph_steps" in entry:
                 r["forward_steps_per_s"] = entry["joseph_steps"] / tf
                 r["back_steps_per_s"] = entry["joseph_steps"] / tb
             entry["gpu"][v] = r
-            _progress(lines, f"{case} {v}: forward {nlors / tf:.3g} LOR/s ({tf * 1e3:.1f} ms; "
-                             f"{nlors / tf_plain:.3g} copying the image per call), "
-                         f"back {nlors / tb:.3g} LOR/s ({tb * 1e3:.1f} ms), {nlors} LORs")
+            _progress(
+                lines,
+                f"{case} {v}: forward {nlors / tf:.3g} LOR/s ({tf * 1e3:.1f} ms; "
+                f"{nlors / tf_plain:.3g} copying the image per call), "
+                f"back {nlors / tb:.3g} LOR/s ({tb * 1e3:.1f} ms), {nlors} LORs",
+            )
         if args.subsets > 1:
             opts = next(iter(variants.values()))
             sub = bench_subset(cp, cb, pdi, ii, kg, opts, args.repeats, img, args.subsets)
             full = entry["gpu"][next(iter(variants))]
             for label in sub:
-                sub[label]["fraction_of_full"] = ((sub[label]["forward_s"] + sub[label]["back_s"])
-                                                  / (full["forward_s"] + full["back_s"]))
+                sub[label]["fraction_of_full"] = (sub[label]["forward_s"] + sub[label]["back_s"]) / (
+                    full["forward_s"] + full["back_s"]
+                )
             entry["subset"] = sub
-            _progress(lines, f"{case} 1 subset of {args.subsets} (kernels, workspaces kept): forward "
-                             f"{sub['subset']['forward_s'] * 1e3:.2f} ms, back {sub['subset']['back_s'] * 1e3:.2f} ms "
-                             f"= {sub['subset']['fraction_of_full']:.3f} of full (ideal {1 / args.subsets:.3f}); "
-                             f"in one launch: {sub['subset_one_launch']['fraction_of_full']:.3f}; "
-                             f"{sub['consecutive']['views']} consecutive views: "
-                             f"{sub['consecutive']['fraction_of_full']:.3f}")
+            _progress(
+                lines,
+                f"{case} 1 subset of {args.subsets} (kernels, workspaces kept): forward "
+                f"{sub['subset']['forward_s'] * 1e3:.2f} ms, back {sub['subset']['back_s'] * 1e3:.2f} ms "
+                f"= {sub['subset']['fraction_of_full']:.3f} of full (ideal {1 / args.subsets:.3f}); "
+                f"in one launch: {sub['subset_one_launch']['fraction_of_full']:.3f}; "
+                f"{sub['consecutive']['views']} consecutive views: "
+                f"{sub['consecutive']['fraction_of_full']:.3f}",
+            )
         if args.explicit:
             xs, xe = explicit_endpoints(cp, pdi, tables)
             entry["explicit"] = {}
             for v, opts in explicit_variants.items():
                 tf, tb = bench_explicit(cp, cb, kg, opts, args.repeats, xs, xe, img, ii.shape)
-                entry["explicit"][v] = {"forward_lor_per_s": nlors / tf, "back_lor_per_s": nlors / tb,
-                                        "forward_s": tf, "back_s": tb}
+                entry["explicit"][v] = {
+                    "forward_lor_per_s": nlors / tf,
+                    "back_lor_per_s": nlors / tb,
+                    "forward_s": tf,
+                    "back_s": tb,
+                }
                 _progress(lines, f"{case} explicit {v}: forward {nlors / tf:.3g} LOR/s, back {nlors / tb:.3g} LOR/s")
             del xs, xe
         if args.cpu_views > 0:
             c = kernels_cpu.bench_exact(pdi, ii, kg, phantom(ii, np), args.cpu_views, max(1, min(args.repeats, 3)))
             entry["cpu"] = c
-            _progress(lines, f"{case} cpu ({c['threads']} threads, {c['lors']} LORs): forward "
-                             f"{c['forward_lor_per_s']:.3g} LOR/s, back {c['back_lor_per_s']:.3g} LOR/s")
+            _progress(
+                lines,
+                f"{case} cpu ({c['threads']} threads, {c['lors']} LORs): forward "
+                f"{c['forward_lor_per_s']:.3g} LOR/s, back {c['back_lor_per_s']:.3g} LOR/s",
+            )
         result["cases"][case] = entry
         del tables, img
         cp.get_default_memory_pool().free_all_blocks()

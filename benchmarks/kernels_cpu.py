@@ -29,9 +29,8 @@ import os
 import statistics
 import time
 
-import numpy as np
-
 import arguments
+import numpy as np
 
 __all__ = ["cpu_views", "bench_exact", "run"]
 
@@ -61,13 +60,17 @@ def _median_seconds(calls: dict, repeats: int) -> dict:
 
 def _exact_calls(parts, kg, img, out, back_img):
     from stirgpu.kernels import back_chunk, forward_chunk
-    return (lambda: forward_chunk(parts, img, out=out, **kg.as_kwargs()),
-            lambda: back_chunk(parts, out, back_img, **kg.as_kwargs()))
+
+    return (
+        lambda: forward_chunk(parts, img, out=out, **kg.as_kwargs()),
+        lambda: back_chunk(parts, out, back_img, **kg.as_kwargs()),
+    )
 
 
 def bench_exact(pdi, ii, kg, img, cpu_views_: int, repeats: int) -> dict:
     """LOR/s of the exact-numerics numba kernels alone (the GPU run's CPU figure)."""
     from numba import get_num_threads
+
     segs, views = cpu_views(pdi, cpu_views_)
     parts = [pdi.chunk_tables(s, views=views) for s in segs]
     n = sum(t.num_lors for t in parts)
@@ -75,8 +78,14 @@ def bench_exact(pdi, ii, kg, img, cpu_views_: int, repeats: int) -> dict:
     fwd, back = _exact_calls(parts, kg, img, out, back_img)
     t = _median_seconds({"forward": fwd, "back": back}, repeats)
     tf, tb = t["forward"], t["back"]
-    return {"lors": n, "threads": get_num_threads(), "segments": segs, "views": views.tolist(),
-            "forward_lor_per_s": n / tf, "back_lor_per_s": n / tb}
+    return {
+        "lors": n,
+        "threads": get_num_threads(),
+        "segments": segs,
+        "views": views.tolist(),
+        "forward_lor_per_s": n / tf,
+        "back_lor_per_s": n / tb,
+    }
 
 
 class Libparallelproj:
@@ -94,24 +103,46 @@ class Libparallelproj:
 
     def forward(self, xs, xe, img, origin, vox, out):
         dims = np.array(img.shape, np.int32)
-        self.lib.joseph3d_fwd(self._p(xs), self._p(xe), self._p(img), self._p(origin), self._p(vox), self._p(out),
-                              len(out), self._p(dims), 0, 64)
+        self.lib.joseph3d_fwd(
+            self._p(xs),
+            self._p(xe),
+            self._p(img),
+            self._p(origin),
+            self._p(vox),
+            self._p(out),
+            len(out),
+            self._p(dims),
+            0,
+            64,
+        )
 
     def back(self, xs, xe, img, origin, vox, values):
         dims = np.array(img.shape, np.int32)
-        self.lib.joseph3d_back(self._p(xs), self._p(xe), self._p(img), self._p(origin), self._p(vox),
-                               self._p(values), len(values), self._p(dims), 0, 64)
+        self.lib.joseph3d_back(
+            self._p(xs),
+            self._p(xe),
+            self._p(img),
+            self._p(origin),
+            self._p(vox),
+            self._p(values),
+            len(values),
+            self._p(dims),
+            0,
+            64,
+        )
 
 
 def find_libparallelproj(stir_prefix: str | None) -> Libparallelproj:
     """The reference STIR's libparallelproj (``--stir`` or as tests/reference_stir.py finds it)."""
     from vs_stir import find_stir
+
     try:
         ref = find_stir(stir_prefix)
         return Libparallelproj(ref.library("libparallelproj.so"), ref.origin)
     except (arguments.BadArgument, OSError) as exc:
-        raise arguments.BadArgument(f"no libparallelproj for the CPU baseline: {exc} "
-                                    f"(--no-baseline times stirgpu alone)") from None
+        raise arguments.BadArgument(
+            f"no libparallelproj for the CPU baseline: {exc} (--no-baseline times stirgpu alone)"
+        ) from None
 
 
 def _openmp_threads() -> int | None:
@@ -132,6 +163,7 @@ def bench_case(pdi, ii, img, cpu_views_: int, repeats: int, baseline: Libparalle
     from stirgpu.kernels.cpu_stir import endpoints_array
     from stirgpu.kernels.stir_api import StirChunk
     from stirgpu.kernels.stir_lors import stir_chunk_tables, stir_image_frame
+
     segs, views = cpu_views(pdi, cpu_views_)
     parts = [pdi.chunk_tables(s, views=views) for s in segs]
     n = sum(t.num_lors for t in parts)
@@ -140,20 +172,28 @@ def bench_case(pdi, ii, img, cpu_views_: int, repeats: int, baseline: Libparalle
     # zeros: libparallelproj leaves the values of LORs that miss the image untouched (STIR hands it zeros)
     outs = {k: np.zeros(n, np.float32) for k in ("stir", "exact", "libparallelproj")}
     backs = {k: np.zeros(ii.shape, np.float32) for k in outs}
-    calls = {"stir": (lambda: forward_chunk_stir(chunk, pdi, img, frame, out=outs["stir"]),
-                      lambda: back_chunk_stir(chunk, pdi, outs["stir"], backs["stir"], frame)),
-             "exact": _exact_calls(parts, stir_scaled_geometry(ii), img, outs["exact"], backs["exact"])}
+    calls = {
+        "stir": (
+            lambda: forward_chunk_stir(chunk, pdi, img, frame, out=outs["stir"]),
+            lambda: back_chunk_stir(chunk, pdi, outs["stir"], backs["stir"], frame),
+        ),
+        "exact": _exact_calls(parts, stir_scaled_geometry(ii), img, outs["exact"], backs["exact"]),
+    }
     if baseline is not None:
         ends = [endpoints_array(stir_chunk_tables(pdi, t)) for t in parts]  # STIR's float32 endpoints, mm
-        xs, xe = (np.ascontiguousarray(np.concatenate([e[i].reshape(-1, 3) for e in ends]) * frame[2], np.float32)
-                  for i in (0, 1))
+        xs, xe = (
+            np.ascontiguousarray(np.concatenate([e[i].reshape(-1, 3) for e in ends]) * frame[2], np.float32)
+            for i in (0, 1)
+        )
         org, vox = frame[0], frame[1]
-        calls["libparallelproj"] = (lambda: baseline.forward(xs, xe, img, org, vox, outs["libparallelproj"]),
-                                    lambda: baseline.back(xs, xe, backs["libparallelproj"], org, vox,
-                                                          outs["libparallelproj"]))
+        calls["libparallelproj"] = (
+            lambda: baseline.forward(xs, xe, img, org, vox, outs["libparallelproj"]),
+            lambda: baseline.back(xs, xe, backs["libparallelproj"], org, vox, outs["libparallelproj"]),
+        )
     res = {"lors": n, "segments": segs, "views": views.tolist(), "paths": {}}
-    t = _median_seconds({(name, way): fn for name, pair in calls.items() for way, fn in zip(("forward", "back"), pair)},
-                        repeats)
+    t = _median_seconds(
+        {(name, way): fn for name, pair in calls.items() for way, fn in zip(("forward", "back"), pair)}, repeats
+    )
     for name in calls:
         tf, tb = t[name, "forward"], t[name, "back"]
         res["paths"][name] = {"forward_s": tf, "back_s": tb, "forward_lor_per_s": n / tf, "back_lor_per_s": n / tb}
@@ -187,13 +227,21 @@ def run(args, make_case, phantom) -> tuple[dict, list[str]]:
     threads = args.threads or len(os.sched_getaffinity(0))
     os.environ["OMP_NUM_THREADS"] = str(threads)  # before libgomp is loaded (by numba or the baseline)
     import numba
+
     if threads > numba.config.NUMBA_NUM_THREADS:
-        raise arguments.BadArgument(f"--threads {threads}: numba was started with at most "
-                                    f"{numba.config.NUMBA_NUM_THREADS} threads (NUMBA_NUM_THREADS)")
+        raise arguments.BadArgument(
+            f"--threads {threads}: numba was started with at most "
+            f"{numba.config.NUMBA_NUM_THREADS} threads (NUMBA_NUM_THREADS)"
+        )
     numba.set_num_threads(threads)
     baseline = None if args.no_baseline else find_libparallelproj(args.stir)
-    result = {"backend": "cpu", "threads": threads, "openmp_threads": _openmp_threads() if baseline else None,
-              "baseline": baseline.origin if baseline else None, "cases": {}}
+    result = {
+        "backend": "cpu",
+        "threads": threads,
+        "openmp_threads": _openmp_threads() if baseline else None,
+        "baseline": baseline.origin if baseline else None,
+        "cases": {},
+    }
     lines = []
     for case in args.cases:
         pdi, ii = make_case(case)
@@ -206,14 +254,18 @@ def run(args, make_case, phantom) -> tuple[dict, list[str]]:
 
 def readable(case: str, entry: dict, threads: int) -> str:
     paths = entry["paths"]
-    head = (f"{case} cpu ({threads} threads, {entry['lors']} LORs: views {entry['views']} of segments "
-            f"{entry['segments']}): ")
+    head = (
+        f"{case} cpu ({threads} threads, {entry['lors']} LORs: views {entry['views']} of segments "
+        f"{entry['segments']}): "
+    )
     text = []
     for name, p in paths.items():
         part = f"{name} forward {p['forward_lor_per_s']:.3g} LOR/s, back {p['back_lor_per_s']:.3g} LOR/s"
         if "forward_ratio_to_baseline" in p:
-            part += (f" ({p['forward_ratio_to_baseline']:.2f} x / {p['back_ratio_to_baseline']:.2f} x libparallelproj;"
-                     f" differs by {p['forward_max_difference_to_baseline']:.1e} / "
-                     f"{p['back_max_difference_to_baseline']:.1e} of the maximum)")
+            part += (
+                f" ({p['forward_ratio_to_baseline']:.2f} x / {p['back_ratio_to_baseline']:.2f} x libparallelproj;"
+                f" differs by {p['forward_max_difference_to_baseline']:.1e} / "
+                f"{p['back_max_difference_to_baseline']:.1e} of the maximum)"
+            )
         text.append(part)
     return head + "; ".join(text)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def write_phantom_and_prompts(folder: Path, *, max_ring_difference: int, views: int, tangential: int,
-                              counts: float, backend: str) -> dict:
+def write_phantom_and_prompts(
+    folder: Path, *, max_ring_difference: int, views: int, tangential: int, counts: float, backend: str
+) -> dict:
     """Write ``image.hv`` and ``prompts.hs`` into ``folder`` (``backend`` forward projects the
     phantom); returns the geometry, for the benchmark's JSON."""
     import numpy as np
@@ -17,8 +18,10 @@ def write_phantom_and_prompts(folder: Path, *, max_ring_difference: int, views: 
     from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
     from stirgpu.projectors import ProjectorPair
     from stirgpu.recon.simulate import demo_phantom
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, max_ring_difference,
-                                 num_views=views, num_tangential_poss=tangential)
+
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("Siemens mMR"), 11, max_ring_difference, num_views=views, num_tangential_poss=tangential
+    )
     info = ImageInfo.default_for(pdi)
     activity = demo_phantom(info).activity(info)
     write_image(folder / "image.hv", VoxelsOnCartesianGrid(info, activity))
@@ -32,7 +35,15 @@ def write_phantom_and_prompts(folder: Path, *, max_ring_difference: int, views: 
     with ProjDataOnDisk.create(folder / "prompts.hs", pdi) as out:
         for s in pdi.segment_nums:
             out.write_views(rng.poisson(mean.read_views(s, all_views) * scale).astype(np.float32), s, all_views)
-    return {"scanner": "Siemens mMR", "span": 11, "max_ring_difference": max_ring_difference,
-            "segments": pdi.get_num_segments(), "sinograms": pdi.get_num_sinograms(), "views": pdi.get_num_views(),
-            "tangential_poss": pdi.get_num_tangential_poss(), "image": list(info.shape),
-            "voxel_size_mm": list(info.voxel_size), "bytes": pdi.total_num_bins * 4}
+    return {
+        "scanner": "Siemens mMR",
+        "span": 11,
+        "max_ring_difference": max_ring_difference,
+        "segments": pdi.get_num_segments(),
+        "sinograms": pdi.get_num_sinograms(),
+        "views": pdi.get_num_views(),
+        "tangential_poss": pdi.get_num_tangential_poss(),
+        "image": list(info.shape),
+        "voxel_size_mm": list(info.voxel_size),
+        "bytes": pdi.total_num_bins * 4,
+    }

@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
+import arguments  # noqa: E402
 import numpy as np  # noqa: E402
 
-import arguments  # noqa: E402
 from stirgpu.execution import resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
@@ -36,6 +36,7 @@ from stirgpu.projectors import ProjectorPair  # noqa: E402
 def _sync(backend: str) -> None:
     if backend == "cuda":
         import cupy
+
         cupy.cuda.Device().synchronize()
 
 
@@ -50,8 +51,9 @@ def timed(fn, backend: str) -> float:
 def run(args) -> dict:
     backend = resolve_backend(args.backend)
     views = 252 // (12 if args.quick else 1)
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, 60 if not args.quick else 16, views,
-                                 344 if not args.quick else 128, False)
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("Siemens mMR"), 11, 60 if not args.quick else 16, views, 344 if not args.quick else 128, False
+    )
     info = ImageInfo.default_for(pdi) if not args.quick else ImageInfo.default_for(pdi, xy_size=101)
     rng = np.random.default_rng(0)
     image = rng.uniform(0, 1, info.shape).astype(np.float32)
@@ -64,7 +66,7 @@ def run(args) -> dict:
         pp.set_input(image)
         out = ProjDataInMemory(pdi)
         pairs[numerics] = (pp, out)
-        pp.forward_project(out, None)        # warm-up: compilation, page-locking, kept plans
+        pp.forward_project(out, None)  # warm-up: compilation, page-locking, kept plans
         pp.back_project(None, data)
     calls = {
         "forward": lambda pp, out: pp.forward_project(out, None),
@@ -83,17 +85,25 @@ def run(args) -> dict:
         "forward": float(np.max(np.abs(fwd["stir"] - fwd["exact"])) / np.max(fwd["stir"])),
         "back": float(np.max(np.abs(back["stir"] - back["exact"])) / np.max(back["stir"])),
     }
-    return {"backend": backend, "geometry": f"Siemens mMR span 11, {views} views, {pdi.get_num_tangential_poss()} "
-            f"tangential, image {info.shape}", "lors": int(np.prod(data.shape)), "repeat": args.repeat,
-            "seconds": times, "ratio_stir_over_exact": {k: v["stir"] / v["exact"] for k, v in times.items()},
-            "max_difference_stir_vs_exact": agreement}
+    return {
+        "backend": backend,
+        "geometry": f"Siemens mMR span 11, {views} views, {pdi.get_num_tangential_poss()} "
+        f"tangential, image {info.shape}",
+        "lors": int(np.prod(data.shape)),
+        "repeat": args.repeat,
+        "seconds": times,
+        "ratio_stir_over_exact": {k: v["stir"] / v["exact"] for k, v in times.items()},
+        "max_difference_stir_vs_exact": agreement,
+    }
 
 
 def readable(res: dict) -> str:
     lines = [f"{res['geometry']}, {res['lors']:.3g} LORs, backend {res['backend']}"]
     for k, v in res["seconds"].items():
-        lines.append(f"  {k:15s} stir {v['stir'] * 1e3:9.2f} ms   exact {v['exact'] * 1e3:9.2f} ms   "
-                     f"stir/exact {res['ratio_stir_over_exact'][k]:.2f}")
+        lines.append(
+            f"  {k:15s} stir {v['stir'] * 1e3:9.2f} ms   exact {v['exact'] * 1e3:9.2f} ms   "
+            f"stir/exact {res['ratio_stir_over_exact'][k]:.2f}"
+        )
     a = res["max_difference_stir_vs_exact"]
     lines.append(f"  stir vs exact: forward {a['forward']:.2e}, back {a['back']:.2e} of the maximum")
     return "\n".join(lines)

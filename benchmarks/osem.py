@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
+import arguments  # noqa: E402
 import numpy as np  # noqa: E402
 
-import arguments  # noqa: E402
 import stirgpu  # noqa: E402
 from stirgpu.formats import ProjDataInMemory  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
@@ -45,14 +45,21 @@ from stirgpu.recon.arrays import array_module, stir_divide, to_numpy  # noqa: E4
 
 def make_problem(args, projector):
     sc = Scanner.from_name(args.scanner)
-    pdi = ProjDataInfo.construct(sc, args.span, args.max_ring_difference, num_views=args.views,
-                                 num_tangential_poss=args.tangential, arc_corrected=False)
+    pdi = ProjDataInfo.construct(
+        sc,
+        args.span,
+        args.max_ring_difference,
+        num_views=args.views,
+        num_tangential_poss=args.tangential,
+        arc_corrected=False,
+    )
     info = ImageInfo.default_for(pdi, xy_size=args.image_xy)
     projector.set_up(pdi, info)
     z = np.arange(info.shape[0])[:, None, None]
-    yy, xx = np.meshgrid(np.arange(info.shape[1]) - info.shape[1] // 2,
-                         np.arange(info.shape[2]) - info.shape[2] // 2, indexing="ij")
-    cyl = ((yy ** 2 + xx ** 2) < (0.4 * info.shape[2]) ** 2)[None] & (z >= 0)
+    yy, xx = np.meshgrid(
+        np.arange(info.shape[1]) - info.shape[1] // 2, np.arange(info.shape[2]) - info.shape[2] // 2, indexing="ij"
+    )
+    cyl = ((yy**2 + xx**2) < (0.4 * info.shape[2]) ** 2)[None] & (z >= 0)
     truth = np.where(cyl, 1.0, 0.0).astype(np.float32)
     y = ProjDataInMemory(pdi)
     projector.forward_project(y, truth)
@@ -64,8 +71,9 @@ def make_problem(args, projector):
 
 def streaming_iteration(pp, x, y, background, f, sens, K, stats):
     for k in range(K):
-        ratio = pp.forward_back_ratio(x, y, k, K, background=background, multiplicative=f,
-                                      out_image=array_module(x).zeros_like(x))
+        ratio = pp.forward_back_ratio(
+            x, y, k, K, background=background, multiplicative=f, out_image=array_module(x).zeros_like(x)
+        )
         stats.append(pp.last_stats)
         x *= stir_divide(ratio, sens[k])
     return x
@@ -76,11 +84,16 @@ def bridge_iteration(pp, pdi, x, y, background, f, sens, K, full_fwd, full_ratio
     nv = pdi.get_num_views()
     for k in range(K):
         views = pdi.subset_views(k, K)
-        pp.forward_project(full_fwd, x)                       # ALL views
+        pp.forward_project(full_fwd, x)  # ALL views
         for seg in pdi.segment_nums:
             ratio = np.zeros((nv, pdi.get_num_axial_poss(seg), pdi.get_num_tangential_poss()), np.float32)
-            q = poisson_quotient(np, full_fwd.read_views(seg, views), y.read_views(seg, views),
-                                 background.read_views(seg, views), f.read_views(seg, views))
+            q = poisson_quotient(
+                np,
+                full_fwd.read_views(seg, views),
+                y.read_views(seg, views),
+                background.read_views(seg, views),
+                f.read_views(seg, views),
+            )
             ratio[views] = q
             full_ratio.write_views(ratio, seg, np.arange(nv))  # full-size, zero outside the subset
         img = pp.back_project(array_module(x).zeros_like(x), full_ratio)  # ALL views
@@ -95,16 +108,20 @@ def main(argv=None) -> int:
     p.add_argument("--scanner", default="Siemens mMR")
     p.add_argument("--span", type=arguments.positive_int, default=11)
     p.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=60)
-    p.add_argument("--views", type=arguments.positive_int, default=252, help="252 for the mMR; fewer mashes views (CPU)")
+    p.add_argument(
+        "--views", type=arguments.positive_int, default=252, help="252 for the mMR; fewer mashes views (CPU)"
+    )
     p.add_argument("--tangential", type=arguments.positive_int, default=344, help="344 for the mMR")
     p.add_argument("--image-xy", type=arguments.positive_int, default=None, help="image x/y size (default: STIR's)")
     p.add_argument("--subsets", type=arguments.positive_int, default=21)
-    p.add_argument("--iterations", type=arguments.positive_int, default=1,
-                   help="full iterations timed per strategy (best kept)")
+    p.add_argument(
+        "--iterations", type=arguments.positive_int, default=1, help="full iterations timed per strategy (best kept)"
+    )
     p.add_argument("--no-bridge", action="store_true", help="time stirgpu only")
     p.add_argument("--json", default=None, help="also write the JSON result here")
-    p.add_argument("--numerics", default=None, choices=("stir", "exact"),
-                   help="the projectors' numerics (default: theirs, STIR's)")
+    p.add_argument(
+        "--numerics", default=None, choices=("stir", "exact"), help="the projectors' numerics (default: theirs, STIR's)"
+    )
     args = p.parse_args(argv)
     with stirgpu.config(backend=args.backend, devices=args.devices, numerics=args.numerics):
         pp = ProjectorPair()
@@ -115,13 +132,24 @@ def main(argv=None) -> int:
         xp = np
         if pp.backend == "cuda":
             import cupy as xp  # the estimate stays on the GPU, as in stirgpu.recon.OSEM
+
             sens = [xp.asarray(s) for s in sens]
         setup = time.perf_counter() - t0
-        result = {"scanner": args.scanner, "span": args.span, "max_ring_difference": args.max_ring_difference,
-                  "views": args.views, "tangential": args.tangential, "segments": pdi.get_num_segments(),
-                  "bins": pdi.total_num_bins, "data_gb": 4 * pdi.total_num_bins / 1e9,
-                  "image": list(info.shape), "subsets": K, "backend": pp.backend,
-                  "devices": list(pp.devices), "setup_seconds": setup}
+        result = {
+            "scanner": args.scanner,
+            "span": args.span,
+            "max_ring_difference": args.max_ring_difference,
+            "views": args.views,
+            "tangential": args.tangential,
+            "segments": pdi.get_num_segments(),
+            "bins": pdi.total_num_bins,
+            "data_gb": 4 * pdi.total_num_bins / 1e9,
+            "image": list(info.shape),
+            "subsets": K,
+            "backend": pp.backend,
+            "devices": list(pp.devices),
+            "setup_seconds": setup,
+        }
 
         # warm-up: one subiteration each (kernel compilation, buffer allocation)
         x = xp.ones(info.shape, dtype=np.float32)
@@ -156,15 +184,21 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")
-    print(f"\n{args.scanner} span {args.span}, {pdi.get_num_segments()} segments x {args.views} views x "
-          f"{args.tangential} tangential ({result['data_gb']:.2f} GB float32), image {info.shape}, "
-          f"{K} subsets, backend {result['backend']} {result['devices']}")
-    print(f"stirgpu: {result['stirgpu_seconds_per_iteration']:.2f} s per full iteration "
-          f"(overlap efficiency {result['stirgpu_overlap_efficiency']:.2f})")
+    print(
+        f"\n{args.scanner} span {args.span}, {pdi.get_num_segments()} segments x {args.views} views x "
+        f"{args.tangential} tangential ({result['data_gb']:.2f} GB float32), image {info.shape}, "
+        f"{K} subsets, backend {result['backend']} {result['devices']}"
+    )
+    print(
+        f"stirgpu: {result['stirgpu_seconds_per_iteration']:.2f} s per full iteration "
+        f"(overlap efficiency {result['stirgpu_overlap_efficiency']:.2f})"
+    )
     if "bridge_seconds_per_iteration" in result:
-        print(f"bridge:  {result['bridge_seconds_per_iteration']:.2f} s per full iteration -> "
-              f"stirgpu is {result['speedup']:.1f} x faster (estimates agree to "
-              f"{result['max_relative_difference']:.1e} of the maximum)")
+        print(
+            f"bridge:  {result['bridge_seconds_per_iteration']:.2f} s per full iteration -> "
+            f"stirgpu is {result['speedup']:.1f} x faster (estimates agree to "
+            f"{result['max_relative_difference']:.1e} of the maximum)"
+        )
     return 0
 
 

@@ -37,13 +37,13 @@ for p in (REPO, Path(__file__).resolve().parent):
     if str(p) not in sys.path:  # run from a checkout without installing
         sys.path.insert(0, str(p))
 
-import numpy as np  # noqa: E402
-
 import arguments  # noqa: E402
+import numpy as np  # noqa: E402
+from vs_stir import find_stir  # noqa: E402
+
 from stirgpu.formats import ProjDataFromFile, ProjDataOnDisk, StorageOrder, read_from_file  # noqa: E402
 from stirgpu.geometry import ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.projectors import ProjectorPair  # noqa: E402
-from vs_stir import find_stir  # noqa: E402
 
 
 def make_file(path: Path, pdi: ProjDataInfo) -> None:
@@ -73,19 +73,24 @@ def read_all_stir(stir_pd, pdi) -> None:
 
 def read_all_own(store, pdi) -> None:
     for s in pdi.segment_nums:  # into a new array, as as_array() makes one per viewgram
-        store.read_views(s, range(pdi.get_num_views()), out=np.empty(
-            (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()), np.float32))
+        store.read_views(
+            s,
+            range(pdi.get_num_views()),
+            out=np.empty((pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()), np.float32),
+        )
 
 
 def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--stir", default=None, help="prefix of a STIR build (bin/, python/, share/STIR-*/config)")
-    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=16,
-                    help="mMR span 11: 16 keeps 3 segments")
+    ap.add_argument(
+        "--max-ring-difference", type=arguments.non_negative_int, default=16, help="mMR span 11: 16 keeps 3 segments"
+    )
     ap.add_argument("--views", type=arguments.positive_int, default=126, help="252 for the mMR; 126 mashes by 2")
-    ap.add_argument("--tangential", type=arguments.positive_int, default=172,
-                    help="344 for the mMR; 172 keeps the central half")
+    ap.add_argument(
+        "--tangential", type=arguments.positive_int, default=172, help="344 for the mMR; 172 keeps the central half"
+    )
     ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--repeat", type=arguments.positive_int, default=3)
     ap.add_argument("--tmpdir", default=None)
@@ -93,8 +98,13 @@ def main(argv=None) -> int:
 
     ref = find_stir(args.stir)
     stir = ref.module()
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, args.max_ring_difference,
-                                 num_views=args.views, num_tangential_poss=args.tangential)
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("Siemens mMR"),
+        11,
+        args.max_ring_difference,
+        num_views=args.views,
+        num_tangential_poss=args.tangential,
+    )
     with tempfile.TemporaryDirectory(prefix="stirgpu-stir-objects-", dir=args.tmpdir) as tmp:
         data_path = Path(tmp) / "data.hs"
         make_file(data_path, pdi)
@@ -120,8 +130,10 @@ def main(argv=None) -> int:
 
         calls = {
             "back_all": (lambda: pp.back_project(stir_img, stir_data), lambda: pp.back_project(None, own_data)),
-            "back_subset": (lambda: pp.back_project(stir_img, stir_data, k, K),
-                            lambda: pp.back_project(None, own_data, k, K)),
+            "back_subset": (
+                lambda: pp.back_project(stir_img, stir_data, k, K),
+                lambda: pp.back_project(None, own_data, k, K),
+            ),
             "forward_all": (lambda: pp.forward_project(stir_out, image), lambda: own_forward((0, 1))),
             "forward_subset": (lambda: pp.forward_project(stir_out, image, k, K), lambda: own_forward((k, K))),
             "read_all": (lambda: read_all_stir(stir_data, pdi), lambda: read_all_own(own_data, pdi)),
@@ -144,32 +156,57 @@ def main(argv=None) -> int:
                         transport.setdefault(name, {})[who] = _io_seconds(pp.last_stats)
                 round_ratios[name].append(t["stir"] / t["own"])
         # the two paths' numbers
-        back_diff = float(np.abs(pp.back_project(stir_img, stir_data).as_array()
-                                 - pp.back_project(None, own_data)).max())
+        back_diff = float(
+            np.abs(pp.back_project(stir_img, stir_data).as_array() - pp.back_project(None, own_data)).max()
+        )
         pp.forward_project(stir_out, image)
         own_forward((0, 1))
-        fwd_diff = max(float(np.abs(np.stack([stir_out.get_viewgram(v, s).as_array() for v in range(pdi.get_num_views())])
-                                    - own_out.read_views(s, range(pdi.get_num_views()))).max())
-                       for s in pdi.segment_nums)
+        fwd_diff = max(
+            float(
+                np.abs(
+                    np.stack([stir_out.get_viewgram(v, s).as_array() for v in range(pdi.get_num_views())])
+                    - own_out.read_views(s, range(pdi.get_num_views()))
+                ).max()
+            )
+            for s in pdi.segment_nums
+        )
         own_data.close()
         own_out.close()
     ratios = {name: float(np.median(v)) for name, v in round_ratios.items()}
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "backend": pp.backend,
-                    "stir": ref.origin, "stir_threads": ref.num_threads},
-        "geometry": {"scanner": "Siemens mMR", "span": 11, "segments": pdi.get_num_segments(),
-                     "max_ring_difference": args.max_ring_difference, "views": pdi.get_num_views(),
-                     "tangential_poss": pdi.get_num_tangential_poss(), "bytes": pdi.total_num_bins * 4,
-                     "image": list(pp.get_image_info().shape)},
-        "subset": [k, K], "repeat": args.repeat, "seconds_best": best, "ratio_stir_over_own_median": ratios,
-        "ratio_stir_over_own_rounds": round_ratios, "io_busy_seconds_last_round": transport,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "backend": pp.backend,
+            "stir": ref.origin,
+            "stir_threads": ref.num_threads,
+        },
+        "geometry": {
+            "scanner": "Siemens mMR",
+            "span": 11,
+            "segments": pdi.get_num_segments(),
+            "max_ring_difference": args.max_ring_difference,
+            "views": pdi.get_num_views(),
+            "tangential_poss": pdi.get_num_tangential_poss(),
+            "bytes": pdi.total_num_bins * 4,
+            "image": list(pp.get_image_info().shape),
+        },
+        "subset": [k, K],
+        "repeat": args.repeat,
+        "seconds_best": best,
+        "ratio_stir_over_own_median": ratios,
+        "ratio_stir_over_own_rounds": round_ratios,
+        "io_busy_seconds_last_round": transport,
         "max_abs_diff": {"back_all": back_diff, "forward_all": fwd_diff},
     }
     print(json.dumps(result, indent=1))
-    print(f"STIR objects vs stirgpu's disk store ({pdi.total_num_bins * 4 / 1e6:.0f} MB, {pp.backend}): "
-          + ", ".join(f"{n} {best[n]['stir']:.3f} s / {best[n]['own']:.3f} s (median ratio {ratios[n]:.2f} x)"
-                      for n in calls)
-          + f" | max |diff| back {back_diff:.3g}, forward {fwd_diff:.3g}")
+    print(
+        f"STIR objects vs stirgpu's disk store ({pdi.total_num_bins * 4 / 1e6:.0f} MB, {pp.backend}): "
+        + ", ".join(
+            f"{n} {best[n]['stir']:.3f} s / {best[n]['own']:.3f} s (median ratio {ratios[n]:.2f} x)" for n in calls
+        )
+        + f" | max |diff| back {back_diff:.3g}, forward {fwd_diff:.3g}"
+    )
     return 0
 
 

@@ -56,13 +56,17 @@ import arguments  # noqa: E402
 from mmr_inputs import write_phantom_and_prompts  # noqa: E402
 
 PAIRS = {
-    "stir": ("projector pair type := Parallelproj\n"
-             "  Projector Pair Using Parallelproj Parameters :=\n"
-             "  End Projector Pair Using Parallelproj Parameters :="),
-    "plugin": ("projector pair type := stirgpu\n"
-               "  Projector Pair Using stirgpu Parameters :=\n"
-               "    backend := {backend}\n"
-               "  End Projector Pair Using stirgpu Parameters :="),
+    "stir": (
+        "projector pair type := Parallelproj\n"
+        "  Projector Pair Using Parallelproj Parameters :=\n"
+        "  End Projector Pair Using Parallelproj Parameters :="
+    ),
+    "plugin": (
+        "projector pair type := stirgpu\n"
+        "  Projector Pair Using stirgpu Parameters :=\n"
+        "    backend := {backend}\n"
+        "  End Projector Pair Using stirgpu Parameters :="
+    ),
 }
 OSMAPOSL_PAR = """OSMAPOSLParameters :=
 objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
@@ -111,8 +115,9 @@ def run(who: str, d: Path, prefix: Path, env: dict, args, iterations: int) -> tu
     if who == "plugin":
         env["STIRGPU_STIR_PLUGIN_TRACE"] = str(folder / "trace.jsonl")
     pair = PAIRS["stir" if who == "stir" else "plugin"].format(backend=args.backend)
-    (folder / "recon.par").write_text(OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets,
-                                                          subiterations=args.subsets * iterations))
+    (folder / "recon.par").write_text(
+        OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets, subiterations=args.subsets * iterations)
+    )
     t0 = time.perf_counter()
     r = subprocess.run(command(who, prefix), cwd=folder, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -135,7 +140,9 @@ def stir_loop_seconds(stdout: str, subsets: int) -> float:
     """The wall seconds of STIR's gradient loops (``distributable_computation``, which STIR
     prints once per subiteration) in the last ``subsets`` subiterations: the part of STIR's
     iteration that goes through the projectors, the rest being STIR's image updates."""
-    seconds = [float(m) for m in re.findall(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s", stdout)]
+    seconds = [
+        float(m) for m in re.findall(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s", stdout)
+    ]
     if len(seconds) < subsets:
         raise SystemExit(f"STIR printed {len(seconds)} distributable_computation times, expected {subsets} or more")
     return sum(seconds[-subsets:])
@@ -146,18 +153,21 @@ def plugin_split(trace: Path, subsets: int) -> dict:
     projections, and its per-viewgram calls' copying and lock waiting (summed over STIR's
     threads, so a share of the loop's wall only with one thread)."""
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    projections = [r for r in lines if r["kind"] == "projection"][-2 * subsets:]
-    periods = [r for r in lines if r["kind"] == "viewgram calls"][-2 * subsets:]
-    return {"projections": sum(r["seconds"] for r in projections),
-            "copying_thread_seconds": sum(r["seconds_copying"] for r in periods),
-            "lock_waiting_thread_seconds": sum(r["seconds_waiting"] for r in periods),
-            "viewgram_calls": sum(r["calls"] for r in periods)}
+    projections = [r for r in lines if r["kind"] == "projection"][-2 * subsets :]
+    periods = [r for r in lines if r["kind"] == "viewgram calls"][-2 * subsets :]
+    return {
+        "projections": sum(r["seconds"] for r in projections),
+        "copying_thread_seconds": sum(r["seconds_copying"] for r in periods),
+        "lock_waiting_thread_seconds": sum(r["seconds_waiting"] for r in periods),
+        "viewgram_calls": sum(r["calls"] for r in periods),
+    }
 
 
 def agreement(ours: Path, theirs: Path) -> dict:
     import numpy as np
 
     from stirgpu.formats import read_image
+
     a, b = read_image(ours).array.astype(np.float64), read_image(theirs).array.astype(np.float64)
     d, top = np.abs(a - b), float(np.abs(b).max())
     return {"max_rel": float(d.max()) / top, "p99_9_rel": float(np.percentile(d, 99.9)) / top}
@@ -167,72 +177,112 @@ def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stir", help="prefix of a STIR build (bin/, lib/cmake/STIR-*, share/STIR-*/config)")
     ap.add_argument("--backend", default="cuda", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=arguments.positive_int, default=None,
-                    help="OMP_NUM_THREADS for STIR (default: STIR's default)")
+    ap.add_argument(
+        "--threads",
+        type=arguments.positive_int,
+        default=None,
+        help="OMP_NUM_THREADS for STIR (default: STIR's default)",
+    )
     ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=60)
     ap.add_argument("--views", type=arguments.positive_int, default=252)
     ap.add_argument("--tangential", type=arguments.positive_int, default=344)
     ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--counts", type=arguments.positive_float, default=5e7)
-    ap.add_argument("--iterations", type=arguments.positive_int, nargs=2, default=(1, 2), metavar=("A", "B"),
-                    help="the two run lengths whose difference is the cost of B - A iterations (A < B)")
+    ap.add_argument(
+        "--iterations",
+        type=arguments.positive_int,
+        nargs=2,
+        default=(1, 2),
+        metavar=("A", "B"),
+        help="the two run lengths whose difference is the cost of B - A iterations (A < B)",
+    )
     ap.add_argument("--tmpdir", default=None)
     ap.add_argument("--json", default=None, help="also write the JSON document to this file")
     args = ap.parse_args(argv)
     if args.iterations[0] >= args.iterations[1]:
-        raise arguments.BadArgument(f"--iterations {args.iterations[0]} {args.iterations[1]}: the first must be smaller")
+        raise arguments.BadArgument(
+            f"--iterations {args.iterations[0]} {args.iterations[1]}: the first must be smaller"
+        )
     prefix = Path(args.stir).resolve()
     if not (prefix / "bin" / "OSMAPOSL").is_file():
         raise arguments.BadArgument(f"{args.stir}: not a STIR prefix (no bin/OSMAPOSL)")
     from stirgpu.stir_plugin import build
+
     t0 = time.perf_counter()
     plugin = build(prefix)
     build_seconds = time.perf_counter() - t0
     env = stir_env(prefix, args.threads)
     with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
         d = Path(tmp)
-        geometry = write_phantom_and_prompts(d, max_ring_difference=args.max_ring_difference, views=args.views,
-                                             tangential=args.tangential, counts=args.counts, backend=args.backend)
+        geometry = write_phantom_and_prompts(
+            d,
+            max_ring_difference=args.max_ring_difference,
+            views=args.views,
+            tangential=args.tangential,
+            counts=args.counts,
+            backend=args.backend,
+        )
         for who in ("plugin", "stirgpu"):  # warm kernel and page caches, untimed
             run(who, d, prefix, env, args, args.iterations[0])
-        runs = {who: {n: run(who, d, prefix, env, args, n) for n in args.iterations}
-                for who in ("stir", "plugin", "stirgpu")}
+        runs = {
+            who: {n: run(who, d, prefix, env, args, n) for n in args.iterations}
+            for who in ("stir", "plugin", "stirgpu")
+        }
         walls = {who: {n: r[0] for n, r in w.items()} for who, w in runs.items()}
         a, b = args.iterations
         per_iter = {who: (w[b] - w[a]) / (b - a) for who, w in walls.items()}
         stirgpu_walls_difference = per_iter["stirgpu"]
         per_iter["stirgpu"] = last_iteration_seconds(runs["stirgpu"][b][1], args.subsets)
-        split = {who: {"iteration": per_iter[who], "stir_gradient_loops": stir_loop_seconds(runs[who][b][1], args.subsets)}
-                 for who in ("stir", "plugin")}
+        split = {
+            who: {"iteration": per_iter[who], "stir_gradient_loops": stir_loop_seconds(runs[who][b][1], args.subsets)}
+            for who in ("stir", "plugin")
+        }
         split["plugin"].update(plugin_split(d / f"plugin-{b}" / "trace.jsonl", args.subsets))
         plug_dir, stir_dir = d / f"plugin-{b}", d / f"stir-{b}"
-        agree = {"estimate": agreement(plug_dir / f"out_{args.subsets * b}.hv", stir_dir / f"out_{args.subsets * b}.hv"),
-                 "sensitivity_0": agreement(plug_dir / "sens_0.hv", stir_dir / "sens_0.hv")}
-    doc = {"benchmark": "stir_plugin", "backend": args.backend, "stir_prefix": str(prefix),
-           "stir_version": plugin.stir_version, "plugin": str(plugin.plugin), "plugin_build_seconds": build_seconds,
-           "geometry": geometry, "subsets": args.subsets, "iterations": list(args.iterations),
-           "process_seconds": walls, "seconds_per_iteration": per_iter,
-           "stirgpu_seconds_per_iteration_from_walls": stirgpu_walls_difference,
-           "split_of_the_last_iteration": split,
-           "ratios": {"stir_parallelproj_over_plugin": per_iter["stir"] / per_iter["plugin"],
-                      "plugin_over_stirgpu_osmaposl": per_iter["plugin"] / per_iter["stirgpu"]},
-           "agreement_plugin_vs_stir": agree}
+        agree = {
+            "estimate": agreement(plug_dir / f"out_{args.subsets * b}.hv", stir_dir / f"out_{args.subsets * b}.hv"),
+            "sensitivity_0": agreement(plug_dir / "sens_0.hv", stir_dir / "sens_0.hv"),
+        }
+    doc = {
+        "benchmark": "stir_plugin",
+        "backend": args.backend,
+        "stir_prefix": str(prefix),
+        "stir_version": plugin.stir_version,
+        "plugin": str(plugin.plugin),
+        "plugin_build_seconds": build_seconds,
+        "geometry": geometry,
+        "subsets": args.subsets,
+        "iterations": list(args.iterations),
+        "process_seconds": walls,
+        "seconds_per_iteration": per_iter,
+        "stirgpu_seconds_per_iteration_from_walls": stirgpu_walls_difference,
+        "split_of_the_last_iteration": split,
+        "ratios": {
+            "stir_parallelproj_over_plugin": per_iter["stir"] / per_iter["plugin"],
+            "plugin_over_stirgpu_osmaposl": per_iter["plugin"] / per_iter["stirgpu"],
+        },
+        "agreement_plugin_vs_stir": agree,
+    }
     text = json.dumps(doc, indent=1)
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")
     r = doc["ratios"]
-    print(f"mMR span 11 ({geometry['segments']} segments, {geometry['views']} views), {args.subsets} subsets, "
-          f"{args.backend}: one iteration in STIR's OSMAPOSL with stirgpu {per_iter['plugin']:.2f} s, with "
-          f"Parallelproj {per_iter['stir']:.2f} s ({r['stir_parallelproj_over_plugin']:.1f} x faster), stirgpu osmaposl "
-          f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
-          f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / {walls['stirgpu'][a]:.1f} s; "
-          f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum")
+    print(
+        f"mMR span 11 ({geometry['segments']} segments, {geometry['views']} views), {args.subsets} subsets, "
+        f"{args.backend}: one iteration in STIR's OSMAPOSL with stirgpu {per_iter['plugin']:.2f} s, with "
+        f"Parallelproj {per_iter['stir']:.2f} s ({r['stir_parallelproj_over_plugin']:.1f} x faster), stirgpu osmaposl "
+        f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
+        f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / {walls['stirgpu'][a]:.1f} s; "
+        f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum"
+    )
     p = split["plugin"]
-    print(f"the plugin's last iteration: STIR's gradient loops {p['stir_gradient_loops']:.2f} s, of which projections "
-          f"{p['projections']:.2f} s and the plugin's copying {p['copying_thread_seconds']:.2f} thread-s (lock waits "
-          f"{p['lock_waiting_thread_seconds']:.2f} thread-s); Parallelproj's gradient loops "
-          f"{split['stir']['stir_gradient_loops']:.2f} s")
+    print(
+        f"the plugin's last iteration: STIR's gradient loops {p['stir_gradient_loops']:.2f} s, of which projections "
+        f"{p['projections']:.2f} s and the plugin's copying {p['copying_thread_seconds']:.2f} thread-s (lock waits "
+        f"{p['lock_waiting_thread_seconds']:.2f} thread-s); Parallelproj's gradient loops "
+        f"{split['stir']['stir_gradient_loops']:.2f} s"
+    )
     return 0
 
 

@@ -51,9 +51,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
+import arguments  # noqa: E402
 import numpy as np  # noqa: E402
 
-import arguments  # noqa: E402
 from stirgpu import config  # noqa: E402
 from stirgpu.execution import cuda_device_count, resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file  # noqa: E402
@@ -76,6 +76,7 @@ class Device:
         self.backend = backend
         if backend == "cuda":
             import cupy
+
             self.cp = cupy
             self.dev = cupy.cuda.Device(device)
         else:
@@ -110,6 +111,7 @@ class Device:
         if self.cp is None:
             return t
         from stirgpu.kernels.cuda_backend import upload_tables
+
         with self.dev:
             return upload_tables(t)
 
@@ -118,6 +120,7 @@ class Device:
         if self.cp is None:
             return img
         from stirgpu.kernels.cuda_backend import prepare_image
+
         with self.dev:
             return prepare_image(img)
 
@@ -126,6 +129,7 @@ class Device:
         if self.cp is None:
             return acc, lambda: None
         from stirgpu.kernels.cuda_backend import prepare_back_accumulator
+
         with self.dev:
             held = prepare_back_accumulator(acc)
         return held, held.finish
@@ -147,9 +151,12 @@ def subset_rounds(pp, target, data, dout, args) -> tuple[float, float, float, fl
     """Best times of the full forward and back projection and of subset 0's, over
     ``--repeat`` rounds; each round runs the full calls once and the subset calls
     SHORT_TIMES times each, in turn."""
-    calls = [(lambda: pp.forward_project(target, None), 1), (lambda: pp.back_project(dout, data), 1),
-             (lambda: pp.forward_project(target, None, 0, args.subsets), SHORT_TIMES),
-             (lambda: pp.back_project(dout, data, 0, args.subsets), SHORT_TIMES)]
+    calls = [
+        (lambda: pp.forward_project(target, None), 1),
+        (lambda: pp.back_project(dout, data), 1),
+        (lambda: pp.forward_project(target, None, 0, args.subsets), SHORT_TIMES),
+        (lambda: pp.back_project(dout, data, 0, args.subsets), SHORT_TIMES),
+    ]
     times = [[] for _ in calls]
     for _ in range(args.repeat):
         for (fn, n), got in zip(calls, times):
@@ -169,8 +176,8 @@ def phantom(info: ImageInfo) -> np.ndarray:
     y = oy + vy * np.arange(ny)
     x = ox + vx * np.arange(nx)
     zz, yy, xx = np.meshgrid(z, y, x, indexing="ij")
-    img = ((yy ** 2 + xx ** 2) < 250.0 ** 2).astype(np.float32)
-    img += 3 * (((zz - 10) ** 2 + (yy - 40) ** 2 + (xx + 30) ** 2) < 40.0 ** 2)
+    img = ((yy**2 + xx**2) < 250.0**2).astype(np.float32)
+    img += 3 * (((zz - 10) ** 2 + (yy - 40) ** 2 + (xx + 30) ** 2) < 40.0**2)
     return img.astype(np.float32)
 
 
@@ -204,8 +211,13 @@ def disk_rates(folder: Path, nbytes: int) -> dict:
             pass
     r = time.perf_counter() - t0
     path.unlink()
-    return {"bytes": nbytes, "write_seconds": w, "read_seconds": r,
-            "write_GBps": nbytes / w / 1e9, "read_GBps": nbytes / r / 1e9}
+    return {
+        "bytes": nbytes,
+        "write_seconds": w,
+        "read_seconds": r,
+        "write_GBps": nbytes / w / 1e9,
+        "read_GBps": nbytes / r / 1e9,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -220,13 +232,15 @@ def bridge_forward(d: Device, pdi, info, img, out, views) -> None:
     for s in pdi.segment_nums:
         t = pdi.chunk_tables(s)
         n = t.num_lors
-        forward_chunk(d.tables(t), dimg, g.origin, g.voxel_size, out=full[off:off + n].reshape(t.shape), scale=g.scale)
+        forward_chunk(
+            d.tables(t), dimg, g.origin, g.voxel_size, out=full[off : off + n].reshape(t.shape), scale=g.scale
+        )
         off += n
     host = d.to_host(full)
     off = 0
     for s in pdi.segment_nums:
         n = pdi.num_bins(s)
-        seg = host[off:off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
+        seg = host[off : off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
         out.write_views(seg[views], s, views)
         off += n
 
@@ -238,7 +252,7 @@ def bridge_back(d: Device, pdi, info, data, views) -> np.ndarray:
     off = 0
     for s in pdi.segment_nums:
         n = pdi.num_bins(s)
-        seg = host[off:off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
+        seg = host[off : off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
         seg[views] = data.read_views(s, views)
         off += n
     full = d.asarray(host)
@@ -247,7 +261,7 @@ def bridge_back(d: Device, pdi, info, data, views) -> np.ndarray:
     for s in pdi.segment_nums:
         t = pdi.chunk_tables(s)
         n = t.num_lors
-        back_chunk(d.tables(t), full[off:off + n].reshape(t.shape), acc, g.origin, g.voxel_size, scale=g.scale)
+        back_chunk(d.tables(t), full[off : off + n].reshape(t.shape), acc, g.origin, g.voxel_size, scale=g.scale)
         off += n
     return d.to_host(acc)
 
@@ -300,12 +314,22 @@ def run(args) -> dict:
     pdi, info = make_geometry(args.span, args.views, args.zoom)
     img = phantom(info)
     nbytes = 4 * pdi.total_num_bins
-    res: dict = {"config": {"backend": backend, "scanner": "Siemens mMR", "span": args.span,
-                            "num_views": pdi.get_num_views(), "num_tangential_poss": pdi.get_num_tangential_poss(),
-                            "sinograms": pdi.get_num_sinograms(), "data_bytes": nbytes, "image_shape": info.shape,
-                            "repeat": args.repeat, "subsets": args.subsets, "gpus": cuda_device_count()}}
-    pp = ProjectorPair(backend=backend, devices=[0] if backend == "cuda" else None,
-                       restrict_to_cylindrical_fov=False)
+    res: dict = {
+        "config": {
+            "backend": backend,
+            "scanner": "Siemens mMR",
+            "span": args.span,
+            "num_views": pdi.get_num_views(),
+            "num_tangential_poss": pdi.get_num_tangential_poss(),
+            "sinograms": pdi.get_num_sinograms(),
+            "data_bytes": nbytes,
+            "image_shape": info.shape,
+            "repeat": args.repeat,
+            "subsets": args.subsets,
+            "gpus": cuda_device_count(),
+        }
+    }
+    pp = ProjectorPair(backend=backend, devices=[0] if backend == "cuda" else None, restrict_to_cylindrical_fov=False)
     pp.set_up(pdi, info)
     out = ProjDataInMemory(pdi)
     all_views = np.arange(pdi.get_num_views())
@@ -325,8 +349,9 @@ def run(args) -> dict:
     # the same through pinned staging buffers (pin_host_memory "never": the path disk stores and
     # foreign ProjData take), for the direct path's gain
     with config(pin_host_memory="never"):
-        staged = ProjectorPair(backend=backend, devices=[0] if backend == "cuda" else None,
-                               restrict_to_cylindrical_fov=False)
+        staged = ProjectorPair(
+            backend=backend, devices=[0] if backend == "cuda" else None, restrict_to_cylindrical_fov=False
+        )
     staged.set_up(pdi, info)
     staged_target = ProjDataInMemory(pdi)
     staged.forward_project(staged_target, img), staged.back_project(None, data)  # warm-up
@@ -336,17 +361,30 @@ def run(args) -> dict:
     b_f = best(lambda: bridge_forward(d, pdi, info, img, target, all_views), args.repeat)
     b_b = best(lambda: bridge_back(d, pdi, info, data, all_views), args.repeat)
     res["in_memory"] = {
-        "kernel_only_forward_s": k["forward"], "kernel_only_back_s": k["back"],
-        "stream_forward_s": s_f, "stream_back_s": s_b, "bridge_forward_s": b_f, "bridge_back_s": b_b,
-        "stream_direct": list(st_f.direct), "staged_forward_s": g_f, "staged_back_s": g_b,
-        "staged_forward_over_kernel": g_f / k["forward"], "staged_back_over_kernel": g_b / k["back"],
-        "stream_forward_over_kernel": s_f / k["forward"], "stream_back_over_kernel": s_b / k["back"],
-        "bridge_forward_over_kernel": b_f / k["forward"], "bridge_back_over_kernel": b_b / k["back"],
-        "stream_forward_stats": st_f.as_dict(), "stream_back_stats": st_b.as_dict(),
-        "plan_forward": pp.last_plan and str(pp.last_plan)}
-    note(f"in memory: kernel fwd {k['forward']:.4f} back {k['back']:.4f}; stream fwd {s_f:.4f} back {s_b:.4f} "
-         f"(staged {g_f:.4f} / {g_b:.4f}); "
-         f"bridge fwd {b_f:.4f} back {b_b:.4f}")
+        "kernel_only_forward_s": k["forward"],
+        "kernel_only_back_s": k["back"],
+        "stream_forward_s": s_f,
+        "stream_back_s": s_b,
+        "bridge_forward_s": b_f,
+        "bridge_back_s": b_b,
+        "stream_direct": list(st_f.direct),
+        "staged_forward_s": g_f,
+        "staged_back_s": g_b,
+        "staged_forward_over_kernel": g_f / k["forward"],
+        "staged_back_over_kernel": g_b / k["back"],
+        "stream_forward_over_kernel": s_f / k["forward"],
+        "stream_back_over_kernel": s_b / k["back"],
+        "bridge_forward_over_kernel": b_f / k["forward"],
+        "bridge_back_over_kernel": b_b / k["back"],
+        "stream_forward_stats": st_f.as_dict(),
+        "stream_back_stats": st_b.as_dict(),
+        "plan_forward": pp.last_plan and str(pp.last_plan),
+    }
+    note(
+        f"in memory: kernel fwd {k['forward']:.4f} back {k['back']:.4f}; stream fwd {s_f:.4f} back {s_b:.4f} "
+        f"(staged {g_f:.4f} / {g_b:.4f}); "
+        f"bridge fwd {b_f:.4f} back {b_b:.4f}"
+    )
 
     # 3. subset ------------------------------------------------------------------------
     # the image is set once and the back projection lands in a device-resident image, as in
@@ -376,23 +414,38 @@ def run(args) -> dict:
         single.set_input(img)
         for _ in range(2):
             single.forward_project(target, None, 0, args.subsets), single.back_project(dout, data, 0, args.subsets)
-        one = dict(zip(("full_forward_s", "full_back_s", "subset_forward_s", "subset_back_s"),
-                       subset_rounds(single, target, data, dout, args)))
+        one = dict(
+            zip(
+                ("full_forward_s", "full_back_s", "subset_forward_s", "subset_back_s"),
+                subset_rounds(single, target, data, dout, args),
+            )
+        )
         one["subset_fraction"] = (one["subset_forward_s"] + one["subset_back_s"]) / (
-            one["full_forward_s"] + one["full_back_s"])
+            one["full_forward_s"] + one["full_back_s"]
+        )
         del single
     full = f_f + f_b
-    res["subset"] = {"stream_full_forward_s": f_f, "stream_full_back_s": f_b,
-                     "stream_subset_forward_s": s_sf, "stream_subset_back_s": s_sb,
-                     "stream_full_s": full, "stream_subset_fraction": (s_sf + s_sb) / full,
-                     "ideal_fraction": 1 / args.subsets,
-                     "bridge_subset_s": b_sf + b_sb, "bridge_subset_fraction_of_stream_full": (b_sf + b_sb) / full,
-                     "kernel_only_subset_forward_s": k_sub["forward"], "kernel_only_subset_back_s": k_sub["back"],
-                     "kernel_only_subset_fraction": (k_sub["forward"] + k_sub["back"]) / (k["forward"] + k["back"]),
-                     "stream_subset_forward_stats": st_sf.as_dict(), "stream_subset_back_stats": st_sb.as_dict(),
-                     "one_compute_stream": one}
-    note(f"subset: full fwd {f_f:.4f} back {f_b:.4f}; subset fwd {s_sf:.4f} back {s_sb:.4f}; "
-         f"bridge subset {b_sf + b_sb:.4f}; kernel-only subset fwd {k_sub['forward']:.4f} back {k_sub['back']:.4f}")
+    res["subset"] = {
+        "stream_full_forward_s": f_f,
+        "stream_full_back_s": f_b,
+        "stream_subset_forward_s": s_sf,
+        "stream_subset_back_s": s_sb,
+        "stream_full_s": full,
+        "stream_subset_fraction": (s_sf + s_sb) / full,
+        "ideal_fraction": 1 / args.subsets,
+        "bridge_subset_s": b_sf + b_sb,
+        "bridge_subset_fraction_of_stream_full": (b_sf + b_sb) / full,
+        "kernel_only_subset_forward_s": k_sub["forward"],
+        "kernel_only_subset_back_s": k_sub["back"],
+        "kernel_only_subset_fraction": (k_sub["forward"] + k_sub["back"]) / (k["forward"] + k["back"]),
+        "stream_subset_forward_stats": st_sf.as_dict(),
+        "stream_subset_back_stats": st_sb.as_dict(),
+        "one_compute_stream": one,
+    }
+    note(
+        f"subset: full fwd {f_f:.4f} back {f_b:.4f}; subset fwd {s_sf:.4f} back {s_sb:.4f}; "
+        f"bridge subset {b_sf + b_sb:.4f}; kernel-only subset fwd {k_sub['forward']:.4f} back {k_sub['back']:.4f}"
+    )
 
     # 2. disk --------------------------------------------------------------------------
     if not args.no_disk:
@@ -434,21 +487,36 @@ def run(args) -> dict:
             t_fw, t_bk = min(fws), min(bks)
             w, r = min(p["write_seconds"] for p in plain), min(p["read_seconds"] for p in plain)
             size = plain[0]["bytes"]
-            rates = {"bytes": size, "write_seconds": w, "read_seconds": r, "write_GBps": size / w / 1e9,
-                     "read_GBps": size / r / 1e9, "rounds": plain}
+            rates = {
+                "bytes": size,
+                "write_seconds": w,
+                "read_seconds": r,
+                "write_GBps": size / w / 1e9,
+                "read_GBps": size / r / 1e9,
+                "rounds": plain,
+            }
             res["disk"] = {
-                "folder": str(folder), "plain": rates,
-                "stream_forward_s": t_fw, "stream_back_s": t_bk, "bridge_forward_s": t_bfw, "bridge_back_s": t_bbk,
-                "stream_write_GBps": nbytes / t_fw / 1e9, "stream_read_GBps": nbytes / t_bk / 1e9,
+                "folder": str(folder),
+                "plain": rates,
+                "stream_forward_s": t_fw,
+                "stream_back_s": t_bk,
+                "bridge_forward_s": t_bfw,
+                "bridge_back_s": t_bbk,
+                "stream_write_GBps": nbytes / t_fw / 1e9,
+                "stream_read_GBps": nbytes / t_bk / 1e9,
                 "write_fraction_of_disk": (nbytes / t_fw) / (rates["bytes"] / rates["write_seconds"]),
                 "read_fraction_of_disk": (nbytes / t_bk) / (rates["bytes"] / rates["read_seconds"]),
                 "disk_write_seconds_for_data": nbytes / (rates["bytes"] / rates["write_seconds"]),
                 "disk_read_seconds_for_data": nbytes / (rates["bytes"] / rates["read_seconds"]),
                 "forward_disk_bound": nbytes / (rates["bytes"] / rates["write_seconds"]) > s_f,
                 "back_disk_bound": nbytes / (rates["bytes"] / rates["read_seconds"]) > s_b,
-                "stream_forward_stats": st_fw.as_dict(), "stream_back_stats": st_bk.as_dict()}
-            note(f"disk: plain write {rates['write_GBps']:.2f} GB/s read {rates['read_GBps']:.2f} GB/s; "
-                 f"stream fwd {t_fw:.3f} back {t_bk:.3f}; bridge fwd {t_bfw:.3f} back {t_bbk:.3f}")
+                "stream_forward_stats": st_fw.as_dict(),
+                "stream_back_stats": st_bk.as_dict(),
+            }
+            note(
+                f"disk: plain write {rates['write_GBps']:.2f} GB/s read {rates['read_GBps']:.2f} GB/s; "
+                f"stream fwd {t_fw:.3f} back {t_bk:.3f}; bridge fwd {t_bfw:.3f} back {t_bbk:.3f}"
+            )
         finally:
             for p in folder.glob("*"):
                 p.unlink()
@@ -465,66 +533,105 @@ def run(args) -> dict:
             o = ProjDataInMemory(mpdi)
             p.forward_project(o, mimg)
             p.back_project(None, o)  # warm-up on every device
-            times[len(devs)] = (best(lambda: p.forward_project(o, mimg), args.repeat),
-                                best(lambda: p.back_project(None, o), args.repeat))
+            times[len(devs)] = (
+                best(lambda: p.forward_project(o, mimg), args.repeat),
+                best(lambda: p.back_project(None, o), args.repeat),
+            )
             times[f"stats{len(devs)}"] = p.last_stats.as_dict()
             note(f"lanes {devs}: fwd {times[len(devs)][0]:.4f} back {times[len(devs)][1]:.4f}")
         one, two = sum(times[1]), sum(times[2])
-        res["lanes"] = {"span": args.multi_span, "data_bytes": 4 * mpdi.total_num_bins,
-                        "one_gpu_forward_s": times[1][0], "one_gpu_back_s": times[1][1],
-                        "two_gpu_forward_s": times[2][0], "two_gpu_back_s": times[2][1],
-                        "speedup": one / two, "back_speedup": times[1][1] / times[2][1],
-                        "forward_speedup": times[1][0] / times[2][0], "two_gpu_back_stats": times["stats2"]}
+        res["lanes"] = {
+            "span": args.multi_span,
+            "data_bytes": 4 * mpdi.total_num_bins,
+            "one_gpu_forward_s": times[1][0],
+            "one_gpu_back_s": times[1][1],
+            "two_gpu_forward_s": times[2][0],
+            "two_gpu_back_s": times[2][1],
+            "speedup": one / two,
+            "back_speedup": times[1][1] / times[2][1],
+            "forward_speedup": times[1][0] / times[2][0],
+            "two_gpu_back_stats": times["stats2"],
+        }
 
     # targets --------------------------------------------------------------------------
-    checks = [("in-memory forward <= 1.25 x kernel-only", res["in_memory"]["stream_forward_over_kernel"], 1.25, "<="),
-              (f"subset cost <= 1.2/{args.subsets} of full", res["subset"]["stream_subset_fraction"],
-               1.2 / args.subsets, "<=")]
+    checks = [
+        ("in-memory forward <= 1.25 x kernel-only", res["in_memory"]["stream_forward_over_kernel"], 1.25, "<="),
+        (
+            f"subset cost <= 1.2/{args.subsets} of full",
+            res["subset"]["stream_subset_fraction"],
+            1.2 / args.subsets,
+            "<=",
+        ),
+    ]
     if "disk" in res:  # only meaningful where the disk, not the projection, is the bottleneck
         dk = res["disk"]
-        checks += [("disk write >= 80 % of the disk's rate", dk["write_fraction_of_disk"], 0.8,
-                    ">=" if dk["forward_disk_bound"] else "n/a (compute-bound)"),
-                   ("disk read >= 80 % of the disk's rate", dk["read_fraction_of_disk"], 0.8,
-                    ">=" if dk["back_disk_bound"] else "n/a (compute-bound)")]
+        checks += [
+            (
+                "disk write >= 80 % of the disk's rate",
+                dk["write_fraction_of_disk"],
+                0.8,
+                ">=" if dk["forward_disk_bound"] else "n/a (compute-bound)",
+            ),
+            (
+                "disk read >= 80 % of the disk's rate",
+                dk["read_fraction_of_disk"],
+                0.8,
+                ">=" if dk["back_disk_bound"] else "n/a (compute-bound)",
+            ),
+        ]
     if "lanes" in res:
         # the target is stated for compute-bound work: back projection (forward projection of
         # in-memory data with two GPUs is bound by host memory bandwidth; reported, not judged)
         checks.append(("2 GPUs >= 1.8 x one (back projection, compute-bound)", res["lanes"]["back_speedup"], 1.8, ">="))
-    res["targets"] = {name: {"value": v, "target": t,
-                             "met": v <= t if op == "<=" else v >= t if op == ">=" else None, "note": op}
-                      for name, v, t, op in checks}
+    res["targets"] = {
+        name: {"value": v, "target": t, "met": v <= t if op == "<=" else v >= t if op == ">=" else None, "note": op}
+        for name, v, t, op in checks
+    }
     return res
 
 
 def readable(res: dict) -> str:
     c, m, s = res["config"], res["in_memory"], res["subset"]
-    lines = [f"{c['backend']}: mMR span {c['span']}, {c['num_views']} views, {c['data_bytes'] / 1e6:.0f} MB of data, "
-             f"image {tuple(c['image_shape'])}",
-             f"in memory: forward stream {m['stream_forward_s']:.3f} s = {m['stream_forward_over_kernel']:.2f} x kernel-only "
-             f"({m['kernel_only_forward_s']:.3f} s), bridge {m['bridge_forward_s']:.3f} s; back stream "
-             f"{m['stream_back_s']:.3f} s = {m['stream_back_over_kernel']:.2f} x kernel ({m['kernel_only_back_s']:.3f} s), "
-             f"bridge {m['bridge_back_s']:.3f} s; through staging buffers (no page-locking): forward "
-             f"{m['staged_forward_over_kernel']:.2f} x, back {m['staged_back_over_kernel']:.2f} x",
-             f"subset 1/{c['subsets']}: stream {s['stream_subset_forward_s'] + s['stream_subset_back_s']:.3f} s = "
-             f"{s['stream_subset_fraction']:.4f} of full ({s['ideal_fraction']:.4f} ideal; the kernels alone "
-             f"{s['kernel_only_subset_fraction']:.4f}); bridge {s['bridge_subset_s']:.3f} s"
-             + (f"; one compute stream: {s['one_compute_stream']['subset_fraction']:.4f}"
-                if s.get("one_compute_stream") else "")]
+    lines = [
+        f"{c['backend']}: mMR span {c['span']}, {c['num_views']} views, {c['data_bytes'] / 1e6:.0f} MB of data, "
+        f"image {tuple(c['image_shape'])}",
+        f"in memory: forward stream {m['stream_forward_s']:.3f} s = {m['stream_forward_over_kernel']:.2f} x kernel-only "
+        f"({m['kernel_only_forward_s']:.3f} s), bridge {m['bridge_forward_s']:.3f} s; back stream "
+        f"{m['stream_back_s']:.3f} s = {m['stream_back_over_kernel']:.2f} x kernel ({m['kernel_only_back_s']:.3f} s), "
+        f"bridge {m['bridge_back_s']:.3f} s; through staging buffers (no page-locking): forward "
+        f"{m['staged_forward_over_kernel']:.2f} x, back {m['staged_back_over_kernel']:.2f} x",
+        f"subset 1/{c['subsets']}: stream {s['stream_subset_forward_s'] + s['stream_subset_back_s']:.3f} s = "
+        f"{s['stream_subset_fraction']:.4f} of full ({s['ideal_fraction']:.4f} ideal; the kernels alone "
+        f"{s['kernel_only_subset_fraction']:.4f}); bridge {s['bridge_subset_s']:.3f} s"
+        + (
+            f"; one compute stream: {s['one_compute_stream']['subset_fraction']:.4f}"
+            if s.get("one_compute_stream")
+            else ""
+        ),
+    ]
     if "disk" in res:
         dk = res["disk"]
-        lines.append(f"disk (plain: write {dk['plain']['write_GBps']:.2f} GB/s, read {dk['plain']['read_GBps']:.2f} GB/s): "
-                     f"forward {dk['stream_forward_s']:.3f} s ({dk['write_fraction_of_disk']:.0%} of disk rate), "
-                     f"back {dk['stream_back_s']:.3f} s ({dk['read_fraction_of_disk']:.0%}); bridge "
-                     f"{dk['bridge_forward_s']:.3f} s / {dk['bridge_back_s']:.3f} s")
+        lines.append(
+            f"disk (plain: write {dk['plain']['write_GBps']:.2f} GB/s, read {dk['plain']['read_GBps']:.2f} GB/s): "
+            f"forward {dk['stream_forward_s']:.3f} s ({dk['write_fraction_of_disk']:.0%} of disk rate), "
+            f"back {dk['stream_back_s']:.3f} s ({dk['read_fraction_of_disk']:.0%}); bridge "
+            f"{dk['bridge_forward_s']:.3f} s / {dk['bridge_back_s']:.3f} s"
+        )
     if "lanes" in res:
         ln = res["lanes"]
-        lines.append(f"2 GPUs vs 1 (span {ln['span']}): back {ln['back_speedup']:.2f} x ({ln['one_gpu_back_s']:.3f} -> "
-                     f"{ln['two_gpu_back_s']:.3f} s), forward {ln['forward_speedup']:.2f} x ({ln['one_gpu_forward_s']:.3f} -> "
-                     f"{ln['two_gpu_forward_s']:.3f} s), both {ln['speedup']:.2f} x")
+        lines.append(
+            f"2 GPUs vs 1 (span {ln['span']}): back {ln['back_speedup']:.2f} x ({ln['one_gpu_back_s']:.3f} -> "
+            f"{ln['two_gpu_back_s']:.3f} s), forward {ln['forward_speedup']:.2f} x ({ln['one_gpu_forward_s']:.3f} -> "
+            f"{ln['two_gpu_forward_s']:.3f} s), both {ln['speedup']:.2f} x"
+        )
     verdict = {True: "met", False: "MISSED", None: "not applicable"}
-    lines.append("targets: " + "; ".join(f"{k}: {verdict[v['met']]} ({v['value']:.3f}"
-                                         + (f", {v['note']})" if v["met"] is None else ")")
-                                         for k, v in res["targets"].items()))
+    lines.append(
+        "targets: "
+        + "; ".join(
+            f"{k}: {verdict[v['met']]} ({v['value']:.3f}" + (f", {v['note']})" if v["met"] is None else ")")
+            for k, v in res["targets"].items()
+        )
+    )
     return "\n".join(lines)
 
 
@@ -532,22 +639,30 @@ def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--span", type=arguments.positive_int, default=11)
-    p.add_argument("--views", type=arguments.positive_int, default=None,
-                   help="number of views (mashing); default all 252")
-    p.add_argument("--zoom", type=arguments.positive_float, default=1.0,
-                   help="image zoom (STIR's default image otherwise)")
+    p.add_argument(
+        "--views", type=arguments.positive_int, default=None, help="number of views (mashing); default all 252"
+    )
+    p.add_argument(
+        "--zoom", type=arguments.positive_float, default=1.0, help="image zoom (STIR's default image otherwise)"
+    )
     p.add_argument("--repeat", type=arguments.positive_int, default=3)
     p.add_argument("--subsets", type=arguments.positive_int, default=21)
     p.add_argument("--disk-dir", default=None, help="folder for the disk runs (default: the temp folder)")
     p.add_argument("--no-disk", action="store_true")
     p.add_argument("--no-multi", action="store_true")
-    p.add_argument("--multi-span", type=arguments.positive_int, default=1, help="span of the 1-vs-2-GPU data (default 1)")
+    p.add_argument(
+        "--multi-span", type=arguments.positive_int, default=1, help="span of the 1-vs-2-GPU data (default 1)"
+    )
     p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs")
     p.add_argument("--json", default=None, help="also write the JSON here")
-    p.add_argument("--numerics", default="exact", choices=("exact", "stir"),
-                   help="the projectors' numerics (default exact: the bridge and kernel-only baselines use "
-                        "the exact kernels, so the comparison is about data movement alone; "
-                        "benchmarks/numerics.py measures what STIR's numerics cost)")
+    p.add_argument(
+        "--numerics",
+        default="exact",
+        choices=("exact", "stir"),
+        help="the projectors' numerics (default exact: the bridge and kernel-only baselines use "
+        "the exact kernels, so the comparison is about data movement alone; "
+        "benchmarks/numerics.py measures what STIR's numerics cost)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.views = args.views or 21

@@ -81,6 +81,7 @@ def find_stir(prefix: str | None = None):
     if str(tests) not in sys.path:
         sys.path.insert(0, str(tests))
     import reference_stir
+
     if prefix:
         p = Path(prefix)
         if not (p / "bin").is_dir():
@@ -94,8 +95,14 @@ def find_stir(prefix: str | None = None):
 
 def make_inputs(d: Path, args) -> dict:
     """Phantom image, Poisson prompts (:mod:`mmr_inputs`) and the runs' parameter files."""
-    geometry = write_phantom_and_prompts(d, max_ring_difference=args.max_ring_difference, views=args.views,
-                                         tangential=args.tangential, counts=args.counts, backend="cpu")
+    geometry = write_phantom_and_prompts(
+        d,
+        max_ring_difference=args.max_ring_difference,
+        views=args.views,
+        tangential=args.tangential,
+        counts=args.counts,
+        backend="cpu",
+    )
     (d / "forward.par").write_text(FORWARD_PAR)
     (d / "back.par").write_text(BACK_PAR)
     for who in ("stir", "stirgpu"):
@@ -114,6 +121,7 @@ def run_timed(cmd: list[str], cwd: Path, env: dict) -> float:
 
 def agreement(ours, theirs) -> dict:
     import numpy as np
+
     d = np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64))
     top = float(np.abs(theirs).max())
     return {"max_rel": float(d.max()) / top, "p99_9_rel": float(np.percentile(d, 99.9)) / top}
@@ -123,6 +131,7 @@ def read_projections(path: Path):
     import numpy as np
 
     from stirgpu.formats import read_from_file
+
     with read_from_file(path) as pd:
         pdi = pd.get_proj_data_info()
         return np.concatenate([pd.read_views(s, range(pdi.get_num_views())).ravel() for s in pdi.segment_nums])
@@ -133,14 +142,17 @@ def api_seconds(d: Path, args) -> dict:
     Python API, in memory, after one untimed call of each."""
     from stirgpu.formats import ProjDataInMemory, read_from_file, read_image
     from stirgpu.projectors import ProjectorPair
+
     image = read_image(d / "image.hv")
     with read_from_file(d / "prompts.hs") as f:
         data = ProjDataInMemory.from_proj_data(f)
     pp = ProjectorPair(backend=args.backend)
     pp.set_up(data.get_proj_data_info(), image.info)
     out = ProjDataInMemory(data.get_proj_data_info())
-    calls = {"forward_project": lambda: pp.forward_project(out, image),
-             "back_project": lambda: pp.back_project(None, data)}
+    calls = {
+        "forward_project": lambda: pp.forward_project(out, image),
+        "back_project": lambda: pp.back_project(None, data),
+    }
     best = {}
     for name, call in calls.items():
         call()
@@ -157,8 +169,9 @@ def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stir", default=None, help="prefix of a STIR build (bin/, share/STIR-*/config)")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=arguments.positive_int, default=2,
-                    help="OpenMP threads for STIR, numba threads for stirgpu")
+    ap.add_argument(
+        "--threads", type=arguments.positive_int, default=2, help="OpenMP threads for STIR, numba threads for stirgpu"
+    )
     ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=16)
     ap.add_argument("--views", type=arguments.positive_int, default=63)
     ap.add_argument("--tangential", type=arguments.positive_int, default=128)
@@ -171,22 +184,31 @@ def main(argv=None) -> int:
 
     os.environ["NUMBA_NUM_THREADS"] = str(args.threads)  # before numba is imported (API timings)
     from stirgpu.formats import read_image
+
     ref = find_stir(args.stir)
     stir_env = {**ref.env(), "OMP_NUM_THREADS": str(args.threads)}
-    ours_env = {**os.environ, "NUMBA_NUM_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
-                "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    ours_env = {
+        **os.environ,
+        "NUMBA_NUM_THREADS": str(args.threads),
+        "OMP_NUM_THREADS": str(args.threads),
+        "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+    }
     stirgpu = [sys.executable, "-m", "stirgpu"]
     backend = ["--backend", args.backend, "--quiet"]
     with tempfile.TemporaryDirectory(prefix="stirgpu-vs-stir-", dir=args.tmpdir) as tmp:
         d = Path(tmp)
         geometry = make_inputs(d, args)
         jobs = {
-            "forward_project": ([ref.executable("forward_project"), "fwd_stir.hs", "image.hv", "prompts.hs", "forward.par"],
-                                stirgpu + ["forward-project", *backend, "--overwrite", "fwd_ours.hs", "image.hv",
-                                           "prompts.hs", "forward.par"]),
-            "back_project": ([ref.executable("back_project"), "back_stir.hv", "prompts.hs", "image.hv", "back.par"],
-                             stirgpu + ["back-project", *backend, "--overwrite", "back_ours.hv", "prompts.hs",
-                                        "image.hv", "back.par"]),
+            "forward_project": (
+                [ref.executable("forward_project"), "fwd_stir.hs", "image.hv", "prompts.hs", "forward.par"],
+                stirgpu
+                + ["forward-project", *backend, "--overwrite", "fwd_ours.hs", "image.hv", "prompts.hs", "forward.par"],
+            ),
+            "back_project": (
+                [ref.executable("back_project"), "back_stir.hv", "prompts.hs", "image.hv", "back.par"],
+                stirgpu
+                + ["back-project", *backend, "--overwrite", "back_ours.hv", "prompts.hs", "image.hv", "back.par"],
+            ),
         }
         seconds = {name: {"stir": float("inf"), "stirgpu": float("inf")} for name in jobs}
         for stir_cmd, our_cmd in jobs.values():  # untimed: numba's cache, page cache
@@ -195,34 +217,53 @@ def main(argv=None) -> int:
             for name, (stir_cmd, our_cmd) in jobs.items():
                 seconds[name]["stir"] = min(seconds[name]["stir"], run_timed(stir_cmd, d, stir_env))
                 seconds[name]["stirgpu"] = min(seconds[name]["stirgpu"], run_timed(our_cmd, d, ours_env))
-        agree = {"forward_project": agreement(read_projections(d / "fwd_ours.hs"), read_projections(d / "fwd_stir.hs")),
-                 "back_project": agreement(read_image(d / "back_ours.hv").as_array(),
-                                           read_image(d / "back_stir.hv").as_array())}
+        agree = {
+            "forward_project": agreement(read_projections(d / "fwd_ours.hs"), read_projections(d / "fwd_stir.hs")),
+            "back_project": agreement(
+                read_image(d / "back_ours.hv").as_array(), read_image(d / "back_stir.hv").as_array()
+            ),
+        }
         api = api_seconds(d, args)
         if not args.skip_osmaposl:
             seconds["osmaposl"] = {
                 "stir": run_timed([ref.executable("OSMAPOSL"), "osem_stir.par"], d, stir_env),
-                "stirgpu": run_timed(stirgpu + ["osmaposl", *backend, "osem_stirgpu.par"], d, ours_env)}
+                "stirgpu": run_timed(stirgpu + ["osmaposl", *backend, "osem_stirgpu.par"], d, ours_env),
+            }
             K = args.subsets
-            agree["osmaposl"] = agreement(read_image(d / f"osem_stirgpu_{K}.hv").as_array(),
-                                          read_image(d / f"osem_stir_{K}.hv").as_array())
+            agree["osmaposl"] = agreement(
+                read_image(d / f"osem_stirgpu_{K}.hv").as_array(), read_image(d / f"osem_stir_{K}.hv").as_array()
+            )
     ratios = {n: s["stirgpu"] / s["stir"] for n, s in seconds.items()}
-    result = {"machine": {"cpus": os.cpu_count(), "threads": args.threads, "python": sys.version.split()[0],
-                          "backend": args.backend, "stir": ref.origin},
-              "geometry": {"scanner": "Siemens mMR", "span": 11, **geometry}, "subsets": args.subsets,
-              "repeat": args.repeat, "seconds": seconds, "ratio_stirgpu_over_stir": ratios, "agreement": agree,
-              "stirgpu_api_seconds": api,
-              "ratio_stirgpu_api_over_stir": {n: api[n] / seconds[n]["stir"] for n in api}}
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "threads": args.threads,
+            "python": sys.version.split()[0],
+            "backend": args.backend,
+            "stir": ref.origin,
+        },
+        "geometry": {"scanner": "Siemens mMR", "span": 11, **geometry},
+        "subsets": args.subsets,
+        "repeat": args.repeat,
+        "seconds": seconds,
+        "ratio_stirgpu_over_stir": ratios,
+        "agreement": agree,
+        "stirgpu_api_seconds": api,
+        "ratio_stirgpu_api_over_stir": {n: api[n] / seconds[n]["stir"] for n in api},
+    }
     print(json.dumps(result, indent=1))
     g = geometry
-    print(f"mMR span 11, {g['segments']} segments x {g['views']} views x {g['tangential_poss']} tangential, "
-          f"image {'x'.join(map(str, g['image']))}; {args.threads} threads, stirgpu {args.backend}:")
+    print(
+        f"mMR span 11, {g['segments']} segments x {g['views']} views x {g['tangential_poss']} tangential, "
+        f"image {'x'.join(map(str, g['image']))}; {args.threads} threads, stirgpu {args.backend}:"
+    )
     for n in seconds:
         a = agree[n]
-        api_part = (f" (Python API in process: {api[n]:.2f} s = {api[n] / seconds[n]['stir']:.2f} x)"
-                    if n in api else "")
-        print(f"  {n}: stirgpu {seconds[n]['stirgpu']:.2f} s / STIR {seconds[n]['stir']:.2f} s = {ratios[n]:.2f} x"
-              f"{api_part}; max |diff| / max {a['max_rel']:.2e}, 99.9th percentile {a['p99_9_rel']:.2e}")
+        api_part = f" (Python API in process: {api[n]:.2f} s = {api[n] / seconds[n]['stir']:.2f} x)" if n in api else ""
+        print(
+            f"  {n}: stirgpu {seconds[n]['stirgpu']:.2f} s / STIR {seconds[n]['stir']:.2f} s = {ratios[n]:.2f} x"
+            f"{api_part}; max |diff| / max {a['max_rel']:.2e}, 99.9th percentile {a['p99_9_rel']:.2e}"
+        )
     return 0
 
 

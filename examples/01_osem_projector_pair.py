@@ -33,10 +33,13 @@ with stirgpu.config(backend=args.backend):
     pdi, image_info = demo_geometry(num_views=48, num_tangential_poss=96)
     phantom = demo_phantom(image_info)
     projector = ProjectorPair()
-    sim = simulate(projector, pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info),
-                   counts=5e6, seed=1)
-    print(f"simulated {sim.total_counts:.3g} counts, {pdi.total_num_bins} bins, image {image_info.shape}, "
-          f"backend {projector.backend}")
+    sim = simulate(
+        projector, pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info), counts=5e6, seed=1
+    )
+    print(
+        f"simulated {sim.total_counts:.3g} counts, {pdi.total_num_bins} bins, image {image_info.shape}, "
+        f"backend {projector.backend}"
+    )
 
     # 2. the background in measured units: b = a / f
     background = ProjDataInMemory(pdi, fill=sim.additive.as_array() / sim.normalisation.as_array())
@@ -48,16 +51,26 @@ with stirgpu.config(backend=args.backend):
     x = np.ones(image_info.shape, dtype=np.float32)
     for iteration in range(num_iterations):
         for k in range(num_subsets):
-            ratio, loglik = projector.forward_back_ratio(x, sim.prompts, k, num_subsets, background=background,
-                                                         multiplicative=sim.normalisation, return_loglik=True)
+            ratio, loglik = projector.forward_back_ratio(
+                x,
+                sim.prompts,
+                k,
+                num_subsets,
+                background=background,
+                multiplicative=sim.normalisation,
+                return_loglik=True,
+            )
             x *= np.divide(ratio, sens[k], out=np.zeros_like(ratio), where=sens[k] > 0)
-        print(f"iteration {iteration + 1}: subset log-likelihood {loglik:.6g}, "
-              f"last call {projector.last_stats.wall_seconds:.3f} s ({projector.last_stats.chunks} chunks)")
+        print(
+            f"iteration {iteration + 1}: subset log-likelihood {loglik:.6g}, "
+            f"last call {projector.last_stats.wall_seconds:.3f} s ({projector.last_stats.chunks} chunks)"
+        )
 
 # 4. how well did it do?  mean activity in the spheres relative to the background
 x = np.asarray(x)
-bg = phantom.cylinder_mask(image_info) & ~np.any([phantom.sphere_mask(image_info, i)
-                                                  for i in range(len(phantom.spheres))], axis=0)
+bg = phantom.cylinder_mask(image_info) & ~np.any(
+    [phantom.sphere_mask(image_info, i) for i in range(len(phantom.spheres))], axis=0
+)
 for i, s in enumerate(phantom.spheres):
     m = phantom.sphere_mask(image_info, i)
     print(f"sphere {i}: true contrast {s.value:.1f}, reconstructed {x[m].mean() / x[bg].mean():.2f}")

@@ -29,8 +29,9 @@ args = parser.parse_args()
 with stirgpu.config(backend=args.backend):
     pdi, image_info = demo_geometry(num_views=48, num_tangential_poss=96)
     phantom = demo_phantom(image_info)
-    sim = simulate(ProjectorPair(), pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info),
-                   counts=5e6, seed=2)
+    sim = simulate(
+        ProjectorPair(), pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info), counts=5e6, seed=2
+    )
     y = sim.prompts
 
     # the acquisition model: S = bin efficiencies = 1 / f, a = STIR's additive sinogram
@@ -57,8 +58,9 @@ with stirgpu.config(backend=args.backend):
         print(f"iteration {iteration + 1}: image max {image.array.max():.4g}")
 
 x = image.array
-bg = phantom.cylinder_mask(image_info) & ~np.any([phantom.sphere_mask(image_info, i)
-                                                  for i in range(len(phantom.spheres))], axis=0)
+bg = phantom.cylinder_mask(image_info) & ~np.any(
+    [phantom.sphere_mask(image_info, i) for i in range(len(phantom.spheres))], axis=0
+)
 for i, s in enumerate(phantom.spheres):
     m = phantom.sphere_mask(image_info, i)
     print(f"sphere {i}: true contrast {s.value:.1f}, reconstructed {x[m].mean() / x[bg].mean():.2f}")

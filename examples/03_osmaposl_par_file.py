@@ -52,8 +52,9 @@ folder.mkdir(parents=True, exist_ok=True)
 with stirgpu.config(backend=args.backend):
     pdi, image_info = demo_geometry(num_views=48, num_tangential_poss=96)
     phantom = demo_phantom(image_info)
-    sim = simulate(ProjectorPair(), pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info),
-                   counts=5e6, seed=3)
+    sim = simulate(
+        ProjectorPair(), pdi, image_info, phantom.activity(image_info), phantom.mu_map(image_info), counts=5e6, seed=3
+    )
     for name, data in (("prompts", sim.prompts), ("additive", sim.additive), ("acf", sim.normalisation)):
         ProjDataOnDisk.create(folder / f"{name}.hs", pdi, fill=data, overwrite=True).close()
     (folder / "osem.par").write_text(PAR.format(last=12, restart=""))
@@ -63,12 +64,15 @@ with stirgpu.config(backend=args.backend):
     print("estimates:", [p.name for p in result.saved], " sensitivities:", [p.name for p in result.sensitivity_files])
 
     # restart: 6 more subiterations from osem_12.hv
-    (folder / "more.par").write_text(PAR.format(last=18, restart="initial estimate := osem_12.hv\n"
-                                                                 "start at subiteration number := 13\n"))
+    (folder / "more.par").write_text(
+        PAR.format(last=18, restart="initial estimate := osem_12.hv\nstart at subiteration number := 13\n")
+    )
     more = run_osmaposl(folder / "more.par", base_dir=folder)
     print("after the restart:", [p.name for p in more.saved])
 
 x = read_image(folder / "osem_18.hv").array
-print(f"osem_18.hv: max {x.max():.4g}, mean in the cylinder {x[phantom.cylinder_mask(image_info)].mean():.4g} "
-      f"(truth {sim.truth[phantom.cylinder_mask(image_info)].mean():.4g})")
+print(
+    f"osem_18.hv: max {x.max():.4g}, mean in the cylinder {x[phantom.cylinder_mask(image_info)].mean():.4g} "
+    f"(truth {sim.truth[phantom.cylinder_mask(image_info)].mean():.4g})"
+)
 print(f"files in {folder}")

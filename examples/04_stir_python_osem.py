@@ -26,8 +26,7 @@ import numpy as np
 try:
     import stir
 except ImportError:
-    sys.exit("this example needs STIR's Python module: put STIR's python/ folder on PYTHONPATH "
-             "and set STIR_CONFIG_DIR")
+    sys.exit("this example needs STIR's Python module: put STIR's python/ folder on PYTHONPATH and set STIR_CONFIG_DIR")
 
 from stirgpu.interop import image_info_from_stir
 from stirgpu.projectors import ProjectorPair
@@ -91,8 +90,8 @@ with tempfile.TemporaryDirectory(prefix="stirgpu-example-04-") as tmp:
 
     # 4. OSEM, subset by subset, viewgram by viewgram
     estimate.fill(1.0)
-    estimated = stir.ProjDataInMemory(exam_info, proj_data_info)   # A_k x, the subset's views
-    ratio = stir.ProjDataInMemory(exam_info, proj_data_info)       # y / A_k x
+    estimated = stir.ProjDataInMemory(exam_info, proj_data_info)  # A_k x, the subset's views
+    ratio = stir.ProjDataInMemory(exam_info, proj_data_info)  # y / A_k x
     update = estimate.get_empty_copy()
     views = np.arange(proj_data_info.get_num_views())
     for iteration in range(num_iterations):
@@ -100,8 +99,10 @@ with tempfile.TemporaryDirectory(prefix="stirgpu-example-04-") as tmp:
             forward.forward_project(estimated, estimate, k, num_subsets)
             for segment in range(proj_data_info.get_min_segment_num(), proj_data_info.get_max_segment_num() + 1):
                 for view in views[k::num_subsets]:
-                    q = divide(prompts.get_viewgram(int(view), segment).as_array(),
-                               estimated.get_viewgram(int(view), segment).as_array())
+                    q = divide(
+                        prompts.get_viewgram(int(view), segment).as_array(),
+                        estimated.get_viewgram(int(view), segment).as_array(),
+                    )
                     viewgram = ratio.get_empty_viewgram(int(view), segment)
                     viewgram.fill(q)
                     ratio.set_viewgram(viewgram)

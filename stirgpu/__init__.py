@@ -12,13 +12,19 @@ printing.  Subpackages:
 """
 
 from .config import config, get_config
-from .errors import (DeviceError, FormatError, GeometryError, ParFileError, PipelineError,
-                     PlanError, StirGpuError)
+from .errors import DeviceError, FormatError, GeometryError, ParFileError, PipelineError, PlanError, StirGpuError
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "__version__", "config", "get_config",
-    "StirGpuError", "FormatError", "GeometryError", "PlanError", "DeviceError",
-    "PipelineError", "ParFileError",
+    "__version__",
+    "config",
+    "get_config",
+    "StirGpuError",
+    "FormatError",
+    "GeometryError",
+    "PlanError",
+    "DeviceError",
+    "PipelineError",
+    "ParFileError",
 ]

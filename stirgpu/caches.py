@@ -29,6 +29,7 @@ def cache_dir() -> Path:
     if override:
         return Path(override).expanduser()
     import platformdirs
+
     return Path(platformdirs.user_cache_dir("stirgpu", appauthor=False))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import StirGpuError
 
@@ -58,8 +58,11 @@ class Config:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v <= 0):
                 raise StirGpuError(f"config: {name} must be a positive integer, not {v!r}")
-        if not isinstance(self.compute_streams, int) or isinstance(self.compute_streams, bool) \
-                or not 1 <= self.compute_streams <= 8:
+        if (
+            not isinstance(self.compute_streams, int)
+            or isinstance(self.compute_streams, bool)
+            or not 1 <= self.compute_streams <= 8
+        ):
             raise StirGpuError(f"config: compute_streams must be an integer from 1 to 8, not {self.compute_streams!r}")
         if self.numerics not in (None, "stir", "exact"):
             raise StirGpuError(f"config: numerics must be 'stir', 'exact' or None, not {self.numerics!r}")

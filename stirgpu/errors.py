@@ -30,6 +30,7 @@ def renamed_arguments(**new_names: str):
     were renamed: calling it with an old name raises a TypeError naming the old and the new one
     (``new_names`` maps each old name to the sentence that says what to use instead), so that
     code written for the old name stops rather than means something else or fails obscurely."""
+
     def decorate(obj):
         target = obj.__init__ if isinstance(obj, type) else obj
         where = obj.__qualname__
@@ -44,6 +45,7 @@ def renamed_arguments(**new_names: str):
             obj.__init__ = checked
             return obj
         return checked
+
     return decorate
 
 

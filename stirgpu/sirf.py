@@ -49,8 +49,12 @@ from .geometry import ImageInfo
 from .recon.objective import PoissonLogLikelihood
 from .recon.views import Product, Quotient, Reciprocal, Sum
 
-__all__ = ["AcquisitionModelUsingParallelproj", "AcquisitionModel", "AcquisitionSensitivityModel",
-           "make_Poisson_loglikelihood"]
+__all__ = [
+    "AcquisitionModelUsingParallelproj",
+    "AcquisitionModel",
+    "AcquisitionSensitivityModel",
+    "make_Poisson_loglikelihood",
+]
 
 
 def _as_proj_data(name: str, d, pdi) -> ProjData:
@@ -74,8 +78,10 @@ class AcquisitionSensitivityModel:
         elif isinstance(src, ProjData) and other_src is None:
             self._eff = src
         else:
-            raise StirGpuError("AcquisitionSensitivityModel: give a ProjData of bin efficiencies, or two "
-                               "AcquisitionSensitivityModel objects to chain")
+            raise StirGpuError(
+                "AcquisitionSensitivityModel: give a ProjData of bin efficiencies, or two "
+                "AcquisitionSensitivityModel objects to chain"
+            )
 
     @property
     def efficiencies(self) -> ProjData:
@@ -111,12 +117,24 @@ class AcquisitionModelUsingParallelproj:
     ``max_views_per_chunk``; ``restrict_to_cylindrical_fov`` as STIR's Parallelproj.
     """
 
-    def __init__(self, *, backend: str | None = None, devices=None, gpu_memory_budget: int | None = None,
-                 host_memory_budget: int | None = None, max_views_per_chunk: int | None = None,
-                 restrict_to_cylindrical_fov: bool = True):
-        self._options = dict(backend=backend, devices=devices, gpu_memory_budget=gpu_memory_budget,
-                             host_memory_budget=host_memory_budget, max_views_per_chunk=max_views_per_chunk,
-                             restrict_to_cylindrical_fov=restrict_to_cylindrical_fov)
+    def __init__(
+        self,
+        *,
+        backend: str | None = None,
+        devices=None,
+        gpu_memory_budget: int | None = None,
+        host_memory_budget: int | None = None,
+        max_views_per_chunk: int | None = None,
+        restrict_to_cylindrical_fov: bool = True,
+    ):
+        self._options = dict(
+            backend=backend,
+            devices=devices,
+            gpu_memory_budget=gpu_memory_budget,
+            host_memory_budget=host_memory_budget,
+            max_views_per_chunk=max_views_per_chunk,
+            restrict_to_cylindrical_fov=restrict_to_cylindrical_fov,
+        )
         self._projector = None
         self.acq_templ: ProjData | None = None
         self.img_templ: ImageInfo | None = None
@@ -131,6 +149,7 @@ class AcquisitionModelUsingParallelproj:
         """Prepare for projections between data shaped like ``acq_templ`` and images like
         ``img_templ`` (a VoxelsOnCartesianGrid or an ImageInfo)."""
         from .projectors import ProjectorPair
+
         if not isinstance(acq_templ, ProjData):
             raise StirGpuError(f"set_up: acq_templ must be projection data (ProjData), not {type(acq_templ).__name__}")
         info = img_templ.info if isinstance(img_templ, VoxelsOnCartesianGrid) else img_templ
@@ -195,7 +214,7 @@ class AcquisitionModelUsingParallelproj:
     def is_affine(self) -> bool:
         return True
 
-    def get_linear_acquisition_model(self) -> "AcquisitionModelUsingParallelproj":
+    def get_linear_acquisition_model(self) -> AcquisitionModelUsingParallelproj:
         """``S G`` (same projector, no terms)."""
         lin = AcquisitionModelUsingParallelproj(**self._options)
         lin._projector, lin.acq_templ, lin.img_templ = self._projector, self.acq_templ, self.img_templ
@@ -242,8 +261,9 @@ class AcquisitionModelUsingParallelproj:
         return arr
 
     # -- projections ------------------------------------------------------------------------------
-    def forward(self, image, subset_num: int | None = None, num_subsets: int | None = None,
-                out: ProjData | None = None) -> ProjData:
+    def forward(
+        self, image, subset_num: int | None = None, num_subsets: int | None = None, out: ProjData | None = None
+    ) -> ProjData:
         """``S (G x + a) + b`` on the subset's views (all views without subsets)."""
         self._require_set_up()
         k, n = self._subset(subset_num, num_subsets)
@@ -272,8 +292,13 @@ class AcquisitionModelUsingParallelproj:
                 res.write_views(v, seg, chunk)
         return res
 
-    def backward(self, ad, subset_num: int | None = None, num_subsets: int | None = None,
-                 out: VoxelsOnCartesianGrid | None = None) -> VoxelsOnCartesianGrid:
+    def backward(
+        self,
+        ad,
+        subset_num: int | None = None,
+        num_subsets: int | None = None,
+        out: VoxelsOnCartesianGrid | None = None,
+    ) -> VoxelsOnCartesianGrid:
         """``G' S y`` over the subset's views."""
         self._require_set_up()
         k, n = self._subset(subset_num, num_subsets)
@@ -300,8 +325,9 @@ class AcquisitionModelUsingParallelproj:
 AcquisitionModel = AcquisitionModelUsingParallelproj
 
 
-def make_Poisson_loglikelihood(acq_data: ProjData, acq_model: AcquisitionModelUsingParallelproj
-                               ) -> PoissonLogLikelihood:
+def make_Poisson_loglikelihood(
+    acq_data: ProjData, acq_model: AcquisitionModelUsingParallelproj
+) -> PoissonLogLikelihood:
     """The Poisson log-likelihood of ``acq_data`` under ``acq_model`` as OSMAPOSL sees it:
     STIR's normalisation ``f = 1 / S`` and additive sinogram ``a + b / S``."""
     pdi = acq_model.pdi

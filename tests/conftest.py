@@ -39,17 +39,19 @@ def fixtures_dir() -> Path | None:
 def stir_fixtures() -> Path:
     d = fixtures_dir()
     if d is None:
-        pytest.skip("STIR fixtures not found (expected ../shared/fixtures beside the checkout, "
-                    "or set STIRGPU_FIXTURES)")
+        pytest.skip(
+            "STIR fixtures not found (expected ../shared/fixtures beside the checkout, or set STIRGPU_FIXTURES)"
+        )
     return d
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_device_count() -> int:
     """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing)."""
     try:
         import cupy  # noqa: F401
         from cupy.cuda import runtime
+
         return int(runtime.getDeviceCount())
     except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
         return 0
@@ -73,6 +75,7 @@ def stir_reference_case(request, stir_fixtures):
     import numpy as np
 
     from stirgpu.formats import read_from_file, read_image
+
     d = stir_fixtures / "stir_reference"
     name = request.param
     image = read_image(d / f"{name}_image.hv")
@@ -88,6 +91,7 @@ def stir_reference_case(request, stir_fixtures):
 def reference_stir():
     """The reference STIR (executables, Python module, environment), or a skip saying why not."""
     import reference_stir as ref
+
     found = ref.find()
     if isinstance(found, str):
         pytest.skip(found)
@@ -110,6 +114,7 @@ def cp():
 def cb():
     """stirgpu's CUDA backend module (imported only by the GPU tests that ask for it)."""
     from stirgpu.kernels import cuda_backend
+
     return cuda_backend
 
 

@@ -69,13 +69,16 @@ class ReferenceStir:
         cmd = [self.executable(name), *map(str, args)]
         proc = subprocess.run(cmd, cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed with exit code {proc.returncode} in {cwd}:\n"
-                               f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise RuntimeError(
+                f"{' '.join(cmd)} failed with exit code {proc.returncode} in {cwd}:\n"
+                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            )
         return proc
 
     def library(self, name: str):
         """One of the build's shared libraries (e.g. ``libparallelproj.so``) through ctypes."""
         import ctypes
+
         if self.bin_dir is None:
             raise FileNotFoundError(f"{name}: the STIR found ({self.origin}) has no known library folder")
         path = self.bin_dir.parent / "lib" / name
@@ -129,16 +132,20 @@ def _extracted(tarball: Path) -> Path:
 def _from_prefix(prefix: Path, origin: str) -> ReferenceStir:
     configs = sorted(prefix.glob("share/STIR-*/config"))
     python_dir = prefix / "python"
-    return ReferenceStir(bin_dir=prefix / "bin", python_dir=python_dir if python_dir.is_dir() else None,
-                         config_dir=configs[-1] if configs else None, origin=origin,
-                         num_threads=_num_threads())
+    return ReferenceStir(
+        bin_dir=prefix / "bin",
+        python_dir=python_dir if python_dir.is_dir() else None,
+        config_dir=configs[-1] if configs else None,
+        origin=origin,
+        num_threads=_num_threads(),
+    )
 
 
 def _num_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find() -> ReferenceStir | str:
     """The reference STIR, or a sentence saying why there is none (the skip reason)."""
     env = os.environ.get("STIRGPU_REFERENCE_STIR")
@@ -157,7 +164,14 @@ def find() -> ReferenceStir | str:
     except (ImportError, ValueError):
         has_module = False
     if has_exe and has_module:
-        return ReferenceStir(bin_dir=None, python_dir=None, config_dir=None, origin="STIR on PATH and sys.path",
-                             num_threads=_num_threads())
-    return ("no reference STIR: expected ../shared/stir/stir.tar.xz beside the checkout, "
-            "STIRGPU_REFERENCE_STIR, or STIR's OSMAPOSL on PATH with its Python module importable")
+        return ReferenceStir(
+            bin_dir=None,
+            python_dir=None,
+            config_dir=None,
+            origin="STIR on PATH and sys.path",
+            num_threads=_num_threads(),
+        )
+    return (
+        "no reference STIR: expected ../shared/stir/stir.tar.xz beside the checkout, "
+        "STIRGPU_REFERENCE_STIR, or STIR's OSMAPOSL on PATH with its Python module importable"
+    )

@@ -17,16 +17,25 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: script -> bad arguments, each refused before any real work (what goes wrong in brackets)
 BAD_ARGUMENTS = {
-    "io.py": [(["--size-gb", "-1"], "--size-gb"),                                # argparse type
-              (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder")],  # OSError
-    "kernels.py": [(["--cases", "mmr,nope"], "'nope'"),                          # argparse type
-                   (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
-                   (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir")],  # BadArgument
+    "io.py": [
+        (["--size-gb", "-1"], "--size-gb"),  # argparse type
+        (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder"),
+    ],  # OSError
+    "kernels.py": [
+        (["--cases", "mmr,nope"], "'nope'"),  # argparse type
+        (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
+        (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir"),
+    ],  # BadArgument
     "numerics.py": [(["--repeat", "0"], "--repeat")],
-    "osem.py": [(["--devices", "0,x"], "--devices"),
-                (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner")],  # stirgpu's error
-    "stir_plugin.py": [(["/nonexistent"], "/nonexistent"), (["/tmp", "--views", "0"], "--views"),
-                       (["/tmp", "--iterations", "2", "1"], "--iterations")],
+    "osem.py": [
+        (["--devices", "0,x"], "--devices"),
+        (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),
+    ],  # stirgpu's error
+    "stir_plugin.py": [
+        (["/nonexistent"], "/nonexistent"),
+        (["/tmp", "--views", "0"], "--views"),
+        (["/tmp", "--iterations", "2", "1"], "--iterations"),
+    ],
     "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
     "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
@@ -40,16 +49,24 @@ def _scripts() -> list[str]:
 
 
 def _run(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=BENCHMARKS.parent)
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=BENCHMARKS.parent,
+    )
 
 
 def test_every_benchmark_is_checked_for_bad_arguments():
     assert _scripts() == sorted(BAD_ARGUMENTS)
 
 
-@pytest.mark.parametrize("script, args, named", [(s, a, n) for s, cases in BAD_ARGUMENTS.items() for a, n in cases],
-                         ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    "script, args, named",
+    [(s, a, n) for s, cases in BAD_ARGUMENTS.items() for a, n in cases],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
 def test_bad_argument_is_one_line_and_exit_code_2(script, args, named):
     r = _run(script, *args)
     lines = r.stderr.splitlines()
@@ -61,8 +78,23 @@ def test_bad_argument_is_one_line_and_exit_code_2(script, args, named):
 
 def _kernels_cpu(tmp_path, *extra: str) -> dict:
     out = tmp_path / "kernels.json"
-    r = _run("kernels.py", "--backend", "cpu", "--cases", "small", "--cpu-views", "1", "--repeats", "1",
-             "--threads", "1", "--json", str(out), *extra, timeout=600)
+    r = _run(
+        "kernels.py",
+        "--backend",
+        "cpu",
+        "--cases",
+        "small",
+        "--cpu-views",
+        "1",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+        str(out),
+        *extra,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1].startswith("small cpu (1 threads, ")
     doc = json.loads(out.read_text())
@@ -73,8 +105,9 @@ def _kernels_cpu(tmp_path, *extra: str) -> dict:
 def test_kernels_cpu_runs_without_a_baseline(tmp_path):
     case = _kernels_cpu(tmp_path, "--no-baseline")
     assert set(case["paths"]) == {"stir", "exact"}
-    assert case["lors"] > 0 and all(p["forward_lor_per_s"] > 0 and p["back_lor_per_s"] > 0
-                                    for p in case["paths"].values())
+    assert case["lors"] > 0 and all(
+        p["forward_lor_per_s"] > 0 and p["back_lor_per_s"] > 0 for p in case["paths"].values()
+    )
 
 
 def test_kernels_cpu_against_libparallelproj(reference_stir, tmp_path):
@@ -87,8 +120,8 @@ def test_kernels_cpu_against_libparallelproj(reference_stir, tmp_path):
     stir, exact = case["paths"]["stir"], case["paths"]["exact"]
     assert "libparallelproj" in case["paths"]
     assert stir["forward_max_difference_to_baseline"] == 0
-    assert stir["back_max_difference_to_baseline"] < 1e-5       # float32 summation order
-    assert exact["forward_max_difference_to_baseline"] < 1e-3   # float64 geometry
+    assert stir["back_max_difference_to_baseline"] < 1e-5  # float32 summation order
+    assert exact["forward_max_difference_to_baseline"] < 1e-3  # float64 geometry
     assert stir["forward_ratio_to_baseline"] > 0 and exact["back_ratio_to_baseline"] > 0
 
 
@@ -96,8 +129,13 @@ def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_
     """No STIR to take libparallelproj from (here: a STIRGPU_REFERENCE_STIR that is not one):
     one line saying where it looked and naming --stir and --no-baseline."""
     env = {**os.environ, "STIRGPU_REFERENCE_STIR": str(tmp_path / "no-stir")}
-    r = subprocess.run([sys.executable, str(BENCHMARKS / "kernels.py"), "--backend", "cpu", "--cases", "small"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "kernels.py"), "--backend", "cpu", "--cases", "small"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     for named in ("STIRGPU_REFERENCE_STIR", "--stir", "--no-baseline"):
         assert named in r.stderr
@@ -107,14 +145,17 @@ def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeyp
     """stirgpu osmaposl's iteration is timed from the subiteration lines it prints (the last
     ``subsets`` of them), and a run that printed too few is an error, not a short sum."""
     import importlib.util
+
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location("bench_stir_plugin", BENCHMARKS / "stir_plugin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = ("OSMAPOSL recon.par: 2 subsets, subiterations 1..4\n"
-           "  subiteration 1 (subset 0): 0.50 s\n  subiteration 2 (subset 1): 0.25 s\n"
-           "  subiteration 3 (subset 0): 0.20 s, log-likelihood (subset) -1.5 -> out_3.hv\n"
-           "  subiteration 4 (subset 1): 0.30 s -> out_4.hv\ndone in 2.0 s\n")
+    out = (
+        "OSMAPOSL recon.par: 2 subsets, subiterations 1..4\n"
+        "  subiteration 1 (subset 0): 0.50 s\n  subiteration 2 (subset 1): 0.25 s\n"
+        "  subiteration 3 (subset 0): 0.20 s, log-likelihood (subset) -1.5 -> out_3.hv\n"
+        "  subiteration 4 (subset 1): 0.30 s -> out_4.hv\ndone in 2.0 s\n"
+    )
     assert module.last_iteration_seconds(out, 2) == pytest.approx(0.5)
     assert module.last_iteration_seconds(out, 4) == pytest.approx(1.25)
     with pytest.raises(SystemExit, match="printed 4 subiteration times, expected 5"):

@@ -12,8 +12,14 @@ import numpy as np
 import pytest
 
 from stirgpu.cli import main as cli_main
-from stirgpu.formats import (ProjDataOnDisk, VoxelsOnCartesianGrid, format_projdata_header, read_from_file,
-                             read_image, write_image)
+from stirgpu.formats import (
+    ProjDataOnDisk,
+    VoxelsOnCartesianGrid,
+    format_projdata_header,
+    read_from_file,
+    read_image,
+    write_image,
+)
 from stirgpu.formats.testing import small_proj_data_info, small_tof_proj_data_info
 from stirgpu.geometry import ImageInfo
 
@@ -30,6 +36,7 @@ def no_projection(monkeypatch):
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a projection ran before the refusal")
+
     monkeypatch.setattr(StreamingProjector, "_run", forbidden)
 
 
@@ -51,13 +58,29 @@ def refused(argv, capsys, *words):
 
 
 def fwd_args(ref, out, *extra):
-    return ["forward-project", str(out), str(ref / "ecat953_span3_image.hv"), str(ref / "ecat953_span3_fwd.hs"),
-            "--backend", "cpu", "--quiet", *extra]
+    return [
+        "forward-project",
+        str(out),
+        str(ref / "ecat953_span3_image.hv"),
+        str(ref / "ecat953_span3_fwd.hs"),
+        "--backend",
+        "cpu",
+        "--quiet",
+        *extra,
+    ]
 
 
 def back_args(ref, out, *extra):
-    return ["back-project", str(out), str(ref / "ecat953_span3_fwd.hs"), str(ref / "ecat953_span3_image.hv"),
-            "--backend", "cpu", "--quiet", *extra]
+    return [
+        "back-project",
+        str(out),
+        str(ref / "ecat953_span3_fwd.hs"),
+        str(ref / "ecat953_span3_image.hv"),
+        "--backend",
+        "cpu",
+        "--quiet",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("args", [fwd_args, back_args])
@@ -66,8 +89,14 @@ def test_timeline_is_checked_before_projecting(ref, tmp_path, capsys, no_project
     existing file without --overwrite -- all refused before the projection (which used to be
     written first, and the picture then failed)."""
     out = tmp_path / "o"
-    refused(args(ref, out, "--timeline", str(tmp_path / "nodir" / "t.png")), capsys,
-            "--timeline", "folder", "nodir", "does not exist")
+    refused(
+        args(ref, out, "--timeline", str(tmp_path / "nodir" / "t.png")),
+        capsys,
+        "--timeline",
+        "folder",
+        "nodir",
+        "does not exist",
+    )
     refused(args(ref, out, "--timeline", str(tmp_path / "t.xyz")), capsys, "'.xyz'", ".png", ".pdf", ".svg")
     refused(args(ref, out, "--timeline", str(tmp_path / "t")), capsys, "no extension", ".png")
     (tmp_path / "t.png").write_bytes(b"old")
@@ -118,8 +147,12 @@ def test_back_project_refuses_data_without_values(tmp_path, capsys, no_projectio
     """Projection data whose data file is missing or empty: refused when opened, naming the
     header and the data file (it used to fail in the pipeline's reader thread)."""
     hs = _template(tmp_path, small_proj_data_info(), data)
-    err = refused(["back-project", str(tmp_path / "b.hv"), str(hs), "--backend", "cpu", "--quiet"], capsys,
-                  str(hs), str(tmp_path / "t.s"))
+    err = refused(
+        ["back-project", str(tmp_path / "b.hv"), str(hs), "--backend", "cpu", "--quiet"],
+        capsys,
+        str(hs),
+        str(tmp_path / "t.s"),
+    )
     assert ("does not exist" if data is None else "is empty") in err
     assert not (tmp_path / "b.hv").exists()
 
@@ -131,8 +164,10 @@ def test_data_file_larger_than_header_is_refused(tmp_path, capsys, no_projection
     need = (tmp_path / "d.s").stat().st_size
     with open(tmp_path / "d.s", "ab") as f:
         f.write(b"\0" * 16)
-    for argv in (["back-project", str(tmp_path / "b.hv"), str(tmp_path / "d.hs"), "--backend", "cpu", "--quiet"],
-                 ["info", str(tmp_path / "d.hs")]):
+    for argv in (
+        ["back-project", str(tmp_path / "b.hv"), str(tmp_path / "d.hs"), "--backend", "cpu", "--quiet"],
+        ["info", str(tmp_path / "d.hs")],
+    ):
         refused(argv, capsys, "d.s", "larger than its header describes", str(need + 16), f"describes {need}")
 
 
@@ -143,8 +178,12 @@ def test_projectors_refusal_is_an_error_of_plan_and_project(tmp_path, capsys, no
     refused(["plan", str(hs), "--backend", "cpu"], capsys, str(hs), "TOF", "not supported")
     image = tmp_path / "i.hv"
     write_image(image, VoxelsOnCartesianGrid(ImageInfo.default_for(small_tof_proj_data_info())))
-    refused(["forward-project", str(tmp_path / "o.hs"), str(image), str(hs), "--backend", "cpu", "--quiet"],
-            capsys, str(hs), "TOF")
+    refused(
+        ["forward-project", str(tmp_path / "o.hs"), str(image), str(hs), "--backend", "cpu", "--quiet"],
+        capsys,
+        str(hs),
+        "TOF",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["i.hv", "i.v", "t.hs"]
 
 
@@ -152,10 +191,12 @@ def test_argument_values_use_command_line_words(ref, tmp_path):
     """Values the library would refuse in its own words are refused by the parser, naming the
     option: --max-segment below 0, a memory size it cannot read (osmaposl, plan), no views per
     chunk."""
-    cases = [fwd_args(ref, tmp_path / "o", "--max-segment", "-1"),
-             ["plan", str(ref / "ecat953_span3_fwd.hs"), "--memory-budget", "12X"],
-             ["plan", str(ref / "ecat953_span3_fwd.hs"), "--max-views-per-chunk", "0"],
-             ["osmaposl", "x.par", "--memory-budget", "-3"]]
+    cases = [
+        fwd_args(ref, tmp_path / "o", "--max-segment", "-1"),
+        ["plan", str(ref / "ecat953_span3_fwd.hs"), "--memory-budget", "12X"],
+        ["plan", str(ref / "ecat953_span3_fwd.hs"), "--max-views-per-chunk", "0"],
+        ["osmaposl", "x.par", "--memory-budget", "-3"],
+    ]
     for argv in cases:
         with pytest.raises(SystemExit) as e:
             cli_main.main(argv)

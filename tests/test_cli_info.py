@@ -61,7 +61,8 @@ def test_projdata_json_matches_geometry(projdata, capsys):
     assert d["storage_order"] == "sinogram"
     assert [(s["segment"], s["min_ring_diff"], s["max_ring_diff"], s["num_axial_poss"]) for s in d["segments"]] == [
         (s, pdi.get_min_ring_difference(s), pdi.get_max_ring_difference(s), pdi.get_num_axial_poss(s))
-        for s in pdi.segment_nums]
+        for s in pdi.segment_nums
+    ]
     seg0 = d["segments"][1]
     assert seg0["m_max_mm"] == pytest.approx(pdi.get_m(0, 30)) and seg0["m_min_mm"] == pytest.approx(-seg0["m_max_mm"])
     assert d["views"]["phi_min_deg"] == pytest.approx(np.degrees(pdi.get_phi(0)))
@@ -72,6 +73,7 @@ def test_projdata_json_matches_geometry(projdata, capsys):
 def test_tof_template(tmp_path, capsys):
     """A header without data is reported as a template; TOF positions are listed."""
     from stirgpu.formats import format_projdata_header
+
     (tmp_path / "t.hs").write_text(format_projdata_header(small_tof_proj_data_info(), "t.s"))
     code, out, _ = run(["info", str(tmp_path / "t.hs")], capsys)
     assert code == 0

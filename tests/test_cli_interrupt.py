@@ -25,13 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 
 from stirgpu.cli.main import main
 from stirgpu.formats import ProjDataOnDisk, VoxelsOnCartesianGrid, read_image, stale_temporaries, write_image
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 from stirgpu.recon.simulate import demo_geometry
-
-from conftest import REPO_ROOT
 
 STOP_SECONDS = 3.0
 TEMP = re.compile(r".+\.tmp-\d+-[0-9a-f]{8}")
@@ -60,8 +59,14 @@ def _env() -> dict:
 
 
 def _stirgpu(args, cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "stirgpu.cli.main", *args], cwd=cwd, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "stirgpu.cli.main", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 class _Stderr:
@@ -127,22 +132,41 @@ def big(tmp_path_factory):
     back project), and the CPU kernels compiled (a tiny projection in a subprocess: the
     first call's compilation must not count as stopping time)."""
     d = tmp_path_factory.mktemp("interrupt_big")
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, 60, num_views=252, num_tangential_poss=344,
-                                 arc_corrected=False)
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("Siemens mMR"), 11, 60, num_views=252, num_tangential_poss=344, arc_corrected=False
+    )
     info = ImageInfo.default_for(pdi)
     write_image(d / "image.hv", VoxelsOnCartesianGrid(info, fill=np.ones(info.shape, np.float32)))
     ProjDataOnDisk.create(d / "template.hs", pdi).close()  # (a sparse file of zeros)
-    mashed = ProjDataInfo.construct(pdi.get_scanner(), 11, 60, num_views=84, num_tangential_poss=344,
-                                    arc_corrected=False)
+    mashed = ProjDataInfo.construct(
+        pdi.get_scanner(), 11, 60, num_views=84, num_tangential_poss=344, arc_corrected=False
+    )
     ProjDataOnDisk.create(d / "ones.hs", mashed, fill=1.0).close()
-    tiny_pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, num_views=8, num_tangential_poss=16,
-                                      arc_corrected=False)
+    tiny_pdi = ProjDataInfo.construct(
+        Scanner.from_name("ECAT 953"), 3, 2, num_views=8, num_tangential_poss=16, arc_corrected=False
+    )
     tiny = ImageInfo.default_for(tiny_pdi, xy_size=17)
     write_image(d / "tiny.hv", VoxelsOnCartesianGrid(tiny, fill=np.ones(tiny.shape, np.float32)))
     ProjDataOnDisk.create(d / "tiny_template.hs", tiny_pdi).close()
-    warm = subprocess.run([sys.executable, "-m", "stirgpu.cli.main", "forward-project", "tiny_out.hs", "tiny.hv",
-                           "tiny_template.hs", "--backend", "cpu", "--quiet"], cwd=d, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+    warm = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stirgpu.cli.main",
+            "forward-project",
+            "tiny_out.hs",
+            "tiny.hv",
+            "tiny_template.hs",
+            "--backend",
+            "cpu",
+            "--quiet",
+        ],
+        cwd=d,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert warm.returncode == 0, warm.stderr
     return d
 
@@ -216,9 +240,12 @@ def test_sigint_during_osmaposl(recon_data, tmp_path, backend):
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    m = re.fullmatch(r"stirgpu osmaposl: interrupted: stopped in subiteration (\d+): estimates up to "
-                     r"subiteration (\d+) are complete \((.+)\); to continue: 'initial estimate := (.+)' and "
-                     r"'start at subiteration number := (\d+)'", lines[0])
+    m = re.fullmatch(
+        r"stirgpu osmaposl: interrupted: stopped in subiteration (\d+): estimates up to "
+        r"subiteration (\d+) are complete \((.+)\); to continue: 'initial estimate := (.+)' and "
+        r"'start at subiteration number := (\d+)'",
+        lines[0],
+    )
     assert m, lines[0]
     stopped, done, files, last, restart = int(m[1]), int(m[2]), m[3], Path(m[4]), int(m[5])
     assert done >= 2 and stopped == restart == done + 1
@@ -269,12 +296,23 @@ def test_next_run_names_leftovers_and_keeps_them(tmp_path, capsys):
     live = tmp_path / f"out.hs.tmp-{os.getpid()}-89abcdef"
     for p in (dead, live):
         p.write_bytes(b"x")
-    code = main(["forward-project", str(tmp_path / "out.hs"), str(tmp_path / "missing.hv"),
-                 str(tmp_path / "template.hs"), "--backend", "cpu", "--quiet"])
+    code = main(
+        [
+            "forward-project",
+            str(tmp_path / "out.hs"),
+            str(tmp_path / "missing.hv"),
+            str(tmp_path / "template.hs"),
+            "--backend",
+            "cpu",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err.splitlines()
     assert code == 2
-    assert err[0] == (f"stirgpu forward-project: warning: a temporary file left by a killed run (its process no "
-                      f"longer runs); remove with: rm -- {dead}")
+    assert err[0] == (
+        f"stirgpu forward-project: warning: a temporary file left by a killed run (its process no "
+        f"longer runs); remove with: rm -- {dead}"
+    )
     assert len(err) == 2 and err[1].startswith("stirgpu forward-project: error: ") and live.name not in "".join(err)
     assert dead.exists() and live.exists()
 
@@ -282,15 +320,29 @@ def test_next_run_names_leftovers_and_keeps_them(tmp_path, capsys):
 def test_sigkill_leftovers_are_reported_by_the_next_run(big, tmp_path, capsys):
     """A forward projection killed outright leaves its temporary data file; the next run into
     the folder names it (with the rm command) and leaves it."""
-    proc = _stirgpu(["forward-project", "out.hs", str(big / "image.hv"), str(big / "template.hs"),
-                     "--backend", "cpu", "--quiet"], tmp_path)
+    proc = _stirgpu(
+        ["forward-project", "out.hs", str(big / "image.hv"), str(big / "template.hs"), "--backend", "cpu", "--quiet"],
+        tmp_path,
+    )
     _wait_for(lambda: _temps(tmp_path), proc, "the output's temporary file")
     proc.kill()
     proc.communicate()
     left = _temps(tmp_path)
     assert len(left) == 1 and left[0].startswith(f"out.s.tmp-{proc.pid}-")
-    assert main(["forward-project", str(tmp_path / "out.hs"), str(tmp_path / "missing.hv"),
-                 str(big / "template.hs"), "--backend", "cpu", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "forward-project",
+                str(tmp_path / "out.hs"),
+                str(tmp_path / "missing.hv"),
+                str(big / "template.hs"),
+                "--backend",
+                "cpu",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"remove with: rm -- {tmp_path / left[0]}" in err.splitlines()[0]
     assert _temps(tmp_path) == left
@@ -305,8 +357,10 @@ def test_osmaposl_names_leftovers_in_its_output_folder(recon_data, tmp_path, cap
     monkeypatch.chdir(d)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"stirgpu osmaposl: warning: a temporary file left by a killed run (its process no longer "
-                   f"runs); remove with: rm -- {dead}"]
+    assert err == [
+        f"stirgpu osmaposl: warning: a temporary file left by a killed run (its process no longer "
+        f"runs); remove with: rm -- {dead}"
+    ]
     assert dead.exists() and (d / "results" / "osem_1.hv").exists()
 
 
@@ -323,13 +377,17 @@ def _interrupt_at(monkeypatch, owner, name, when=lambda *a, **k: True):
     monkeypatch.setattr(owner, name, interrupted)
 
 
-@pytest.mark.parametrize("where, message", [
-    ("sensitivities", "no estimate written: the run stopped while computing the sensitivities"),
-    ("subiteration 1", "stopped in subiteration 1: no estimate written yet (the first after subiteration 2)"),
-])
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("sensitivities", "no estimate written: the run stopped while computing the sensitivities"),
+        ("subiteration 1", "stopped in subiteration 1: no estimate written yet (the first after subiteration 2)"),
+    ],
+)
 def test_osmaposl_interrupted_before_any_estimate(recon_data, tmp_path, capsys, monkeypatch, where, message):
     from stirgpu.recon.osem import OSEM
     from stirgpu.recon.sensitivity import Sensitivities
+
     d = _recon_dir(recon_data, tmp_path, "osem", 4)
     (d / "osem.par").write_text((d / "osem.par").read_text().replace("intervals := 1", "intervals := 2"))
     monkeypatch.chdir(d)
@@ -356,4 +414,5 @@ def test_demo_interrupted_while_simulating(tmp_path, capsys, monkeypatch):
     out = tmp_path / "demo"
     assert main(["demo", "--output", str(out), "--backend", "cpu", "--quiet"]) == 130
     assert capsys.readouterr().err.splitlines() == [
-        f"stirgpu demo: interrupted: stopped while simulating the data; new inputs in {out}: prompts.hs, prompts.s"]
+        f"stirgpu demo: interrupted: stopped while simulating the data; new inputs in {out}: prompts.hs, prompts.s"
+    ]

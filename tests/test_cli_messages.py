@@ -31,8 +31,9 @@ SUBCOMMANDS = sorted(_subparsers())
 
 
 def test_every_subcommand_is_covered():
-    assert SUBCOMMANDS == sorted(["info", "forward-project", "back-project", "osmaposl", "plan", "demo",
-                                  "stir-plugin", "stir"])
+    assert SUBCOMMANDS == sorted(
+        ["info", "forward-project", "back-project", "osmaposl", "plan", "demo", "stir-plugin", "stir"]
+    )
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
@@ -44,7 +45,7 @@ def test_help_is_plain_text_with_examples(name, capsys):
     assert exc.value.code == 0
     text = capsys.readouterr().out
     assert not REST.search(text), REST.search(text).group(0)
-    examples = text[text.index("examples:"):]
+    examples = text[text.index("examples:") :]
     assert f"stirgpu {name} " in examples or examples.rstrip().endswith(f"stirgpu {name}")
 
 
@@ -63,7 +64,7 @@ def test_help_names_only_this_commands_files(name):
     p = _subparsers()[name]
     own = set()
     for a in p._actions:
-        for m in (a.metavar if isinstance(a.metavar, tuple) else (a.metavar,)):
+        for m in a.metavar if isinstance(a.metavar, tuple) else (a.metavar,):
             own |= set(FILE_TOKEN.findall(m or "")) | set(re.findall(r"[A-Z][A-Z_]*\.\w+", m or ""))
     stems = {t.split(".")[0] for t in own}
     text = p.format_help()
@@ -80,8 +81,11 @@ def test_demo_options_mention_no_parameter_file_block(capsys):
 
 
 def test_backend_help_says_what_runs_there():
-    helps = {name: next(a.help for a in p._actions if "--backend" in a.option_strings)
-             for name, p in _subparsers().items() if any("--backend" in a.option_strings for a in p._actions)}
+    helps = {
+        name: next(a.help for a in p._actions if "--backend" in a.option_strings)
+        for name, p in _subparsers().items()
+        if any("--backend" in a.option_strings for a in p._actions)
+    }
     assert "where to project" in helps["forward-project"] and "where to project" in helps["back-project"]
     assert "where to reconstruct" in helps["osmaposl"] and "where to simulate and reconstruct" in helps["demo"]
     assert "plan for" in helps["plan"]
@@ -90,6 +94,7 @@ def test_backend_help_says_what_runs_there():
 def test_subset_help_differs_for_forward_and_back():
     def subset_help(name):
         return next(a.help for a in _subparsers()[name]._actions if "--subset" in a.option_strings)
+
     assert "other views are 0" in subset_help("forward-project")
     assert "back project only" in subset_help("back-project")
 
@@ -97,9 +102,18 @@ def test_subset_help_differs_for_forward_and_back():
 # -- singular and plural ----------------------------------------------------------------------
 def test_stats_summary_counts_in_words():
     """One chunk is '1 chunk', an idle lane says so, and nothing reads '(s)'."""
-    st = RunStats(operation="back projection", subset_num=2, num_subsets=4, backend="cpu", lanes=("cpu0", "cpu1"),
-                  chunks=1, chunks_per_lane={"cpu0": 1, "cpu1": 0}, bins=1,
-                  busy={"cpu0": {"read": 0.01, "compute": 0.1}, "cpu1": {}}, wall_seconds=0.2)
+    st = RunStats(
+        operation="back projection",
+        subset_num=2,
+        num_subsets=4,
+        backend="cpu",
+        lanes=("cpu0", "cpu1"),
+        chunks=1,
+        chunks_per_lane={"cpu0": 1, "cpu1": 0},
+        bins=1,
+        busy={"cpu0": {"read": 0.01, "compute": 0.1}, "cpu1": {}},
+        wall_seconds=0.2,
+    )
     text = st.summary()
     assert text.startswith("back projection, subset 2 of 4 on cpu (cpu0, cpu1): 1 chunk, 1 bin, wall")
     assert "cpu0: 1 chunk; busy s: read 0.010, compute 0.100" in text and "cpu1: 0 chunks; idle" in text
@@ -130,9 +144,22 @@ def test_info_and_plan_write_nothing_and_say_no_wrote(stir_fixtures, capsys, tmp
 def test_back_project_ends_with_what_it_wrote(stir_fixtures, tmp_path, capsys):
     ref = stir_fixtures / "stir_reference"
     out = tmp_path / "b.hv"
-    assert main(["back-project", str(out), str(ref / "ecat953_span3_fwd.hs"), str(ref / "ecat953_span3_image.hv"),
-                 "--backend", "cpu", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "back-project",
+                str(out),
+                str(ref / "ecat953_span3_fwd.hs"),
+                str(ref / "ecat953_span3_image.hv"),
+                "--backend",
+                "cpu",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     from stirgpu.execution import format_bytes
+
     size = out.stat().st_size + out.with_suffix(".v").stat().st_size
     assert capsys.readouterr().out.splitlines()[-1] == f"wrote {out} (+ b.v, {format_bytes(size)})"
 
@@ -143,6 +170,9 @@ def test_osmaposl_wrote_line_counts():
     from pathlib import Path
 
     from stirgpu.cli.osmaposl import wrote_line
+
     assert wrote_line([], []) == "wrote nothing (output disabled in the parameter file)"
-    assert wrote_line([], [Path("s.hv")]) == "wrote 1 sensitivity image; no estimate (output disabled in the " \
-                                             "parameter file)"
+    assert (
+        wrote_line([], [Path("s.hv")]) == "wrote 1 sensitivity image; no estimate (output disabled in the "
+        "parameter file)"
+    )

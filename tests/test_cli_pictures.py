@@ -49,7 +49,7 @@ def test_slices_figure_panels(images):
     assert len(panels) == 9
     titles = [ax.get_title() for ax in panels]
     by_title = dict(zip(titles, panels))
-    z = 4.0 + 3.0 * 4   # centre plane k = 4
+    z = 4.0 + 3.0 * 4  # centre plane k = 4
     y = -1.0 + 2.0 * 0  # centre row: index 6 - 6 = 0
     x = 1.5 + 2.5 * 0
     assert f"phantom (truth)\ntransverse, z = {z:.1f} mm" in by_title
@@ -78,12 +78,25 @@ def test_slices_figure_panels(images):
 
 
 def _stats(**kw) -> RunStats:
-    ev = [StageEvent("cuda0", "read", 0, 0.0, 0.1), StageEvent("cuda0", "h2d", 0, 0.1, 0.15),
-          StageEvent("cuda0", "compute", 0, 0.15, 0.6), StageEvent("cuda0", "read", 1, 0.1, 0.2),
-          StageEvent("cuda0", "compute", 1, 0.6, 0.9), StageEvent("cuda1", "compute", 2, 0.0, 0.8)]
-    args = dict(operation="back projection", subset_num=3, num_subsets=21, backend="cuda",
-                lanes=("cuda0", "cuda1"), chunks=3, events=ev, wall_seconds=1.0,
-                busy={"cuda0": {"read": 0.2, "h2d": 0.05, "compute": 0.75}, "cuda1": {"compute": 0.8}})
+    ev = [
+        StageEvent("cuda0", "read", 0, 0.0, 0.1),
+        StageEvent("cuda0", "h2d", 0, 0.1, 0.15),
+        StageEvent("cuda0", "compute", 0, 0.15, 0.6),
+        StageEvent("cuda0", "read", 1, 0.1, 0.2),
+        StageEvent("cuda0", "compute", 1, 0.6, 0.9),
+        StageEvent("cuda1", "compute", 2, 0.0, 0.8),
+    ]
+    args = dict(
+        operation="back projection",
+        subset_num=3,
+        num_subsets=21,
+        backend="cuda",
+        lanes=("cuda0", "cuda1"),
+        chunks=3,
+        events=ev,
+        wall_seconds=1.0,
+        busy={"cuda0": {"read": 0.2, "h2d": 0.05, "compute": 0.75}, "cuda1": {"compute": 0.8}},
+    )
     args.update(kw)
     return RunStats(**args)
 
@@ -97,21 +110,28 @@ def test_timeline_names_operation_and_subset_and_keeps_the_legend_off_the_bars()
     assert title.startswith("OSMAPOSL subiteration 4\nback projection, subset 3 of 21 (cuda backend): 3 chunks")
     (ax,) = fig.axes
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["GPU 0: read projection data", "GPU 0: upload to GPU", "GPU 0: project (kernels)",
-                      "GPU 1: project (kernels)"]
+    assert labels == [
+        "GPU 0: read projection data",
+        "GPU 0: upload to GPU",
+        "GPU 0: project (kernels)",
+        "GPU 1: project (kernels)",
+    ]
     # one bar per chunk: the compute row of GPU 0 holds chunks 0 and 1
     bars = ax.collections[2].get_paths()
     assert len(bars) == 2
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
     (legend,) = fig.legends
-    box, axes_box, title_box = (legend.get_window_extent(renderer), ax.get_window_extent(renderer),
-                                fig._suptitle.get_window_extent(renderer))
+    box, axes_box, title_box = (
+        legend.get_window_extent(renderer),
+        ax.get_window_extent(renderer),
+        fig._suptitle.get_window_extent(renderer),
+    )
     assert not box.overlaps(axes_box) and not box.overlaps(title_box)  # clear of the bars and the title
-    assert [t.get_text() for t in legend.get_texts()] == ["read projection data", "upload to GPU",
-                                                          "project (kernels)"]
+    assert [t.get_text() for t in legend.get_texts()] == ["read projection data", "upload to GPU", "project (kernels)"]
 
 
 def test_timeline_of_all_views_and_refusal(tmp_path):
@@ -127,17 +147,22 @@ def test_timeline_of_all_views_and_refusal(tmp_path):
 def test_projector_statistics_carry_operation_and_subset():
     """The data the timeline draws from: a projector call's statistics name its operation and the
     subset it ran (and as_dict keeps them)."""
+    from test_projectors_streaming import small_geometry
+
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.projectors import BackProjector, ForwardProjector
-    from test_projectors_streaming import small_geometry
+
     pdi, info = small_geometry()
     image = np.ones(info.shape, np.float32)
     fp = ForwardProjector(backend="cpu")
     fp.set_up(pdi, info)
     data = ProjDataInMemory(pdi)
     fp.forward_project(data, image, subset_num=1, num_subsets=4)
-    assert (fp.last_stats.operation, fp.last_stats.subset_num, fp.last_stats.num_subsets) == \
-        ("forward projection", 1, 4)
+    assert (fp.last_stats.operation, fp.last_stats.subset_num, fp.last_stats.num_subsets) == (
+        "forward projection",
+        1,
+        4,
+    )
     bp = BackProjector(backend="cpu")
     bp.set_up(pdi, info)
     bp.back_project(None, data)

@@ -35,8 +35,18 @@ def ref(stir_fixtures):
 def test_forward_project_matches_stir(ref, tmp_path, capsys):
     """forward-project OUTPUT IMAGE TEMPLATE reproduces STIR's Parallelproj forward projection."""
     out = tmp_path / "fwd.hs"
-    code, _, err = cli(["forward-project", str(out), str(ref / "ecat953_span3_image.hv"),
-                        str(ref / "ecat953_span3_fwd.hs"), "--backend", "cpu", "--quiet"], capsys)
+    code, _, err = cli(
+        [
+            "forward-project",
+            str(out),
+            str(ref / "ecat953_span3_image.hv"),
+            str(ref / "ecat953_span3_fwd.hs"),
+            "--backend",
+            "cpu",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     with read_from_file(out) as got, read_from_file(ref / "ecat953_span3_fwd.hs") as want:
         a, b = got.as_array(), want.as_array()
@@ -49,8 +59,9 @@ def test_back_project_default_image_and_par_file(ref, tmp_path, capsys):
     values are those of BackProjector with that option."""
     out = tmp_path / "back.hv"
     par = ref.parent / "stir_recon_test_pack" / "back_projector_parallelproj.par"
-    code, _, err = cli(["back-project", str(out), str(ref / "ecat953_span3_fwd.hs"), str(par),
-                        "--backend", "cpu", "--quiet"], capsys)
+    code, _, err = cli(
+        ["back-project", str(out), str(ref / "ecat953_span3_fwd.hs"), str(par), "--backend", "cpu", "--quiet"], capsys
+    )
     assert code == 0, err
     img = read_image(out)
     with read_from_file(ref / "ecat953_span3_fwd.hs") as data:
@@ -65,8 +76,18 @@ def test_back_project_default_image_and_par_file(ref, tmp_path, capsys):
 def test_back_project_with_template_matches_stir(ref, tmp_path, capsys):
     """back-project with a template image reproduces STIR's back projection of the fixture."""
     out = tmp_path / "back.hv"
-    code, _, err = cli(["back-project", str(out), str(ref / "ecat953_span3_fwd.hs"),
-                        str(ref / "ecat953_span3_image.hv"), "--backend", "cpu", "--quiet"], capsys)
+    code, _, err = cli(
+        [
+            "back-project",
+            str(out),
+            str(ref / "ecat953_span3_fwd.hs"),
+            str(ref / "ecat953_span3_image.hv"),
+            "--backend",
+            "cpu",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     got, want = read_image(out).array, read_image(ref / "ecat953_span3_back.hv").array
     assert np.abs(got - want).max() <= STIR_TOL * want.max()
@@ -78,8 +99,23 @@ def test_subset_and_budget_options(ref, tmp_path, capsys):
     image, template = str(ref / "ecat953_span3_image.hv"), str(ref / "ecat953_span3_fwd.hs")
     full, sub = tmp_path / "full.hs", tmp_path / "sub.hs"
     assert cli(["forward-project", str(full), image, template, "--backend", "cpu", "--quiet"], capsys)[0] == 0
-    code, text, err = cli(["forward-project", str(sub), image, template, "--backend", "cpu", "--quiet",
-                           "--subset", "1/4", "--memory-budget", "4M", "--stats"], capsys)
+    code, text, err = cli(
+        [
+            "forward-project",
+            str(sub),
+            image,
+            template,
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--subset",
+            "1/4",
+            "--memory-budget",
+            "4M",
+            "--stats",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "views per chunk (max)" in text and "overlap efficiency" in text
     assert "forward projection, subset 1 of 4 on cpu" in text  # the statistics name the operation and subset
@@ -96,9 +132,20 @@ def test_subset_and_budget_options(ref, tmp_path, capsys):
 def test_timeline_png(ref, tmp_path, capsys):
     """--timeline FILE.png draws the stages of the call into a PNG."""
     png = tmp_path / "t.png"
-    code, _, err = cli(["back-project", str(tmp_path / "b.hv"), str(ref / "ecat953_span3_fwd.hs"),
-                        str(ref / "ecat953_span3_image.hv"), "--backend", "cpu", "--quiet",
-                        "--timeline", str(png)], capsys)
+    code, _, err = cli(
+        [
+            "back-project",
+            str(tmp_path / "b.hv"),
+            str(ref / "ecat953_span3_fwd.hs"),
+            str(ref / "ecat953_span3_image.hv"),
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--timeline",
+            str(png),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -107,8 +154,15 @@ def test_refusals(ref, tmp_path, capsys):
     """An existing output is refused without --overwrite (and replaced with it); a budget below
     one viewgram is a one-line PlanError; nothing is left behind by a failed call."""
     out = tmp_path / "o.hs"
-    args = ["forward-project", str(out), str(ref / "ecat953_span3_image.hv"), str(ref / "ecat953_span3_fwd.hs"),
-            "--backend", "cpu", "--quiet"]
+    args = [
+        "forward-project",
+        str(out),
+        str(ref / "ecat953_span3_image.hv"),
+        str(ref / "ecat953_span3_fwd.hs"),
+        "--backend",
+        "cpu",
+        "--quiet",
+    ]
     assert cli(args, capsys)[0] == 0
     code, _, err = cli(args, capsys)
     assert code == 2 and "already exists" in err
@@ -122,31 +176,61 @@ def test_refusals(ref, tmp_path, capsys):
 
 def test_bad_arguments(ref, tmp_path, capsys):
     """--subset and --devices are checked by the parser (exit code 2)."""
-    base = ["forward-project", str(tmp_path / "x.hs"), str(ref / "ecat953_span3_image.hv"),
-            str(ref / "ecat953_span3_fwd.hs")]
+    base = [
+        "forward-project",
+        str(tmp_path / "x.hs"),
+        str(ref / "ecat953_span3_image.hv"),
+        str(ref / "ecat953_span3_fwd.hs"),
+    ]
     for bad in (["--subset", "4/4"], ["--subset", "x"], ["--devices", "0,0"], ["--memory-budget", "lots"]):
         with pytest.raises(SystemExit) as e:
             cli_main.main(base + bad)
         assert e.value.code == 2
-    code, _, err = cli(["back-project", str(tmp_path / "b.hv"), str(ref / "ecat953_span3_fwd.hs"), "a.par",
-                        "b.par"], capsys)
+    code, _, err = cli(
+        ["back-project", str(tmp_path / "b.hv"), str(ref / "ecat953_span3_fwd.hs"), "a.par", "b.par"], capsys
+    )
     assert code == 2 and "two projector parameter files" in err
 
 
 def test_mismatched_par_role(ref, tmp_path, capsys):
     """A back-projector .par given to forward-project is refused, naming the file."""
     par = ref.parent / "stir_recon_test_pack" / "back_projector_parallelproj.par"
-    code, _, err = cli(["forward-project", str(tmp_path / "x.hs"), str(ref / "ecat953_span3_image.hv"),
-                        str(ref / "ecat953_span3_fwd.hs"), str(par), "--backend", "cpu", "--quiet"], capsys)
+    code, _, err = cli(
+        [
+            "forward-project",
+            str(tmp_path / "x.hs"),
+            str(ref / "ecat953_span3_image.hv"),
+            str(ref / "ecat953_span3_fwd.hs"),
+            str(par),
+            "--backend",
+            "cpu",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 2 and "back_projector_parallelproj.par" in err
 
 
 def test_library_round_trip_matches_cli(ref, tmp_path, capsys):
     """The CLI's forward projection equals the library's, bit for bit (same engine)."""
     from stirgpu.projectors import ForwardProjector
+
     out = tmp_path / "f.hs"
-    assert cli(["forward-project", str(out), str(ref / "ecat953_arc_sino_image.hv"),
-                str(ref / "ecat953_arc_sino_fwd.hs"), "--backend", "cpu", "--quiet"], capsys)[0] == 0
+    assert (
+        cli(
+            [
+                "forward-project",
+                str(out),
+                str(ref / "ecat953_arc_sino_image.hv"),
+                str(ref / "ecat953_arc_sino_fwd.hs"),
+                "--backend",
+                "cpu",
+                "--quiet",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     image = read_image(ref / "ecat953_arc_sino_image.hv")
     with read_from_file(out) as got:
         pdi = got.get_proj_data_info()
@@ -166,8 +250,19 @@ def test_forward_project_default_is_stirs_bit_for_bit_and_numerics_exact_is_not(
     for numerics in (None, "exact"):
         out = tmp_path / f"fwd-{numerics}.hs"
         extra = [] if numerics is None else ["--numerics", numerics]
-        code, _, err = cli(["forward-project", str(out), str(ref / "ecat953_span3_image.hv"),
-                            str(ref / "ecat953_span3_fwd.hs"), "--backend", "cpu", "--quiet", *extra], capsys)
+        code, _, err = cli(
+            [
+                "forward-project",
+                str(out),
+                str(ref / "ecat953_span3_image.hv"),
+                str(ref / "ecat953_span3_fwd.hs"),
+                "--backend",
+                "cpu",
+                "--quiet",
+                *extra,
+            ],
+            capsys,
+        )
         assert code == 0, err
         with read_from_file(out) as f:
             got[numerics] = f.as_array()

@@ -81,10 +81,13 @@ def test_osmaposl_command_writes_stir_named_files(workdir, capsys):
         assert (workdir / f"{name}.hv").is_file() and (workdir / f"{name}.v").is_file()
     assert "subiteration 4 (subset 0)" in out and "osem_4.hv" in out
     size = sum((workdir / f"osem_4.{e}").stat().st_size for e in ("hv", "v"))
-    assert out.splitlines()[-1] == (f"wrote osem_4.hv (+ osem_4.v, {format_bytes(size)}): the final estimate; "
-                                    "2 estimates in all (subiterations 2, 4); 3 sensitivity images")
-    from stirgpu.recon import run_osmaposl
+    assert out.splitlines()[-1] == (
+        f"wrote osem_4.hv (+ osem_4.v, {format_bytes(size)}): the final estimate; "
+        "2 estimates in all (subiterations 2, 4); 3 sensitivity images"
+    )
     import stirgpu
+    from stirgpu.recon import run_osmaposl
+
     _write_par(workdir / "lib.par", prefix="lib")
     with stirgpu.config(backend="cpu"):
         res = run_osmaposl("lib.par")
@@ -100,20 +103,30 @@ def test_osmaposl_restart_from_saved_estimate(workdir):
     assert main(["osmaposl", "full.par", "--backend", "cpu", "--quiet"]) == 0
     _write_par(workdir / "first.par", prefix="part", subiterations=2)
     assert main(["osmaposl", "first.par", "--backend", "cpu", "--quiet"]) == 0
-    _write_par(workdir / "second.par", prefix="part", subiterations=4,
-               extra="initial estimate := part_2.hv\nstart at subiteration number := 3\n"
-                     "enforce initial positivity condition := 0\n")
+    _write_par(
+        workdir / "second.par",
+        prefix="part",
+        subiterations=4,
+        extra="initial estimate := part_2.hv\nstart at subiteration number := 3\n"
+        "enforce initial positivity condition := 0\n",
+    )
     assert main(["osmaposl", "second.par", "--backend", "cpu", "--quiet"]) == 0
     a, b = read_image("full_4.hv").array, read_image("part_4.hv").array
     assert np.abs(a - b).max() <= 1e-6 * a.max()
 
 
-@pytest.mark.parametrize("change, message", [
-    (("input file := prompts.hs", "input file := missing.hs"), r"osem\.par:4: .*file not found: .*missing\.hs"),
-    (("number of subsets := 3", "number of subsets := three"), r"osem\.par:\d+: 'number of subsets' expects an integer"),
-    (("output filename prefix", "outptu filename prefix"), r"osem\.par:\d+: unknown key 'outptu filename prefix'"),
-    (("number of subsets := 3", "number of subsets := 5"), r"unbalanced"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("input file := prompts.hs", "input file := missing.hs"), r"osem\.par:4: .*file not found: .*missing\.hs"),
+        (
+            ("number of subsets := 3", "number of subsets := three"),
+            r"osem\.par:\d+: 'number of subsets' expects an integer",
+        ),
+        (("output filename prefix", "outptu filename prefix"), r"osem\.par:\d+: unknown key 'outptu filename prefix'"),
+        (("number of subsets := 3", "number of subsets := 5"), r"unbalanced"),
+    ],
+)
 def test_bad_par_is_refused_before_any_work(workdir, capsys, change, message):
     """A missing input file, a mistyped key, a value of the wrong type, or subsets STIR would
     refuse: exit code 2, one line on stderr naming the file and line, and no file written."""
@@ -134,10 +147,12 @@ def test_every_problem_of_a_par_in_one_run(workdir, capsys):
     """Four different problems in one file -- a missing input file, an unknown key, an
     unsupported feature, an out-of-range value -- are all reported in one run: exit code 2, one
     line per problem naming file:line, then a count line; nothing is written."""
-    text = (PAR.format(prefix="osem", subiterations=4, extra="number of sbusets := 3\n")
-            .replace("additive.hs", "nothere.hs")
-            .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n")
-            .replace("save estimates at subiteration intervals := 2", "save estimates at subiteration intervals := 0"))
+    text = (
+        PAR.format(prefix="osem", subiterations=4, extra="number of sbusets := 3\n")
+        .replace("additive.hs", "nothere.hs")
+        .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n")
+        .replace("save estimates at subiteration intervals := 2", "save estimates at subiteration intervals := 0")
+    )
     (workdir / "osem.par").write_text(text)
     before = sorted(p.name for p in workdir.iterdir())
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
@@ -146,8 +161,13 @@ def test_every_problem_of_a_par_in_one_run(workdir, capsys):
 
     def at(needle):
         return next(i for i, s in enumerate(lines, 1) if needle in s)
-    want = [(at("nothere.hs"), "file not found"), (at("prior type"), "prior"),
-            (at("save estimates"), "must be at least 1"), (at("sbusets"), "unknown key")]
+
+    want = [
+        (at("nothere.hs"), "file not found"),
+        (at("prior type"), "prior"),
+        (at("save estimates"), "must be at least 1"),
+        (at("sbusets"), "unknown key"),
+    ]
     assert len(err) == len(want) + 1, err
     for line, (n, words) in zip(err, want):
         assert line.startswith(f"stirgpu osmaposl: error: osem.par:{n}: ") and words in line, line
@@ -160,25 +180,36 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
     geometry, an initial estimate whose data file is missing, a segment limit beyond the data's,
     two missing sensitivity files and an unreadable one, each at its key's line, in one run."""
     from stirgpu.formats.testing import small_proj_data_info
+
     ProjDataOnDisk.create(workdir / "other.hs", small_proj_data_info(), fill=1.0).close()
-    (workdir / "est.hv").write_text("!INTERFILE :=\nname of data file := est.v\n!number format := float\n"
-                                    "!number of bytes per pixel := 4\nnumber of dimensions := 3\n"
-                                    "!matrix size [1] := 4\n!matrix size [2] := 4\n!matrix size [3] := 4\n"
-                                    "!END OF INTERFILE :=\n")
+    (workdir / "est.hv").write_text(
+        "!INTERFILE :=\nname of data file := est.v\n!number format := float\n"
+        "!number of bytes per pixel := 4\nnumber of dimensions := 3\n"
+        "!matrix size [1] := 4\n!matrix size [2] := 4\n!matrix size [3] := 4\n"
+        "!END OF INTERFILE :=\n"
+    )
     (workdir / "sens_0.hv").write_text("")
-    text = (PAR.format(prefix="osem", subiterations=4,
-                       extra="initial estimate := est.hv\n")
-            .replace("additive.hs", "other.hs")
-            .replace("recompute sensitivity := 1", "recompute sensitivity := 0\n"
-                     "  maximum absolute segment number to process := 9"))
+    text = (
+        PAR.format(prefix="osem", subiterations=4, extra="initial estimate := est.hv\n")
+        .replace("additive.hs", "other.hs")
+        .replace(
+            "recompute sensitivity := 1",
+            "recompute sensitivity := 0\n  maximum absolute segment number to process := 9",
+        )
+    )
     (workdir / "osem.par").write_text(text)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "stirgpu osmaposl: error: 6 problems in osem.par", "\n".join(err)
     joined = "\n".join(err)
-    for words in ("not found: " + str(workdir / "sens_1.hv"), "not found: " + str(workdir / "sens_2.hv"),
-                  "sens_0.hv: not an Interfile header", "other.hs: its geometry differs",
-                  "est.v: data file of", "is too large"):
+    for words in (
+        "not found: " + str(workdir / "sens_1.hv"),
+        "not found: " + str(workdir / "sens_2.hv"),
+        "sens_0.hv: not an Interfile header",
+        "other.hs: its geometry differs",
+        "est.v: data file of",
+        "is too large",
+    ):
         assert words in joined, (words, joined)
     assert not (workdir / "osem_2.hv").exists()
 
@@ -186,7 +217,8 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
 def test_unsupported_feature_is_refused(workdir, capsys):
     """A prior (OSMAPOSL with MAP) is refused with the line of 'prior type'."""
     text = PAR.format(prefix="osem", subiterations=4, extra="").replace(
-        "  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n")
+        "  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n"
+    )
     (workdir / "osem.par").write_text(text)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
     assert "prior" in capsys.readouterr().err
@@ -202,8 +234,23 @@ def test_osmaposl_stats_and_timelines(workdir, capsys):
     _write_par(workdir / "osem.par", extra="report objective function values interval := 1\n")
     # a fixed budget: the default follows the free memory, and a plan made under another budget
     # is another plan (printed again)
-    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet", "--stats", "--timeline", "tl_%d.png",
-                 "--memory-budget", "256M"]) == 0
+    assert (
+        main(
+            [
+                "osmaposl",
+                "osem.par",
+                "--backend",
+                "cpu",
+                "--quiet",
+                "--stats",
+                "--timeline",
+                "tl_%d.png",
+                "--memory-budget",
+                "256M",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     for n, k in ((1, 0), (2, 1), (3, 2), (4, 0)):
         assert f"forward-back ratio, subset {k} of 3 on cpu" in out.split(f"subiteration {n} (subset {k})")[1]
@@ -228,13 +275,17 @@ def test_subiteration_records_carry_their_update_statistics(workdir):
     its subset (with an objective-function report after every subiteration too)."""
     import stirgpu
     from stirgpu.recon import run_osmaposl
+
     _write_par(workdir / "lib.par", prefix="lib", extra="report objective function values interval := 1\n")
     with stirgpu.config(backend="cpu"):
         res = run_osmaposl("lib.par")
     for rec in res.records:
         assert rec.objective_function_value is not None
-        assert (rec.stats.operation, rec.stats.subset_num, rec.stats.num_subsets) == ("forward-back ratio",
-                                                                                   rec.subset, 3)
+        assert (rec.stats.operation, rec.stats.subset_num, rec.stats.num_subsets) == (
+            "forward-back ratio",
+            rec.subset,
+            3,
+        )
 
 
 def test_plan_command_prints_chunks_and_memory(workdir, capsys):
@@ -256,12 +307,23 @@ def test_demo_command(tmp_path, capsys, monkeypatch):
     out = tmp_path / "demo"
     assert main(["demo", "--output", str(out), "--backend", "cpu", "--quiet"]) == 0
     text = capsys.readouterr().out
-    for name in ("prompts.hs", "additive.hs", "acf.hs", "truth.hv", "osem.par", "osem_24.hv", "sens_0.hv",
-                 "slices.png", "timeline.png"):
+    for name in (
+        "prompts.hs",
+        "additive.hs",
+        "acf.hs",
+        "truth.hv",
+        "osem.par",
+        "osem_24.hv",
+        "sens_0.hv",
+        "slices.png",
+        "timeline.png",
+    ):
         assert (out / name).is_file(), name
     assert "contrast truth 4.00" in text and str(out) in text
-    assert re.fullmatch(re.escape(f"wrote {out}{os.sep}: 5 inputs, 3 estimates, 8 sensitivity images, 2 pictures (")
-                        + r"\d+\.\d MiB\)", text.splitlines()[-1])
+    assert re.fullmatch(
+        re.escape(f"wrote {out}{os.sep}: 5 inputs, 3 estimates, 8 sensitivity images, 2 pictures (") + r"\d+\.\d MiB\)",
+        text.splitlines()[-1],
+    )
     # the parameter file the demo wrote runs unchanged (STIR syntax, relative names)
     monkeypatch.chdir(out)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 0

@@ -17,11 +17,10 @@ import threading
 import time
 
 import pytest
+from test_projectors_streaming import random_proj_data, small_geometry
 
 from stirgpu.errors import PipelineError
 from stirgpu.execution import ChunkProgram, Engine
-
-from test_projectors_streaming import random_proj_data, small_geometry
 
 #: the threads a staged call starts (one reader, worker and writer per lane)
 CALL_THREADS = ("stirgpu-read-", "stirgpu-work-", "stirgpu-write-")
@@ -67,8 +66,16 @@ class _Slow(ChunkProgram):
 def _engine_and_plan(backend, program):
     pdi, info = small_geometry()
     eng = Engine(backend, (0,) if backend == "cuda" else (0, 1))
-    plan = eng.make_plan(program, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26,
-                         gpu_budget=None if backend == "cpu" else 1 << 28, max_views_per_chunk=1)
+    plan = eng.make_plan(
+        program,
+        pdi,
+        pdi.segment_nums,
+        range(24),
+        info.shape,
+        host_budget=1 << 26,
+        gpu_budget=None if backend == "cpu" else 1 << 28,
+        max_views_per_chunk=1,
+    )
     return eng, plan, pdi, info
 
 

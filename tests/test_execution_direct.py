@@ -14,15 +14,14 @@ import gc
 
 import numpy as np
 import pytest
+from test_projectors_streaming import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
 
 from stirgpu import config
 from stirgpu.execution import Engine
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk
+from stirgpu.kernels import stir_scaled_geometry
 from stirgpu.projectors import ProjectorPair
 from stirgpu.projectors.programs import BackProgram, ForwardProgram
-from stirgpu.kernels import stir_scaled_geometry
-
-from test_projectors_streaming import BACK_RTOL, random_proj_data, same_data, small_geometry, phantom
 
 
 def _pair(pin: bool, **kw):
@@ -46,15 +45,24 @@ def test_plans_are_kept_per_arguments():
     args = dict(host_budget=1 << 26, depth=2)
     a = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args)
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args) is a
-    assert eng.make_plan(BackProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums,
-                         list(pdi.subset_views(0, 4)), info.shape, **args) is a  # equal program and views
+    assert (
+        eng.make_plan(
+            BackProgram(stir_scaled_geometry(info)),
+            pdi,
+            pdi.segment_nums,
+            list(pdi.subset_views(0, 4)),
+            info.shape,
+            **args,
+        )
+        is a
+    )  # equal program and views
     b = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape, **args)
     assert b is not a and sorted({v for c in b.chunks for _, v in c.viewgrams()}) == list(pdi.subset_views(1, 4))
-    f = eng.make_plan(ForwardProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, pdi.subset_views(0, 4),
-                      info.shape, **args)
+    f = eng.make_plan(
+        ForwardProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args
+    )
     assert f is not a
-    small = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape,
-                          host_budget=1 << 20, depth=2)
+    small = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, host_budget=1 << 20, depth=2)
     assert small is not a and small.host_bytes <= 1 << 20
     eng.release()
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args) is not a
@@ -62,6 +70,7 @@ def test_plans_are_kept_per_arguments():
 
 def test_pin_policy_is_validated():
     from stirgpu.errors import DeviceError, StirGpuError
+
     with pytest.raises(StirGpuError, match="pin_host_memory"):
         with config(pin_host_memory="sometimes"):
             pass
@@ -93,6 +102,7 @@ def test_copy_views_both_ways(cp, views):
     view lists go up and come back exactly, and a download touches only its views."""
     from stirgpu.execution.devices import CudaLane
     from stirgpu.execution.pinning import HostPinning
+
     lane = CudaLane(0, 0)
     host = np.random.default_rng(0).random((20, 3, 5), dtype=np.float32)
     assert HostPinning().pin(host)
@@ -116,7 +126,9 @@ def test_pinning_lives_and_dies_with_the_array(cp):
     the array: arrays made and dropped in a row -- glibc hands the same mapping back -- are
     each page-locked anew (a leftover registration would make the driver refuse them)."""
     import cupyx
+
     from stirgpu.execution.pinning import HostPinning
+
     rt = cp.cuda.runtime
     pins = HostPinning()
     a = np.ones(1 << 22, np.float32)
@@ -185,8 +197,9 @@ def test_mixed_direct_and_staged_stores(tmp_path):
         pp = _pair(pin)
         pp.set_up(pdi, info)
         with ProjDataOnDisk.open(tmp_path / "y.hs") as y:
-            out[pin] = pp.forward_back_ratio(img, y, 1, 3, background=background, multiplicative=mult,
-                                             return_loglik=True)
+            out[pin] = pp.forward_back_ratio(
+                img, y, 1, 3, background=background, multiplicative=mult, return_loglik=True
+            )
         assert pp.last_stats.direct == (("background", "multiplicative") if pin else ())
     _close(out[True][0], out[False][0])
     assert out[True][1] == pytest.approx(out[False][1], rel=1e-9)
@@ -219,17 +232,17 @@ def test_failing_program_ends_direct_call():
     worker's PipelineError, promptly; the engine runs the next call normally."""
     import time
 
-    from stirgpu.errors import PipelineError
+    from test_execution_pipeline import Boom
+    from test_execution_pipeline import _Failing as Failing
 
-    from test_execution_pipeline import Boom, _Failing as Failing
+    from stirgpu.errors import PipelineError
 
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
     eng = Engine("cuda", (0,), pin_host_memory="always")
     direct = eng.direct_io({"data": data}, pdi, pdi.segment_nums)
     assert set(direct) == {"data"}
-    plan = eng.make_plan(Failing(2), pdi, pdi.segment_nums, range(24), info.shape, max_views_per_chunk=2,
-                         direct=direct)
+    plan = eng.make_plan(Failing(2), pdi, pdi.segment_nums, range(24), info.shape, max_views_per_chunk=2, direct=direct)
     assert plan.host_buffers_per_slot == 0
     t0 = time.monotonic()
     with pytest.raises(PipelineError, match="worker") as err:

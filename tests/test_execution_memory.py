@@ -58,8 +58,9 @@ SCRIPT = textwrap.dedent(r"""
 def test_peak_rss_stays_bounded_for_data_larger_than_the_bound(tmp_path):
     """Peak RSS grows by < 100 MiB while 290 MB are written and read back (see module docstring);
     the whole file was really streamed (bytes written = bytes read = file size)."""
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "big.hs")], capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "big.hs")], capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["file_bytes"] > 2.5 * BOUND_BYTES

@@ -11,13 +11,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_projectors_streaming import assert_same_back, phantom, random_proj_data, same_data, small_geometry
 
 from stirgpu.errors import PipelineError
 from stirgpu.execution import ChunkProgram, Engine
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
 from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
-
-from test_projectors_streaming import assert_same_back, phantom, random_proj_data, same_data, small_geometry
 
 
 class Boom(RuntimeError):
@@ -95,8 +94,9 @@ def test_failing_fused_input_ends_call(backend):
     y, b, f = random_proj_data(pdi, 1), random_proj_data(pdi, 2), random_proj_data(pdi, 3, low=1)
     pp = ProjectorPair(backend=backend, max_views_per_chunk=1)
     pp.set_up(pdi, info)
-    err, seconds = _timed(lambda: pp.forward_back_ratio(phantom(info), y, background=FailingStore(b, 5),
-                                                        multiplicative=f))
+    err, seconds = _timed(
+        lambda: pp.forward_back_ratio(phantom(info), y, background=FailingStore(b, 5), multiplicative=f)
+    )
     assert isinstance(err.__cause__, Boom) and seconds < 10
 
 
@@ -120,8 +120,9 @@ def test_failing_worker_ends_call():
     data = random_proj_data(pdi)
     eng = Engine("cpu", (0, 1))
     prog = _Failing(fail_at=3)
-    plan = eng.make_plan(prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26,
-                         gpu_budget=None, max_views_per_chunk=2)
+    plan = eng.make_plan(
+        prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26, gpu_budget=None, max_views_per_chunk=2
+    )
     err, seconds = _timed(lambda: eng.run(prog, plan, pdi, {"data": data}, {}, image_shape=info.shape))
     assert isinstance(err.__cause__, Boom) and "worker" in str(err) and seconds < 10
     res = eng.run(_Failing(fail_at=-1), plan, pdi, {"data": data}, {}, image_shape=info.shape)
@@ -158,14 +159,16 @@ def test_statistics_add_up(backend):
 
 def test_progress_callback_counts_chunks():
     """Engine.run calls progress(1) once per finished chunk."""
-    from stirgpu.projectors.programs import ForwardProgram
     from stirgpu.kernels import stir_scaled_geometry
+    from stirgpu.projectors.programs import ForwardProgram
+
     pdi, info = small_geometry()
     eng = Engine("cpu", (0, 1))
     eng.set_image(phantom(info), None)
     prog = ForwardProgram(stir_scaled_geometry(info))
-    plan = eng.make_plan(prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26,
-                         gpu_budget=None, max_views_per_chunk=4)
+    plan = eng.make_plan(
+        prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26, gpu_budget=None, max_views_per_chunk=4
+    )
     ticks = []
     out = ProjDataInMemory(pdi)
     eng.run(prog, plan, pdi, {}, {"out": out}, progress=ticks.append)
@@ -215,15 +218,21 @@ def test_engine_builds_each_parts_tables_once_per_geometry_object(monkeypatch):
 
     pdi, info = small_geometry()
     eng = Engine("cpu", (0,))
-    plan = eng.make_plan(Fill(), pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape,
-                         host_budget=1 << 28, gpu_budget=None)
+    plan = eng.make_plan(
+        Fill(), pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape, host_budget=1 << 28, gpu_budget=None
+    )
     parts = sum(len(c.parts) for c in plan.chunks)
     for _ in range(3):
         eng.run(Fill(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
     assert len(made) == parts
-    other = ProjDataInfo(pdi.get_scanner(), [pdi.get_min_ring_difference(s) for s in pdi.segment_nums],
-                         [pdi.get_max_ring_difference(s) for s in pdi.segment_nums], pdi.get_num_views(),
-                         pdi.get_num_tangential_poss(), pdi.is_arc_corrected())
+    other = ProjDataInfo(
+        pdi.get_scanner(),
+        [pdi.get_min_ring_difference(s) for s in pdi.segment_nums],
+        [pdi.get_max_ring_difference(s) for s in pdi.segment_nums],
+        pdi.get_num_views(),
+        pdi.get_num_tangential_poss(),
+        pdi.is_arc_corrected(),
+    )
     assert other == pdi and other is not pdi
     eng.run(Fill(), plan, other, {}, {"out": ProjDataInMemory(other)})
     assert len(made) == 2 * parts and {i for i, _ in made[parts:]} == {id(other)}

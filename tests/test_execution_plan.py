@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_projectors_streaming import small_geometry
 
 from stirgpu.errors import PlanError
 from stirgpu.execution import format_bytes, make_plan, parse_bytes, partition
 from stirgpu.execution.plan import MAX_CHUNK_BYTES, host_available_bytes
 
-from test_projectors_streaming import small_geometry
-
 
 def _plan(views=None, **kw):
     pdi, _ = small_geometry()
-    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 30,
-                gpu_budget=None)
+    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 30, gpu_budget=None)
     args.update(kw)
     return pdi, make_plan(pdi, pdi.segment_nums, range(24) if views is None else views, **args)
 
@@ -49,13 +47,15 @@ def test_small_requests_pack_several_segments_per_chunk():
     segment (mMR span 11, subset 1/21: 12 views x 11 segments, 13.8 MB, 4 MiB minimum chunk);
     full data keep about one part per chunk."""
     from stirgpu.geometry import ProjDataInfo, Scanner
+
     mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
     args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
     sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
     assert len(sub.chunks) <= 4 < mmr.get_num_segments()
     assert sum(c.num_viewgrams for c in sub.chunks) == 12 * mmr.get_num_segments()
-    assert max(c.nbytes for c in sub.chunks) <= max(4 << 20, max(4 * mmr.get_num_axial_poss(s) * 344
-                                                                 for s in mmr.segment_nums))
+    assert max(c.nbytes for c in sub.chunks) <= max(
+        4 << 20, max(4 * mmr.get_num_axial_poss(s) * 344 for s in mmr.segment_nums)
+    )
     full = make_plan(mmr, mmr.segment_nums, range(mmr.get_num_views()), **args)
     assert sum(len(c.parts) for c in full.chunks) <= len(full.chunks) + mmr.get_num_segments()
 
@@ -65,16 +65,26 @@ def test_large_calls_ramp_up_and_taper():
     last ones shrink (a short drain), never below 4 MiB (except the remainder); a subset, whose
     chunks are at the minimum already, is not shaped; an explicit target turns shaping off."""
     from stirgpu.geometry import ProjDataInfo, Scanner
+
     mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
-    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34,
-                gpu_budget=None, ramp_up=True, taper=True)
+    args = dict(
+        lanes=1,
+        host_buffers_per_slot=1,
+        device_buffers_per_slot=None,
+        host_budget=1 << 34,
+        gpu_budget=None,
+        ramp_up=True,
+        taper=True,
+    )
     sizes = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **args).chunks]
     big = max(sizes)
     viewgram = 4 * 127 * 344  # chunks hold whole viewgrams
     assert sizes[0] < sizes[1] < sizes[2] < big and sizes[0] > (4 << 20) - viewgram
     assert sizes[-2] < big / 2 and sizes[-1] < sizes[-3] and min(sizes[:-1]) > (4 << 20) - viewgram
-    plain = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **{**args, "ramp_up": False,
-                                                                              "taper": False}).chunks]
+    plain = [
+        c.nbytes
+        for c in make_plan(mmr, mmr.segment_nums, range(252), **{**args, "ramp_up": False, "taper": False}).chunks
+    ]
     assert plain[0] > 0.99 * max(plain) and len(plain) < len(sizes)
     sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
     assert len(sub.chunks) == 4
@@ -85,8 +95,16 @@ def test_large_calls_ramp_up_and_taper():
 def test_buffers_fit_the_budgets():
     """Host staging (lanes x slots x buffers x buffer size + fixed images) stays within the host
     budget, GPU use within the GPU budget; the largest chunk fills at most one buffer."""
-    pdi, plan = _plan(lanes=2, host_buffers_per_slot=3, device_buffers_per_slot=5, host_budget=300_000,
-                      gpu_budget=200_000, host_fixed_bytes=50_000, device_fixed_bytes=40_000, depth=2)
+    pdi, plan = _plan(
+        lanes=2,
+        host_buffers_per_slot=3,
+        device_buffers_per_slot=5,
+        host_budget=300_000,
+        gpu_budget=200_000,
+        host_fixed_bytes=50_000,
+        device_fixed_bytes=40_000,
+        depth=2,
+    )
     assert plan.host_bytes <= 300_000 and plan.device_bytes_per_lane <= 200_000
     assert max(c.nbytes for c in plan.chunks) == plan.buffer_bytes
     assert len(plan.chunks) > pdi.get_num_segments()
@@ -110,9 +128,18 @@ def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
     """Without a view limit, big data are split so each lane gets several chunks (none above
     64 MiB); small data are not split below the minimum chunk size."""
     from stirgpu.geometry import ProjDataInfo, Scanner
+
     big = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
-    plan = make_plan(big, big.segment_nums, range(big.get_num_views()), lanes=2, host_buffers_per_slot=1,
-                     device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
+    plan = make_plan(
+        big,
+        big.segment_nums,
+        range(big.get_num_views()),
+        lanes=2,
+        host_buffers_per_slot=1,
+        device_buffers_per_slot=None,
+        host_budget=1 << 34,
+        gpu_budget=None,
+    )
     assert len(plan.chunks) >= 2 * 4 and plan.buffer_bytes <= MAX_CHUNK_BYTES
     _, small = _plan()
     assert len(small.chunks) == 1 and len(small.chunks[0].parts) == 5  # 300 KiB of data: one chunk
@@ -125,12 +152,19 @@ def test_plan_table_is_readable():
     pdi, plan = _plan(max_views_per_chunk=5)
     text = str(plan)
     lines = text.splitlines()
-    assert lines[0].split("  ")[0] == "segment" and "axial positions" in lines[0] and "views per chunk (max)" in lines[0]
+    assert (
+        lines[0].split("  ")[0] == "segment" and "axial positions" in lines[0] and "views per chunk (max)" in lines[0]
+    )
     assert len(lines) == 2 + len(pdi.segment_nums) + 2
     for seg, row in zip(sorted(pdi.segment_nums), lines[2:]):
         parts = [p for c in plan.chunks for p in c.parts if p.segment == seg]
-        assert [int(v) for v in row.split()] == [seg, pdi.get_num_axial_poss(seg), 24, len(parts),
-                                                 max(len(p.views) for p in parts)]
+        assert [int(v) for v in row.split()] == [
+            seg,
+            pdi.get_num_axial_poss(seg),
+            24,
+            len(parts),
+            max(len(p.views) for p in parts),
+        ]
     assert lines[-2].startswith(f"{len(plan.chunks)} chunks of at most ")
     assert lines[-1].startswith("host memory ") and "1 CPU worker x 2 slots x 1 buffer of" in lines[-1]
     assert "(s)" not in text
@@ -142,6 +176,7 @@ def test_plan_table_is_readable():
 
 def test_plural():
     from stirgpu.execution.plan import plural
+
     assert (plural(1, "chunk"), plural(2, "chunk"), plural(0, "chunk")) == ("1 chunk", "2 chunks", "0 chunks")
     assert plural(3, "sensitivity image") == "3 sensitivity images" and plural(2, "axis", "axes") == "2 axes"
 
@@ -166,8 +201,17 @@ def test_partition_splits_chunks_between_ranks(size):
         partition(plan.chunks, size, size)
 
 
-@pytest.mark.parametrize("text, value", [("512M", 512 << 20), ("2G", 2 << 30), ("1.5GiB", 3 << 29),
-                                         ("1048576", 1 << 20), ("64 kb", 64 << 10), (4096, 4096)])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("512M", 512 << 20),
+        ("2G", 2 << 30),
+        ("1.5GiB", 3 << 29),
+        ("1048576", 1 << 20),
+        ("64 kb", 64 << 10),
+        (4096, 4096),
+    ],
+)
 def test_parse_bytes(text, value):
     assert parse_bytes(text) == value
 

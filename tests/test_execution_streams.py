@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_projectors_streaming import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
 
 from stirgpu import config
 from stirgpu.errors import DeviceError, PipelineError, StirGpuError
@@ -24,8 +25,6 @@ from stirgpu.formats import ProjDataInMemory
 from stirgpu.kernels import stir_scaled_geometry
 from stirgpu.projectors import ProjectorPair
 from stirgpu.projectors.programs import BackProgram
-
-from test_projectors_streaming import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
 
 
 def _close(got, want):
@@ -52,9 +51,9 @@ def test_busy_time_is_the_union_of_overlapping_intervals():
     """Two chunks computing at once on one lane count their common time once."""
     rec = StatsRecorder(["cuda0"], 0.0)
     rec.stage("cuda0", "compute", 0, 1.0, 3.0)
-    rec.stage("cuda0", "compute", 1, 2.0, 4.0)   # overlaps the first by 1 s
-    rec.stage("cuda0", "compute", 2, 5.0, 6.0)   # after a gap
-    rec.stage("cuda0", "h2d", 0, 0.5, 1.5)       # other stages are separate
+    rec.stage("cuda0", "compute", 1, 2.0, 4.0)  # overlaps the first by 1 s
+    rec.stage("cuda0", "compute", 2, 5.0, 6.0)  # after a gap
+    rec.stage("cuda0", "h2d", 0, 0.5, 1.5)  # other stages are separate
     stats = rec.finish(wall_seconds=6.0)
     assert stats.busy["cuda0"]["compute"] == pytest.approx(4.0)
     assert stats.busy["cuda0"]["h2d"] == pytest.approx(1.0)
@@ -67,6 +66,7 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
     second (it costs as much as a subset call's engine overhead); a new plan, or a kept
     one after that, measures them."""
     from stirgpu.execution import pipeline
+
     calls = []
     real = pipeline.default_host_budget
     monkeypatch.setattr(pipeline, "default_host_budget", lambda: calls.append(1) or real())
@@ -93,6 +93,7 @@ def test_plans_count_each_computing_chunks_temporaries():
     fits one chunk's but not two gets a plan of one compute stream instead of an error; a
     plan with staged stores computes one chunk at a time.  (Plans only: no GPU needed.)"""
     from stirgpu.projectors.programs import PoissonRatioProgram
+
     pdi, info = small_geometry()
     eng = Engine("cuda", (0,), compute_streams=2)
     prog = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
@@ -109,10 +110,23 @@ def test_plans_count_each_computing_chunks_temporaries():
     budget = fixed + 2 * 7 * one_view
     tight = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=budget, depth=2, direct=direct)
     assert tight.concurrency == 1 and tight.device_bytes_per_lane <= budget
-    assert Engine("cuda", (0,), compute_streams=1).make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30,
-                                                             depth=2, direct=direct).concurrency == 1
-    back = eng.make_plan(BackProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, range(24), info.shape,
-                         host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("data",))
+    assert (
+        Engine("cuda", (0,), compute_streams=1)
+        .make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=direct)
+        .concurrency
+        == 1
+    )
+    back = eng.make_plan(
+        BackProgram(stir_scaled_geometry(info)),
+        pdi,
+        pdi.segment_nums,
+        range(24),
+        info.shape,
+        host_budget=1 << 30,
+        gpu_budget=1 << 30,
+        depth=2,
+        direct=("data",),
+    )
     assert back.concurrency == 2  # no temporaries: two streams at no extra memory
 
 
@@ -124,8 +138,16 @@ def test_result_out_is_refused_where_it_cannot_be_used():
     prog = BackProgram(stir_scaled_geometry(info))
     plan = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
     with pytest.raises(PipelineError, match="result_out"):
-        eng.run(prog, plan, pdi, {"data": random_proj_data(pdi)}, {}, image_shape=info.shape,
-                result_device=0, result_out=np.zeros(info.shape, np.float32))
+        eng.run(
+            prog,
+            plan,
+            pdi,
+            {"data": random_proj_data(pdi)},
+            {},
+            image_shape=info.shape,
+            result_device=0,
+            result_out=np.zeros(info.shape, np.float32),
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -137,8 +159,7 @@ def _pair(streams: int, **kw):
     # asked: these tests are about the tuned kernels' kept launchers and accumulators
     kw.setdefault("numerics", "exact")
     with config(compute_streams=streams, pin_host_memory="always"):
-        return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False,
-                             **kw)
+        return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False, **kw)
 
 
 @pytest.mark.gpu
@@ -285,6 +306,7 @@ def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled
     numerics -- the program zeroes it first): a caller's array full of NaN, and the engine's
     own image between calls, end with exactly the back projection."""
     from stirgpu.kernels import cuda_backend as cb
+
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
     ref = _pair(1, numerics=numerics)

@@ -26,7 +26,6 @@ class TestDiskReopenedBigEndianFloat64(ProjDataContract):
     non-native number format (every access converts)."""
 
     def make_store(self, proj_data_info, tmp_path):
-        with ProjDataFromFile.create(tmp_path / "be.hs", proj_data_info, StorageOrder.SINOGRAM,
-                                     dtype=">f8"):
+        with ProjDataFromFile.create(tmp_path / "be.hs", proj_data_info, StorageOrder.SINOGRAM, dtype=">f8"):
             pass
         return ProjDataFromFile.open(tmp_path / "be.hs", "r+")

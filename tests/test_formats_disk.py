@@ -14,15 +14,20 @@ import pytest
 
 import stirgpu.formats.projdata_disk as disk_mod
 from stirgpu.errors import FormatError, GeometryError
-from stirgpu.formats import (ProjData, ProjDataFromFile, ProjDataInMemory, StorageOrder,
-                             format_projdata_header, read_from_file)
+from stirgpu.formats import (
+    ProjData,
+    ProjDataFromFile,
+    ProjDataInMemory,
+    StorageOrder,
+    format_projdata_header,
+    read_from_file,
+)
 from stirgpu.formats.testing import reference_segment, small_proj_data_info, small_tof_proj_data_info
 
 
 def snapshot(folder):
     """name -> (size, sha1) of every file: to check that a refused operation wrote nothing."""
-    return {p.name: (p.stat().st_size, hashlib.sha1(p.read_bytes()).hexdigest())
-            for p in sorted(folder.iterdir())}
+    return {p.name: (p.stat().st_size, hashlib.sha1(p.read_bytes()).hexdigest()) for p in sorted(folder.iterdir())}
 
 
 def file_layout(ref, pdi, order, dtype, segment_sequence=None):
@@ -53,6 +58,7 @@ def write_manual(tmp_path, pdi, ref, order, dtype, offset=0, scale=1.0, stored=N
 
 
 # -- layout and number formats ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("order", list(StorageOrder))
 @pytest.mark.parametrize("pdi_maker", [small_proj_data_info, small_tof_proj_data_info])
@@ -86,14 +92,17 @@ def test_number_formats_offset_and_scale(tmp_path, dtype):
         assert pd.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(pd.as_array(), stored * np.float32(0.5))
         s = pdi.get_max_segment_num()
-        np.testing.assert_array_equal(pd.read_views(s, [3, 4, 9]),
-                                      0.5 * reference_segment(stored, pdi, s)[:, [3, 4, 9]].transpose(1, 0, 2))
+        np.testing.assert_array_equal(
+            pd.read_views(s, [3, 4, 9]), 0.5 * reference_segment(stored, pdi, s)[:, [3, 4, 9]].transpose(1, 0, 2)
+        )
 
 
 def test_scaled_float_file_writes_back_scaled(tmp_path):
     """r+ on float data with a scaling factor stores value / factor."""
     pdi = small_proj_data_info()
-    hs = write_manual(tmp_path, pdi, None, StorageOrder.VIEW, "<f4", scale=2.0, stored=np.zeros(random_ref(pdi).shape, np.float32))
+    hs = write_manual(
+        tmp_path, pdi, None, StorageOrder.VIEW, "<f4", scale=2.0, stored=np.zeros(random_ref(pdi).shape, np.float32)
+    )
     with read_from_file(hs, "r+") as pd:
         pd.set_viewgram(np.full((pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss()), 6.0), 2, 0)
         np.testing.assert_array_equal(pd.get_viewgram(2, 0), 6.0)
@@ -125,8 +134,12 @@ def test_segments_in_unusual_file_order(tmp_path):
     seq = [1, 0, -1]
     (tmp_path / "u.s").write_bytes(file_layout(ref, pdi, StorageOrder.VIEW, "<f4", seq))
     text = format_projdata_header(pdi, "u.s")
-    text = text.replace("minimum ring difference per segment := {-4,-1,2}", "minimum ring difference per segment := {2,-1,-4}")
-    text = text.replace("maximum ring difference per segment := {-2,1,4}", "maximum ring difference per segment := {4,1,-2}")
+    text = text.replace(
+        "minimum ring difference per segment := {-4,-1,2}", "minimum ring difference per segment := {2,-1,-4}"
+    )
+    text = text.replace(
+        "maximum ring difference per segment := {-2,1,4}", "maximum ring difference per segment := {4,1,-2}"
+    )
     (tmp_path / "u.hs").write_text(text)
     with read_from_file(tmp_path / "u.hs") as pd:
         assert pd.header.segment_sequence == (1, 0, -1)
@@ -135,6 +148,7 @@ def test_segments_in_unusual_file_order(tmp_path):
 
 # -- partial I/O -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("order", list(StorageOrder))
 def test_subset_reads_only_its_bytes(tmp_path, order, monkeypatch):
     """Reading a subset's views reads exactly those bins' bytes, never the whole file."""
@@ -142,7 +156,9 @@ def test_subset_reads_only_its_bytes(tmp_path, order, monkeypatch):
     hs = write_manual(tmp_path, pdi, random_ref(pdi), order, "<f4")
     seen = []
     real = disk_mod.pread_into
-    monkeypatch.setattr(disk_mod, "pread_into", lambda fd, buf, off, path=None: (seen.append(buf.nbytes), real(fd, buf, off, path)))
+    monkeypatch.setattr(
+        disk_mod, "pread_into", lambda fd, buf, off, path=None: (seen.append(buf.nbytes), real(fd, buf, off, path))
+    )
     views = pdi.subset_views(2, 5)
     with read_from_file(hs) as pd:
         for s in pdi.segment_nums:
@@ -167,14 +183,17 @@ def test_read_views_into_strided_out(tmp_path):
 
 # -- safety ----------------------------------------------------------------------------------
 
+
 def test_read_only_store_refuses_writes_and_leaves_file(tmp_path):
     pdi = small_proj_data_info()
     hs = write_manual(tmp_path, pdi, random_ref(pdi), StorageOrder.VIEW, "<f4")
     before = snapshot(tmp_path)
     with read_from_file(hs) as pd:
-        for call in (lambda: pd.fill(1.0),
-                     lambda: pd.set_viewgram(np.zeros((pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss())), 0, 0),
-                     lambda: pd.write_views(np.zeros((1, pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss())), 0, [0])):
+        for call in (
+            lambda: pd.fill(1.0),
+            lambda: pd.set_viewgram(np.zeros((pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss())), 0, 0),
+            lambda: pd.write_views(np.zeros((1, pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss())), 0, [0]),
+        ):
             with pytest.raises(FormatError, match=r"m\.hs.*read-only"):
                 call()
     assert snapshot(tmp_path) == before
@@ -231,7 +250,7 @@ def test_writer_that_dies_leaves_no_header(tmp_path):
         import os
         from stirgpu.formats import ProjDataFromFile
         from stirgpu.formats.testing import small_proj_data_info
-        pd = ProjDataFromFile.create({str(tmp_path / 'd.hs')!r}, small_proj_data_info())
+        pd = ProjDataFromFile.create({str(tmp_path / "d.hs")!r}, small_proj_data_info())
         pd.fill(1.0)
         os._exit(3)
     """)
@@ -258,6 +277,7 @@ def test_create_checks_arguments(tmp_path):
 
 
 # -- templates and broken data files ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("data", [None, b""])
 def test_template_has_geometry_but_no_values(tmp_path, data):
@@ -333,6 +353,7 @@ def test_missing_data_refused_where_values_are_needed(tmp_path, data):
     reader thread failing mid-call)."""
     from stirgpu.geometry import ImageInfo
     from stirgpu.projectors import BackProjector
+
     pdi = small_proj_data_info()
     (tmp_path / "t.hs").write_text(format_projdata_header(pdi, "t.s"))
     if data is not None:
@@ -354,6 +375,7 @@ def test_read_only_output_refused_before_any_work(tmp_path):
     from stirgpu.formats import VoxelsOnCartesianGrid
     from stirgpu.geometry import ImageInfo
     from stirgpu.projectors import ForwardProjector
+
     pdi = small_proj_data_info()
     hs = write_manual(tmp_path, pdi, random_ref(pdi), StorageOrder.VIEW, "<f4")
     before = snapshot(tmp_path)
@@ -366,9 +388,18 @@ def test_read_only_output_refused_before_any_work(tmp_path):
     assert fp.last_plan is None and snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("name, header, data", [
-    ("o", "o.hs", "o.s"), ("o.hs", "o.hs", "o.s"), ("o.s", "o.hs", "o.s"), ("o.raw", "o.hs", "o.raw"),
-    ("o.x.y", "o.x.hs", "o.x.y"), ("d.1/o", "d.1/o.hs", "d.1/o.s"), ("O.HS", "O.HS", "O.s")])
+@pytest.mark.parametrize(
+    "name, header, data",
+    [
+        ("o", "o.hs", "o.s"),
+        ("o.hs", "o.hs", "o.s"),
+        ("o.s", "o.hs", "o.s"),
+        ("o.raw", "o.hs", "o.raw"),
+        ("o.x.y", "o.x.hs", "o.x.y"),
+        ("d.1/o", "d.1/o.hs", "d.1/o.s"),
+        ("O.HS", "O.HS", "O.s"),
+    ],
+)
 def test_create_names_files_as_stir(tmp_path, name, header, data):
     """STIR's names (ProjDataInterfile): a .hs name has its .s beside it, a name without an
     extension gets both, another extension names the data file and the header gets .hs."""
@@ -404,14 +435,19 @@ def test_stir_style_classmethod_and_memory_copy(tmp_path):
         pd.get_viewgram(0, 0)
 
 
-@pytest.mark.parametrize("change, key", [
-    (("!PET data type := Emission", "!PET data type := Normalisation"), "PET data type"),
-    (("!number format := float", "!number format := ascii"), "number format"),
-    (("!matrix size [2] := {27,31,27}", "!matrix size [2] := {27,31,28}"), "matrix size [2]"),
-    (("minimum ring difference per segment := {-4,-1,2}", "minimum ring difference per segment := {-4,-1}"),
-     "minimum ring difference per segment"),
-    (("!matrix size [1] := 16", "!matrix size [1] := {16,16}"), "matrix size [1]"),
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (("!PET data type := Emission", "!PET data type := Normalisation"), "PET data type"),
+        (("!number format := float", "!number format := ascii"), "number format"),
+        (("!matrix size [2] := {27,31,27}", "!matrix size [2] := {27,31,28}"), "matrix size [2]"),
+        (
+            ("minimum ring difference per segment := {-4,-1,2}", "minimum ring difference per segment := {-4,-1}"),
+            "minimum ring difference per segment",
+        ),
+        (("!matrix size [1] := 16", "!matrix size [1] := {16,16}"), "matrix size [1]"),
+    ],
+)
 def test_bad_header_on_disk_names_file_and_key_and_writes_nothing(tmp_path, change, key):
     """Opening (even for writing) a file with a bad header fails before touching anything."""
     pdi = small_proj_data_info()

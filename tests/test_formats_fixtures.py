@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from stirgpu.errors import FormatError
-from stirgpu.formats import (ProjDataFromFile, StorageOrder, read_from_file, read_header, read_image,
-                             write_image)
+from stirgpu.formats import ProjDataFromFile, StorageOrder, read_from_file, read_header, read_image, write_image
 from stirgpu.formats.testing import reference_segment
 
 CASES = ["ecat953_span3", "ecat953_arc_sino"]
@@ -107,7 +106,9 @@ def test_geometry_numbers_match_stir(stir_fixtures, case):
         assert pd.get_num_views() == g["num_views"]
         assert pd.get_num_tangential_poss() == g["num_tangential_poss"]
         assert (pd.get_min_tangential_pos_num(), pd.get_max_tangential_pos_num()) == (
-            g["min_tangential_pos"], g["max_tangential_pos"])
+            g["min_tangential_pos"],
+            g["max_tangential_pos"],
+        )
         for s in g["segments"]:
             n = s["segment"]
             assert pdi.get_min_ring_difference(n) == s["min_ring_diff"]
@@ -118,7 +119,8 @@ def test_geometry_numbers_match_stir(stir_fixtures, case):
             assert pdi.get_s(b["tangential_pos"]) == pytest.approx(b["s"], rel=2e-6, abs=1e-4)
             assert pdi.get_m(b["segment"], b["axial_pos"]) == pytest.approx(b["m"], rel=2e-6, abs=1e-4)
             assert pdi.get_tantheta(b["segment"], b["tangential_pos"]) == pytest.approx(
-                b["tantheta"], rel=2e-6, abs=1e-9)
+                b["tantheta"], rel=2e-6, abs=1e-9
+            )
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -153,7 +155,9 @@ def test_fixture_round_trips_bit_identical(stir_fixtures, tmp_path, case, order)
             assert b.get_proj_data_info() == a.get_proj_data_info()
             assert b.as_array().tobytes() == ref.tobytes()
             s = b.get_max_segment_num()
-            np.testing.assert_array_equal(b.get_segment_by_sinogram(s), reference_segment(ref, a.get_proj_data_info(), s))
+            np.testing.assert_array_equal(
+                b.get_segment_by_sinogram(s), reference_segment(ref, a.get_proj_data_info(), s)
+            )
         if order is a.storage_order:
             assert (tmp_path / "copy.s").read_bytes() == a.data_path.read_bytes()
     img = read_image(stir_fixtures / "stir_reference" / f"{case}_image.hv")

@@ -54,8 +54,8 @@ def test_round_trip_bit_identical_with_geometry(tmp_path):
 
 def test_first_pixel_offset_is_origin_plus_voxel_times_min_index():
     text = format_image_header(INFO, "x.v")
-    assert "first pixel offset (mm) [1] := -9.75" in text      # x: -3 + 2.25 * -3
-    assert "first pixel offset (mm) [3] := 1.5" in text        # z: 1.5 + 3.375 * 0
+    assert "first pixel offset (mm) [1] := -9.75" in text  # x: -3 + 2.25 * -3
+    assert "first pixel offset (mm) [3] := 1.5" in text  # z: 1.5 + 3.375 * 0
     assert "!matrix size [1] := 6" in text and "!matrix size [3] := 5" in text
 
 
@@ -109,14 +109,24 @@ def test_first_pixel_offset_counts_only_with_its_z_entry(tmp_path):
 BAD = {
     "projection data": (lambda t: t.replace("!PET data type := Image", "!PET data type := Emission"), "PET data type"),
     "2D": (lambda t: t.replace("number of dimensions := 3", "number of dimensions := 2"), "number of dimensions"),
-    "z,y,x labels": (lambda t: t.replace("matrix axis label [1] := x", "matrix axis label [1] := z"), "matrix axis label [1]"),
+    "z,y,x labels": (
+        lambda t: t.replace("matrix axis label [1] := x", "matrix axis label [1] := z"),
+        "matrix axis label [1]",
+    ),
     "bad size": (lambda t: t.replace("!matrix size [2] := 7", "!matrix size [2] := 0"), "matrix size [2]"),
     "number format": (lambda t: t.replace("!number format := float", "!number format := ascii"), "number format"),
-    "bad voxel": (lambda t: t.replace("scaling factor (mm/pixel) [1] := 2.25", "scaling factor (mm/pixel) [1] := -1"),
-                  "scaling factor (mm/pixel) [1]"),
-    "frames": (lambda t: t.replace("number of time frames := 1", "number of time frames := 3"), "number of time frames"),
-    "scale list": (lambda t: t.replace("number of time frames", "image scaling factor[1] := {1,2}\nnumber of time frames"),
-                   "image scaling factor"),
+    "bad voxel": (
+        lambda t: t.replace("scaling factor (mm/pixel) [1] := 2.25", "scaling factor (mm/pixel) [1] := -1"),
+        "scaling factor (mm/pixel) [1]",
+    ),
+    "frames": (
+        lambda t: t.replace("number of time frames := 1", "number of time frames := 3"),
+        "number of time frames",
+    ),
+    "scale list": (
+        lambda t: t.replace("number of time frames", "image scaling factor[1] := {1,2}\nnumber of time frames"),
+        "image scaling factor",
+    ),
 }
 
 
@@ -161,8 +171,10 @@ def test_write_refuses_existing_unless_overwrite(tmp_path):
 
 def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
     """If writing the header fails, neither file appears (and no temporaries remain)."""
+
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(image_mod, "format_image_header", boom)
     with pytest.raises(OSError):
         write_image(tmp_path / "f.hv", random_image())
@@ -183,13 +195,18 @@ def test_longer_data_file_is_refused(tmp_path):
     need = 4 * 5 * 7 * 6
     with open(tmp_path / "l.v", "ab") as f:
         f.write(b"\0" * 8)
-    with pytest.raises(FormatError, match=rf"l\.v.*larger than its header describes.*{need + 8} bytes.*"
-                                          rf"l\.hv describes {need}"):
+    with pytest.raises(
+        FormatError,
+        match=rf"l\.v.*larger than its header describes.*{need + 8} bytes.*"
+        rf"l\.hv describes {need}",
+    ):
         read_image(tmp_path / "l.hv")
 
 
-@pytest.mark.parametrize("name, header, data", [
-    ("o", "o.hv", "o.v"), ("o.hv", "o.hv", "o.v"), ("o.v", "o.hv", "o.v"), ("o.img", "o.hv", "o.img")])
+@pytest.mark.parametrize(
+    "name, header, data",
+    [("o", "o.hv", "o.v"), ("o.hv", "o.hv", "o.v"), ("o.v", "o.hv", "o.v"), ("o.img", "o.hv", "o.img")],
+)
 def test_write_names_files_as_stir(tmp_path, name, header, data):
     """STIR's names (write_basic_interfile): .hv name -> .v beside it, no extension -> both,
     another extension -> that is the data file and the header gets .hv; the header is returned."""

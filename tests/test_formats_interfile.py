@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stirgpu.errors import FormatError
-from stirgpu.formats.interfile import (HeaderWriter, format_line, format_value, key_id, parse_header,
-                                       read_header)
+from stirgpu.formats.interfile import HeaderWriter, format_line, format_value, key_id, parse_header, read_header
 
 HEADER = """\
 ; a comment before the start is allowed
@@ -83,11 +82,14 @@ def test_folder_for_data_files(hdr):
     assert str(hdr.folder) == "/some/dir"
 
 
-@pytest.mark.parametrize("text", [
-    "hello world\nthis is not interfile\n",
-    "name of data file := x.s\n!INTERFILE :=\n",   # INTERFILE must come first
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world\nthis is not interfile\n",
+        "name of data file := x.s\n!INTERFILE :=\n",  # INTERFILE must come first
+        "",
+    ],
+)
 def test_garbage_is_format_error_naming_file(text):
     with pytest.raises(FormatError, match=r"junk\.hs.*not an Interfile header"):
         parse_header(text, "junk.hs")

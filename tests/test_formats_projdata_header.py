@@ -11,8 +11,7 @@ import pytest
 from stirgpu.errors import FormatError
 from stirgpu.formats import StorageOrder
 from stirgpu.formats.interfile import parse_header
-from stirgpu.formats.projdata_header import (format_projdata_header, projdata_header_from_interfile,
-                                             scanner_from_header)
+from stirgpu.formats.projdata_header import format_projdata_header, projdata_header_from_interfile, scanner_from_header
 from stirgpu.formats.testing import small_proj_data_info, small_tof_proj_data_info
 from stirgpu.geometry import ProjDataInfo, Scanner
 
@@ -87,8 +86,9 @@ def test_stir_header_gives_stir_geometry():
     27/31/27 axial positions, 96 views, 128 tangential positions, not arc-corrected."""
     h = parse(STIR_SPAN3)
     pdi = h.proj_data_info
-    assert pdi == ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4,
-                                         num_views=96, num_tangential_poss=128)
+    assert pdi == ProjDataInfo.construct(
+        Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4, num_views=96, num_tangential_poss=128
+    )
     assert [pdi.get_num_axial_poss(s) for s in (-1, 0, 1)] == [27, 31, 27]
     assert h.storage_order is StorageOrder.VIEW
     assert h.dtype == np.dtype("<f4") and h.data_offset == 0 and h.scale_factor == 1.0
@@ -215,8 +215,12 @@ def test_segments_in_any_file_order():
 
 
 def test_number_formats_and_byte_order():
-    cases = {("float", 8, "BIGENDIAN"): ">f8", ("signed integer", 2, "LITTLEENDIAN"): "<i2",
-             ("signed integer", 4, "BIGENDIAN"): ">i4", ("unsigned integer", 2, "LITTLEENDIAN"): "<u2"}
+    cases = {
+        ("float", 8, "BIGENDIAN"): ">f8",
+        ("signed integer", 2, "LITTLEENDIAN"): "<i2",
+        ("signed integer", 4, "BIGENDIAN"): ">i4",
+        ("unsigned integer", 2, "LITTLEENDIAN"): "<u2",
+    }
     for (fmt, nb, order), expected in cases.items():
         text = edit(STIR_SPAN3, "!number format", f"!number format := {fmt}")
         text = edit(text, "!number of bytes per pixel", f"!number of bytes per pixel := {nb}")
@@ -229,8 +233,10 @@ def test_missing_byte_order_is_big_endian_like_stir():
 
 
 def test_offset_and_scale_factor():
-    text = STIR_SPAN3.replace("number of time frames", "data offset in bytes[1] := 1024\n"
-                              "image scaling factor[1] := 0.5\nnumber of time frames")
+    text = STIR_SPAN3.replace(
+        "number of time frames",
+        "data offset in bytes[1] := 1024\nimage scaling factor[1] := 0.5\nnumber of time frames",
+    )
     h = parse(text)
     assert h.data_offset == 1024 and h.scale_factor == 0.5
 
@@ -278,32 +284,50 @@ BAD = {
     "non-emission": (lambda t: edit(t, "!PET data type", "!PET data type := Transmission"), "PET data type"),
     "no PET data type": (lambda t: edit(t, "!PET data type", None), "PET data type"),
     "unknown number format": (lambda t: edit(t, "!number format", "!number format := bit"), "number format"),
-    "bad bytes per pixel": (lambda t: edit(t, "!number of bytes per pixel", "!number of bytes per pixel := 3"),
-                            "number of bytes per pixel"),
-    "bad byte order": (lambda t: edit(t, "imagedata byte order", "imagedata byte order := MIDDLEENDIAN"),
-                       "imagedata byte order"),
+    "bad bytes per pixel": (
+        lambda t: edit(t, "!number of bytes per pixel", "!number of bytes per pixel := 3"),
+        "number of bytes per pixel",
+    ),
+    "bad byte order": (
+        lambda t: edit(t, "imagedata byte order", "imagedata byte order := MIDDLEENDIAN"),
+        "imagedata byte order",
+    ),
     "even axial size at half ring spacing (STIR refuses it)": (
-        lambda t: t.replace("{ 27,31,27}", "{ 27,30,27}"), "matrix size [2]"),
+        lambda t: t.replace("{ 27,31,27}", "{ 27,30,27}"),
+        "matrix size [2]",
+    ),
     "axial list too short": (lambda t: t.replace("{ 27,31,27}", "{ 27,31}"), "matrix size [2]"),
     "ring difference list too long": (
         lambda t: edit(t, "minimum ring difference per segment", "minimum ring difference per segment := {-4,-1,2,5}"),
-        "minimum ring difference per segment"),
+        "minimum ring difference per segment",
+    ),
     "overlapping segments": (
         lambda t: edit(t, "minimum ring difference per segment", "minimum ring difference per segment := {-4,-2,2}"),
-        "minimum ring difference per segment"),
+        "minimum ring difference per segment",
+    ),
     "no segment zero": (
-        lambda t: edit(edit(t, "minimum ring difference per segment", "minimum ring difference per segment := {1,2,3}"),
-                       "maximum ring difference per segment", "maximum ring difference per segment := {1,2,3}"),
-        "minimum ring difference per segment"),
+        lambda t: edit(
+            edit(t, "minimum ring difference per segment", "minimum ring difference per segment := {1,2,3}"),
+            "maximum ring difference per segment",
+            "maximum ring difference per segment := {1,2,3}",
+        ),
+        "minimum ring difference per segment",
+    ),
     "3 dimensions": (lambda t: edit(t, "number of dimensions", "number of dimensions := 3"), "number of dimensions"),
     "bad tangential label": (lambda t: t.replace("tangential coordinate", "bins"), "matrix axis label [1]"),
     "no views": (lambda t: t.replace("!matrix size [3] := 96", "!matrix size [3] := 0"), "matrix size [3]"),
     "bad integer": (lambda t: t.replace("!matrix size [1] := 128", "!matrix size [1] := 12x8"), "matrix size [1]"),
     "TOF on a non-TOF scanner": (
-        lambda t: t.replace("number of dimensions := 4", "number of dimensions := 5\n"
-                            "matrix axis label [5] := timing positions\n!matrix size [5] := 3"), "matrix size [5]"),
-    "two frames": (lambda t: t.replace("number of time frames := 1", "number of time frames := 2"),
-                   "number of time frames"),
+        lambda t: t.replace(
+            "number of dimensions := 4",
+            "number of dimensions := 5\nmatrix axis label [5] := timing positions\n!matrix size [5] := 3",
+        ),
+        "matrix size [5]",
+    ),
+    "two frames": (
+        lambda t: t.replace("number of time frames := 1", "number of time frames := 2"),
+        "number of time frames",
+    ),
     "SPECT": (lambda t: t.replace("!type of data := PET", "!type of data := Tomographic"), "type of data"),
 }
 

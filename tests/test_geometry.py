@@ -42,6 +42,7 @@ def test_every_stir_scanner_matches_stir_values(stir_fixtures):
 def test_package_scanner_table_is_the_fixture(stir_fixtures):
     """The table shipped in the package is byte-for-byte STIR's."""
     from importlib import resources
+
     ours = resources.files("stirgpu.geometry").joinpath("data/stir_scanners.json").read_text()
     assert json.loads(ours) == json.loads((stir_fixtures / "stir_scanners.json").read_text())
 
@@ -54,8 +55,14 @@ def test_scanner_names_case_and_space_insensitive():
 
 
 def test_user_defined_scanner_defaults_and_validation():
-    sc = Scanner("mine", num_rings=4, num_detectors_per_ring=100, inner_ring_radius=100.0,
-                 average_depth_of_interaction=5.0, ring_spacing=4.0)
+    sc = Scanner(
+        "mine",
+        num_rings=4,
+        num_detectors_per_ring=100,
+        inner_ring_radius=100.0,
+        average_depth_of_interaction=5.0,
+        ring_spacing=4.0,
+    )
     assert sc.effective_ring_radius == 105.0
     assert sc.max_FOV_radius == 100.0
     # an unset bin size is the central non-arc-corrected bin (what STIR's default image uses)
@@ -85,8 +92,15 @@ def test_bins_match_stir(stir_fixtures, case):
     lo = [s["min_ring_diff"] for s in g["segments"]]
     hi = [s["max_ring_diff"] for s in g["segments"]]
     arc = case.endswith("arc_sino")
-    pdi = ProjDataInfo(sc, lo, hi, g["num_views"], g["num_tangential_poss"], arc_corrected=arc,
-                       tangential_sampling=3.12932 if arc else None)
+    pdi = ProjDataInfo(
+        sc,
+        lo,
+        hi,
+        g["num_views"],
+        g["num_tangential_poss"],
+        arc_corrected=arc,
+        tangential_sampling=3.12932 if arc else None,
+    )
     assert pdi.get_min_segment_num() == g["min_segment"] and pdi.get_max_segment_num() == g["max_segment"]
     assert pdi.get_min_tangential_pos_num() == g["min_tangential_pos"]
     assert pdi.get_max_tangential_pos_num() == g["max_tangential_pos"]
@@ -154,8 +168,13 @@ def test_chunk_tables_reproduce_endpoints():
     assert tb.shape == (3, 27, 128)
     i, k, j = 2, 11, 17
     a = tb.half_chord[j]
-    end = np.array([tb.m[k] - a * tb.tantheta[j], tb.s[j] * tb.sin_phi[i] - a * tb.cos_phi[i],
-                    tb.s[j] * tb.cos_phi[i] + a * tb.sin_phi[i]])
+    end = np.array(
+        [
+            tb.m[k] - a * tb.tantheta[j],
+            tb.s[j] * tb.sin_phi[i] - a * tb.cos_phi[i],
+            tb.s[j] * tb.cos_phi[i] + a * tb.sin_phi[i],
+        ]
+    )
     _, ref = pdi.lor_endpoints(-1, views[i], k, tb.tangential_poss[j])
     np.testing.assert_allclose(end, ref, rtol=1e-12)
     with pytest.raises(ValueError):

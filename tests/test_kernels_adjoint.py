@@ -12,6 +12,7 @@ from stirgpu.kernels import back_chunk, forward_chunk, joseph_back, joseph_forwa
 def _xp(backend):
     if backend == "cuda":
         import cupy
+
         return cupy
     return np
 
@@ -94,16 +95,18 @@ def test_explicit_path_equals_geometry_aware_path(backend, small_geometry):
         s, e = pdi.lor_endpoints(seg, views[:, None, None], ax[None, :, None], tg[None, None, :])
         s, e = np.ascontiguousarray(s.reshape(-1, 3)), np.ascontiguousarray(e.reshape(-1, 3))
         chunk = _host(backend, forward_chunk(tables, xp.asarray(x), **kg.as_kwargs()))
-        explicit = _host(backend, joseph_forward(xp.asarray(s), xp.asarray(e), xp.asarray(x),
-                                                 kg.origin, kg.voxel_size)) * np.float32(kg.scale)
+        explicit = _host(
+            backend, joseph_forward(xp.asarray(s), xp.asarray(e), xp.asarray(x), kg.origin, kg.voxel_size)
+        ) * np.float32(kg.scale)
         assert chunk.shape == tables.shape
         np.testing.assert_allclose(chunk.ravel(), explicit, rtol=1e-6, atol=1e-6 * chunk.max())
         y = rng.random(tables.shape, dtype=np.float32)
         b1 = xp.zeros(ii.shape, dtype=xp.float32)
         back_chunk(tables, xp.asarray(y), b1, **kg.as_kwargs())
         b2 = xp.zeros(ii.shape, dtype=xp.float32)
-        joseph_back(xp.asarray(s), xp.asarray(e), xp.asarray((y * np.float32(kg.scale)).ravel()), b2,
-                    kg.origin, kg.voxel_size)
+        joseph_back(
+            xp.asarray(s), xp.asarray(e), xp.asarray((y * np.float32(kg.scale)).ravel()), b2, kg.origin, kg.voxel_size
+        )
         b1, b2 = _host(backend, b1), _host(backend, b2)
         np.testing.assert_allclose(b1, b2, rtol=0, atol=1e-5 * b1.max())
 
@@ -142,14 +145,16 @@ def test_back_accumulates_and_forward_overwrites(backend, small_geometry):
     twice = xp.zeros(ii.shape, dtype=xp.float32)
     back_chunk(tables, xp.asarray(y), twice, **kg.as_kwargs())
     back_chunk(tables, xp.asarray(y), twice, **kg.as_kwargs())
-    np.testing.assert_allclose(_host(backend, twice), 2 * _host(backend, once), rtol=1e-6,
-                               atol=1e-6 * float(_host(backend, once).max()))
+    np.testing.assert_allclose(
+        _host(backend, twice), 2 * _host(backend, once), rtol=1e-6, atol=1e-6 * float(_host(backend, once).max())
+    )
     out = xp.full(tables.shape, 123.0, dtype=xp.float32)
     img = xp.asarray(rng.random(ii.shape, dtype=np.float32))
     r = forward_chunk(tables, img, out=out, **kg.as_kwargs())
     assert r is out
-    np.testing.assert_allclose(_host(backend, out), _host(backend, forward_chunk(tables, img, **kg.as_kwargs())),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        _host(backend, out), _host(backend, forward_chunk(tables, img, **kg.as_kwargs())), rtol=1e-6
+    )
 
 
 def test_cpu_workers_match_a_single_worker(small_geometry):
@@ -157,6 +162,7 @@ def test_cpu_workers_match_a_single_worker(small_geometry):
     images, LORs round robin, then a reduction) equals one worker up to float32 addition order
     (atol 1e-5 of the max); the byte budget caps K."""
     from stirgpu.kernels import api, cpu
+
     pdi, ii = small_geometry
     kg = stir_scaled_geometry(ii)
     tables = pdi.chunk_tables(1)

@@ -16,6 +16,7 @@ from stirgpu.kernels import joseph_back, joseph_forward
 def _xp(backend):
     if backend == "cuda":
         import cupy
+
         return cupy
     return np
 
@@ -23,8 +24,13 @@ def _xp(backend):
 def _fwd(backend, xstart, xend, image, origin, voxel_size):
     """Forward on ``backend``; returns a host float64 array."""
     xp = _xp(backend)
-    r = joseph_forward(xp.asarray(np.asarray(xstart, np.float64)), xp.asarray(np.asarray(xend, np.float64)),
-                       xp.asarray(np.ascontiguousarray(image, np.float32)), origin, voxel_size)
+    r = joseph_forward(
+        xp.asarray(np.asarray(xstart, np.float64)),
+        xp.asarray(np.asarray(xend, np.float64)),
+        xp.asarray(np.ascontiguousarray(image, np.float32)),
+        origin,
+        voxel_size,
+    )
     return np.asarray(r.get() if backend == "cuda" else r, dtype=np.float64)
 
 
@@ -117,17 +123,15 @@ def test_lors_missing_the_image_give_zero(backend):
     """Rays that pass beside the box, stop before it, have zero length, or lie exactly on a
     face while parallel to it, give exactly 0 (never NaN)."""
     img = _box((4, 6, 6))
-    org, vox = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)   # box [-0.5, 3.5] x [-0.5, 5.5]^2
-    starts = [[1.0, 10.0, -20.0],   # passes beside (y = 10)
-              [1.0, 2.0, -20.0],    # stops before the box
-              [1.0, 2.0, 2.0],      # zero length inside the box
-              [-0.5, 2.0, -20.0],   # on the z = lo face, parallel to it
-              [1.0, -20.0, -20.0]]  # diagonal that misses the corner
-    ends = [[1.0, 10.0, 20.0],
-            [1.0, 2.0, -1.0],
-            [1.0, 2.0, 2.0],
-            [-0.5, 2.0, 20.0],
-            [1.0, -10.0, 20.0]]
+    org, vox = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)  # box [-0.5, 3.5] x [-0.5, 5.5]^2
+    starts = [
+        [1.0, 10.0, -20.0],  # passes beside (y = 10)
+        [1.0, 2.0, -20.0],  # stops before the box
+        [1.0, 2.0, 2.0],  # zero length inside the box
+        [-0.5, 2.0, -20.0],  # on the z = lo face, parallel to it
+        [1.0, -20.0, -20.0],
+    ]  # diagonal that misses the corner
+    ends = [[1.0, 10.0, 20.0], [1.0, 2.0, -1.0], [1.0, 2.0, 2.0], [-0.5, 2.0, 20.0], [1.0, -10.0, 20.0]]
     got = _fwd(backend, starts, ends, img, org, vox)
     np.testing.assert_array_equal(got, np.zeros(5))
 
@@ -182,8 +186,14 @@ def test_back_projection_of_one_axis_ray_spreads_cf(backend):
     xp = _xp(backend)
     shape, vox = (2, 3, 5), (1.0, 1.0, 0.5)
     out = xp.zeros(shape, dtype=xp.float32)
-    joseph_back(xp.asarray(np.array([[1.0, 1.0, -10.0]])), xp.asarray(np.array([[1.0, 1.0, 10.0]])),
-                xp.asarray(np.array([3.0], np.float32)), out, (0.0, 0.0, 0.0), vox)
+    joseph_back(
+        xp.asarray(np.array([[1.0, 1.0, -10.0]])),
+        xp.asarray(np.array([[1.0, 1.0, 10.0]])),
+        xp.asarray(np.array([3.0], np.float32)),
+        out,
+        (0.0, 0.0, 0.0),
+        vox,
+    )
     host = out.get() if backend == "cuda" else out
     expected = np.zeros(shape, np.float32)
     expected[1, 1, :] = 3 * 0.5

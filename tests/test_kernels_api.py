@@ -10,8 +10,16 @@ import pytest
 
 from stirgpu.errors import DeviceError, GeometryError, StirGpuError
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-from stirgpu.kernels import (apply_cylindrical_fov, back_chunk, cylindrical_fov_mask, forward_chunk,
-                             joseph_back, joseph_forward, stir_rim, stir_scaled_geometry)
+from stirgpu.kernels import (
+    apply_cylindrical_fov,
+    back_chunk,
+    cylindrical_fov_mask,
+    forward_chunk,
+    joseph_back,
+    joseph_forward,
+    stir_rim,
+    stir_scaled_geometry,
+)
 
 ORG, VOX = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
 
@@ -26,25 +34,27 @@ def _lors(n=4):
 def test_import_does_no_work():
     """Importing stirgpu.kernels loads neither numba nor a GPU library (nothing compiles or
     probes at import time)."""
-    code = ("import sys, stirgpu.kernels; "
-            "print(sorted(m for m in ('numba', 'cupy', 'torch') if m in sys.modules))")
+    code = "import sys, stirgpu.kernels; print(sorted(m for m in ('numba', 'cupy', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(xstart=np.zeros((4, 2))), "xstart: expected shape"),
-    (dict(xend=np.zeros((5, 3))), "same shape"),
-    (dict(xstart=np.zeros((4, 3), np.int32)), "xstart: expected dtype"),
-    (dict(image=np.zeros((3, 3, 3), np.float64)), "image: expected dtype float32"),
-    (dict(image=np.zeros((3, 3), np.float32)), "image: expected a 3-D"),
-    (dict(image=np.zeros((3, 3, 6), np.float32)[:, :, ::2]), "image: must be C-contiguous"),
-    (dict(origin=(0.0, 1.0)), "origin: expected 3"),
-    (dict(origin=(0.0, np.nan, 1.0)), "origin: must be finite"),
-    (dict(voxel_size=(1.0, 0.0, 1.0)), "voxel_size: must be positive"),
-    (dict(out=np.zeros(3, np.float32)), "out: expected shape"),
-    (dict(image=[[[1.0]]]), "image: expected a numpy array"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(xstart=np.zeros((4, 2))), "xstart: expected shape"),
+        (dict(xend=np.zeros((5, 3))), "same shape"),
+        (dict(xstart=np.zeros((4, 3), np.int32)), "xstart: expected dtype"),
+        (dict(image=np.zeros((3, 3, 3), np.float64)), "image: expected dtype float32"),
+        (dict(image=np.zeros((3, 3), np.float32)), "image: expected a 3-D"),
+        (dict(image=np.zeros((3, 3, 6), np.float32)[:, :, ::2]), "image: must be C-contiguous"),
+        (dict(origin=(0.0, 1.0)), "origin: expected 3"),
+        (dict(origin=(0.0, np.nan, 1.0)), "origin: must be finite"),
+        (dict(voxel_size=(1.0, 0.0, 1.0)), "voxel_size: must be positive"),
+        (dict(out=np.zeros(3, np.float32)), "out: expected shape"),
+        (dict(image=[[[1.0]]]), "image: expected a numpy array"),
+    ],
+)
 def test_forward_rejects_bad_arguments(bad, match):
     """Each malformed argument is refused with an error naming it; nothing is computed."""
     s, e = _lors()
@@ -95,6 +105,7 @@ def test_multi_part_chunks_are_their_parts_one_after_the_other():
     back projections added; mismatched parts and sizes are refused naming the problem; the
     packed layout of the GPU kernels holds each part's header and tables."""
     from stirgpu.kernels.tables import HEADER, pack_tables, packed_length
+
     sc = Scanner.from_name("ECAT 953")
     pdi = ProjDataInfo.construct(sc, span=3, max_ring_diff=4, num_views=8, num_tangential_poss=32)
     parts = [pdi.chunk_tables(s, views=[1, 5]) for s in pdi.segment_nums]
@@ -109,7 +120,7 @@ def test_multi_part_chunks_are_their_parts_one_after_the_other():
     want = np.zeros_like(img)
     o = 0
     for t in parts:
-        back_chunk(t, vals[o:o + t.num_lors].reshape(t.shape), want, org, vox)
+        back_chunk(t, vals[o : o + t.num_lors].reshape(t.shape), want, org, vox)
         o += t.num_lors
     back = back_chunk(parts, vals, np.zeros_like(img), org, vox)
     np.testing.assert_allclose(back, want, rtol=0, atol=1e-6 * want.max())
@@ -122,9 +133,9 @@ def test_multi_part_chunks_are_their_parts_one_after_the_other():
     packed = pack_tables(parts)
     assert packed.shape == (packed_length([t.shape for t in parts]),)
     k = 2
-    start, bin0, nv, na = packed[HEADER * k:HEADER * k + 4]
+    start, bin0, nv, na = packed[HEADER * k : HEADER * k + 4]
     assert (nv, na) == parts[k].shape[:2] and bin0 == sum(t.num_lors for t in parts[:k])
-    np.testing.assert_array_equal(packed[int(start):int(start) + 2], parts[k].cos_phi)
+    np.testing.assert_array_equal(packed[int(start) : int(start) + 2], parts[k].cos_phi)
 
 
 def test_empty_inputs():
@@ -152,8 +163,13 @@ class _FakeCudaArray:
 
     def __init__(self, shape, typestr="<f4", device=0):
         self.shape = shape
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (0, False),
-                                         "strides": None, "version": 3}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (0, False),
+            "strides": None,
+            "version": 3,
+        }
         self._device = device
 
     def __dlpack_device__(self):
@@ -167,8 +183,14 @@ def test_mixed_host_and_device_arrays_are_refused():
     with pytest.raises(DeviceError, match="image is on a CUDA device but xstart is on the host"):
         joseph_forward(s, e, _FakeCudaArray((3, 3, 3)), ORG, VOX)
     with pytest.raises(DeviceError, match="out_image is on CUDA device 1 but xstart on device 0"):
-        joseph_back(_FakeCudaArray((4, 3)), _FakeCudaArray((4, 3)), _FakeCudaArray((4,)),
-                    _FakeCudaArray((3, 3, 3), device=1), ORG, VOX)
+        joseph_back(
+            _FakeCudaArray((4, 3)),
+            _FakeCudaArray((4, 3)),
+            _FakeCudaArray((4,)),
+            _FakeCudaArray((3, 3, 3), device=1),
+            ORG,
+            VOX,
+        )
     with pytest.raises(StirGpuError, match="image: expected dtype float32"):
         joseph_forward(_FakeCudaArray((4, 3)), _FakeCudaArray((4, 3)), _FakeCudaArray((3, 3, 3), "<f8"), ORG, VOX)
 
@@ -195,10 +217,9 @@ def test_cylindrical_fov_mask_is_stir_truncate_rim(n):
     mask = cylindrical_fov_mask(ii)
     xs = -(n // 2)
     xe = xs + n - 1
-    c = int((xs + xe) / 2)          # C truncation toward zero
+    c = int((xs + xe) / 2)  # C truncation toward zero
     r = (xe - xs) // 2
-    want = np.array([[(c - x) ** 2 + (c - y) ** 2 < r * r for x in range(xs, xe + 1)]
-                     for y in range(xs, xe + 1)])
+    want = np.array([[(c - x) ** 2 + (c - y) ** 2 < r * r for x in range(xs, xe + 1)] for y in range(xs, xe + 1)])
     np.testing.assert_array_equal(mask, want)
     if n == 127:
         assert mask[63, 1] and not mask[63, 0] and not mask[0, 0] and mask.sum() < n * n

@@ -25,10 +25,15 @@ print(sum(stir_lors.rsqrt_newton.stats.cache_hits.values()))
 
 
 def _python(code: str, cache: Path, **env) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "STIRGPU_CACHE_DIR": str(cache), **env,
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-W", "error", "-c", code], env=environ, capture_output=True,
-                          text=True, timeout=300)
+    environ = {
+        **os.environ,
+        "STIRGPU_CACHE_DIR": str(cache),
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], env=environ, capture_output=True, text=True, timeout=300
+    )
 
 
 def _package_cache_files() -> set[Path]:
@@ -41,6 +46,7 @@ def test_cache_dir_follows_the_override_and_the_platform(monkeypatch, tmp_path):
     assert numba_cache_dir() == tmp_path / "mine" / "numba"
     monkeypatch.delenv("STIRGPU_CACHE_DIR")
     import platformdirs
+
     assert cache_dir() == Path(platformdirs.user_cache_dir("stirgpu", appauthor=False))
     if sys.platform.startswith("linux"):
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -49,8 +55,9 @@ def test_cache_dir_follows_the_override_and_the_platform(monkeypatch, tmp_path):
 
 
 def test_importing_the_kernels_creates_no_cache_folder(tmp_path):
-    done = _python("import stirgpu.kernels.cpu, stirgpu.kernels.cpu_stir, stirgpu.kernels.stir_lors",
-                   tmp_path / "cache")
+    done = _python(
+        "import stirgpu.kernels.cpu, stirgpu.kernels.cpu_stir, stirgpu.kernels.stir_lors", tmp_path / "cache"
+    )
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "cache").exists()
 
@@ -71,8 +78,10 @@ def test_machine_code_goes_to_the_cache_folder_and_is_reused(tmp_path):
 def test_an_unwritable_cache_folder_warns_and_the_kernels_still_run(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    done = _python(COMPILE.replace("import numpy", "import warnings; warnings.simplefilter('default')\nimport numpy"),
-                   blocker / "cache")
+    done = _python(
+        COMPILE.replace("import numpy", "import warnings; warnings.simplefilter('default')\nimport numpy"),
+        blocker / "cache",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
     assert "KernelCacheWarning" in done.stderr and "STIRGPU_CACHE_DIR" in done.stderr
@@ -81,5 +90,6 @@ def test_an_unwritable_cache_folder_warns_and_the_kernels_still_run(tmp_path):
 
 def test_cached_njit_refuses_a_cache_option():
     from stirgpu.kernels.jit import cached_njit
+
     with pytest.raises(TypeError, match="cache"):
         cached_njit(cache=True)

@@ -14,8 +14,7 @@ import pytest
 
 from stirgpu.errors import Cancelled
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-from stirgpu.kernels import (back_chunk, back_chunk_stir, cpu, forward_chunk, forward_chunk_stir,
-                             stir_scaled_geometry)
+from stirgpu.kernels import back_chunk, back_chunk_stir, cpu, forward_chunk, forward_chunk_stir, stir_scaled_geometry
 from stirgpu.kernels.stir_lors import stir_image_frame
 
 PIECE = 101  # LORs per piece in these tests: odd, so that it is not a multiple of the worker count
@@ -35,11 +34,14 @@ def _projectors(pdi, info):
     kg = stir_scaled_geometry(info, stir_units=True, numerics="exact")
     frame = stir_image_frame(info)
     return {
-        "exact": (lambda t, x, out, c: forward_chunk(t, x, kg.origin, kg.voxel_size, out=out, scale=kg.scale,
-                                                     cancel=c),
-                  lambda t, v, img, c: back_chunk(t, v, img, kg.origin, kg.voxel_size, scale=kg.scale, cancel=c)),
-        "stir": (lambda t, x, out, c: forward_chunk_stir(t, pdi, x, frame, out=out, cancel=c),
-                 lambda t, v, img, c: back_chunk_stir(t, pdi, v, img, frame, cancel=c)),
+        "exact": (
+            lambda t, x, out, c: forward_chunk(t, x, kg.origin, kg.voxel_size, out=out, scale=kg.scale, cancel=c),
+            lambda t, v, img, c: back_chunk(t, v, img, kg.origin, kg.voxel_size, scale=kg.scale, cancel=c),
+        ),
+        "stir": (
+            lambda t, x, out, c: forward_chunk_stir(t, pdi, x, frame, out=out, cancel=c),
+            lambda t, v, img, c: back_chunk_stir(t, pdi, v, img, frame, cancel=c),
+        ),
     }
 
 
@@ -81,7 +83,7 @@ def test_a_cancelled_call_stops_after_the_piece_in_flight(setup, numerics, monke
     with pytest.raises(Cancelled):
         fwd(tables, image, out, flag)
     assert flag.looks == 4
-    assert not np.isnan(out[:3 * PIECE]).any() and np.isnan(out[3 * PIECE:]).all()
+    assert not np.isnan(out[: 3 * PIECE]).any() and np.isnan(out[3 * PIECE :]).all()
     set_now = threading.Event()
     set_now.set()
     img = np.zeros(info.shape, np.float32)

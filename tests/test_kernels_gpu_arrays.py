@@ -55,9 +55,11 @@ class DLPackOnly:
 
 def test_import_does_no_work():
     """Importing the backend neither imports cupy nor compiles anything."""
-    code = ("import sys, stirgpu.kernels.cuda_backend as m; "
-            "assert 'cupy' not in sys.modules, 'cupy imported at import time'; "
-            "assert m._module.cache_info().currsize == 0")
+    code = (
+        "import sys, stirgpu.kernels.cuda_backend as m; "
+        "assert 'cupy' not in sys.modules, 'cupy imported at import time'; "
+        "assert m._module.cache_info().currsize == 0"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -126,6 +128,7 @@ def test_prepared_image(cp, cb):
     cuda_backend and through the public stirgpu.kernels API (which sees its CUDA array
     interface); the copies are a snapshot taken at preparation."""
     from stirgpu.kernels import forward_chunk as api_forward_chunk
+
     sc = Scanner.from_name("ECAT 953")
     pdi = ProjDataInfo.construct(sc, span=3, max_ring_diff=2, num_views=16, num_tangential_poss=40)
     ii = ImageInfo((31, 33, 32), (3.375, 4.0, 4.0), origin=(0.0, 1.0, -2.0))
@@ -135,17 +138,26 @@ def test_prepared_image(cp, cb):
     assert cb.prepare_image(prep) is prep
     for seg in pdi.segment_nums:
         t = pdi.chunk_tables(seg)
-        want = cb.forward_chunk(t, img, kg.origin, kg.voxel_size, scale=kg.scale,
-                                options=cb.KernelOptions(variant="tiled")).get()
+        want = cb.forward_chunk(
+            t, img, kg.origin, kg.voxel_size, scale=kg.scale, options=cb.KernelOptions(variant="tiled")
+        ).get()
         got = cb.forward_chunk(t, prep, kg.origin, kg.voxel_size, scale=kg.scale).get()
         np.testing.assert_array_equal(got, want)
         via_api = api_forward_chunk(t, prep, kg.origin, kg.voxel_size, scale=kg.scale)
         np.testing.assert_array_equal(via_api.get(), want)
     img *= 2  # the prepared copies do not follow
     again = cb.forward_chunk(pdi.chunk_tables(0), prep, kg.origin, kg.voxel_size, scale=kg.scale).get()
-    np.testing.assert_array_equal(again, cb.forward_chunk(pdi.chunk_tables(0), img / 2, kg.origin,
-                                                          kg.voxel_size, scale=kg.scale,
-                                                          options=cb.KernelOptions(variant="tiled")).get())
+    np.testing.assert_array_equal(
+        again,
+        cb.forward_chunk(
+            pdi.chunk_tables(0),
+            img / 2,
+            kg.origin,
+            kg.voxel_size,
+            scale=kg.scale,
+            options=cb.KernelOptions(variant="tiled"),
+        ).get(),
+    )
 
 
 def test_empty_inputs(cp, cb):
@@ -157,17 +169,20 @@ def test_empty_inputs(cp, cb):
     assert float(img.sum()) == 60.0
 
 
-@pytest.mark.parametrize("bad,err,word", [
-    ("image_f64", StirGpuError, "image"),
-    ("image_noncontig", StirGpuError, "C-contiguous"),
-    ("image_2d", GeometryError, "image"),
-    ("xstart_shape", GeometryError, "xstart"),
-    ("dtype_mix", GeometryError, "xend"),
-    ("host_image", DeviceError, "image"),
-    ("out_shape", GeometryError, "out"),
-    ("voxel_size", GeometryError, "voxel_size"),
-    ("python_list", StirGpuError, "image"),
-])
+@pytest.mark.parametrize(
+    "bad,err,word",
+    [
+        ("image_f64", StirGpuError, "image"),
+        ("image_noncontig", StirGpuError, "C-contiguous"),
+        ("image_2d", GeometryError, "image"),
+        ("xstart_shape", GeometryError, "xstart"),
+        ("dtype_mix", GeometryError, "xend"),
+        ("host_image", DeviceError, "image"),
+        ("out_shape", GeometryError, "out"),
+        ("voxel_size", GeometryError, "voxel_size"),
+        ("python_list", StirGpuError, "image"),
+    ],
+)
 def test_bad_arguments_are_refused(cp, cb, lors, bad, err, word):
     """Each bad argument raises a stirgpu error naming it."""
     p0, p1, img = lors

@@ -25,8 +25,15 @@ from stirgpu.kernels import cpu, stir_scaled_geometry
 pytestmark = pytest.mark.gpu
 
 RTOL_OF_MAX = 1e-5
-VARIANTS = ["simple", "tiled", "tiled-merge", "tiled-smem", "tiled-smem-partial", "tiled-segsum",
-            "tiled-orders-swapped"]
+VARIANTS = [
+    "simple",
+    "tiled",
+    "tiled-merge",
+    "tiled-smem",
+    "tiled-smem-partial",
+    "tiled-segsum",
+    "tiled-orders-swapped",
+]
 
 
 def options(cb, name):
@@ -51,15 +58,15 @@ def random_lors(rng, shape, org, vox, n):
     ext = shape * vox
     p0 = centre + (rng.random((n, 3)) - 0.5) * ext * 2.2
     p1 = centre + (rng.random((n, 3)) - 0.5) * ext * 2.2
-    p1[:40] = p0[:40]                                  # zero length
-    p1[40:140, 0] = p0[40:140, 0]                      # parallel to the z slabs
-    p1[140:200, 1:] = p0[140:200, 1:]                  # along z only
+    p1[:40] = p0[:40]  # zero length
+    p1[40:140, 0] = p0[40:140, 0]  # parallel to the z slabs
+    p1[140:200, 1:] = p0[140:200, 1:]  # along z only
     d = p1[200:300] - p0[200:300]
-    p1[200:300, 2] = p0[200:300, 2] + d[:, 1]          # |dx| == |dy| (principal-axis tie)
-    p0[300:320, 0] = org[0] - 0.5 * vox[0]             # lying exactly on a z face
+    p1[200:300, 2] = p0[200:300, 2] + d[:, 1]  # |dx| == |dy| (principal-axis tie)
+    p0[300:320, 0] = org[0] - 0.5 * vox[0]  # lying exactly on a z face
     p1[300:320, 0] = p0[300:320, 0]
     inner = centre + (rng.random((200, 3)) - 0.5) * ext * 0.8
-    p0[320:520] = inner                                # starting inside the box
+    p0[320:520] = inner  # starting inside the box
     return p0, p1
 
 
@@ -76,9 +83,9 @@ def cpu_back(p0, p1, vals, shape, org, vox):
 
 
 CASES = [
-    ((7, 12, 13), (1.0, -3.0, 2.5), (2.0, 1.5, 1.7)),      # odd, anisotropic, shifted
-    ((8, 16, 16), (-5.0, -7.5, -7.5), (1.0, 1.0, 1.0)),    # even, centred
-    ((5, 33, 20), (10.0, 4.0, -30.0), (3.0, 2.0, 2.5)),    # ny != nx, far from 0
+    ((7, 12, 13), (1.0, -3.0, 2.5), (2.0, 1.5, 1.7)),  # odd, anisotropic, shifted
+    ((8, 16, 16), (-5.0, -7.5, -7.5), (1.0, 1.0, 1.0)),  # even, centred
+    ((5, 33, 20), (10.0, 4.0, -30.0), (3.0, 2.0, 2.5)),  # ny != nx, far from 0
 ]
 
 
@@ -150,10 +157,12 @@ def test_chunk_forward_matches_cpu(cp, cb, chunk_geometry, variant):
     for seg in pdi.segment_nums:
         t = pdi.chunk_tables(seg)
         want = np.empty(t.shape, np.float32)
-        t64 = tuple(np.ascontiguousarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord",
-                                                                  "tantheta", "m"))
-        cpu.forward_tables(t64, img.reshape(-1), *ii.shape, *kg.origin, *kg.voxel_size, kg.scale,
-                           want.reshape(-1), 0, want.size)
+        t64 = tuple(
+            np.ascontiguousarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
+        )
+        cpu.forward_tables(
+            t64, img.reshape(-1), *ii.shape, *kg.origin, *kg.voxel_size, kg.scale, want.reshape(-1), 0, want.size
+        )
         got = cb.forward_chunk(t, dimg, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get()
         assert got.shape == t.shape
         np.testing.assert_allclose(got, want, rtol=0, atol=RTOL_OF_MAX * float(want.max()))
@@ -172,10 +181,12 @@ def test_chunk_back_matches_cpu(cp, cb, chunk_geometry, variant):
     for seg in pdi.segment_nums:
         t = pdi.chunk_tables(seg, views=pdi.subset_views(1, 4))
         vals = rng.random(t.shape, dtype=np.float32)
-        t64 = tuple(np.ascontiguousarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord",
-                                                                  "tantheta", "m"))
-        cpu.back_project(cpu.back_tables, (t64, vals.reshape(-1)), want, vals.size,
-                         (*ii.shape, *kg.origin, *kg.voxel_size, kg.scale))
+        t64 = tuple(
+            np.ascontiguousarray(getattr(t, k)) for k in ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
+        )
+        cpu.back_project(
+            cpu.back_tables, (t64, vals.reshape(-1)), want, vals.size, (*ii.shape, *kg.origin, *kg.voxel_size, kg.scale)
+        )
         cb.back_chunk(t, cp.asarray(vals), out, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
     want = want.reshape(ii.shape)
     np.testing.assert_allclose(out.get(), want, rtol=0, atol=RTOL_OF_MAX * float(want.max()))
@@ -193,22 +204,30 @@ def test_multi_part_chunk_is_one_launch_of_its_parts(cp, cb, chunk_geometry, var
     img = cp.asarray(rng.random(ii.shape, dtype=np.float32))
     opts = options(cb, variant)
     parts = [pdi.chunk_tables(s, views=pdi.subset_views(2, 5)) for s in pdi.segment_nums]
-    one_by_one = [cb.forward_chunk(t, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get()
-                  for t in parts]
+    one_by_one = [cb.forward_chunk(t, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get() for t in parts]
     got = cb.forward_chunk(parts, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
     assert got.shape == (sum(a.size for a in one_by_one),)
     np.testing.assert_array_equal(got.get(), np.concatenate([a.reshape(-1) for a in one_by_one]))
     dt = cb.upload_tables(parts)  # uploaded once, as the pipeline does
-    np.testing.assert_array_equal(cb.forward_chunk(dt, img, kg.origin, kg.voxel_size, scale=kg.scale,
-                                                   options=opts).get(), got.get())
-    assert cb.forward_chunk(parts[:1], img, kg.origin, kg.voxel_size, scale=kg.scale,
-                            options=opts).shape == (parts[0].num_lors,)
+    np.testing.assert_array_equal(
+        cb.forward_chunk(dt, img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get(), got.get()
+    )
+    assert cb.forward_chunk(parts[:1], img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).shape == (
+        parts[0].num_lors,
+    )
     vals = rng.random(got.size, dtype=np.float32)
     want = cp.zeros(ii.shape, cp.float32)
     o = 0
     for t in parts:
-        cb.back_chunk(t, cp.asarray(vals[o:o + t.num_lors].reshape(t.shape)), want, kg.origin, kg.voxel_size,
-                      scale=kg.scale, options=opts)
+        cb.back_chunk(
+            t,
+            cp.asarray(vals[o : o + t.num_lors].reshape(t.shape)),
+            want,
+            kg.origin,
+            kg.voxel_size,
+            scale=kg.scale,
+            options=opts,
+        )
         o += t.num_lors
     back = cp.zeros(ii.shape, cp.float32)
     cb.back_chunk(dt, cp.asarray(vals), back, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
@@ -228,8 +247,9 @@ def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
     seg = pdi.segment_nums[-1]
     t = pdi.chunk_tables(seg)
     vals = cp.asarray(rng.random(t.shape, dtype=np.float32))
-    ref_f = cb.forward_chunk(t, img, kg.origin, kg.voxel_size, scale=kg.scale,
-                             options=cb.KernelOptions(variant="simple")).get()
+    ref_f = cb.forward_chunk(
+        t, img, kg.origin, kg.voxel_size, scale=kg.scale, options=cb.KernelOptions(variant="simple")
+    ).get()
     ref_b = cp.zeros(ii.shape, cp.float32)
     cb.back_chunk(t, vals, ref_b, kg.origin, kg.voxel_size, scale=kg.scale, options=cb.KernelOptions(variant="simple"))
     ref_b = ref_b.get()
@@ -242,8 +262,9 @@ def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
         cb.KernelOptions(variant="tiled", back_smem=True),
         cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4, maxrregcount=64),
         cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True),
-        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True, back_merge=False,
-                         back_warps_per_block=4),
+        cb.KernelOptions(
+            variant="tiled", back_smem=True, back_smem_partial=True, back_merge=False, back_warps_per_block=4
+        ),
         cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True, index64=True),
         cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True),
         cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4),

@@ -34,6 +34,7 @@ def _setup():
 
 def test_prepared_image_forward_equals_plain(cp):
     from stirgpu.kernels.cuda_backend import PreparedImage, prepare_image
+
     pdi, info, g, image, chunks = _setup()
     img = cp.asarray(image)
     prepared = prepare_image(img)
@@ -47,6 +48,7 @@ def test_prepared_image_forward_equals_plain(cp):
 
 def test_back_accumulator_over_chunks_equals_plain(cp):
     from stirgpu.kernels.cuda_backend import BackAccumulator, prepare_back_accumulator
+
     pdi, info, g, _, chunks = _setup()
     rng = np.random.default_rng(9)
     ref = cp.zeros(info.shape, dtype=cp.float32)
@@ -69,6 +71,7 @@ def test_back_accumulator_over_chunks_equals_plain(cp):
 
 def test_finish_without_reuse_releases_the_accumulators(cp):
     from stirgpu.kernels.cuda_backend import prepare_back_accumulator
+
     pdi, info, g, _, chunks = _setup()
     seg, views = chunks[0]
     t = pdi.chunk_tables(seg, views)
@@ -84,6 +87,7 @@ def test_finish_without_reuse_releases_the_accumulators(cp):
 def _device_chunks(cp, pdi, chunks):
     """Multi-part chunks (two segments each) as DeviceTables, like the engine's."""
     from stirgpu.kernels.cuda_backend import upload_tables
+
     return [upload_tables([pdi.chunk_tables(seg, views) for seg in (-1, 1)]) for _, views in chunks[:4]]
 
 
@@ -93,6 +97,7 @@ def test_chunk_launcher_forward_is_forward_chunk(cp, index64):
     argument block) are forward_chunk's (cupy's launch), bit for bit, with either index type."""
     from stirgpu.kernels import cuda_backend as cb
     from stirgpu.kernels.cuda_backend import ChunkLauncher, KernelOptions, prepare_image
+
     pdi, info, g, image, chunks = _setup()
     options = KernelOptions(index64=index64)
     prepared = prepare_image(cp.asarray(image), options)
@@ -110,6 +115,7 @@ def test_chunk_launcher_back_is_back_chunk(cp):
     """Back projections through the launcher equal back_chunk through the same kind of
     accumulator (summation order aside); the ``simple`` variant takes the checked path."""
     from stirgpu.kernels.cuda_backend import ChunkLauncher, KernelOptions, back_chunk, prepare_back_accumulator
+
     pdi, info, g, _, chunks = _setup()
     rng = np.random.default_rng(4)
     tables = _device_chunks(cp, pdi, chunks)
@@ -135,11 +141,15 @@ def test_chunk_launcher_back_is_back_chunk(cp):
 def test_chunk_launcher_refuses_values_that_do_not_fit(cp):
     from stirgpu.errors import StirGpuError
     from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+
     pdi, info, g, image, chunks = _setup()
     launch = ChunkLauncher(prepare_image(cp.asarray(image)), g.origin, g.voxel_size, g.scale)
     dt = _device_chunks(cp, pdi, chunks)[0]
-    for bad in (cp.zeros(dt.num_lors - 1, cp.float32), cp.zeros(dt.num_lors, cp.float64),
-                cp.zeros(2 * dt.num_lors, cp.float32)[::2]):
+    for bad in (
+        cp.zeros(dt.num_lors - 1, cp.float32),
+        cp.zeros(dt.num_lors, cp.float64),
+        cp.zeros(2 * dt.num_lors, cp.float32)[::2],
+    ):
         with pytest.raises(StirGpuError, match="ChunkLauncher"):
             launch(dt, bad)
     with pytest.raises(StirGpuError, match="PreparedImage or a BackAccumulator"):
@@ -151,6 +161,7 @@ def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
     device, shape and geometry (and launches the same numbers), and makes a new one when
     the geometry differs; without_target keeps no array."""
     from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_image
+
     pdi, info, g, image, chunks = _setup()
     first = ChunkLauncher(prepare_image(cp.asarray(image)), g.origin, g.voxel_size, g.scale)
     kept = first.without_target()
@@ -180,6 +191,7 @@ def test_back_accumulator_finish_adds_or_overwrites(cp):
     image's values (it is not read: NaN there does not matter) -- the same numbers (to the
     float32 summation order of the accumulators' atomics)."""
     from stirgpu.kernels.cuda_backend import ChunkLauncher, prepare_back_accumulator
+
     pdi, info, g, _, chunks = _setup()
     rng = np.random.default_rng(5)
     tables = _device_chunks(cp, pdi, chunks)

@@ -44,8 +44,10 @@ def test_forward_equals_cpu_bit_for_bit(cp, name):
     gpu = forward_chunk_stir(parts, pdi, cp.asarray(image), frame)
     np.testing.assert_array_equal(cp.asnumpy(gpu), cpu)
     single = pdi.chunk_tables(pdi.segment_nums[-1])
-    np.testing.assert_array_equal(cp.asnumpy(forward_chunk_stir(single, pdi, cp.asarray(image), frame)),
-                                  forward_chunk_stir(single, pdi, image, frame))
+    np.testing.assert_array_equal(
+        cp.asnumpy(forward_chunk_stir(single, pdi, cp.asarray(image), frame)),
+        forward_chunk_stir(single, pdi, image, frame),
+    )
 
 
 @pytest.mark.parametrize("name", sorted(GEOMETRIES))
@@ -64,6 +66,7 @@ def test_projector_pair_gpu_equals_cpu(cp):
     """Through the engine (streamed chunks, subsets): forward bit for bit, back to rounding."""
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.projectors import ProjectorPair
+
     pdi, info, image = _setup("mMR-native")
     out = {}
     for backend in ("cpu", "cuda"):

@@ -33,8 +33,7 @@ def test_forward_matches_stir(cp, cb, stir_reference_case, variant):
     peak = max(float(np.abs(v).max()) for v in fwd.values())
     worst = 0.0
     for seg in pdi.segment_nums:
-        got = cb.forward_chunk(pdi.chunk_tables(seg), img, kg.origin, kg.voxel_size, scale=kg.scale,
-                               options=opts).get()
+        got = cb.forward_chunk(pdi.chunk_tables(seg), img, kg.origin, kg.voxel_size, scale=kg.scale, options=opts).get()
         worst = max(worst, float(np.abs(got - fwd[seg]).max()))
     assert worst <= TOLERANCE * peak, f"{name}/{variant}: {worst / peak:.3g} of max"
 
@@ -48,8 +47,9 @@ def test_back_matches_stir(cp, cb, stir_reference_case, variant):
     opts = cb.KernelOptions(variant=variant)
     out = cp.zeros(info.shape, dtype=cp.float32)
     for seg in pdi.segment_nums:
-        cb.back_chunk(pdi.chunk_tables(seg), cp.asarray(fwd[seg]), out, kg.origin, kg.voxel_size,
-                      scale=kg.scale, options=opts)
+        cb.back_chunk(
+            pdi.chunk_tables(seg), cp.asarray(fwd[seg]), out, kg.origin, kg.voxel_size, scale=kg.scale, options=opts
+        )
     got = apply_cylindrical_fov(out.get(), cylindrical_fov_mask(info))
     peak = float(np.abs(back).max())
     worst = float(np.abs(got - back).max())

@@ -57,15 +57,18 @@ def _benchmark_module():
     return mod
 
 
-@pytest.mark.parametrize("text,want", [
-    ("default", (False, False, True)),
-    ("default+smem", (True, False, False)),
-    ("default+smemp", (True, True, False)),
-    ("default+segsum", (False, False, True)),
-    ("segsum+smem", (True, False, False)),
-    ("smemp+nosmem", (False, False, False)),
-    ("smemp+segsum+bw4+i64", (False, False, True)),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("default", (False, False, True)),
+        ("default+smem", (True, False, False)),
+        ("default+smemp", (True, True, False)),
+        ("default+segsum", (False, False, True)),
+        ("segsum+smem", (True, False, False)),
+        ("smemp+nosmem", (False, False, False)),
+        ("smemp+segsum+bw4+i64", (False, False, True)),
+    ],
+)
 def test_benchmark_variant_tokens(text, want):
     o = _benchmark_module().parse_variant(cb, text)
     assert (o.back_smem, o.back_smem_partial, o.back_segsum) == want

@@ -75,6 +75,7 @@ def test_prepared_chunk_gives_the_same_numbers(setup):
     """A StirChunk (tables computed once, as OSEM's fused step uses them for its forward and back
     projection) projects exactly as the ChunkTables it came from, single part and multi-part."""
     from stirgpu.kernels.stir_api import StirChunk
+
     pdi, info, t, frame = setup
     image = np.random.default_rng(0).uniform(0, 1, info.shape).astype(np.float32)
     for tables in (t, [pdi.chunk_tables(s, views=[1, 5]) for s in pdi.segment_nums]):

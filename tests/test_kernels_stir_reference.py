@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stirgpu.kernels import (apply_cylindrical_fov, back_chunk, cylindrical_fov_mask, forward_chunk,
-                             stir_scaled_geometry)
-
+from stirgpu.kernels import apply_cylindrical_fov, back_chunk, cylindrical_fov_mask, forward_chunk, stir_scaled_geometry
 
 #: STIR's float32 endpoint arithmetic vs our float64 geometry: measured 4.9e-5 (forward) and
 #: 3.3e-5 (back) of the maximum, at the phantom's sharp edges; the brief's bound is 1e-4.
@@ -25,6 +23,7 @@ TOLERANCE = 1e-4
 def _xp(backend):
     if backend == "cuda":
         import cupy
+
         return cupy
     return np
 

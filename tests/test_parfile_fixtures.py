@@ -12,29 +12,43 @@ from pathlib import Path
 import pytest
 
 from stirgpu.errors import ParFileError
-from stirgpu.parfile import (ProjectorOptions, ProjectorSettings, parse_par_file, read_osmaposl_par,
-                             read_projector_par)
+from stirgpu.parfile import ProjectorOptions, ProjectorSettings, parse_par_file, read_osmaposl_par, read_projector_par
 
 # variables the recon_test_pack scripts export before running these files
-ENV = {"INPUT": "in.hs", "ADD_SINO": "add.hs", "MAX_SEG_NUM": "3", "NORM_PROJDATA": "norm.hs",
-       "SENS": "sens.hv", "filename": "out", "suffix": "_1", "num_subsets": "4"}
+ENV = {
+    "INPUT": "in.hs",
+    "ADD_SINO": "add.hs",
+    "MAX_SEG_NUM": "3",
+    "NORM_PROJDATA": "norm.hs",
+    "SENS": "sens.hv",
+    "filename": "out",
+    "suffix": "_1",
+    "num_subsets": "4",
+}
 
 OSMAPOSL_REFUSED = {
     # file: (text that marks the refused line, words the error must contain)
-    "stir_recon_test_pack/OSMAPOSL_emml_with_projector_pair.par": ("Forward projector type := Ray Tracing",
-                                                                    "ray-tracing forward projector"),
+    "stir_recon_test_pack/OSMAPOSL_emml_with_projector_pair.par": (
+        "Forward projector type := Ray Tracing",
+        "ray-tracing forward projector",
+    ),
     "stir_recon_test_pack/OSMAPOSL_test.par": ("forward projector type := Ray Tracing", "ray-tracing"),
     "stir_recon_test_pack/OSMAPOSL_test_proj.par": ("projector pair type := Matrix", "projection-matrix"),
-    "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par": ("prior type := Relative Difference",
-                                                                         "priors are not supported"),
+    "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par": (
+        "prior type := Relative Difference",
+        "priors are not supported",
+    ),
 }
 PROJECTOR_FILES = {
-    "stir_recon_test_pack/forward_projector_parallelproj.par":
-        ProjectorSettings("forward", ProjectorOptions(verbosity=0), None),
-    "stir_recon_test_pack/back_projector_parallelproj.par":
-        ProjectorSettings("back", None, ProjectorOptions(verbosity=0)),
-    "stir_recon_test_pack/projector_pair_parallelproj.par":
-        ProjectorSettings("pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj"),
+    "stir_recon_test_pack/forward_projector_parallelproj.par": ProjectorSettings(
+        "forward", ProjectorOptions(verbosity=0), None
+    ),
+    "stir_recon_test_pack/back_projector_parallelproj.par": ProjectorSettings(
+        "back", None, ProjectorOptions(verbosity=0)
+    ),
+    "stir_recon_test_pack/projector_pair_parallelproj.par": ProjectorSettings(
+        "pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj"
+    ),
 }
 OTHER_FILES = {"stir_recon_test_pack/generate_uniform_cylinder.par"}  # generate_image, not recon/projector
 OSMAPOSL_OK = {"stir_reference/osem953.par"}

@@ -27,11 +27,13 @@ def test_canonical_key_ignores_case_spaces_underscores_and_bang():
 def test_entries_keep_value_and_line_and_keys_match_in_any_spelling():
     """Values are the stripped text after ':=' and every entry knows its 1-based line; lookup
     through Block.get/find works with any spelling (guards against exact-string matching)."""
-    b = parse("OSMAPOSLParameters :=\n"
-              "\n"
-              "  Number_Of  Subsets:=   4   \n"
-              "!output filename prefix := my prefix/with spaces\n"
-              "END :=\n")
+    b = parse(
+        "OSMAPOSLParameters :=\n"
+        "\n"
+        "  Number_Of  Subsets:=   4   \n"
+        "!output filename prefix := my prefix/with spaces\n"
+        "END :=\n"
+    )
     assert b.key == "osmaposlparameters" and b.line == 1 and b.end_line == 5
     e = b.find("NUMBER OF_SUBSETS")
     assert isinstance(e, Entry) and e.value == "4" and e.line == 3 and e.raw_key == "Number_Of  Subsets"
@@ -42,12 +44,14 @@ def test_entries_keep_value_and_line_and_keys_match_in_any_spelling():
 def test_comments_are_removed_everywhere():
     """';' starts a comment on its own line, after a value and before the first block; a
     commented-out key must not exist in the tree (guards against a 'key' named ';...')."""
-    b = parse("; leading comment\n"
-              "OSMAPOSLParameters := ; the start key\n"
-              ";maximum absolute segment number to process := 3\n"
-              "zero end planes of segment 0:= 0 ; segment 0 has direct and indirect planes\n"
-              "input file := data.hs;comment without space\n"
-              "End :=\n")
+    b = parse(
+        "; leading comment\n"
+        "OSMAPOSLParameters := ; the start key\n"
+        ";maximum absolute segment number to process := 3\n"
+        "zero end planes of segment 0:= 0 ; segment 0 has direct and indirect planes\n"
+        "input file := data.hs;comment without space\n"
+        "End :=\n"
+    )
     assert [c.key for c in b.children] == ["zeroendplanesofsegment0", "inputfile"]
     assert b.get("zero end planes of segment 0") == "0"
     assert b.get("input file") == "data.hs"
@@ -66,25 +70,32 @@ def test_nested_blocks_with_stirs_end_variants():
     """Blocks nest; 'end <Name> :=' in any case/spacing closes <Name>, a bare 'End :=' closes the
     innermost block (STIR's top-level 'END :=' and shape blocks), and a block named without
     'Parameters' (Bin Normalisation From ProjData) is recognised by its matching End line."""
-    text = ("OSMAPOSLParameters :=\n"                                         # 1
-            "projector pair type := Parallelproj\n"                           # 2
-            "Projector Pair Using Parallelproj Parameters:=\n"                # 3
-            "  verbosity := 0\n"                                              # 4
-            "end projector_pair using PARALLELPROJ parameters:=\n"            # 5
-            "Bin Normalisation type := From ProjData\n"                       # 6
-            "Bin Normalisation From ProjData :=\n"                            # 7
-            "normalisation projdata filename:= norm.hs\n"                     # 8
-            "End Bin Normalisation From ProjData:=\n"                         # 9
-            "Ellipsoidal Cylinder Parameters:=\n"                             # 10
-            "origin (in mm):={70,10,20}\n"                                    # 11
-            "END:=\n"                                                         # 12
-            "zoom := 1\n"                                                     # 13
-            "END :=\n")                                                       # 14
+    text = (
+        "OSMAPOSLParameters :=\n"  # 1
+        "projector pair type := Parallelproj\n"  # 2
+        "Projector Pair Using Parallelproj Parameters:=\n"  # 3
+        "  verbosity := 0\n"  # 4
+        "end projector_pair using PARALLELPROJ parameters:=\n"  # 5
+        "Bin Normalisation type := From ProjData\n"  # 6
+        "Bin Normalisation From ProjData :=\n"  # 7
+        "normalisation projdata filename:= norm.hs\n"  # 8
+        "End Bin Normalisation From ProjData:=\n"  # 9
+        "Ellipsoidal Cylinder Parameters:=\n"  # 10
+        "origin (in mm):={70,10,20}\n"  # 11
+        "END:=\n"  # 12
+        "zoom := 1\n"  # 13
+        "END :=\n"
+    )  # 14
     b = parse(text)
     kinds = [(type(c).__name__, c.key) for c in b.children]
-    assert kinds == [("Entry", "projectorpairtype"), ("Block", "projectorpairusingparallelprojparameters"),
-                     ("Entry", "binnormalisationtype"), ("Block", "binnormalisationfromprojdata"),
-                     ("Block", "ellipsoidalcylinderparameters"), ("Entry", "zoom")]
+    assert kinds == [
+        ("Entry", "projectorpairtype"),
+        ("Block", "projectorpairusingparallelprojparameters"),
+        ("Entry", "binnormalisationtype"),
+        ("Block", "binnormalisationfromprojdata"),
+        ("Block", "ellipsoidalcylinderparameters"),
+        ("Entry", "zoom"),
+    ]
     pp, norm, cyl = list(b.blocks())
     assert (pp.line, pp.end_line, norm.line, norm.end_line, cyl.line, cyl.end_line) == (3, 5, 7, 9, 10, 12)
     assert pp.get("verbosity") == "0" and norm.get("normalisation projdata filename") == "norm.hs"
@@ -118,11 +129,14 @@ def test_environment_variables_are_substituted():
     """'${NAME}' is replaced by the variable (anywhere in a line, several per line); the
     value is not expanded again, and a reference inside a comment is not looked up."""
     env = {"DIR": "/data", "N": "4", "WEIRD": "${N}"}
-    b = parse("OSMAPOSLParameters :=\n"
-              "input file := ${DIR}/prompts_${N}.hs\n"
-              "number of subsets := ${N} ; ${UNSET_IN_COMMENT}\n"
-              "output filename prefix := ${WEIRD}\n"
-              "End :=\n", env=env)
+    b = parse(
+        "OSMAPOSLParameters :=\n"
+        "input file := ${DIR}/prompts_${N}.hs\n"
+        "number of subsets := ${N} ; ${UNSET_IN_COMMENT}\n"
+        "output filename prefix := ${WEIRD}\n"
+        "End :=\n",
+        env=env,
+    )
     assert b.get("input file") == "/data/prompts_4.hs"
     assert b.get("number of subsets") == "4"
     assert b.get("output filename prefix") == "${N}"
@@ -163,17 +177,20 @@ def test_dos_line_endings_and_indexed_keys():
     assert e.index == 2 and e.value == "5" and e.line == 2
 
 
-@pytest.mark.parametrize("text, line, words", [
-    ("zoom := 1\n", 1, "must start with a block"),
-    ("OSMAPOSLParameters :=\nzoom 1\n", 2, "expected 'key := value'"),
-    ("OSMAPOSLParameters :=\n := 3\n", 2, "missing key"),
-    ("OSMAPOSLParameters :=\nx [1 := 3\n", 2, "malformed index"),
-    ("OSMAPOSLParameters :=\nEnd := now\n", 2, "takes no value"),
-    ("OSMAPOSLParameters :=\nA Parameters :=\nEnd B Parameters :=\n", 3, "does not match"),
-    ("OSMAPOSLParameters :=\nA Parameters :=\nEnd OSMAPOSLParameters :=\n", 3, "still open"),
-    ("OSMAPOSLParameters :=\nEnd :=\nzoom := 1\n", 3, "after the end"),
-    ("; only a comment\n\n", None, "no parameters"),
-])
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ("zoom := 1\n", 1, "must start with a block"),
+        ("OSMAPOSLParameters :=\nzoom 1\n", 2, "expected 'key := value'"),
+        ("OSMAPOSLParameters :=\n := 3\n", 2, "missing key"),
+        ("OSMAPOSLParameters :=\nx [1 := 3\n", 2, "malformed index"),
+        ("OSMAPOSLParameters :=\nEnd := now\n", 2, "takes no value"),
+        ("OSMAPOSLParameters :=\nA Parameters :=\nEnd B Parameters :=\n", 3, "does not match"),
+        ("OSMAPOSLParameters :=\nA Parameters :=\nEnd OSMAPOSLParameters :=\n", 3, "still open"),
+        ("OSMAPOSLParameters :=\nEnd :=\nzoom := 1\n", 3, "after the end"),
+        ("; only a comment\n\n", None, "no parameters"),
+    ],
+)
 def test_malformed_text_is_refused_with_its_line(text, line, words):
     """Every structural mistake is a ParFileError with the line to look at (not a warning and
     a silently different tree, as STIR would give)."""
@@ -205,11 +222,7 @@ def test_parse_par_file_reads_files_and_reports_unreadable_ones(tmp_path):
 def test_every_unreadable_line_is_reported_at_once():
     """Lines that cannot be read (no ':=', an unset ${VAR}, a malformed index, an 'End' with a
     value) are all listed in one ParFileProblems, in file order, each with its line."""
-    text = ("OSMAPOSLParameters :=\n"
-            "number of subsets 4\n"
-            "input file := ${NOT_SET}\n"
-            "zoom[1 := 2\n"
-            "End := 3\n")
+    text = "OSMAPOSLParameters :=\nnumber of subsets 4\ninput file := ${NOT_SET}\nzoom[1 := 2\nEnd := 3\n"
     with pytest.raises(ParFileProblems) as exc:
         parse(text)
     assert [p.line for p in exc.value.problems] == [2, 3, 4, 5]

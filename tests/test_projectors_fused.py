@@ -15,12 +15,11 @@ import math
 
 import numpy as np
 import pytest
+from test_projectors_streaming import BACK_RTOL, all_views, phantom, random_proj_data, small_geometry
 
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.projectors import BackProjector, ProjectorPair
 from stirgpu.projectors.poisson import MAX_QUOTIENT, poisson_quotient
-
-from test_projectors_streaming import BACK_RTOL, all_views, phantom, random_proj_data, small_geometry
 
 
 def stir_divide_and_truncate(y, ybar):
@@ -61,9 +60,9 @@ def test_quotient_follows_stirs_rule_bin_by_bin():
     fwd = rng.random((3, 4, 6)).astype(np.float32) * 4
     y[0, 0, :3] = [0, 3, -1]
     fwd[0, 0, :3] = [0, 0, 2]
-    fwd[0, 1, 0] = 1e-7            # -> capped quotient
-    y[1] = 0                       # whole viewgram zero
-    y[2, 0, 0] = 1e-7              # below 1e-6 of the viewgram max -> 0
+    fwd[0, 1, 0] = 1e-7  # -> capped quotient
+    y[1] = 0  # whole viewgram zero
+    y[2, 0, 0] = 1e-7  # below 1e-6 of the viewgram max -> 0
     ll = np.zeros(1)
     q = poisson_quotient(np, fwd, y, loglik=ll)
     ref = np.stack([stir_divide_and_truncate(y[i], fwd[i]) for i in range(3)])
@@ -123,17 +122,23 @@ def test_fused_ratio_equals_unfused_composition(backend, osem_case, with_b, with
     f = f if with_f else None
     pp = ProjectorPair(backend=backend, max_views_per_chunk=3)
     pp.set_up(pdi, info)
-    fused, ll = pp.forward_back_ratio(img, y, subset_num=1, num_subsets=3, background=b, multiplicative=f,
-                                      return_loglik=True)
+    fused, ll = pp.forward_back_ratio(
+        img, y, subset_num=1, num_subsets=3, background=b, multiplicative=f, return_loglik=True
+    )
     views = pdi.subset_views(1, 3)
     fwd = ProjDataInMemory(pdi)
     pp.get_forward_projector().forward_project(fwd, img, subset_num=1, num_subsets=3)
     ratio = ProjDataInMemory(pdi)
     ll_ref = np.zeros(1)
     for s in pdi.segment_nums:
-        q = poisson_quotient(np, fwd.read_views(s, views), y.read_views(s, views),
-                             None if b is None else b.read_views(s, views),
-                             None if f is None else f.read_views(s, views), loglik=ll_ref)
+        q = poisson_quotient(
+            np,
+            fwd.read_views(s, views),
+            y.read_views(s, views),
+            None if b is None else b.read_views(s, views),
+            None if f is None else f.read_views(s, views),
+            loglik=ll_ref,
+        )
         ratio.write_views(q, s, views)
     unfused = pp.get_back_projector().back_project(None, ratio, subset_num=1, num_subsets=3)
     np.testing.assert_allclose(fused, unfused, rtol=0, atol=BACK_RTOL * unfused.max())
@@ -169,8 +174,11 @@ def test_sensitivity_is_back_projection_of_inverse_factors(backend, osem_case):
     inv, ones = ProjDataInMemory(pdi), ProjDataInMemory(pdi, fill=1.0)
     for s in pdi.segment_nums:
         x = all_views(f0, s)
-        inv.write_views(np.where(x != 0, np.float32(1) / np.where(x != 0, x, 1), 0).astype(np.float32), s,
-                        range(pdi.get_num_views()))
+        inv.write_views(
+            np.where(x != 0, np.float32(1) / np.where(x != 0, x, 1), 0).astype(np.float32),
+            s,
+            range(pdi.get_num_views()),
+        )
     pp = ProjectorPair(backend=backend, max_views_per_chunk=4)
     pp.set_up(pdi, info)
     bp = BackProjector(backend=backend, max_views_per_chunk=4)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_projectors_streaming import assert_same_back, phantom, random_proj_data, small_geometry
 
 from stirgpu.errors import StirGpuError
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.interop import StirProjDataAdapter, image_info_of, proj_data_info_from_stir
 from stirgpu.projectors import ProjectorPair
-
-from test_projectors_streaming import assert_same_back, phantom, random_proj_data, small_geometry
 
 
 def stir_fill(target: np.ndarray, arg) -> None:
@@ -79,9 +78,16 @@ class FakeProjDataInfoCylindricalNoArcCorr:
         return np.pi / self._p.get_scanner().num_detectors_per_ring
 
     def __getattr__(self, name):
-        if name in ("get_min_segment_num", "get_max_segment_num", "get_min_ring_difference",
-                    "get_max_ring_difference", "get_num_views", "get_num_tangential_poss",
-                    "get_min_tangential_pos_num", "get_num_tof_poss"):
+        if name in (
+            "get_min_segment_num",
+            "get_max_segment_num",
+            "get_min_ring_difference",
+            "get_max_ring_difference",
+            "get_num_views",
+            "get_num_tangential_poss",
+            "get_min_tangential_pos_num",
+            "get_num_tof_poss",
+        ):
             return getattr(self._p, name)
         raise AttributeError(name)
 
@@ -91,8 +97,10 @@ class FakeStirProjData:
 
     def __init__(self, pdi):
         self._pdi = pdi
-        self._data = {s: np.zeros((pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()),
-                                  np.float32) for s in pdi.segment_nums}
+        self._data = {
+            s: np.zeros((pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()), np.float32)
+            for s in pdi.segment_nums
+        }
         self.calls = 0
 
     def get_proj_data_info(self):
@@ -188,7 +196,9 @@ def test_fused_ratio_with_stir_inputs():
     pp = ProjectorPair(backend="cpu", devices=[0])
     pp.set_up(pdi, info)
     img = phantom(info)
-    assert np.array_equal(pp.forward_back_ratio(img, fy, multiplicative=ff), pp.forward_back_ratio(img, y, multiplicative=f))
+    assert np.array_equal(
+        pp.forward_back_ratio(img, fy, multiplicative=ff), pp.forward_back_ratio(img, y, multiplicative=f)
+    )
 
 
 def test_unknown_objects_are_refused():

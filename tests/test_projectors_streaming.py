@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import cuda_device_count
 
 from stirgpu.errors import GeometryError, StirGpuError
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, StorageOrder, VoxelsOnCartesianGrid, read_from_file
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-from stirgpu.kernels import (apply_cylindrical_fov, back_chunk, back_chunk_stir, cylindrical_fov_mask, forward_chunk,
-                             forward_chunk_stir, stir_scaled_geometry)
+from stirgpu.kernels import (
+    apply_cylindrical_fov,
+    back_chunk,
+    back_chunk_stir,
+    cylindrical_fov_mask,
+    forward_chunk,
+    forward_chunk_stir,
+    stir_scaled_geometry,
+)
 from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
-
-from conftest import cuda_device_count
 
 #: back-projection tolerance across chunk plans / lanes: float32 summation order
 BACK_RTOL = 2e-6
@@ -39,8 +45,9 @@ def assert_same_back(got, want, backend):
 def small_geometry():
     """ECAT 953, span 1, max ring difference 2 (5 segments of 16/15/14 axial positions),
     24 views (mashed), 32 tangential positions; a 15 x 33 x 33 image with a shifted origin."""
-    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=1, max_ring_diff=2, num_views=24,
-                                 num_tangential_poss=32)
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("ECAT 953"), span=1, max_ring_diff=2, num_views=24, num_tangential_poss=32
+    )
     info = ImageInfo((15, 33, 33), (6.75, 5.0, 5.0), origin=(1.0, 2.0, -3.0))
     return pdi, info
 
@@ -49,7 +56,7 @@ def phantom(info, seed=1):
     """A smooth blob plus noise, positive inside the FOV."""
     rng = np.random.default_rng(seed)
     z, y, x = np.meshgrid(*[np.linspace(-1, 1, n) for n in info.shape], indexing="ij")
-    img = np.exp(-(x ** 2 + (y - 0.2) ** 2 + z ** 2) * 3) + 0.1 * rng.random(info.shape)
+    img = np.exp(-(x**2 + (y - 0.2) ** 2 + z**2) * 3) + 0.1 * rng.random(info.shape)
     return img.astype(np.float32)
 
 
@@ -85,12 +92,15 @@ def geo():
 # --------------------------------------------------------------------------------------
 # the engine's guardians: any plan, any number of lanes, any budget -> same numbers
 # --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("options", [
-    dict(max_views_per_chunk=1),
-    dict(max_views_per_chunk=5, num_slots=3),
-    dict(host_memory_budget=80_000, gpu_memory_budget=300_000),  # a few views per chunk
-    dict(num_slots=1, max_views_per_chunk=7),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(max_views_per_chunk=1),
+        dict(max_views_per_chunk=5, num_slots=3),
+        dict(host_memory_budget=80_000, gpu_memory_budget=300_000),  # a few views per chunk
+        dict(num_slots=1, max_views_per_chunk=7),
+    ],
+)
 def test_forward_is_bitwise_identical_for_any_plan(backend, geo, options):
     """Forward projection with 1 view per chunk, odd chunk sizes, a budget that forces tiny
     chunks, or a single slot equals the one-chunk run (all segments as parts of one chunk,
@@ -110,8 +120,9 @@ def test_forward_is_bitwise_identical_for_any_plan(backend, geo, options):
     assert same_data(ref, out, pdi)
 
 
-@pytest.mark.parametrize("options", [dict(max_views_per_chunk=1),
-                                     dict(host_memory_budget=150_000, gpu_memory_budget=300_000)])
+@pytest.mark.parametrize(
+    "options", [dict(max_views_per_chunk=1), dict(host_memory_budget=150_000, gpu_memory_budget=300_000)]
+)
 def test_back_projection_independent_of_plan(backend, geo, options):
     """Back projection of the same data with another chunk plan differs only by float32
     summation order."""
@@ -326,8 +337,12 @@ def test_max_segment_num_to_process(geo):
         zeroed.write_views(np.zeros_like(all_views(data, s)), s, range(24))
     full = projector(BackProjector, "cpu")
     full.set_up(pdi, info)
-    np.testing.assert_allclose(bp.back_project(None, data), full.back_project(None, zeroed), rtol=0,
-                               atol=BACK_RTOL * full.back_project(None, zeroed).max())
+    np.testing.assert_allclose(
+        bp.back_project(None, data),
+        full.back_project(None, zeroed),
+        rtol=0,
+        atol=BACK_RTOL * full.back_project(None, zeroed).max(),
+    )
 
 
 def test_both_storage_orders_give_same_back_projection(backend, geo, tmp_path):
@@ -439,6 +454,7 @@ def test_cpu_only_machine_refuses_cuda():
 # --------------------------------------------------------------------------------------
 def _cupy_round_trip(devices, out_device):
     import cupy
+
     pdi, info = small_geometry()
     img = phantom(info)
     data = random_proj_data(pdi)
@@ -456,8 +472,9 @@ def _cupy_round_trip(devices, out_device):
     assert res is out and int(out.device.id) == out_device
     np.testing.assert_allclose(cupy.asnumpy(out), ref_b, rtol=0, atol=BACK_RTOL * ref_b.max())
     ratio = pp.forward_back_ratio(dimg, data, out_image=out)
-    np.testing.assert_allclose(cupy.asnumpy(ratio), pp.forward_back_ratio(img, data), rtol=0,
-                               atol=BACK_RTOL * float(cupy.asnumpy(ratio).max()))
+    np.testing.assert_allclose(
+        cupy.asnumpy(ratio), pp.forward_back_ratio(img, data), rtol=0, atol=BACK_RTOL * float(cupy.asnumpy(ratio).max())
+    )
 
 
 @pytest.mark.gpu
@@ -479,11 +496,13 @@ def test_explicit_views_project_exactly_those_views():
     of the subset call that covers them."""
     import numpy as np
     import pytest
+
     from stirgpu.errors import GeometryError, StirGpuError
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.formats.testing import small_proj_data_info
     from stirgpu.geometry import ImageInfo
     from stirgpu.projectors import ProjectorPair
+
     pdi = small_proj_data_info()
     info = ImageInfo((9, 16, 16), (4.0, 4.0, 4.0), (0.0, 0.0, 0.0), (0, -8, -8))
     pp = ProjectorPair(backend="cpu")

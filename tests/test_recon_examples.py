@@ -28,8 +28,9 @@ def _needs_stir(script: Path) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [pytest.param(p, marks=pytest.mark.stir) if _needs_stir(p) else p for p in EXAMPLES],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script", [pytest.param(p, marks=pytest.mark.stir) if _needs_stir(p) else p for p in EXAMPLES], ids=lambda p: p.name
+)
 def test_example_runs(script, tmp_path, request):
     args = [sys.executable, str(script), "--backend", "cpu"]
     if "par_file" in script.name:

@@ -88,15 +88,20 @@ def test_restart_from_saved_estimate_equals_uninterrupted_run(problem, tmp_path)
     exactly.  The initial-positivity threshold is what STIR applies to the restart image (it lifts
     the estimate's exact zeros to 1e-6 x its smallest positive value), so with it on the results
     differ by ~1e-6 of the maximum, with it off only by float32 summation order (< 1e-6)."""
-    full = _osem(problem, num_subsets=3, num_subiterations=6, save_interval=3,
-                 output_filename_prefix=tmp_path / "full")
+    full = _osem(problem, num_subsets=3, num_subiterations=6, save_interval=3, output_filename_prefix=tmp_path / "full")
     res = full.reconstruct()
     assert [p.name for p in res.saved] == ["full_3.hv", "full_6.hv"]
     ref = read_image(tmp_path / "full_6.hv").array
     for positivity, tol in ((False, 1e-6), (True, 1e-5)):
-        again = _osem(problem, num_subsets=3, num_subiterations=6, start_subiteration_num=4, save_interval=3,
-                      output_filename_prefix=tmp_path / f"restart{int(positivity)}",
-                      enforce_initial_positivity=positivity)
+        again = _osem(
+            problem,
+            num_subsets=3,
+            num_subiterations=6,
+            start_subiteration_num=4,
+            save_interval=3,
+            output_filename_prefix=tmp_path / f"restart{int(positivity)}",
+            enforce_initial_positivity=positivity,
+        )
         res2 = again.reconstruct(read_image(tmp_path / "full_3.hv"))
         assert [r.subset for r in res2.records] == [0, 1, 2]
         assert [p.name for p in res2.saved] == [f"restart{int(positivity)}_6.hv"]
@@ -122,9 +127,14 @@ def test_unbalanced_subsets_need_subset_sensitivities(problem):
 
 def test_bad_iteration_settings_are_refused(problem):
     """Range errors STIR reports at set-up are refused at construction, before any work."""
-    for kw in ({"num_subsets": 0}, {"num_subsets": 25}, {"num_subiterations": 0},
-               {"start_subset_num": 4, "num_subsets": 4}, {"save_interval": 9, "num_subiterations": 8},
-               {"start_subiteration_num": 0}):
+    for kw in (
+        {"num_subsets": 0},
+        {"num_subsets": 25},
+        {"num_subiterations": 0},
+        {"start_subset_num": 4, "num_subsets": 4},
+        {"save_interval": 9, "num_subiterations": 8},
+        {"start_subiteration_num": 0},
+    ):
         with pytest.raises(StirGpuError):
             _osem(problem, **kw)
 
@@ -152,8 +162,9 @@ def test_sensitivity_files_are_written_and_read_back(problem, tmp_path):
     assert [p.name for p in ra.sensitivity_files] == ["s_0.hv", "s_1.hv"]
     for k in range(2):
         assert np.array_equal(read_image(tmp_path / f"s_{k}.hv").array, a.sensitivities[k])
-    spec_read = SensitivitySpec(use_subset_sensitivities=True, recompute=False,
-                                subset_filenames=str(tmp_path / "s_%d.hv"))
+    spec_read = SensitivitySpec(
+        use_subset_sensitivities=True, recompute=False, subset_filenames=str(tmp_path / "s_%d.hv")
+    )
     b = _osem(problem, num_subsets=2, num_subiterations=2, sensitivity=spec_read)
     rb = b.reconstruct()
     assert rb.sensitivity_files == []
@@ -167,6 +178,7 @@ def test_sensitivity_with_wrong_geometry_is_refused(problem, tmp_path):
     """A sensitivity file for another image geometry is refused (STIR: 'sensitivity and target
     should have the same characteristics')."""
     from stirgpu.formats import VoxelsOnCartesianGrid, write_image
+
     pdi, info, _, sim = problem
     write_image(tmp_path / "bad_0.hv", VoxelsOnCartesianGrid(info.replace(shape=(31, 65, 65))))
     spec = SensitivitySpec(use_subset_sensitivities=True, recompute=False, subset_filenames=str(tmp_path / "bad_%d.hv"))
@@ -211,8 +223,9 @@ def test_zero_end_planes_of_segment_0(problem):
     seg0[:, [0, -1], :] *= 7
     changed.set_segment_by_view(seg0, 0)
     obj1 = _objective(sim, zero_end_planes_of_segment_0=True)
-    obj2 = PoissonLogLikelihood(changed, additive=sim.additive, normalisation=sim.normalisation,
-                                zero_end_planes_of_segment_0=True)
+    obj2 = PoissonLogLikelihood(
+        changed, additive=sim.additive, normalisation=sim.normalisation, zero_end_planes_of_segment_0=True
+    )
     x1 = _osem(problem, objective=obj1, num_subsets=2, num_subiterations=2).reconstruct().image
     x2 = _osem(problem, objective=obj2, num_subsets=2, num_subiterations=2).reconstruct().image
     assert np.abs(x1 - x2).max() <= 1e-6 * x1.max()
@@ -252,15 +265,26 @@ def test_simulated_additive_sinogram_is_a_flat_background_times_the_factors(prob
     background b in measured units times the factors, a = b f, so a / f is one value and its
     share of the mean data is simulate's background_fraction (0.2 here)."""
     pdi, info, phantom, sim = problem
-    b = np.concatenate([(sim.additive.get_segment_by_view(s) / sim.normalisation.get_segment_by_view(s)).ravel()
-                        for s in pdi.segment_nums])
+    b = np.concatenate(
+        [
+            (sim.additive.get_segment_by_view(s) / sim.normalisation.get_segment_by_view(s)).ravel()
+            for s in pdi.segment_nums
+        ]
+    )
     np.testing.assert_allclose(b, b[0], rtol=1e-6)
     pp = ProjectorPair(backend="cpu")
     pp.set_up(pdi, info)
     ax = ProjDataInMemory(pdi)
     pp.forward_project(ax, sim.truth)
-    mean = sum(float(np.sum((ax.get_segment_by_view(s) + sim.additive.get_segment_by_view(s))
-                            / sim.normalisation.get_segment_by_view(s))) for s in pdi.segment_nums)
+    mean = sum(
+        float(
+            np.sum(
+                (ax.get_segment_by_view(s) + sim.additive.get_segment_by_view(s))
+                / sim.normalisation.get_segment_by_view(s)
+            )
+        )
+        for s in pdi.segment_nums
+    )
     assert b.sum() / mean == pytest.approx(0.2, rel=1e-4)
 
 
@@ -268,6 +292,7 @@ def test_phantom_refuses_the_old_name_of_its_cylinder_value(problem):
     """The phantom's activity level is ``cylinder_value`` ('background' names the projection
     data's measured-units term everywhere); the old keyword stops with both names."""
     from stirgpu.recon.simulate import Phantom
+
     _, info, phantom, _ = problem
     p = Phantom(radius=phantom.radius, half_length=phantom.half_length, cylinder_value=2.5)
     assert set(np.unique(p.activity(info))) == {0.0, 2.5}
@@ -293,6 +318,7 @@ def test_estimate_stays_on_the_gpu(problem):
     the image between subiterations is needed by the driver), and the result equals the CPU one
     to float32 summation order (1e-5 of the maximum)."""
     import cupy
+
     gpu = _osem(problem, backend="cuda", num_subsets=4, num_subiterations=4).reconstruct()
     assert isinstance(gpu.image, cupy.ndarray)
     cpu = _osem(problem, backend="cpu", num_subsets=4, num_subiterations=4).reconstruct()
@@ -313,6 +339,7 @@ def test_output_file_names_follow_stir():
     """STIR writes estimates as <prefix>_<n> plus Interfile's .hv (added only to names without an
     extension), after multiples of the save interval and after the last subiteration."""
     from stirgpu.recon.naming import estimate_filename, estimate_save_points, interfile_image_name
+
     assert estimate_filename("out/osem", 12).as_posix() == "out/osem_12.hv"
     assert interfile_image_name("sens_3.hv").name == "sens_3.hv"
     assert interfile_image_name("total").name == "total.hv"

@@ -37,10 +37,16 @@ import stirgpu
 from stirgpu.formats import read_image
 from stirgpu.recon.run import run_osmaposl
 
-INPUTS = ("osem953.par", "osem953_prompts.hs", "osem953_prompts.s", "osem953_norm.hs", "osem953_norm.s",
-          "osem953_additive.hs", "osem953_additive.s")
-OUTPUTS = ["osem953_sens_0", "osem953_sens_1", "osem953_sens_2", "osem953_sens_3",
-           "osem953_osem_4", "osem953_osem_8"]
+INPUTS = (
+    "osem953.par",
+    "osem953_prompts.hs",
+    "osem953_prompts.s",
+    "osem953_norm.hs",
+    "osem953_norm.s",
+    "osem953_additive.hs",
+    "osem953_additive.s",
+)
+OUTPUTS = ["osem953_sens_0", "osem953_sens_1", "osem953_sens_2", "osem953_sens_3", "osem953_osem_4", "osem953_osem_8"]
 MAX_TOL = 1.5e-4
 MEAN_TOL = 1e-5
 

@@ -15,8 +15,12 @@ from stirgpu.formats import ProjDataInMemory, VoxelsOnCartesianGrid
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import OSEM, PoissonLogLikelihood
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
-from stirgpu.sirf import (AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionSensitivityModel,
-                          make_Poisson_loglikelihood)
+from stirgpu.sirf import (
+    AcquisitionModel,
+    AcquisitionModelUsingParallelproj,
+    AcquisitionSensitivityModel,
+    make_Poisson_loglikelihood,
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +89,7 @@ def test_linear_part_and_backward_are_adjoint(setup):
     bty = am.adjoint(yr).array
     # the projector restricts images to STIR's cylindrical FOV in both directions
     from stirgpu.kernels import cylindrical_fov_mask
+
     xm = xr.array * cylindrical_fov_mask(info)
     rhs = float(np.dot(xm.ravel().astype(np.float64), bty.ravel()))
     assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
@@ -106,17 +111,21 @@ def test_subsets(setup):
     whole = am.backward(sim.prompts, num_subsets=1).array
     assert np.abs(total - whole).max() <= 1e-5 * whole.max()
     am.subset_num = 2  # the defaults of later calls (chunks may be summed in another order: 1e-6)
-    np.testing.assert_allclose(am.backward(sim.prompts).array,
-                               am.backward(sim.prompts, subset_num=2, num_subsets=3).array, rtol=1e-6,
-                               atol=1e-6 * whole.max())
+    np.testing.assert_allclose(
+        am.backward(sim.prompts).array,
+        am.backward(sim.prompts, subset_num=2, num_subsets=3).array,
+        rtol=1e-6,
+        atol=1e-6 * whole.max(),
+    )
 
 
 def test_constant_term_and_linearity(setup):
     """get_constant_term() = S a + b; a model without a and b is linear."""
     pdi, info, pp, sim, eff, a, b, x = setup
     am = _model(setup)
-    np.testing.assert_allclose(am.get_constant_term().as_array(), eff.as_array() * a.as_array() + b.as_array(),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        am.get_constant_term().as_array(), eff.as_array() * a.as_array() + b.as_array(), rtol=1e-6
+    )
     assert _model(setup, additive=False, background=False).is_linear()
     assert not _model(setup, additive=False, background=True).is_linear()
 
@@ -131,8 +140,17 @@ def test_poisson_loglikelihood_of_the_model_matches_stir_convention(setup):
     am.set_additive_term(sim.additive)
     am.set_up(sim.prompts, x)
     stir = PoissonLogLikelihood(sim.prompts, additive=sim.additive, normalisation=sim.normalisation)
-    x1 = OSEM(make_Poisson_loglikelihood(sim.prompts, am), ProjectorPair(backend="cpu"), info,
-              num_subsets=3, num_subiterations=3).reconstruct().image
+    x1 = (
+        OSEM(
+            make_Poisson_loglikelihood(sim.prompts, am),
+            ProjectorPair(backend="cpu"),
+            info,
+            num_subsets=3,
+            num_subiterations=3,
+        )
+        .reconstruct()
+        .image
+    )
     x2 = OSEM(stir, ProjectorPair(backend="cpu"), info, num_subsets=3, num_subiterations=3).reconstruct().image
     assert np.abs(x1 - x2).max() <= 1e-5 * x2.max()
     # background b (measured units): same as STIR's additive a + b f
@@ -141,14 +159,24 @@ def test_poisson_loglikelihood_of_the_model_matches_stir_convention(setup):
     am2.set_acquisition_sensitivity(AcquisitionSensitivityModel(eff))
     am2.set_background_term(bg)
     am2.set_up(sim.prompts, x)
-    x3 = OSEM(make_Poisson_loglikelihood(sim.prompts, am2), ProjectorPair(backend="cpu"), info,
-              num_subsets=3, num_subiterations=3).reconstruct().image
+    x3 = (
+        OSEM(
+            make_Poisson_loglikelihood(sim.prompts, am2),
+            ProjectorPair(backend="cpu"),
+            info,
+            num_subsets=3,
+            num_subiterations=3,
+        )
+        .reconstruct()
+        .image
+    )
     assert np.abs(x3 - x2).max() <= 1e-4 * x2.max()
 
 
 def test_bad_use_is_refused(setup):
     """Calls before set_up, wrong shapes and wrong subset numbers raise stirgpu errors."""
     from stirgpu.errors import GeometryError, StirGpuError
+
     pdi, info, pp, sim, eff, a, b, x = setup
     with pytest.raises(StirGpuError, match="set_up"):
         AcquisitionModel().forward(x)

@@ -106,11 +106,14 @@ def test_stir_targets_naming_missing_include_folders_are_refused_by_name(tmp_pat
     build names /tmp/b, its build machine's boost headers): the error names the file and the
     folders before CMake fails on them; folders relative to the install and existing ones pass."""
     from stirgpu.stir_plugin.building import check_stir_targets
+
     prefix = _fake_stir(tmp_path / "stir")
     targets = next(prefix.glob("lib/cmake/STIR-*")) / "STIRTargets.cmake"
     gone = tmp_path / "build-machine" / "boost"
-    targets.write_text('set_target_properties(stir_buildblock PROPERTIES\n'
-                       f'  INTERFACE_INCLUDE_DIRECTORIES "${{_IMPORT_PREFIX}}/include/STIR-6.5;{gone};{tmp_path}"\n)\n')
+    targets.write_text(
+        "set_target_properties(stir_buildblock PROPERTIES\n"
+        f'  INTERFACE_INCLUDE_DIRECTORIES "${{_IMPORT_PREFIX}}/include/STIR-6.5;{gone};{tmp_path}"\n)\n'
+    )
     with pytest.raises(PluginBuildError) as err:
         check_stir_targets(prefix)
     assert str(targets) in str(err.value) and str(gone) in str(err.value) and f"mkdir -p {gone}" in str(err.value)

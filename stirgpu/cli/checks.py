@@ -16,8 +16,18 @@ from pathlib import Path
 from ..errors import GeometryError, StirGpuError
 from ..formats.naming import OutputNames, output_names
 
-__all__ = ["output_files", "say_written", "check_new", "check_folder", "timeline_path", "set_up_projector",
-           "subset_of", "memory_size", "non_negative_int", "positive_int"]
+__all__ = [
+    "output_files",
+    "say_written",
+    "check_new",
+    "check_folder",
+    "timeline_path",
+    "set_up_projector",
+    "subset_of",
+    "memory_size",
+    "non_negative_int",
+    "positive_int",
+]
 
 
 def check_new(path: Path, overwrite: bool) -> None:
@@ -59,13 +69,16 @@ def timeline_path(name: str | None, overwrite: bool) -> Path | None:
     if name is None:
         return None
     from matplotlib.backend_bases import FigureCanvasBase
+
     p = Path(name)
     kinds = FigureCanvasBase.get_supported_filetypes()
     ext = p.suffix[1:].lower()
     if ext not in kinds:
         found = f"unknown picture extension '{p.suffix}'" if p.suffix else "no extension"
-        raise StirGpuError(f"--timeline {name}: {found}; give a name with an extension matplotlib can "
-                           f"write ({', '.join('.' + k for k in sorted(kinds))})")
+        raise StirGpuError(
+            f"--timeline {name}: {found}; give a name with an extension matplotlib can "
+            f"write ({', '.join('.' + k for k in sorted(kinds))})"
+        )
     check_folder(p.parent, f"--timeline {name}")
     check_new(p, overwrite)
     return p
@@ -91,6 +104,7 @@ def subset_of(subset: tuple[int, int] | None, proj_data_info) -> tuple[int, int]
 def memory_size(text: str) -> int:
     """argparse type: a memory size such as 512M or 2G."""
     from ..execution.plan import parse_bytes
+
     try:
         return parse_bytes(text)
     except StirGpuError as exc:

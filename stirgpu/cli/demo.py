@@ -29,8 +29,17 @@ from .checks import check_folder
 from .osmaposl import add_execution_options, config_changes
 from .written import wrote_folder
 
-__all__ = ["register", "run", "DemoSettings", "write_demo_inputs", "OSMAPOSL_PAR", "slices_figure", "draw_slices",
-           "voxel_centres_mm", "ACTIVITY_CMAP"]
+__all__ = [
+    "register",
+    "run",
+    "DemoSettings",
+    "write_demo_inputs",
+    "OSMAPOSL_PAR",
+    "slices_figure",
+    "draw_slices",
+    "voxel_centres_mm",
+    "ACTIVITY_CMAP",
+]
 
 #: the OSMAPOSL parameter file the demo writes (STIR syntax; relative names)
 OSMAPOSL_PAR = """\
@@ -61,8 +70,17 @@ END :=
 
 
 #: inputs the demo writes (outputs of the reconstruction are replaced like STIR's)
-DEMO_FILES = ("prompts.hs", "prompts.s", "additive.hs", "additive.s", "acf.hs", "acf.s", "truth.hv", "truth.v",
-              "osem.par")
+DEMO_FILES = (
+    "prompts.hs",
+    "prompts.s",
+    "additive.hs",
+    "additive.s",
+    "acf.hs",
+    "acf.s",
+    "truth.hv",
+    "truth.v",
+    "osem.par",
+)
 
 
 class DemoSettings:
@@ -104,11 +122,20 @@ examples:
 
 def register(subparsers) -> None:
     import argparse
-    p = subparsers.add_parser("demo", help="simulate a small scan, reconstruct it with OSEM, draw the results",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output", default="stirgpu-demo", metavar="DIR",
-                   help="folder for all files (created if needed; default ./stirgpu-demo)")
+
+    p = subparsers.add_parser(
+        "demo",
+        help="simulate a small scan, reconstruct it with OSEM, draw the results",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--output",
+        default="stirgpu-demo",
+        metavar="DIR",
+        help="folder for all files (created if needed; default ./stirgpu-demo)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the files of an earlier demo in DIR")
     add_execution_options(p, "simulate and reconstruct")
     p.set_defaults(run=run)
@@ -118,10 +145,19 @@ def write_demo_inputs(out: Path, projector, s=DemoSettings, overwrite: bool = Fa
     """Simulate the data (see the module docstring) and write inputs + ``osem.par`` into ``out``."""
     from ..formats import ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
     from ..recon.simulate import demo_geometry, demo_phantom, simulate
+
     pdi, info = demo_geometry(s.scanner, s.span, s.max_ring_difference, s.num_views, s.num_tangential_poss)
     phantom = demo_phantom(info)
-    sim = simulate(projector, pdi, info, phantom.activity(info), phantom.mu_map(info), counts=s.counts,
-                   background_fraction=s.background_fraction, seed=s.seed)
+    sim = simulate(
+        projector,
+        pdi,
+        info,
+        phantom.activity(info),
+        phantom.mu_map(info),
+        counts=s.counts,
+        background_fraction=s.background_fraction,
+        seed=s.seed,
+    )
     files = {}
     for name, data in (("prompts", sim.prompts), ("additive", sim.additive), ("acf", sim.normalisation)):
         path = out / f"{name}.hs"
@@ -156,7 +192,7 @@ def voxel_centres_mm(info, axis: int) -> np.ndarray:
 def _extent(info, horizontal: int, vertical: int) -> tuple[float, float, float, float]:
     h, v = voxel_centres_mm(info, horizontal), voxel_centres_mm(info, vertical)
     dh, dv = info.voxel_size[horizontal] / 2, info.voxel_size[vertical] / 2
-    return h[0] - dh, h[-1] + dh, v[-1] + dv, v[0] - dv   # first row on top (STIR's y points down)
+    return h[0] - dh, h[-1] + dh, v[-1] + dv, v[0] - dv  # first row on top (STIR's y points down)
 
 
 _AXIS = ("z", "y", "x")
@@ -179,6 +215,7 @@ def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_
     a symmetric scale of its own.
     """
     from matplotlib.figure import Figure
+
     centre = tuple(n // 2 for n in info.shape)
     # slice positions to 0.1 mm; "+ 0.0" makes a header's -1e-6 read 0.0, not -0.0
     pos = {a: round(float(voxel_centres_mm(info, a)[centre[a]]), 1) + 0.0 for a in range(3)}
@@ -189,15 +226,24 @@ def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_
     heights = [lengths[1], lengths[0], lengths[0]]
     fig = Figure(figsize=(13, 11), layout="constrained")
     gs = fig.add_gridspec(4, 3, height_ratios=heights + [0.6 * lengths[1]])
-    columns = ((truth, "phantom (truth)", ACTIVITY_CMAP, 0.0, vmax),
-               (recon, recon_label, ACTIVITY_CMAP, 0.0, vmax),
-               (diff, f"{recon_label} \u2212 phantom", DIFFERENCE_CMAP, -dmax, dmax))
+    columns = (
+        (truth, "phantom (truth)", ACTIVITY_CMAP, 0.0, vmax),
+        (recon, recon_label, ACTIVITY_CMAP, 0.0, vmax),
+        (diff, f"{recon_label} \u2212 phantom", DIFFERENCE_CMAP, -dmax, dmax),
+    )
     for col, (img, label, cmap, lo, hi) in enumerate(columns):
         axes = []
         for row, (name, fixed, h, v) in enumerate(_SLICES):
             ax = fig.add_subplot(gs[row, col])
-            im = ax.imshow(_slice(img, fixed, centre[fixed]), cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest",
-                           extent=_extent(info, h, v), aspect="equal")
+            im = ax.imshow(
+                _slice(img, fixed, centre[fixed]),
+                cmap=cmap,
+                vmin=lo,
+                vmax=hi,
+                interpolation="nearest",
+                extent=_extent(info, h, v),
+                aspect="equal",
+            )
             where = f"{name}, {_AXIS[fixed]} = {pos[fixed]:.1f} mm"
             ax.set_title(f"{label}\n{where}" if row == 0 else where, fontsize="medium")
             ax.set_xlabel(f"{_AXIS[h]} (mm)")
@@ -206,8 +252,14 @@ def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_
                 ax.axhline(pos[1], color="cyan", linestyle="--", linewidth=0.7)
                 ax.axvline(pos[2], color="cyan", linestyle=":", linewidth=0.7)
             axes.append(ax)
-        fig.colorbar(im, ax=axes, location="bottom", shrink=0.85, aspect=30,
-                     label="difference (reconstruction units)" if col == 2 else "activity (reconstruction units)")
+        fig.colorbar(
+            im,
+            ax=axes,
+            location="bottom",
+            shrink=0.85,
+            aspect=30,
+            label="difference (reconstruction units)" if col == 2 else "activity (reconstruction units)",
+        )
     sub = gs[3, :].subgridspec(1, 2)
     for k, (along, fixed_name) in enumerate(((2, "y"), (1, "x"))):
         ax = fig.add_subplot(sub[0, k])
@@ -217,8 +269,11 @@ def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_
         ax.step(mm, truth[tuple(line)], where="mid", color="black", linewidth=1.0, label="phantom (truth)")
         ax.plot(mm, recon[tuple(line)], color="tab:orange", linewidth=1.4, label=recon_label)
         other = 1 if along == 2 else 2
-        ax.set_title(f"profile along {_AXIS[along]} at {fixed_name} = {pos[other]:.1f} mm, z = {pos[0]:.1f} mm "
-                     f"({'dashed' if along == 2 else 'dotted'} line)", fontsize="medium")
+        ax.set_title(
+            f"profile along {_AXIS[along]} at {fixed_name} = {pos[other]:.1f} mm, z = {pos[0]:.1f} mm "
+            f"({'dashed' if along == 2 else 'dotted'} line)",
+            fontsize="medium",
+        )
         ax.set_xlabel(f"{_AXIS[along]} (mm)")
         ax.set_ylabel("activity")
         ax.set_xlim(mm[0], mm[-1])
@@ -229,8 +284,7 @@ def slices_figure(truth: np.ndarray, recon: np.ndarray, info, title: str, recon_
     return fig
 
 
-def draw_slices(path: Path, truth: np.ndarray, recon: np.ndarray, info, title: str,
-                recon_label: str = "OSEM") -> None:
+def draw_slices(path: Path, truth: np.ndarray, recon: np.ndarray, info, title: str, recon_label: str = "OSEM") -> None:
     """Write :func:`slices_figure` to ``path`` (PNG)."""
     slices_figure(truth, recon, info, title, recon_label).savefig(os.fspath(path), dpi=110)
 
@@ -247,8 +301,10 @@ def contrast_report(phantom, info, truth: np.ndarray, recon: np.ndarray) -> list
     b_true, b_rec = float(truth[bg].mean()), float(recon[bg].mean())
     for i, sph in enumerate(phantom.spheres):
         m = phantom.sphere_mask(info, i)
-        lines.append(f"sphere {i} (radius {sph.radius:.1f} mm): contrast truth {truth[m].mean() / b_true:.2f}, "
-                     f"OSEM {recon[m].mean() / b_rec:.2f}")
+        lines.append(
+            f"sphere {i} (radius {sph.radius:.1f} mm): contrast truth {truth[m].mean() / b_true:.2f}, "
+            f"OSEM {recon[m].mean() / b_rec:.2f}"
+        )
     return lines
 
 
@@ -257,10 +313,12 @@ def run(args) -> int:
     from ..projectors import ProjectorPair
     from ..recon.run import prepare_osmaposl
     from .timeline import render_timeline
+
     t_start = time.perf_counter()
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         from ..errors import StirGpuError
+
         raise StirGpuError(f"--output {out}: is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
     check_folder(out, f"--output {out}")
@@ -268,8 +326,11 @@ def run(args) -> int:
     earlier = [n for n in DEMO_FILES if (out / n).exists()]
     if earlier and not args.overwrite:
         from ..errors import StirGpuError
-        raise StirGpuError(f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
-                           f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them")
+
+        raise StirGpuError(
+            f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
+            f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them"
+        )
     with config(**config_changes(args)):
         projector = ProjectorPair()
         t0 = time.perf_counter()
@@ -277,18 +338,24 @@ def run(args) -> int:
             made = write_demo_inputs(out, projector, s, overwrite=args.overwrite)
         except KeyboardInterrupt as exc:  # (each file written is complete: temporary name, then renamed)
             new = [n for n in DEMO_FILES if n not in earlier and (out / n).exists()]
-            exc.add_note(f"stopped while simulating the data; new inputs in {out}: {', '.join(new) or 'none'}"
-                         + ("; the earlier demo's files may be partly replaced" if earlier else ""))
+            exc.add_note(
+                f"stopped while simulating the data; new inputs in {out}: {', '.join(new) or 'none'}"
+                + ("; the earlier demo's files may be partly replaced" if earlier else "")
+            )
             raise
         t_sim = time.perf_counter() - t0
-        print(f"simulated {made['sim'].total_counts:.3g} counts on {s.scanner} (span {s.span}, "
-              f"{made['pdi'].total_num_bins} bins) in {t_sim:.1f} s, backend {projector.backend}")
+        print(
+            f"simulated {made['sim'].total_counts:.3g} counts on {s.scanner} (span {s.span}, "
+            f"{made['pdi'].total_num_bins} bins) in {t_sim:.1f} s, backend {projector.backend}"
+        )
         last = {}
 
         def keep_stats(rec, _image) -> None:
             last["record"] = rec
-            print(f"  subiteration {rec.subiteration:3d} (subset {rec.subset}): {rec.seconds:.2f} s"
-                  + (f" -> {rec.saved.name}" if rec.saved else ""))
+            print(
+                f"  subiteration {rec.subiteration:3d} (subset {rec.subset}): {rec.seconds:.2f} s"
+                + (f" -> {rec.saved.name}" if rec.saved else "")
+            )
 
         t0 = time.perf_counter()
         # relative names in osem.par are relative to its folder (run it there with STIR too)
@@ -298,15 +365,23 @@ def run(args) -> int:
     recon = read_image(result.saved[-1]).array
     truth = made["sim"].truth
     slices = out / "slices.png"
-    draw_slices(slices, truth, recon, made["info"],
-                f"{s.scanner} (span {s.span}), {made['sim'].total_counts / 1e6:.1f} million counts: phantom and OSEM "
-                f"({s.subsets} subsets, {s.subiterations} subiterations)",
-                recon_label=f"OSEM, subiteration {s.subiterations}")
+    draw_slices(
+        slices,
+        truth,
+        recon,
+        made["info"],
+        f"{s.scanner} (span {s.span}), {made['sim'].total_counts / 1e6:.1f} million counts: phantom and OSEM "
+        f"({s.subsets} subsets, {s.subiterations} subiterations)",
+        recon_label=f"OSEM, subiteration {s.subiterations}",
+    )
     timeline = out / "timeline.png"
     rec = last.get("record")
     if rec is not None and rec.stats is not None and rec.stats.events:
-        render_timeline(rec.stats, timeline, context=f"stirgpu demo: OSEM subiteration {rec.subiteration} "
-                                                     f"(update of subset {rec.subset})")
+        render_timeline(
+            rec.stats,
+            timeline,
+            context=f"stirgpu demo: OSEM subiteration {rec.subiteration} (update of subset {rec.subset})",
+        )
     else:
         timeline = None
     print(f"reconstructed in {t_rec:.1f} s (sensitivities {result.setup_seconds:.1f} s)")
@@ -314,15 +389,25 @@ def run(args) -> int:
         print("  " + line)
     print(f"\nfiles in {out}/:")
     f = made["files"]
-    print(f"  inputs:          {f['prompts'].name} (prompts), {f['additive'].name} (STIR additive sinogram), "
-          f"{f['acf'].name} (correction factors), {f['truth'].name} (true activity)")
+    print(
+        f"  inputs:          {f['prompts'].name} (prompts), {f['additive'].name} (STIR additive sinogram), "
+        f"{f['acf'].name} (correction factors), {f['truth'].name} (true activity)"
+    )
     print(f"  parameter file:  {f['par'].name}  (cd {out} && OSMAPOSL osem.par  -- or stirgpu osmaposl osem.par)")
     print(f"  estimates:       {', '.join(p.name for p in result.saved)}")
     print(f"  sensitivities:   {', '.join(p.name for p in result.sensitivity_files)}")
     pictures = [slices] + ([timeline] if timeline else [])
     print(f"  pictures:        {', '.join(p.name for p in pictures)}")
     print(f"total {time.perf_counter() - t_start:.1f} s")
-    print(wrote_folder(out, {"input": [f["prompts"], f["additive"], f["acf"], f["truth"], f["par"]],
-                             "estimate": result.saved, "sensitivity image": result.sensitivity_files,
-                             "picture": pictures}))
+    print(
+        wrote_folder(
+            out,
+            {
+                "input": [f["prompts"], f["additive"], f["acf"], f["truth"], f["par"]],
+                "estimate": result.saved,
+                "sensitivity image": result.sensitivity_files,
+                "picture": pictures,
+            },
+        )
+    )
     return 0

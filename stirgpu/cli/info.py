@@ -42,14 +42,22 @@ examples:
 
 def register(subparsers) -> None:
     import argparse
+
     p = subparsers.add_parser(
-        "info", help="print the geometry of projection data (.hs) or an image (.hv)",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "info",
+        help="print the geometry of projection data (.hs) or an image (.hv)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", metavar="FILE", help="Interfile header: projection data (.hs) or an image (.hv)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--stats", action="store_true",
-                   help="projection data: also the min, max and sum of the values (reads the whole data "
-                        "file, chunk by chunk); images show them always")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="projection data: also the min, max and sum of the values (reads the whole data "
+        "file, chunk by chunk); images show them always",
+    )
     p.set_defaults(run=run)
 
 
@@ -60,8 +68,7 @@ def run(args) -> int:
 
 
 def _dtype_text(dt: np.dtype) -> tuple[str, str]:
-    order = "little-endian" if (dt.byteorder == "<" or (dt.byteorder in "=|" and np.little_endian)) \
-        else "big-endian"
+    order = "little-endian" if (dt.byteorder == "<" or (dt.byteorder in "=|" and np.little_endian)) else "big-endian"
     return np.dtype(dt).newbyteorder("=").name, order
 
 
@@ -92,9 +99,16 @@ def describe_projdata(path, stats: bool = False) -> dict:
         for s in pdi.segment_nums:
             na = pdi.get_num_axial_poss(s)
             m = pdi.get_m(s, np.array([0, na - 1]))
-            segs.append({"segment": s, "min_ring_diff": pdi.get_min_ring_difference(s),
-                         "max_ring_diff": pdi.get_max_ring_difference(s), "num_axial_poss": na,
-                         "m_min_mm": float(m[0]), "m_max_mm": float(m[1])})
+            segs.append(
+                {
+                    "segment": s,
+                    "min_ring_diff": pdi.get_min_ring_difference(s),
+                    "max_ring_diff": pdi.get_max_ring_difference(s),
+                    "num_axial_poss": na,
+                    "m_min_mm": float(m[0]),
+                    "m_max_mm": float(m[1]),
+                }
+            )
         nv = pdi.get_num_views()
         phi = pdi.get_phi(np.array([0, nv - 1]))
         tmin, tmax = pdi.get_min_tangential_pos_num(), pdi.get_max_tangential_pos_num()
@@ -110,33 +124,51 @@ def describe_projdata(path, stats: bool = False) -> dict:
             "data_offset": h.data_offset,
             "scale_factor": h.scale_factor,
             "scanner": {
-                "name": sc.name, "num_rings": sc.num_rings,
+                "name": sc.name,
+                "num_rings": sc.num_rings,
                 "num_detectors_per_ring": sc.num_detectors_per_ring,
                 "inner_ring_radius_mm": sc.inner_ring_radius,
                 "average_depth_of_interaction_mm": sc.average_depth_of_interaction,
                 "effective_ring_radius_mm": sc.effective_ring_radius,
-                "ring_spacing_mm": sc.ring_spacing, "default_bin_size_mm": sc.default_bin_size,
+                "ring_spacing_mm": sc.ring_spacing,
+                "default_bin_size_mm": sc.default_bin_size,
                 "view_offset_deg": math.degrees(sc.intrinsic_azimuthal_tilt),
                 "max_FOV_radius_mm": sc.max_FOV_radius,
                 "max_num_timing_poss": sc.max_num_timing_poss,
             },
             "arc_corrected": pdi.is_arc_corrected(),
             "sampling_in_s_mm": pdi.get_sampling_in_s(),
-            "tof": {"num_tof_poss": pdi.get_num_tof_poss(),
-                    "min_tof_pos": pd.get_min_tof_pos_num(), "max_tof_pos": pd.get_max_tof_pos_num(),
-                    "mash_factor": h.tof_mash_factor if pdi.get_num_tof_poss() > 1 else None},
+            "tof": {
+                "num_tof_poss": pdi.get_num_tof_poss(),
+                "min_tof_pos": pd.get_min_tof_pos_num(),
+                "max_tof_pos": pd.get_max_tof_pos_num(),
+                "mash_factor": h.tof_mash_factor if pdi.get_num_tof_poss() > 1 else None,
+            },
             "segments": segs,
-            "views": {"num": nv, "min": 0, "max": nv - 1, "mashing_factor": pdi.get_view_mashing_factor(),
-                      "phi_min_deg": math.degrees(phi[0]), "phi_max_deg": math.degrees(phi[1])},
-            "tangential": {"num": pdi.get_num_tangential_poss(), "min": tmin, "max": tmax,
-                           "s_min_mm": float(s_rng[0]), "s_max_mm": float(s_rng[1])},
+            "views": {
+                "num": nv,
+                "min": 0,
+                "max": nv - 1,
+                "mashing_factor": pdi.get_view_mashing_factor(),
+                "phi_min_deg": math.degrees(phi[0]),
+                "phi_max_deg": math.degrees(phi[1]),
+            },
+            "tangential": {
+                "num": pdi.get_num_tangential_poss(),
+                "min": tmin,
+                "max": tmax,
+                "s_min_mm": float(s_rng[0]),
+                "s_max_mm": float(s_rng[1]),
+            },
             "num_bins": pdi.total_num_bins,
         }
         if stats and not pd.is_template:
             d["values"] = _stats_of(
                 pd.read_views(s, v, timing_pos=t)
                 for t in range(pd.get_min_tof_pos_num(), pd.get_max_tof_pos_num() + 1)
-                for s in pdi.segment_nums for v in pd.view_chunks(s))
+                for s in pdi.segment_nums
+                for v in pd.view_chunks(s)
+            )
     return d
 
 
@@ -179,42 +211,54 @@ def format_text(d: dict) -> str:
     lines = []
     if d["kind"] == "image":
         data = d["data_file"] if d["has_data"] else f"{d['data_file']} (absent)"
-        lines += [f"Image: {d['file']}",
-                  f"  data file: {data}; {d['number_format']} {d['byte_order']}",
-                  f"  size (z, y, x): {_triple(d['shape_zyx'])}",
-                  f"  voxel size (z, y, x): {_triple(d['voxel_size_zyx_mm'], ' mm')}",
-                  f"  origin (z, y, x): {_triple(d['origin_zyx_mm'], ' mm')}",
-                  f"  min indices (z, y, x): {_triple(d['min_indices_zyx'])}, "
-                  f"max indices: {_triple(d['max_indices_zyx'])}",
-                  f"  first pixel offset (z, y, x): {_triple(d['first_pixel_offset_zyx_mm'], ' mm')}"]
+        lines += [
+            f"Image: {d['file']}",
+            f"  data file: {data}; {d['number_format']} {d['byte_order']}",
+            f"  size (z, y, x): {_triple(d['shape_zyx'])}",
+            f"  voxel size (z, y, x): {_triple(d['voxel_size_zyx_mm'], ' mm')}",
+            f"  origin (z, y, x): {_triple(d['origin_zyx_mm'], ' mm')}",
+            f"  min indices (z, y, x): {_triple(d['min_indices_zyx'])}, max indices: {_triple(d['max_indices_zyx'])}",
+            f"  first pixel offset (z, y, x): {_triple(d['first_pixel_offset_zyx_mm'], ' mm')}",
+        ]
     else:
         sc = d["scanner"]
         what = "template (geometry only; no data)" if d["template"] else "data"
-        lines += [f"Projection data: {d['file']}",
-                  f"  {what}; data file: {d['data_file']}",
-                  f"  storage: {d['storage_order']} order, {d['number_format']} {d['byte_order']}, "
-                  f"offset {d['data_offset']} bytes, scale factor {_f(d['scale_factor'])}",
-                  f"  scanner: {sc['name']}: {sc['num_rings']} rings, {sc['num_detectors_per_ring']} "
-                  f"detectors per ring, inner radius {_f(sc['inner_ring_radius_mm'])} mm, DOI "
-                  f"{_f(sc['average_depth_of_interaction_mm'])} mm, ring spacing {_f(sc['ring_spacing_mm'])} mm, "
-                  f"view offset {_f(sc['view_offset_deg'])} deg",
-                  f"  arc-corrected: {'yes' if d['arc_corrected'] else 'no'} "
-                  f"(sampling in s {_f(d['sampling_in_s_mm'])} mm at the centre)"]
+        lines += [
+            f"Projection data: {d['file']}",
+            f"  {what}; data file: {d['data_file']}",
+            f"  storage: {d['storage_order']} order, {d['number_format']} {d['byte_order']}, "
+            f"offset {d['data_offset']} bytes, scale factor {_f(d['scale_factor'])}",
+            f"  scanner: {sc['name']}: {sc['num_rings']} rings, {sc['num_detectors_per_ring']} "
+            f"detectors per ring, inner radius {_f(sc['inner_ring_radius_mm'])} mm, DOI "
+            f"{_f(sc['average_depth_of_interaction_mm'])} mm, ring spacing {_f(sc['ring_spacing_mm'])} mm, "
+            f"view offset {_f(sc['view_offset_deg'])} deg",
+            f"  arc-corrected: {'yes' if d['arc_corrected'] else 'no'} "
+            f"(sampling in s {_f(d['sampling_in_s_mm'])} mm at the centre)",
+        ]
         tof = d["tof"]
-        lines.append("  TOF: no" if tof["num_tof_poss"] == 1 else
-                     f"  TOF: {tof['num_tof_poss']} timing positions ({tof['min_tof_pos']}..{tof['max_tof_pos']}), "
-                     f"mash factor {tof['mash_factor']}")
-        lines.append(f"  segments: {len(d['segments'])} ({d['segments'][0]['segment']}..{d['segments'][-1]['segment']})")
+        lines.append(
+            "  TOF: no"
+            if tof["num_tof_poss"] == 1
+            else f"  TOF: {tof['num_tof_poss']} timing positions ({tof['min_tof_pos']}..{tof['max_tof_pos']}), "
+            f"mash factor {tof['mash_factor']}"
+        )
+        lines.append(
+            f"  segments: {len(d['segments'])} ({d['segments'][0]['segment']}..{d['segments'][-1]['segment']})"
+        )
         lines.append("    segment  ring differences  axial positions  m range (mm)")
         for s in d["segments"]:
-            lines.append(f"    {s['segment']:7d}  [{s['min_ring_diff']:4d}, {s['max_ring_diff']:4d}]      "
-                         f"{s['num_axial_poss']:15d}  [{_f(s['m_min_mm'])}, {_f(s['m_max_mm'])}]")
+            lines.append(
+                f"    {s['segment']:7d}  [{s['min_ring_diff']:4d}, {s['max_ring_diff']:4d}]      "
+                f"{s['num_axial_poss']:15d}  [{_f(s['m_min_mm'])}, {_f(s['m_max_mm'])}]"
+            )
         v, t = d["views"], d["tangential"]
-        lines += [f"  views: {v['num']} ({v['min']}..{v['max']}, mashing {v['mashing_factor']}), "
-                  f"phi [{_f(v['phi_min_deg'])}, {_f(v['phi_max_deg'])}] deg",
-                  f"  tangential positions: {t['num']} ({t['min']}..{t['max']}), "
-                  f"s [{_f(t['s_min_mm'])}, {_f(t['s_max_mm'])}] mm",
-                  f"  bins: {d['num_bins']}"]
+        lines += [
+            f"  views: {v['num']} ({v['min']}..{v['max']}, mashing {v['mashing_factor']}), "
+            f"phi [{_f(v['phi_min_deg'])}, {_f(v['phi_max_deg'])}] deg",
+            f"  tangential positions: {t['num']} ({t['min']}..{t['max']}), "
+            f"s [{_f(t['s_min_mm'])}, {_f(t['s_max_mm'])}] mm",
+            f"  bins: {d['num_bins']}",
+        ]
     if "values" in d:
         v = d["values"]
         lines.append(f"  values: min {_f(v['min'])}, max {_f(v['max'])}, sum {_f(v['sum'])}")

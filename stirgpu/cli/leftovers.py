@@ -24,6 +24,7 @@ def warn_about_leftovers(command: str, folders) -> list[Path]:
     """Print one warning line for the stale temporaries in ``folders`` (each looked at once);
     returns them."""
     from ..formats import stale_temporaries
+
     seen, found = set(), []
     for folder in folders:
         key = os.path.realpath(folder)
@@ -32,8 +33,11 @@ def warn_about_leftovers(command: str, folders) -> list[Path]:
             found.extend(stale_temporaries(folder))
     if found:
         what = "a temporary file" if len(found) == 1 else f"{len(found)} temporary files"
-        print(f"stirgpu {command}: warning: {what} left by a killed run (its process no longer runs); "
-              f"remove with: rm -- {' '.join(shlex.quote(os.fspath(p)) for p in found)}", file=sys.stderr)
+        print(
+            f"stirgpu {command}: warning: {what} left by a killed run (its process no longer runs); "
+            f"remove with: rm -- {' '.join(shlex.quote(os.fspath(p)) for p in found)}",
+            file=sys.stderr,
+        )
     return found
 
 
@@ -61,8 +65,11 @@ class OutputState:
             return None
         now = self._stamp()
         if now == self.before:
-            return (f"nothing written; the existing {self.path} is unchanged" if now is not None
-                    else f"nothing written ({self.path} was not created)")
+            return (
+                f"nothing written; the existing {self.path} is unchanged"
+                if now is not None
+                else f"nothing written ({self.path} was not created)"
+            )
         if now is None:
             return f"{self.path} was being replaced and is gone"
         return f"{self.path} had been written completely"

@@ -43,12 +43,15 @@ FILE_OUTPUT_COMMANDS = ("forward-project", "back-project")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="stirgpu", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="stirgpu",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Fast, memory-bounded (GPU) projection and OSEM for STIR PET data: STIR's files,\n"
-                    "STIR's parameter files, STIR's numbers.",
+        "STIR's parameter files, STIR's numbers.",
         epilog="start with:\n  stirgpu demo                 # simulate a scan, reconstruct it, draw it\n"
-               "  stirgpu COMMAND --help       # what a command does, its options and examples")
+        "  stirgpu COMMAND --help       # what a command does, its options and examples",
+    )
     from .. import __version__
+
     parser.add_argument("--version", action="version", version=f"stirgpu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
@@ -59,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 success, 2 error, 130 interrupted)."""
     from .leftovers import OutputState, interrupted_message, warn_about_leftovers
+
     parser = build_parser()
     args = parser.parse_args(argv)
     target = getattr(args, "output", None)
@@ -93,6 +97,7 @@ def _output_header(command: str, target):
     if command not in FILE_OUTPUT_COMMANDS or target is None:
         return None
     from ..formats.naming import IMAGE, PROJDATA, output_names
+
     try:
         return output_names(target, PROJDATA if command == "forward-project" else IMAGE).header
     except StirGpuError:

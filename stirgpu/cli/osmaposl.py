@@ -52,17 +52,27 @@ examples:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("osmaposl", help="OSEM reconstruction from a STIR OSMAPOSL .par file",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "osmaposl",
+        help="OSEM reconstruction from a STIR OSMAPOSL .par file",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("par", metavar="FILE.par", help="OSMAPOSL parameter file (STIR's syntax)")
     add_execution_options(p, "reconstruct")
-    p.add_argument("--stats", action="store_true",
-                   help="after each subiteration, print where its projection time went (and the chunk plan "
-                        "when it changes)")
-    p.add_argument("--timeline", default=None, metavar="FILE.png",
-                   help="draw the last subiteration's projection pipeline into FILE.png; a name with %%d "
-                        "(e.g. timeline_%%d.png) gets one picture per subiteration")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="after each subiteration, print where its projection time went (and the chunk plan when it changes)",
+    )
+    p.add_argument(
+        "--timeline",
+        default=None,
+        metavar="FILE.png",
+        help="draw the last subiteration's projection pipeline into FILE.png; a name with %%d "
+        "(e.g. timeline_%%d.png) gets one picture per subiteration",
+    )
     p.set_defaults(run=run)
 
 
@@ -72,9 +82,14 @@ def add_execution_options(p, what: str, backend_note: str = "") -> None:
     add_numerics_option(p)
     add_backend_option(p, what, backend_note)
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
-    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
-                   help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
-                        "(default: from the free memory)")
+    p.add_argument(
+        "--memory-budget",
+        type=memory_size,
+        default=None,
+        metavar="SIZE",
+        help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
+        "(default: from the free memory)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -106,19 +121,26 @@ def _check_timeline(pattern: str | None) -> None:
 def wrote_line(saved: list, sensitivity_files: list, pictures: list = ()) -> str:
     """``wrote osem_24.hv (+ osem_24.v, 1.9 MiB): the final estimate; 3 estimates in all
     (subiterations 8, 16, 24); 8 sensitivity images; timeline.png``."""
-    extra = ([plural(len(sensitivity_files), "sensitivity image")] if sensitivity_files else []) \
-        + [str(p) for p in pictures]
+    extra = ([plural(len(sensitivity_files), "sensitivity image")] if sensitivity_files else []) + [
+        str(p) for p in pictures
+    ]
     if not saved:
-        return "wrote " + ("; ".join(extra) + "; no estimate" if extra else "nothing") + \
-            " (output disabled in the parameter file)"
+        return (
+            "wrote "
+            + ("; ".join(extra) + "; no estimate" if extra else "nothing")
+            + " (output disabled in the parameter file)"
+        )
     its = ", ".join(p.stem.rsplit("_", 1)[-1] for p in saved)
-    return (f"wrote {describe_interfile(saved[-1])}: the final estimate; {plural(len(saved), 'estimate')} in all "
-            f"(subiteration{'s' if len(saved) > 1 else ''} {its})" + "".join(f"; {e}" for e in extra))
+    return (
+        f"wrote {describe_interfile(saved[-1])}: the final estimate; {plural(len(saved), 'estimate')} in all "
+        f"(subiteration{'s' if len(saved) > 1 else ''} {its})" + "".join(f"; {e}" for e in extra)
+    )
 
 
 def run(args) -> int:
     from ..recon.run import prepare_osmaposl
     from .timeline import render_timeline
+
     _check_timeline(args.timeline)
     changes = config_changes(args)
     t0 = time.perf_counter()
@@ -128,9 +150,11 @@ def run(args) -> int:
         s = prepared.settings
         osem = prepared.osem
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)
-        print(f"OSMAPOSL {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
-              f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
-              f"backend {osem.projector.backend} {list(osem.projector.devices)}")
+        print(
+            f"OSMAPOSL {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
+            f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
+            f"backend {osem.projector.backend} {list(osem.projector.devices)}"
+        )
         print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.sensitivity_files))
         seen = {"plan": None, "last": None}
         pictures: list[Path] = []

@@ -16,18 +16,28 @@ from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..execution.plan import parse_bytes
 from ..formats.naming import IMAGE, PROJDATA
-from .checks import (memory_size, non_negative_int, output_files, say_written, set_up_projector, subset_of,
-                     timeline_path)
+from .checks import memory_size, non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
 from .written import wrote_interfile
 
-__all__ = ["register", "run_forward", "run_back", "parse_subset", "parse_devices", "execution_config",
-           "add_numerics_option", "add_backend_option", "NUMERICS_HELP", "DEVICES_HELP"]
+__all__ = [
+    "register",
+    "run_forward",
+    "run_back",
+    "parse_subset",
+    "parse_devices",
+    "execution_config",
+    "add_numerics_option",
+    "add_backend_option",
+    "NUMERICS_HELP",
+    "DEVICES_HELP",
+]
 
 
-NUMERICS_HELP = ("stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
-                 "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)")
-DEVICES_HELP = ("GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids "
-                "(default 2)")
+NUMERICS_HELP = (
+    "stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
+    "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)"
+)
+DEVICES_HELP = "GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids (default 2)"
 
 
 def add_numerics_option(p) -> None:
@@ -36,8 +46,12 @@ def add_numerics_option(p) -> None:
 
 def add_backend_option(p, what: str, par_note: str = "") -> None:
     """``--backend``: ``what`` says what runs there (``"project"``, ``"reconstruct"``...)."""
-    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default=None,
-                   help=f"where to {what}: cuda (GPU), cpu, or auto (default: cuda when a GPU is usable){par_note}")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "cuda"),
+        default=None,
+        help=f"where to {what}: cuda (GPU), cpu, or auto (default: cuda when a GPU is usable){par_note}",
+    )
 
 
 FORWARD_DESCRIPTION = """\
@@ -76,48 +90,82 @@ def _common(p, role: str) -> None:
     add_numerics_option(p)
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
     if role == "forward":
-        subset = ("only the views of subset K of N (STIR's subsets: views v with v %% N == K); OUTPUT's "
-                  "other views are 0")
+        subset = (
+            "only the views of subset K of N (STIR's subsets: views v with v %% N == K); OUTPUT's other views are 0"
+        )
     else:
         subset = "back project only the views of subset K of N (STIR's subsets: views v with v %% N == K)"
     p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N", help=subset)
     same = "the same numbers" if role == "forward" else "the same image to float32 rounding"
-    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
-                   help="most memory the projection may use on each GPU and on the host, e.g. 512M, 2G "
-                        f"(default: from the free memory); a smaller budget means more, smaller chunks, {same}")
-    p.add_argument("--max-segment", type=non_negative_int, default=None, metavar="N",
-                   help="only segments -N..N (STIR's 'maximum absolute segment number to process')"
-                        + ("; OUTPUT's other segments are 0" if role == "forward" else ""))
-    p.add_argument("--stats", action="store_true",
-                   help="print the chunk plan (as 'stirgpu plan' does) and where the time went")
-    p.add_argument("--timeline", default=None, metavar="FILE.png",
-                   help="draw when each chunk was read, projected and written (per GPU or CPU worker) into "
-                        "FILE.png")
+    p.add_argument(
+        "--memory-budget",
+        type=memory_size,
+        default=None,
+        metavar="SIZE",
+        help="most memory the projection may use on each GPU and on the host, e.g. 512M, 2G "
+        f"(default: from the free memory); a smaller budget means more, smaller chunks, {same}",
+    )
+    p.add_argument(
+        "--max-segment",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="only segments -N..N (STIR's 'maximum absolute segment number to process')"
+        + ("; OUTPUT's other segments are 0" if role == "forward" else ""),
+    )
+    p.add_argument(
+        "--stats", action="store_true", help="print the chunk plan (as 'stirgpu plan' does) and where the time went"
+    )
+    p.add_argument(
+        "--timeline",
+        default=None,
+        metavar="FILE.png",
+        help="draw when each chunk was read, projected and written (per GPU or CPU worker) into FILE.png",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT (header and data file)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def register(subparsers) -> None:
     import argparse
+
     raw = argparse.RawDescriptionHelpFormatter
-    f = subparsers.add_parser("forward-project", help="forward project an image into projection data",
-                              description=FORWARD_DESCRIPTION, epilog=FORWARD_EPILOG, formatter_class=raw)
+    f = subparsers.add_parser(
+        "forward-project",
+        help="forward project an image into projection data",
+        description=FORWARD_DESCRIPTION,
+        epilog=FORWARD_EPILOG,
+        formatter_class=raw,
+    )
     f.add_argument("output", metavar="OUTPUT.hs", help="new projection data (header; the data go to OUTPUT.s)")
     f.add_argument("image", metavar="IMAGE.hv", help="image to project")
-    f.add_argument("template", metavar="TEMPLATE.hs",
-                   help="projection data giving the geometry (a template header without data is enough)")
-    f.add_argument("par", nargs="?", default=None, metavar="PROJECTOR.par",
-                   help="STIR projector parameter file (optional)")
+    f.add_argument(
+        "template",
+        metavar="TEMPLATE.hs",
+        help="projection data giving the geometry (a template header without data is enough)",
+    )
+    f.add_argument(
+        "par", nargs="?", default=None, metavar="PROJECTOR.par", help="STIR projector parameter file (optional)"
+    )
     _common(f, "forward")
     f.set_defaults(run=run_forward)
 
-    b = subparsers.add_parser("back-project", help="back project projection data into an image",
-                              description=BACK_DESCRIPTION, epilog=BACK_EPILOG, formatter_class=raw,
-                              usage="%(prog)s [options] OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] [PROJECTOR.par]")
+    b = subparsers.add_parser(
+        "back-project",
+        help="back project projection data into an image",
+        description=BACK_DESCRIPTION,
+        epilog=BACK_EPILOG,
+        formatter_class=raw,
+        usage="%(prog)s [options] OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] [PROJECTOR.par]",
+    )
     b.add_argument("output", metavar="OUTPUT.hv", help="new image (header; the data go to OUTPUT.v)")
     b.add_argument("projdata", metavar="PROJDATA.hs", help="projection data to back project")
-    b.add_argument("rest", nargs="*", metavar="[TEMPLATE_IMAGE.hv] [PROJECTOR.par]",
-                   help="optional: an image giving the geometry, and/or a STIR projector parameter file")
+    b.add_argument(
+        "rest",
+        nargs="*",
+        metavar="[TEMPLATE_IMAGE.hv] [PROJECTOR.par]",
+        help="optional: an image giving the geometry, and/or a STIR projector parameter file",
+    )
     _common(b, "back")
     b.set_defaults(run=run_back)
 
@@ -126,6 +174,7 @@ def register(subparsers) -> None:
 def parse_subset(text: str) -> tuple[int, int]:
     """``"K/N"`` -> (K, N) with 0 <= K < N."""
     import argparse
+
     try:
         k, n = (int(v) for v in text.split("/"))
     except ValueError:
@@ -138,6 +187,7 @@ def parse_subset(text: str) -> tuple[int, int]:
 def parse_devices(text: str) -> tuple[int, ...]:
     """``"0,1"`` -> (0, 1)."""
     import argparse
+
     try:
         ids = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
@@ -153,6 +203,7 @@ def _projector_settings(par: str | None, role: str):
     if par is None:
         return {}, {}
     from ..parfile import read_projector_par
+
     settings = read_projector_par(par)
     opts = settings.forward if role == "forward" else settings.back
     if opts is None:
@@ -189,12 +240,14 @@ def _report(args, projector, timeline) -> None:
         print(stats.summary())
     if timeline is not None:
         from .timeline import render_timeline
+
         render_timeline(stats, timeline)
 
 
 def run_forward(args) -> int:
     from ..formats import ProjDataOnDisk, read_image, read_projdata_header
     from ..projectors import ForwardProjector
+
     # everything is checked before any work: the .par, the outputs, the inputs, the projector set-up
     changes, kw = _projector_settings(args.par, "forward")
     names = output_files(args.output, PROJDATA, args.overwrite)
@@ -227,8 +280,10 @@ def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
             par = r
         else:
             if template is not None or par is not None:
-                raise StirGpuError("back-project: arguments are OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] "
-                                   f"[PROJECTOR.par]; cannot place {r!r}")
+                raise StirGpuError(
+                    "back-project: arguments are OUTPUT.hv PROJDATA.hs [TEMPLATE_IMAGE.hv] "
+                    f"[PROJECTOR.par]; cannot place {r!r}"
+                )
             template = r
     return template, par
 
@@ -237,6 +292,7 @@ def run_back(args) -> int:
     from ..formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
     from ..kernels.stir_lors import stir_default_image_info
     from ..projectors import BackProjector
+
     template, par = _split_rest(args.rest)
     changes, kw = _projector_settings(par, "back")
     names = output_files(args.output, IMAGE, args.overwrite)

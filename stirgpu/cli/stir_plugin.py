@@ -49,29 +49,53 @@ examples:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("stir-plugin", help="build the STIR plugin (STIR's projector type 'stirgpu') or show it",
-                              description=PLUGIN_DESCRIPTION, epilog=PLUGIN_EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "stir-plugin",
+        help="build the STIR plugin (STIR's projector type 'stirgpu') or show it",
+        description=PLUGIN_DESCRIPTION,
+        epilog=PLUGIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    b = actions.add_parser("build", help="compile the plugin against a STIR into stirgpu's cache",
-                           description="Compile the plugin against a STIR into stirgpu's cache and print where it is.",
-                           epilog=PLUGIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--stir", metavar="PREFIX", default=None,
-                   help="STIR's installation prefix (default: from CMAKE_PREFIX_PATH, or the OSMAPOSL on PATH)")
+    b = actions.add_parser(
+        "build",
+        help="compile the plugin against a STIR into stirgpu's cache",
+        description="Compile the plugin against a STIR into stirgpu's cache and print where it is.",
+        epilog=PLUGIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument(
+        "--stir",
+        metavar="PREFIX",
+        default=None,
+        help="STIR's installation prefix (default: from CMAKE_PREFIX_PATH, or the OSMAPOSL on PATH)",
+    )
     b.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel compile jobs (default: all cores)")
     b.add_argument("--rebuild", action="store_true", help="build again even if a build exists")
     b.set_defaults(run=run_build)
-    q = actions.add_parser("path", help="print where the plugin for a STIR is",
-                           description="Print where the plugin built for a STIR and this Python is.",
-                           epilog=PLUGIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    q = actions.add_parser(
+        "path",
+        help="print where the plugin for a STIR is",
+        description="Print where the plugin built for a STIR and this Python is.",
+        epilog=PLUGIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     q.add_argument("--stir", metavar="PREFIX", default=None, help="STIR's installation prefix (default: as for build)")
     q.set_defaults(run=run_path)
 
-    s = subparsers.add_parser("stir", help="run one of STIR's programs with the plugin loaded",
-                              description=STIR_DESCRIPTION, epilog=STIR_EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--stir", metavar="PREFIX", default=None,
-                   help="STIR's installation prefix (default: the one PROGRAM is found in on PATH)")
+    s = subparsers.add_parser(
+        "stir",
+        help="run one of STIR's programs with the plugin loaded",
+        description=STIR_DESCRIPTION,
+        epilog=STIR_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--stir",
+        metavar="PREFIX",
+        default=None,
+        help="STIR's installation prefix (default: the one PROGRAM is found in on PATH)",
+    )
     s.add_argument("program", metavar="PROGRAM", help="a STIR program (a name on PATH, or a path)")
     s.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
     s.set_defaults(run=run_stir)
@@ -79,6 +103,7 @@ def register(subparsers) -> None:
 
 def run_build(args) -> int:
     from ..stir_plugin import build
+
     found = build(args.stir, jobs=args.jobs, rebuild=args.rebuild)
     print(f"built the stirgpu STIR plugin for STIR {found.stir_version} at {found.stir_prefix}:")
     print(found.plugin)
@@ -87,6 +112,7 @@ def run_build(args) -> int:
 
 def run_path(args) -> int:
     from ..stir_plugin import find_build
+
     print(find_build(args.stir).plugin)
     return 0
 
@@ -95,6 +121,7 @@ def stir_command(program: str, args: list[str], stir: str | None = None) -> tupl
     """(argv, environment) that run STIR's ``program`` with the plugin preloaded."""
     from ..errors import StirGpuError
     from ..stir_plugin import find_build
+
     if stir is not None and os.sep not in program:
         exe = shutil.which(program, path=str(Path(stir).expanduser() / "bin"))
     else:

@@ -21,8 +21,13 @@ __all__ = ["render_timeline", "timeline_figure", "lane_label", "STAGE_LABELS"]
 _COLOURS = {"read": "#4c72b0", "h2d": "#dd8452", "compute": "#55a868", "d2h": "#c44e52", "write": "#8172b3"}
 
 #: the stages in words (legend and row labels)
-STAGE_LABELS = {"read": "read projection data", "h2d": "upload to GPU", "compute": "project (kernels)",
-                "d2h": "download from GPU", "write": "write projection data"}
+STAGE_LABELS = {
+    "read": "read projection data",
+    "h2d": "upload to GPU",
+    "compute": "project (kernels)",
+    "d2h": "download from GPU",
+    "write": "write projection data",
+}
 
 
 def lane_label(lane: str) -> str:
@@ -57,13 +62,25 @@ def timeline_figure(stats: RunStats, context: str | None = None):
     end = max(stats.wall_seconds, max(e.end for e in stats.events))
     for i, (lane, stage) in enumerate(rows):
         events = [e for e in stats.events if e.lane == lane and e.stage == stage]
-        ax.broken_barh([(e.start, e.seconds) for e in events], (i - 0.4, 0.8),
-                       facecolors=_COLOURS.get(stage, "grey"), edgecolor="black", linewidth=0.3)
+        ax.broken_barh(
+            [(e.start, e.seconds) for e in events],
+            (i - 0.4, 0.8),
+            facecolors=_COLOURS.get(stage, "grey"),
+            edgecolor="black",
+            linewidth=0.3,
+        )
         if stage == "compute":
             for e in events:  # chunk numbers where a bar is wide enough to hold one
                 if e.seconds > 0.025 * end:
-                    ax.text(e.start + e.seconds / 2, i, str(e.chunk), ha="center", va="center",
-                            fontsize="x-small", color="white")
+                    ax.text(
+                        e.start + e.seconds / 2,
+                        i,
+                        str(e.chunk),
+                        ha="center",
+                        va="center",
+                        fontsize="x-small",
+                        color="white",
+                    )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{lane_label(lane)}: {STAGE_LABELS.get(stage, stage)}" for lane, stage in rows])
     ax.invert_yaxis()
@@ -71,15 +88,25 @@ def timeline_figure(stats: RunStats, context: str | None = None):
     ax.set_xlim(0, end * 1.01)
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
     ax.set_axisbelow(True)
-    title = (f"{stats.what} ({stats.backend} backend): {plural(stats.chunks, 'chunk')}, wall "
-             f"{stats.wall_seconds:.3f} s, overlap efficiency {stats.overlap_efficiency:.2f}")
+    title = (
+        f"{stats.what} ({stats.backend} backend): {plural(stats.chunks, 'chunk')}, wall "
+        f"{stats.wall_seconds:.3f} s, overlap efficiency {stats.overlap_efficiency:.2f}"
+    )
     # a figure title: constrained layout keeps it clear of the legend beside the axes
     fig.suptitle(title if context is None else f"{context}\n{title}")
-    handles = [Patch(facecolor=_COLOURS[s], edgecolor="black", linewidth=0.3, label=STAGE_LABELS[s])
-               for s in STAGES if any(r[1] == s for r in rows)]
+    handles = [
+        Patch(facecolor=_COLOURS[s], edgecolor="black", linewidth=0.3, label=STAGE_LABELS[s])
+        for s in STAGES
+        if any(r[1] == s for r in rows)
+    ]
     # below the axes, in one row: clear of the bars and of the (possibly long) title
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), title="stage (one bar per chunk)",
-               fontsize="small")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=len(handles),
+        title="stage (one bar per chunk)",
+        fontsize="small",
+    )
     return fig
 
 

@@ -17,6 +17,7 @@ __all__ = ["interfile_pair", "describe_interfile", "wrote_interfile", "wrote_fol
 def interfile_pair(header: str | os.PathLike) -> tuple[Path, Path | None]:
     """(header, data file named by its ``name of data file``) -- None where it names none."""
     from ..formats.interfile import read_header
+
     h = Path(header)
     name = read_header(h).get_str("name of data file", default="")
     if not name:

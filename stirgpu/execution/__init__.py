@@ -12,13 +12,27 @@ Importing this package does no work (no GPU probing, no compiling).
 
 from .devices import cuda_device_count, resolve_backend, resolve_devices
 from .pipeline import Engine, RunResult
-from .plan import (Chunk, Plan, default_gpu_budget, default_host_budget, format_bytes, make_plan,
-                   parse_bytes, partition)
+from .plan import Chunk, Plan, default_gpu_budget, default_host_budget, format_bytes, make_plan, parse_bytes, partition
 from .program import ChunkData, ChunkProgram
 from .stats import STAGES, RunStats, StageEvent
 
 __all__ = [
-    "Chunk", "Plan", "make_plan", "partition", "parse_bytes", "format_bytes", "default_host_budget",
-    "default_gpu_budget", "resolve_backend", "resolve_devices", "cuda_device_count", "Engine",
-    "RunResult", "ChunkProgram", "ChunkData", "RunStats", "StageEvent", "STAGES",
+    "Chunk",
+    "Plan",
+    "make_plan",
+    "partition",
+    "parse_bytes",
+    "format_bytes",
+    "default_host_budget",
+    "default_gpu_budget",
+    "resolve_backend",
+    "resolve_devices",
+    "cuda_device_count",
+    "Engine",
+    "RunResult",
+    "ChunkProgram",
+    "ChunkData",
+    "RunStats",
+    "StageEvent",
+    "STAGES",
 ]

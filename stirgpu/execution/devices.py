@@ -24,14 +24,24 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import DeviceError
 
-__all__ = ["resolve_backend", "resolve_devices", "cuda_device_count", "gpu_memory",
-           "CpuLane", "CudaLane", "make_lanes", "array_module", "DEFAULT_CPU_LANES"]
+__all__ = [
+    "resolve_backend",
+    "resolve_devices",
+    "cuda_device_count",
+    "gpu_memory",
+    "CpuLane",
+    "CudaLane",
+    "make_lanes",
+    "array_module",
+    "DEFAULT_CPU_LANES",
+]
 
 #: CPU lanes by default: two, so that reading/writing one chunk overlaps computing another
 DEFAULT_CPU_LANES = 2
@@ -50,6 +60,7 @@ def cuda_device_count() -> int:
     try:
         import cupy  # noqa: F401
         from cupy.cuda import runtime
+
         return int(runtime.getDeviceCount())
     except Exception:  # any failure here means "no usable GPU"
         return 0
@@ -220,6 +231,7 @@ class CudaLane:
 
     def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
         import cupyx
+
         return cupyx.empty_pinned((int(n),), dtype=dtype)
 
     def alloc_device(self, n: int, dtype=np.float32):
@@ -257,7 +269,7 @@ class CudaLane:
             rt.memcpyAsync(dst.ctypes.data, src.data.ptr, int(nbytes), rt.memcpyDeviceToHost, self.s_out.ptr)
 
     #: the largest row pitch cudaMemcpy2D accepts on current GPUs (cudaDevAttrMaxPitch)
-    _MAX_PITCH = 2 ** 31 - 1
+    _MAX_PITCH = 2**31 - 1
 
     def copy_views(self, to_device: bool, dev_ptr: int, host: np.ndarray, views, stream) -> None:
         """Queue, on ``stream``, the copy between ``host[views]`` -- page-locked store memory,
@@ -368,6 +380,7 @@ class CudaLane:
             if isinstance(host, np.ndarray):
                 if not pinned:
                     import cupyx
+
                     staged = cupyx.empty_pinned(host.shape, dtype=np.float32)
                     np.copyto(staged, host)
                     host = staged
@@ -378,8 +391,7 @@ class CudaLane:
                 if src.device.id == self.device_id:
                     cp.copyto(dst, src)
                 else:
-                    cp.cuda.runtime.memcpyPeer(dst.data.ptr, self.device_id, src.data.ptr,
-                                               src.device.id, src.nbytes)
+                    cp.cuda.runtime.memcpyPeer(dst.data.ptr, self.device_id, src.data.ptr, src.device.id, src.nbytes)
                 cp.cuda.Device(self.device_id).synchronize()
         return dst
 

@@ -16,7 +16,7 @@ import concurrent.futures
 import queue
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,8 +48,9 @@ class DaemonPool:
     def __init__(self, threads: int, name: str):
         self.size = max(int(threads), 1)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=_work, args=(self._q,), name=f"{name}-{i}", daemon=True)
-                         for i in range(self.size)]
+        self._threads = [
+            threading.Thread(target=_work, args=(self._q,), name=f"{name}-{i}", daemon=True) for i in range(self.size)
+        ]
         for t in self._threads:
             t.start()
         self._finalizer = weakref.finalize(self, DaemonPool._stop, self._q, self.size)

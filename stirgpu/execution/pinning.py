@@ -43,6 +43,7 @@ def _owner(a: np.ndarray) -> np.ndarray | None:
 
 def _unregister(ptr: int) -> None:
     from cupy.cuda import runtime
+
     runtime.hostUnregister(ptr)
 
 
@@ -89,6 +90,7 @@ class HostPinning:
     @staticmethod
     def _register(owner: np.ndarray) -> bool:
         from cupy.cuda import runtime
+
         if _locked(owner):
             return True  # page-locked by its owner: use it, leave it alone
         ptr = int(owner.ctypes.data)
@@ -104,6 +106,7 @@ class HostPinning:
 def _locked(a: np.ndarray) -> bool:
     """Whether the driver reports both ends of ``a``'s memory as page-locked host memory."""
     from cupy.cuda import runtime
+
     ptr = int(a.ctypes.data)
     return all(_is_pinned(runtime, p) for p in (ptr, ptr + a.nbytes - 1))
 

@@ -53,15 +53,16 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
+from ..config import PIN_POLICIES
 from ..errors import Cancelled, DeviceError, PipelineError, PlanError
 from ..kernels.tables import pack_tables, packed_length
 from . import devices as _devices
 from .hostio import DaemonPool, parallel_copy, run_pieces, split_ranges
-from ..config import PIN_POLICIES
 from .pinning import HostPinning
 from .plan import Plan, default_gpu_budget, default_host_budget, make_plan
 from .program import ChunkData, ChunkProgram
@@ -171,8 +172,14 @@ class Engine:
     no allocation and, for an unchanged image, no upload.
     """
 
-    def __init__(self, backend: str, devices, io_threads: int | None = None, pin_host_memory: str = "reused",
-                 compute_streams: int = 2):
+    def __init__(
+        self,
+        backend: str,
+        devices,
+        io_threads: int | None = None,
+        pin_host_memory: str = "reused",
+        compute_streams: int = 2,
+    ):
         if backend not in ("cpu", "cuda"):
             raise DeviceError(f"engine backend must be 'cpu' or 'cuda', not {backend!r}")
         self.backend = backend
@@ -247,8 +254,11 @@ class Engine:
         img = self._images.get(k)
         prep = self._prepared.get(k)
         layouts = sum(int(x.nbytes) for x in (prep.a, prep.b) if x is not None) if prep is not None else 0
-        kept = sum(int(getattr(x, "nbytes", 0)) for v in self._kept.get(k, {}).values()
-                   for x in (v if isinstance(v, tuple) else (v,)))
+        kept = sum(
+            int(getattr(x, "nbytes", 0))
+            for v in self._kept.get(k, {}).values()
+            for x in (v if isinstance(v, tuple) else (v,))
+        )
         return n + layouts + kept + (int(img.nbytes) if img is not None else 0)
 
     def gpu_budget(self) -> int | None:
@@ -265,10 +275,20 @@ class Engine:
     #: plans kept at most
     _PLANS_KEPT = 256
 
-    def make_plan(self, program: ChunkProgram, proj_data_info, segments, views,
-                  image_shape: tuple[int, int, int], host_budget: int | None = None,
-                  gpu_budget: int | None = None, max_views_per_chunk: int | None = None, depth: int = 2,
-                  target_chunk_bytes: int | None = None, direct=()) -> Plan:
+    def make_plan(
+        self,
+        program: ChunkProgram,
+        proj_data_info,
+        segments,
+        views,
+        image_shape: tuple[int, int, int],
+        host_budget: int | None = None,
+        gpu_budget: int | None = None,
+        max_views_per_chunk: int | None = None,
+        depth: int = 2,
+        target_chunk_bytes: int | None = None,
+        direct=(),
+    ) -> Plan:
         """The plan for ``program`` on this engine's lanes (see :func:`stirgpu.execution.plan.make_plan`).
 
         ``host_budget`` / ``gpu_budget`` None: the defaults, from the memory free now.
@@ -278,18 +298,45 @@ class Engine:
         ones measured within the last second count as current)."""
         views = np.asarray(views, dtype=np.int64).reshape(-1)
         direct = frozenset(direct) if self.backend == "cuda" else frozenset()
-        key = (type(program), program.inputs, program.outputs, program.scratch, program.workspace,
-               program.image_workspace, program.uses_image, program.accumulates_image, id(proj_data_info),
-               tuple(int(s) for s in segments), views.tobytes(), tuple(int(n) for n in image_shape),
-               host_budget, gpu_budget, max_views_per_chunk, int(depth), target_chunk_bytes, direct)
+        key = (
+            type(program),
+            program.inputs,
+            program.outputs,
+            program.scratch,
+            program.workspace,
+            program.image_workspace,
+            program.uses_image,
+            program.accumulates_image,
+            id(proj_data_info),
+            tuple(int(s) for s in segments),
+            views.tobytes(),
+            tuple(int(n) for n in image_shape),
+            host_budget,
+            gpu_budget,
+            max_views_per_chunk,
+            int(depth),
+            target_chunk_bytes,
+            direct,
+        )
         hit = self._plans.get(key)
         if hit is not None and hit[0] is not proj_data_info:
             hit = None
         host, gpu = self._budgets(host_budget, gpu_budget, recent=hit is not None)
         if hit is not None and hit[1].host_bytes <= host and (gpu is None or hit[1].device_bytes_per_lane <= gpu):
             return hit[1]
-        plan = self._new_plan(program, proj_data_info, segments, views, image_shape, host, gpu,
-                              max_views_per_chunk, depth, target_chunk_bytes, direct)
+        plan = self._new_plan(
+            program,
+            proj_data_info,
+            segments,
+            views,
+            image_shape,
+            host,
+            gpu,
+            max_views_per_chunk,
+            depth,
+            target_chunk_bytes,
+            direct,
+        )
         if len(self._plans) >= self._PLANS_KEPT:
             self._plans.clear()
         self._plans[key] = (proj_data_info, plan)  # holding the geometry keeps its id from being reused
@@ -315,8 +362,20 @@ class Engine:
             last = self._measured = (now, default_host_budget(), self.gpu_budget())
         return (last[1] if host is None else int(host)), (last[2] if gpu is None else gpu)
 
-    def _new_plan(self, program, proj_data_info, segments, views, image_shape, host_budget, gpu_budget,
-                  max_views_per_chunk, depth, target_chunk_bytes, direct) -> Plan:
+    def _new_plan(
+        self,
+        program,
+        proj_data_info,
+        segments,
+        views,
+        image_shape,
+        host_budget,
+        gpu_budget,
+        max_views_per_chunk,
+        depth,
+        target_chunk_bytes,
+        direct,
+    ) -> Plan:
         # several compute streams only where only the GPU sets the pace (every store copied
         # directly); one where chunks move through host staging (disk, foreign stores), whose
         # reads, copies and writes set it -- there a chunk computed alone is done, downloaded
@@ -327,18 +386,54 @@ class Engine:
             # each chunk computing at once has its own temporaries: a budget that fits one
             # chunk's but not several gets the plan of one compute stream
             try:
-                plan = self._new_plan_for(streams, program, proj_data_info, segments, views, image_shape,
-                                          host_budget, gpu_budget, max_views_per_chunk, depth,
-                                          target_chunk_bytes, direct)
+                plan = self._new_plan_for(
+                    streams,
+                    program,
+                    proj_data_info,
+                    segments,
+                    views,
+                    image_shape,
+                    host_budget,
+                    gpu_budget,
+                    max_views_per_chunk,
+                    depth,
+                    target_chunk_bytes,
+                    direct,
+                )
             except PlanError:
                 streams = 1
             else:
                 return plan
-        return self._new_plan_for(streams, program, proj_data_info, segments, views, image_shape, host_budget,
-                                  gpu_budget, max_views_per_chunk, depth, target_chunk_bytes, direct)
+        return self._new_plan_for(
+            streams,
+            program,
+            proj_data_info,
+            segments,
+            views,
+            image_shape,
+            host_budget,
+            gpu_budget,
+            max_views_per_chunk,
+            depth,
+            target_chunk_bytes,
+            direct,
+        )
 
-    def _new_plan_for(self, streams, program, proj_data_info, segments, views, image_shape, host_budget,
-                      gpu_budget, max_views_per_chunk, depth, target_chunk_bytes, direct) -> Plan:
+    def _new_plan_for(
+        self,
+        streams,
+        program,
+        proj_data_info,
+        segments,
+        views,
+        image_shape,
+        host_budget,
+        gpu_budget,
+        max_views_per_chunk,
+        depth,
+        target_chunk_bytes,
+        direct,
+    ) -> Plan:
         nz, ny, nx = (int(n) for n in image_shape)
         image_bytes = 4 * nz * ny * nx
         padded_bytes = 4 * (nz + 2) * (ny + 2) * (nx + 2)
@@ -356,24 +451,44 @@ class Engine:
         lanes = len(self.devices)
         if self.backend == "cpu":
             # CPU lanes share one input image; each keeps its own accumulation image
-            host_fixed = image_bytes * (int(program.uses_image) + lanes * int(program.accumulates_image)
-                                        + int(program.accumulates_image))
-            return make_plan(proj_data_info, segments, views, lanes=lanes,
-                             host_buffers_per_slot=n_io + extra, device_buffers_per_slot=None,
-                             host_budget=host_budget, gpu_budget=None, host_fixed_bytes=host_fixed,
-                             depth=depth, max_views_per_chunk=max_views_per_chunk,
-                             target_chunk_bytes=target_chunk_bytes, **shape)
+            host_fixed = image_bytes * (
+                int(program.uses_image) + lanes * int(program.accumulates_image) + int(program.accumulates_image)
+            )
+            return make_plan(
+                proj_data_info,
+                segments,
+                views,
+                lanes=lanes,
+                host_buffers_per_slot=n_io + extra,
+                device_buffers_per_slot=None,
+                host_budget=host_budget,
+                gpu_budget=None,
+                host_fixed_bytes=host_fixed,
+                depth=depth,
+                max_views_per_chunk=max_views_per_chunk,
+                target_chunk_bytes=target_chunk_bytes,
+                **shape,
+            )
         # host: the reduced result and one pinned staging copy of the image; staging buffers
         # only for the stores that are not copied directly
         host_fixed = image_bytes * (int(program.accumulates_image) + int(program.uses_image))
         staged = sum(1 for n in program.inputs + program.outputs if n not in direct)
-        plan = make_plan(proj_data_info, segments, views, lanes=lanes, host_buffers_per_slot=staged,
-                         device_buffers_per_slot=n_io + extra, host_budget=host_budget,
-                         gpu_budget=gpu_budget, host_fixed_bytes=host_fixed,
-                         device_fixed_bytes=image_bytes * images_per_lane
-                         + padded_bytes * program.image_workspace, depth=depth,
-                         max_views_per_chunk=max_views_per_chunk, target_chunk_bytes=target_chunk_bytes,
-                         **shape)
+        plan = make_plan(
+            proj_data_info,
+            segments,
+            views,
+            lanes=lanes,
+            host_buffers_per_slot=staged,
+            device_buffers_per_slot=n_io + extra,
+            host_budget=host_budget,
+            gpu_budget=gpu_budget,
+            host_fixed_bytes=host_fixed,
+            device_fixed_bytes=image_bytes * images_per_lane + padded_bytes * program.image_workspace,
+            depth=depth,
+            max_views_per_chunk=max_views_per_chunk,
+            target_chunk_bytes=target_chunk_bytes,
+            **shape,
+        )
         return dataclasses.replace(plan, concurrency=streams)
 
     def _slots_for(self, k: int, lane, plan: Plan, n_host: int, n_dev: int) -> list[_Slot]:
@@ -383,10 +498,15 @@ class Engine:
             return cached  # checked for this very plan already (OSEM asks for the same plans)
         capacity = plan.buffer_bytes // 4
         tables = max(_table_length(c) for c in plan.chunks)
-        if (cached is not None and len(cached) == plan.depth
-                and all(s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev
-                        and s.table_capacity >= tables for s in cached)
-                and cached[0].capacity <= 2 * capacity):  # do not sit on far too much memory
+        if (
+            cached is not None
+            and len(cached) == plan.depth
+            and all(
+                s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev and s.table_capacity >= tables
+                for s in cached
+            )
+            and cached[0].capacity <= 2 * capacity
+        ):  # do not sit on far too much memory
             self._slots_fit[k] = (plan, n_host, n_dev)
             return cached
         self._slots.pop(k, None)
@@ -395,8 +515,10 @@ class Engine:
             with lane.device:
                 lane.cp.get_default_memory_pool().free_all_blocks()
         with lane.activate():
-            slots = [_Slot(lane, capacity, n_host, n_dev, 2 * tables)  # tiny; headroom for later plans
-                     for _ in range(plan.depth)]
+            slots = [
+                _Slot(lane, capacity, n_host, n_dev, 2 * tables)  # tiny; headroom for later plans
+                for _ in range(plan.depth)
+            ]
         self._slots[k] = slots
         self._slots_fit[k] = (plan, n_host, n_dev)
         return slots
@@ -470,8 +592,13 @@ class Engine:
         arrays = {}
         for seg in segments:
             a = get(seg)
-            if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
-                    and a.flags.writeable and a.shape == (nv, pdi.get_num_axial_poss(seg), nt)):
+            if not (
+                isinstance(a, np.ndarray)
+                and a.dtype == np.float32
+                and a.flags.c_contiguous
+                and a.flags.writeable
+                and a.shape == (nv, pdi.get_num_axial_poss(seg), nt)
+            ):
                 return None
             arrays[seg] = a
         lock = self._pinning.pin if register else self._pinning.is_pinned
@@ -484,6 +611,7 @@ class Engine:
         """The chunk's packed tables on lane ``k``'s GPU, uploaded (on the copy-in stream, from
         the slot's pinned table buffer) the first time these parts are seen, then kept."""
         from ..kernels.cuda_backend import DeviceTables
+
         kept = self._device_tables.setdefault(k, {})
         key = (id(pdi), chunk.parts)
         hit = kept.get(key)
@@ -525,6 +653,7 @@ class Engine:
         copy is done: the last DMAs finish while the next call starts its pipeline, and each
         lane's compute stream waits for them (CUDA events) before its first kernel."""
         from ..kernels import apply_cylindrical_fov
+
         t0 = time.perf_counter()
         uploaded = 0
         with self._lock:
@@ -555,6 +684,7 @@ class Engine:
         compute stream, after the upload) rather than once per call: repeated projections of
         one image -- a subset after another -- skip the copies."""
         from ..kernels.cuda_backend import prepare_image
+
         self._prepared.clear()  # the old layouts go back to the pool before the new ones are made
         for k, lane in enumerate(self.lanes):
             with lane.device, lane.s_compute:
@@ -564,8 +694,10 @@ class Engine:
     _UPLOAD_SLABS = 2
 
     def _upload_host_image(self, image: np.ndarray, fov_mask) -> int:
-        from ..kernels import apply_cylindrical_fov
         import cupyx
+
+        from ..kernels import apply_cylindrical_fov
+
         lanes = self.lanes
         if self._staging is None or self._staging.shape != image.shape:
             self._staging = None
@@ -608,12 +740,22 @@ class Engine:
         return len(self._images) == len(self.devices)
 
     # -- running a program ---------------------------------------------------------------
-    def run(self, program: ChunkProgram, plan: Plan, proj_data_info, sources: Mapping[str, Any],
-            sinks: Mapping[str, Any], image_shape: tuple[int, int, int] | None = None,
-            progress: Callable[[int], None] | None = None, operation: str = "",
-            result_device: int | None = None, parallel_io: Mapping[str, bool] | None = None,
-            after_write: Mapping[str, Callable] | None = None, direct: Mapping[str, Mapping] | None = None,
-            result_out=None) -> RunResult:
+    def run(
+        self,
+        program: ChunkProgram,
+        plan: Plan,
+        proj_data_info,
+        sources: Mapping[str, Any],
+        sinks: Mapping[str, Any],
+        image_shape: tuple[int, int, int] | None = None,
+        progress: Callable[[int], None] | None = None,
+        operation: str = "",
+        result_device: int | None = None,
+        parallel_io: Mapping[str, bool] | None = None,
+        after_write: Mapping[str, Callable] | None = None,
+        direct: Mapping[str, Mapping] | None = None,
+        result_out=None,
+    ) -> RunResult:
         """Run ``program`` over ``plan``'s chunks.
 
         ``sources[name]`` provides ``read_views(segment, views, out=...)`` for each input,
@@ -642,24 +784,59 @@ class Engine:
         if program.accumulates_image and image_shape is None:
             raise PipelineError(f"{program.name}: accumulating an image needs its shape")
         if result_out is not None:
-            ok = (program.accumulates_image and self.backend == "cuda" and result_device in self.devices
-                  and getattr(result_out, "device", None) is not None and result_out.device.id == result_device
-                  and result_out.dtype == np.float32 and result_out.flags.c_contiguous
-                  and tuple(result_out.shape) == tuple(image_shape))
+            ok = (
+                program.accumulates_image
+                and self.backend == "cuda"
+                and result_device in self.devices
+                and getattr(result_out, "device", None) is not None
+                and result_out.device.id == result_device
+                and result_out.dtype == np.float32
+                and result_out.flags.c_contiguous
+                and tuple(result_out.shape) == tuple(image_shape)
+            )
             if not ok:
-                raise PipelineError(f"{program.name}: result_out must be a C-contiguous float32 {tuple(image_shape)} "
-                                    f"cupy array on result_device {result_device} (one of this engine's GPUs "
-                                    f"{list(self.devices)}) of a program that accumulates an image")
+                raise PipelineError(
+                    f"{program.name}: result_out must be a C-contiguous float32 {tuple(image_shape)} "
+                    f"cupy array on result_device {result_device} (one of this engine's GPUs "
+                    f"{list(self.devices)}) of a program that accumulates an image"
+                )
         if direct is None:
             segments = sorted({p.segment for c in plan.chunks for p in c.parts})
             direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
         direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
         with self._lock:
-            return self._run(program, plan, proj_data_info, sources, sinks, image_shape, progress, operation,
-                             result_device, dict(parallel_io or {}), dict(after_write or {}), direct, result_out)
+            return self._run(
+                program,
+                plan,
+                proj_data_info,
+                sources,
+                sinks,
+                image_shape,
+                progress,
+                operation,
+                result_device,
+                dict(parallel_io or {}),
+                dict(after_write or {}),
+                direct,
+                result_out,
+            )
 
-    def _run(self, program, plan, pdi, sources, sinks, image_shape, progress, operation,
-             result_device, parallel_io, after_write, direct, result_out) -> RunResult:
+    def _run(
+        self,
+        program,
+        plan,
+        pdi,
+        sources,
+        sinks,
+        image_shape,
+        progress,
+        operation,
+        result_device,
+        parallel_io,
+        after_write,
+        direct,
+        result_out,
+    ) -> RunResult:
         t_start = time.perf_counter()
         lanes = self.lanes
         n_in, n_out = len(program.inputs), len(program.outputs)
@@ -668,9 +845,11 @@ class Engine:
         # store is staged, the slot's buffers are the compute buffers: inputs, outputs, scratch)
         staged = [n for n in program.inputs + program.outputs if n not in direct]
         if plan.chunks and len(staged) > plan.host_buffers_per_slot:
-            raise PipelineError(f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
-                                f"slot, {len(staged)} stores need one ({staged}); make the plan with direct="
-                                f"{sorted(direct)}")
+            raise PipelineError(
+                f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
+                f"slot, {len(staged)} stores need one ({staged}); make the plan with direct="
+                f"{sorted(direct)}"
+            )
         host_of = {n: i for i, n in enumerate(staged)}
         n_direct_in = sum(1 for n in program.inputs if n in direct)
         n_direct_out = sum(1 for n in program.outputs if n in direct)
@@ -701,14 +880,13 @@ class Engine:
                 # result (a cupy result on its GPU; CPU lanes' images are the result)
                 mine = kept.get("accumulation image")
                 handed_out = not cuda or lane.device_id == result_device
-                if (handed_out or mine is None or tuple(mine.shape) != tuple(image_shape)):
+                if handed_out or mine is None or tuple(mine.shape) != tuple(image_shape):
                     mine = None
                 accum[k] = init(image_shape, out=mine)
                 if not handed_out:
                     kept["accumulation image"] = accum[k]
             # one row per compute stream: chunks computing at once never add to one sum
-            scalars[k] = (lane.zeros_device((n_streams, len(program.scalars)), np.float64)
-                          if program.scalars else None)
+            scalars[k] = lane.zeros_device((n_streams, len(program.scalars)), np.float64) if program.scalars else None
             image = self._prepared.get(k, self._images.get(k)) if program.uses_image else None
             if cuda:
                 with lane.s_compute:
@@ -748,7 +926,7 @@ class Engine:
             # CPU lanes share one compute lock, so there is no balance to gain: they take the
             # chunks round-robin, and each lane sums the same chunks in the same order on every
             # run -- CPU back projections are reproducible bit for bit
-            lane_chunks = [iter(list(plan.chunks)[k::len(lanes)]) for k in range(len(lanes))]
+            lane_chunks = [iter(list(plan.chunks)[k :: len(lanes)]) for k in range(len(lanes))]
 
         def fail(stage: str, lane, exc: BaseException) -> None:
             with err_lock:
@@ -782,7 +960,7 @@ class Engine:
                     pass
 
         def part_view(buf, part):
-            return buf[part.offset:part.stop].reshape(part.shape)
+            return buf[part.offset : part.stop].reshape(part.shape)
 
         def chunk_pieces(chunk, flat, split):
             """(segment, views, buffer) pieces of a chunk's I/O: each part split by views
@@ -796,14 +974,16 @@ class Engine:
             return pieces
 
         def run_io(pieces, split, fn):
-            run_pieces(io_pool if split else None, lambda i, j: fn(*pieces[i]),
-                       [(i, i + 1) for i in range(len(pieces))])
+            run_pieces(
+                io_pool if split else None, lambda i, j: fn(*pieces[i]), [(i, i + 1) for i in range(len(pieces))]
+            )
 
         def read_chunk(store, chunk, flat, split):
             def piece(seg, views, buf):
                 got = store.read_views(seg, views, out=buf)
                 if got is not buf and got is not None:  # a store that ignores ``out``
                     np.copyto(buf, got)
+
             run_io(chunk_pieces(chunk, flat, split), split, piece)
 
         def write_chunk(store, chunk, flat, split):
@@ -811,13 +991,19 @@ class Engine:
 
         def chunk_data(k, lane, chunk, slot, tables, turn=0):
             n = chunk.num_bins
-            return ChunkData(chunk=chunk, tables=tables,
-                             inputs={name: slot.dev_view(i, n) for i, name in enumerate(program.inputs)},
-                             outputs={name: slot.dev_view(n_in + j, n) for j, name in enumerate(program.outputs)},
-                             scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
-                             image=self._prepared.get(k, self._images.get(k)), accum=accum[k],
-                             scalars=None if scalars[k] is None else scalars[k][turn % n_streams],
-                             xp=lane.xp, lane=lane, cancel=stop)
+            return ChunkData(
+                chunk=chunk,
+                tables=tables,
+                inputs={name: slot.dev_view(i, n) for i, name in enumerate(program.inputs)},
+                outputs={name: slot.dev_view(n_in + j, n) for j, name in enumerate(program.outputs)},
+                scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
+                image=self._prepared.get(k, self._images.get(k)),
+                accum=accum[k],
+                scalars=None if scalars[k] is None else scalars[k][turn % n_streams],
+                xp=lane.xp,
+                lane=lane,
+                cancel=stop,
+            )
 
         def device_step(data):
             """A CPU lane's compute, under the compute lock: a lane that waited for the lock
@@ -876,8 +1062,11 @@ class Engine:
             rec.add(bytes_uploaded=n_in * nbytes, bytes_downloaded=n_out * nbytes, bytes_read=n_direct_in * nbytes)
             return ev
 
-        timed_stages = ((("h2d", "h2d0", "h2d1"),) if n_in else ()) + (("compute", "c0", "c1"),) + \
-            ((("d2h", "d0", "d1"),) if n_out else ())
+        timed_stages = (
+            ((("h2d", "h2d0", "h2d1"),) if n_in else ())
+            + (("compute", "c0", "c1"),)
+            + ((("d2h", "d0", "d1"),) if n_out else ())
+        )
 
         def gpu_stages(k, lane, chunk, ev):
             """Wait for a chunk's last event, then record its GPU stages on the host clock."""
@@ -885,8 +1074,9 @@ class Engine:
             ref, t_ref = refs[k]
             elapsed = lane.cp.cuda.get_elapsed_time
             for stage, a, b in timed_stages:  # (a few microseconds a query: only the stages used)
-                rec.stage(lane.name, stage, chunk.index, t_ref + elapsed(ref, ev[a]) / 1e3,
-                          t_ref + elapsed(ref, ev[b]) / 1e3)
+                rec.stage(
+                    lane.name, stage, chunk.index, t_ref + elapsed(ref, ev[a]) / 1e3, t_ref + elapsed(ref, ev[b]) / 1e3
+                )
 
         def chunk_finished(lane, chunk):
             for name in program.outputs:
@@ -965,8 +1155,9 @@ class Engine:
                         read = 0
                         for name in program.inputs:
                             if name not in direct:
-                                read_chunk(sources[name], chunk, slot.host[host_of[name]][:n],
-                                           parallel_io.get(name, False))
+                                read_chunk(
+                                    sources[name], chunk, slot.host[host_of[name]][:n], parallel_io.get(name, False)
+                                )
                                 read += 1
                         if read:
                             rec.stage(lane.name, "read", chunk.index, t0, time.perf_counter())
@@ -1016,8 +1207,12 @@ class Engine:
                         for name in program.outputs:
                             if name in direct:
                                 continue
-                            write_chunk(sinks[name], chunk, slot.host[host_of[name]][:chunk.num_bins],
-                                        parallel_io.get(name, False))
+                            write_chunk(
+                                sinks[name],
+                                chunk,
+                                slot.host[host_of[name]][: chunk.num_bins],
+                                parallel_io.get(name, False),
+                            )
                             if name in after_write:
                                 after_write[name](chunk)
                             written += 1
@@ -1041,11 +1236,14 @@ class Engine:
                     free_q.put(s)
                 ready_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
                 done_q: queue.Queue = queue.Queue(maxsize=plan.depth + 1)
-                for fn, args, tag in ((reader, (k, lane, free_q, ready_q), "read"),
-                                      (worker, (k, lane, ready_q, done_q), "work"),
-                                      (writer, (k, lane, done_q, free_q), "write")):
-                    threads.append(threading.Thread(target=fn, args=args, name=f"stirgpu-{tag}-{lane.name}",
-                                                    daemon=True))
+                for fn, args, tag in (
+                    (reader, (k, lane, free_q, ready_q), "read"),
+                    (worker, (k, lane, ready_q, done_q), "work"),
+                    (writer, (k, lane, done_q, free_q), "write"),
+                ):
+                    threads.append(
+                        threading.Thread(target=fn, args=args, name=f"stirgpu-{tag}-{lane.name}", daemon=True)
+                    )
         try:
             if all_direct:
                 # the first lane runs in this thread, the others on kept threads: a call
@@ -1101,10 +1299,17 @@ class Engine:
             for k, lane in enumerate(lanes):
                 sums += np.asarray(lane.to_numpy(scalars[k]), dtype=np.float64).sum(axis=0)
         host_alloc = plan.host_bytes
-        stats = rec.finish(operation=operation or program.name, backend=self.backend,
-                           wall_seconds=time.perf_counter() - t_start, setup_seconds=setup_seconds,
-                           host_bytes_allocated=host_alloc, device_bytes_allocated=plan.device_bytes_per_lane,
-                           plan=str(plan), shared_compute=not cuda, direct=tuple(sorted(direct)))
+        stats = rec.finish(
+            operation=operation or program.name,
+            backend=self.backend,
+            wall_seconds=time.perf_counter() - t_start,
+            setup_seconds=setup_seconds,
+            host_bytes_allocated=host_alloc,
+            device_bytes_allocated=plan.device_bytes_per_lane,
+            plan=str(plan),
+            shared_compute=not cuda,
+            direct=tuple(sorted(direct)),
+        )
         return RunResult(image, {n: float(sums[i]) for i, n in enumerate(program.scalars)}, stats)
 
     def _download(self, lane, image):
@@ -1112,6 +1317,7 @@ class Engine:
         one uploads use; no upload is pending at the end of a call), then a host copy split
         over the I/O threads -- a pageable download is driver-staged at a few GB/s."""
         import cupyx
+
         self._wait_uploads()
         if self._staging is None or self._staging.shape != image.shape:
             self._staging = None
@@ -1145,4 +1351,3 @@ class Engine:
             if len(lanes) > 1:  # one lane: nothing was queued here (its streams are synchronised)
                 lanes[home].device.synchronize()
         return out
-

@@ -33,14 +33,25 @@ import dataclasses
 import functools
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import PlanError
 
-__all__ = ["Chunk", "ChunkPart", "Plan", "make_plan", "host_available_bytes", "default_host_budget",
-           "default_gpu_budget", "partition", "format_bytes", "parse_bytes", "plural"]
+__all__ = [
+    "Chunk",
+    "ChunkPart",
+    "Plan",
+    "make_plan",
+    "host_available_bytes",
+    "default_host_budget",
+    "default_gpu_budget",
+    "partition",
+    "format_bytes",
+    "parse_bytes",
+    "plural",
+]
 
 #: never plan chunks larger than this (bigger ones do not run faster, they only delay overlap)
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
@@ -147,12 +158,18 @@ class Plan:
     def __repr__(self) -> str:
         # the generated dataclass repr would list every chunk's every view
         most = max((len(c.parts) for c in self.chunks), default=0)
-        return (f"<Plan: {plural(len(self.chunks), 'chunk')} (at most {plural(most, 'segment')} each), "
-                f"{self.num_bins} bins, {plural(self.lanes, 'lane')} x {plural(self.depth, 'slot')}, "
-                f"buffers of {format_bytes(self.buffer_bytes)}, host {format_bytes(self.host_bytes)} of "
-                f"{format_bytes(self.host_budget)}"
-                + ("" if self.gpu_budget is None else
-                   f", GPU {format_bytes(self.device_bytes_per_lane)} of {format_bytes(self.gpu_budget)}") + ">")
+        return (
+            f"<Plan: {plural(len(self.chunks), 'chunk')} (at most {plural(most, 'segment')} each), "
+            f"{self.num_bins} bins, {plural(self.lanes, 'lane')} x {plural(self.depth, 'slot')}, "
+            f"buffers of {format_bytes(self.buffer_bytes)}, host {format_bytes(self.host_bytes)} of "
+            f"{format_bytes(self.host_budget)}"
+            + (
+                ""
+                if self.gpu_budget is None
+                else f", GPU {format_bytes(self.device_bytes_per_lane)} of {format_bytes(self.gpu_budget)}"
+            )
+            + ">"
+        )
 
     #: the table's column headings (``stirgpu plan`` explains them in its legend)
     COLUMNS = ("segment", "axial positions", "views", "chunks", "views per chunk (max)")
@@ -168,27 +185,40 @@ class Plan:
             for p in c.parts:
                 by_seg.setdefault(p.segment, []).append(p)
         for seg, ps in by_seg.items():
-            rows.append((str(seg), str(ps[0].shape[1]), str(sum(len(p.views) for p in ps)), str(len(ps)),
-                         str(max(len(p.views) for p in ps))))
+            rows.append(
+                (
+                    str(seg),
+                    str(ps[0].shape[1]),
+                    str(sum(len(p.views) for p in ps)),
+                    str(len(ps)),
+                    str(max(len(p.views) for p in ps)),
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         most = max((len(c.parts) for c in self.chunks), default=0)
-        lines.append(f"{plural(len(self.chunks), 'chunk')} of at most "
-                     f"{format_bytes(max((c.nbytes for c in self.chunks), default=0))} (viewgrams of at most "
-                     f"{plural(most, 'segment')} in one chunk); {format_bytes(self.data_bytes)} of "
-                     f"projection data in all")
+        lines.append(
+            f"{plural(len(self.chunks), 'chunk')} of at most "
+            f"{format_bytes(max((c.nbytes for c in self.chunks), default=0))} (viewgrams of at most "
+            f"{plural(most, 'segment')} in one chunk); {format_bytes(self.data_bytes)} of "
+            f"projection data in all"
+        )
         lanes = plural(self.lanes, "CPU worker") if self.gpu_budget is None else plural(self.lanes, "GPU")
-        lines.append(f"host memory {format_bytes(self.host_bytes)} (budget {format_bytes(self.host_budget)}): "
-                     f"{lanes} x {plural(self.depth, 'slot')} x {plural(self.host_buffers_per_slot, 'buffer')} "
-                     f"of {format_bytes(self.buffer_bytes)}"
-                     + (f" + {format_bytes(self.host_fixed_bytes)} of images" if self.host_fixed_bytes else ""))
+        lines.append(
+            f"host memory {format_bytes(self.host_bytes)} (budget {format_bytes(self.host_budget)}): "
+            f"{lanes} x {plural(self.depth, 'slot')} x {plural(self.host_buffers_per_slot, 'buffer')} "
+            f"of {format_bytes(self.buffer_bytes)}"
+            + (f" + {format_bytes(self.host_fixed_bytes)} of images" if self.host_fixed_bytes else "")
+        )
         if self.gpu_budget is not None:
-            lines.append(f"GPU memory {format_bytes(self.device_bytes_per_lane)} per GPU (budget "
-                         f"{format_bytes(self.gpu_budget)}): {plural(self.depth, 'slot')} x "
-                         f"{plural(self.device_buffers_per_slot, 'buffer')} of {format_bytes(self.buffer_bytes)} + "
-                         f"{format_bytes(self.device_fixed_bytes)} of images"
-                         + (f"; {self.concurrency} chunks computing at once" if self.concurrency > 1 else ""))
+            lines.append(
+                f"GPU memory {format_bytes(self.device_bytes_per_lane)} per GPU (budget "
+                f"{format_bytes(self.gpu_budget)}): {plural(self.depth, 'slot')} x "
+                f"{plural(self.device_buffers_per_slot, 'buffer')} of {format_bytes(self.buffer_bytes)} + "
+                f"{format_bytes(self.device_fixed_bytes)} of images"
+                + (f"; {self.concurrency} chunks computing at once" if self.concurrency > 1 else "")
+            )
         return "\n".join(lines)
 
 
@@ -226,9 +256,22 @@ def default_gpu_budget(free_bytes: int, total_bytes: int) -> int:
     return max(int(free_bytes) - reserve, 0)
 
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-          "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40,
-          "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+    "TIB": 1 << 40,
+}
 
 
 def parse_bytes(text: str | int) -> int:
@@ -238,7 +281,7 @@ def parse_bytes(text: str | int) -> int:
     else:
         s = str(text).strip().upper().replace(" ", "")
         num = s.rstrip("KMGTIB")
-        unit = s[len(num):]
+        unit = s[len(num) :]
         if unit not in _UNITS or not num:
             raise PlanError(f"cannot read a memory size from {text!r} (examples: 512M, 2G, 1048576)")
         try:
@@ -262,12 +305,25 @@ def format_bytes(n: int | float) -> str:
 # --------------------------------------------------------------------------------------
 # planning
 # --------------------------------------------------------------------------------------
-def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, lanes: int,
-              host_buffers_per_slot: int, device_buffers_per_slot: int | None,
-              host_budget: int, gpu_budget: int | None, host_fixed_bytes: int = 0,
-              device_fixed_bytes: int = 0, depth: int = 2, max_views_per_chunk: int | None = None,
-              target_chunk_bytes: int | None = None, ramp_up: bool = False, taper: bool = True,
-              min_head_bytes: int = MIN_CHUNK_BYTES) -> Plan:
+def make_plan(
+    proj_data_info,
+    segments: Sequence[int],
+    views: Sequence[int],
+    *,
+    lanes: int,
+    host_buffers_per_slot: int,
+    device_buffers_per_slot: int | None,
+    host_budget: int,
+    gpu_budget: int | None,
+    host_fixed_bytes: int = 0,
+    device_fixed_bytes: int = 0,
+    depth: int = 2,
+    max_views_per_chunk: int | None = None,
+    target_chunk_bytes: int | None = None,
+    ramp_up: bool = False,
+    taper: bool = True,
+    min_head_bytes: int = MIN_CHUNK_BYTES,
+) -> Plan:
     """Split ``views`` of each of ``segments`` into chunks that fit the budgets.
 
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
@@ -287,35 +343,59 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     nt = proj_data_info.get_num_tangential_poss()
     view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
     if not segments or not len(views):
-        return Plan((), lanes, depth, 0, host_buffers_per_slot, device_buffers_per_slot or 0,
-                    host_fixed_bytes, device_fixed_bytes, int(host_budget), gpu_budget)
+        return Plan(
+            (),
+            lanes,
+            depth,
+            0,
+            host_buffers_per_slot,
+            device_buffers_per_slot or 0,
+            host_fixed_bytes,
+            device_fixed_bytes,
+            int(host_budget),
+            gpu_budget,
+        )
     largest = max(view_bytes.values())
 
     limits = []  # (name, bytes per buffer allowed, explanation)
     if host_buffers_per_slot > 0:
         free = int(host_budget) - int(host_fixed_bytes)
         n = lanes * depth * host_buffers_per_slot
-        limits.append(("host", free // n if free > 0 else 0,
-                       f"host budget {format_bytes(host_budget)} less {format_bytes(host_fixed_bytes)} "
-                       f"of images, shared by {n} buffers ({lanes} lanes x {depth} slots x "
-                       f"{host_buffers_per_slot})"))
+        limits.append(
+            (
+                "host",
+                free // n if free > 0 else 0,
+                f"host budget {format_bytes(host_budget)} less {format_bytes(host_fixed_bytes)} "
+                f"of images, shared by {n} buffers ({lanes} lanes x {depth} slots x "
+                f"{host_buffers_per_slot})",
+            )
+        )
     elif host_fixed_bytes > host_budget:
-        raise PlanError(f"the images alone need {format_bytes(host_fixed_bytes)} of host memory, more "
-                        f"than the host budget {format_bytes(host_budget)}")
+        raise PlanError(
+            f"the images alone need {format_bytes(host_fixed_bytes)} of host memory, more "
+            f"than the host budget {format_bytes(host_budget)}"
+        )
     if gpu_budget is not None:
         free = int(gpu_budget) - int(device_fixed_bytes)
         n = depth * max(int(device_buffers_per_slot or 0), 1)
-        limits.append(("GPU", free // n if free > 0 else 0,
-                       f"GPU budget {format_bytes(gpu_budget)} per device less "
-                       f"{format_bytes(device_fixed_bytes)} of images, shared by {n} buffers "
-                       f"({depth} slots x {device_buffers_per_slot})"))
+        limits.append(
+            (
+                "GPU",
+                free // n if free > 0 else 0,
+                f"GPU budget {format_bytes(gpu_budget)} per device less "
+                f"{format_bytes(device_fixed_bytes)} of images, shared by {n} buffers "
+                f"({depth} slots x {device_buffers_per_slot})",
+            )
+        )
     fit = min((lim for _, lim, _ in limits), default=None)
     if fit is not None and fit < largest:
         name, lim, why = min(limits, key=lambda t: t[1])
-        raise PlanError(f"not even one viewgram fits the {name} memory budget: one view of the largest "
-                        f"segment is {format_bytes(largest)} ({largest} bytes) per buffer, but the "
-                        f"{why} leaves {format_bytes(max(lim, 0))} ({max(lim, 0)} bytes) per buffer; "
-                        f"raise the budget or lower the number of lanes")
+        raise PlanError(
+            f"not even one viewgram fits the {name} memory budget: one view of the largest "
+            f"segment is {format_bytes(largest)} ({largest} bytes) per buffer, but the "
+            f"{why} leaves {format_bytes(max(lim, 0))} ({max(lim, 0)} bytes) per buffer; "
+            f"raise the budget or lower the number of lanes"
+        )
 
     total = sum(len(views) * view_bytes[s] for s in segments)
     if target_chunk_bytes is None:
@@ -333,13 +413,32 @@ def make_plan(proj_data_info, segments: Sequence[int], views: Sequence[int], *, 
     head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
     chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     buffer_bytes = max(c.nbytes for c in chunks)
-    return Plan(tuple(chunks), lanes, depth, buffer_bytes, host_buffers_per_slot,
-                int(device_buffers_per_slot or 0), int(host_fixed_bytes), int(device_fixed_bytes),
-                int(host_budget), None if gpu_budget is None else int(gpu_budget))
+    return Plan(
+        tuple(chunks),
+        lanes,
+        depth,
+        buffer_bytes,
+        host_buffers_per_slot,
+        int(device_buffers_per_slot or 0),
+        int(host_fixed_bytes),
+        int(device_fixed_bytes),
+        int(host_budget),
+        None if gpu_budget is None else int(gpu_budget),
+    )
 
 
-def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj_data_info, cap: int,
-         floor: int, head: int, lanes: int, max_views: int | None) -> list[Chunk]:
+def _cut(
+    views: np.ndarray,
+    segments: list[int],
+    view_bytes: dict,
+    nt: int,
+    proj_data_info,
+    cap: int,
+    floor: int,
+    head: int,
+    lanes: int,
+    max_views: int | None,
+) -> list[Chunk]:
     """Cut the viewgrams (segments in order, then ``views``) into chunks of at most ``cap``
     bytes (and ``max_views`` viewgrams); a chunk gets one part per segment it touches.
     Each lane's first three chunks hold at most 1/8, 1/4, 1/2 of ``cap`` (not less than
@@ -348,8 +447,8 @@ def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj
     geometrically; ``floor == cap``: no taper)."""
     chunks: list[Chunk] = []
     parts: list[ChunkPart] = []
-    used = 0    # bytes of the open chunk
-    count = 0   # viewgrams of the open chunk
+    used = 0  # bytes of the open chunk
+    count = 0  # viewgrams of the open chunk
     left = sum(view_bytes[s] for s in segments) * len(views)  # bytes not yet in a chunk
     limit = len(views) * len(segments) if max_views is None else max(int(max_views), 1)
 
@@ -380,7 +479,7 @@ def _cut(views: np.ndarray, segments: list[int], view_bytes: dict, nt: int, proj
                 close()
                 continue
             take = min(room, len(views) - i)
-            vs = tuple(int(v) for v in views[i:i + take])
+            vs = tuple(int(v) for v in views[i : i + take])
             offset = parts[-1].stop if parts else 0
             parts.append(ChunkPart(s, vs, (take, na, nt), offset))
             used += take * vb

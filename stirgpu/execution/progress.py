@@ -7,7 +7,7 @@ only when a bar is actually shown.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from ..config import get_config
 
@@ -22,6 +22,7 @@ def progress_bar(total: int, desc: str) -> Iterator[Callable[[int], None] | None
         yield None
         return
     from tqdm.auto import tqdm
+
     bar = tqdm(total=int(total), desc=desc, unit="chunk", leave=False)
     try:
         yield bar.update

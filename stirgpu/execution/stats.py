@@ -28,7 +28,7 @@ import dataclasses
 import resource
 import sys
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from .plan import plural
 
@@ -78,7 +78,7 @@ class RunStats:
     bytes_downloaded: int = 0
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
-    busy: dict = dataclasses.field(default_factory=dict)   # lane -> stage -> seconds
+    busy: dict = dataclasses.field(default_factory=dict)  # lane -> stage -> seconds
     events: list = dataclasses.field(default_factory=list)  # StageEvent
     host_bytes_allocated: int = 0
     device_bytes_allocated: int = 0
@@ -106,8 +106,9 @@ class RunStats:
         if not self.busy or self.wall_seconds <= 0:
             return 0.0
         skip = ("compute",) if self.shared_compute else ()
-        vals = [max((v for k, v in b.items() if k not in skip), default=0.0) / self.wall_seconds
-                for b in self.busy.values()]
+        vals = [
+            max((v for k, v in b.items() if k not in skip), default=0.0) / self.wall_seconds for b in self.busy.values()
+        ]
         lanes = sum(vals) / len(vals)
         return max(lanes, self.compute_utilisation) if self.shared_compute else lanes
 
@@ -128,37 +129,55 @@ class RunStats:
     def as_dict(self) -> dict:
         """Plain numbers (JSON-ready); events are left out."""
         return {
-            "operation": self.operation, "subset_num": self.subset_num, "num_subsets": self.num_subsets,
-            "backend": self.backend, "lanes": list(self.lanes),
-            "chunks": self.chunks, "chunks_per_lane": dict(self.chunks_per_lane), "bins": self.bins,
-            "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-            "bytes_uploaded": self.bytes_uploaded, "bytes_downloaded": self.bytes_downloaded,
-            "wall_seconds": self.wall_seconds, "setup_seconds": self.setup_seconds,
+            "operation": self.operation,
+            "subset_num": self.subset_num,
+            "num_subsets": self.num_subsets,
+            "backend": self.backend,
+            "lanes": list(self.lanes),
+            "chunks": self.chunks,
+            "chunks_per_lane": dict(self.chunks_per_lane),
+            "bins": self.bins,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "bytes_uploaded": self.bytes_uploaded,
+            "bytes_downloaded": self.bytes_downloaded,
+            "wall_seconds": self.wall_seconds,
+            "setup_seconds": self.setup_seconds,
             "busy_seconds": {k: dict(v) for k, v in self.busy.items()},
             "overlap_efficiency": self.overlap_efficiency,
-            "compute_utilisation": self.compute_utilisation, "concurrency": self.concurrency,
+            "compute_utilisation": self.compute_utilisation,
+            "concurrency": self.concurrency,
             "host_bytes_allocated": self.host_bytes_allocated,
             "device_bytes_allocated": self.device_bytes_allocated,
-            "peak_rss_bytes": self.peak_rss_bytes, "direct": list(self.direct),
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "direct": list(self.direct),
         }
 
     def summary(self) -> str:
         """A few readable lines."""
         gb = 1e9
-        lines = [f"{self.what} on {self.backend} ({', '.join(self.lanes)}): {plural(self.chunks, 'chunk')}, "
-                 f"{plural(self.bins, 'bin')}, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
-                 f"  read {self.bytes_read / gb:.3f} GB, written {self.bytes_written / gb:.3f} GB, "
-                 f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"
-                 + (f" (straight to/from {', '.join(self.direct)})" if self.direct else "")]
+        lines = [
+            f"{self.what} on {self.backend} ({', '.join(self.lanes)}): {plural(self.chunks, 'chunk')}, "
+            f"{plural(self.bins, 'bin')}, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
+            f"  read {self.bytes_read / gb:.3f} GB, written {self.bytes_written / gb:.3f} GB, "
+            f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"
+            + (f" (straight to/from {', '.join(self.direct)})" if self.direct else ""),
+        ]
         for lane, b in self.busy.items():
             parts = ", ".join(f"{s} {b[s]:.3f}" for s in STAGES if s in b)
-            lines.append(f"  {lane}: {plural(self.chunks_per_lane.get(lane, 0), 'chunk')}; "
-                         + (f"busy s: {parts}" if parts else "idle"))
-        lines.append(f"  overlap efficiency {self.overlap_efficiency:.2f}, compute utilisation "
-                     f"{self.compute_utilisation:.2f}, concurrency {self.concurrency:.2f}")
+            lines.append(
+                f"  {lane}: {plural(self.chunks_per_lane.get(lane, 0), 'chunk')}; "
+                + (f"busy s: {parts}" if parts else "idle")
+            )
+        lines.append(
+            f"  overlap efficiency {self.overlap_efficiency:.2f}, compute utilisation "
+            f"{self.compute_utilisation:.2f}, concurrency {self.concurrency:.2f}"
+        )
         gpu = f", GPU {self.device_bytes_allocated / 1e6:.1f} MB per device" if self.backend == "cuda" else ""
-        lines.append(f"  allocated: host {self.host_bytes_allocated / 1e6:.1f} MB{gpu}; peak RSS "
-                     f"{self.peak_rss_bytes / 1e6:.1f} MB")
+        lines.append(
+            f"  allocated: host {self.host_bytes_allocated / 1e6:.1f} MB{gpu}; peak RSS "
+            f"{self.peak_rss_bytes / 1e6:.1f} MB"
+        )
         return "\n".join(lines)
 
 
@@ -173,8 +192,14 @@ class StatsRecorder:
         self.events: list[StageEvent] = []
         self._ends: dict = {}  # (lane, stage) -> latest end recorded
         self.chunks_per_lane = {lane: 0 for lane in self.lanes}
-        self.counters = {"bytes_read": 0, "bytes_written": 0, "bytes_uploaded": 0, "bytes_downloaded": 0,
-                         "chunks": 0, "bins": 0}
+        self.counters = {
+            "bytes_read": 0,
+            "bytes_written": 0,
+            "bytes_uploaded": 0,
+            "bytes_downloaded": 0,
+            "chunks": 0,
+            "bins": 0,
+        }
 
     def stage(self, lane: str, stage: str, chunk: int, start: float, end: float) -> None:
         """Record a stage with absolute perf_counter times."""
@@ -203,7 +228,12 @@ class StatsRecorder:
 
     def finish(self, **fields) -> RunStats:
         with self._lock:
-            return RunStats(lanes=self.lanes, busy={k: dict(v) for k, v in self.busy.items()},
-                            events=sorted(self.events, key=lambda e: (e.start, e.lane)),
-                            chunks_per_lane=dict(self.chunks_per_lane),
-                            peak_rss_bytes=peak_rss_bytes(), **self.counters, **fields)
+            return RunStats(
+                lanes=self.lanes,
+                busy={k: dict(v) for k, v in self.busy.items()},
+                events=sorted(self.events, key=lambda e: (e.start, e.lane)),
+                chunks_per_lane=dict(self.chunks_per_lane),
+                peak_rss_bytes=peak_rss_bytes(),
+                **self.counters,
+                **fields,
+            )

@@ -19,8 +19,21 @@ from .rawfile import stale_temporaries
 from .storage_order import StorageOrder
 
 __all__ = [
-    "ProjData", "ProjDataFromFile", "ProjDataOnDisk", "ProjDataInMemory", "ProjDataViewgrams", "StorageOrder",
-    "read_from_file", "ProjDataHeader", "read_projdata_header", "format_projdata_header",
-    "VoxelsOnCartesianGrid", "read_image", "write_image",
-    "InterfileHeader", "parse_header", "read_header", "stale_temporaries",
+    "ProjData",
+    "ProjDataFromFile",
+    "ProjDataOnDisk",
+    "ProjDataInMemory",
+    "ProjDataViewgrams",
+    "StorageOrder",
+    "read_from_file",
+    "ProjDataHeader",
+    "read_projdata_header",
+    "format_projdata_header",
+    "VoxelsOnCartesianGrid",
+    "read_image",
+    "write_image",
+    "InterfileHeader",
+    "parse_header",
+    "read_header",
+    "stale_temporaries",
 ]

@@ -24,8 +24,7 @@ from .naming import IMAGE, output_names
 from .projdata_header import format_f32
 from .rawfile import PendingFiles, dtype_from_keys, keys_from_dtype
 
-__all__ = ["VoxelsOnCartesianGrid", "read_image", "write_image", "image_info_from_header",
-           "format_image_header"]
+__all__ = ["VoxelsOnCartesianGrid", "read_image", "write_image", "image_info_from_header", "format_image_header"]
 
 
 class VoxelsOnCartesianGrid:
@@ -45,7 +44,7 @@ class VoxelsOnCartesianGrid:
             self.fill(fill)
 
     @classmethod
-    def from_array(cls, array, info: ImageInfo) -> "VoxelsOnCartesianGrid":
+    def from_array(cls, array, info: ImageInfo) -> VoxelsOnCartesianGrid:
         return cls(info, fill=array)
 
     @property
@@ -96,7 +95,7 @@ class VoxelsOnCartesianGrid:
     def get_first_pixel_offset(self) -> tuple[float, float, float]:
         return self._info.first_pixel_offset
 
-    def clone(self) -> "VoxelsOnCartesianGrid":
+    def clone(self) -> VoxelsOnCartesianGrid:
         return VoxelsOnCartesianGrid(self._info, fill=self._array)
 
     def __repr__(self) -> str:
@@ -118,8 +117,7 @@ def image_info_from_header(hdr: InterfileHeader) -> ImageInfo:
     for i, want in enumerate(("x", "y", "z"), start=1):
         label = hdr.get_str("matrix axis label", i, default=want)
         if key_id(label) != want:
-            raise hdr.error(f"must be {want!r} (STIR reads x, y, z order only), got {label!r}",
-                            "matrix axis label", i)
+            raise hdr.error(f"must be {want!r} (STIR reads x, y, z order only), got {label!r}", "matrix axis label", i)
     sizes, voxels = [], []
     for i in (1, 2, 3):
         v = hdr.get_int_list("matrix size", i)
@@ -142,8 +140,7 @@ def image_info_from_header(hdr: InterfileHeader) -> ImageInfo:
         return ImageInfo(shape, vox_zyx, (0.0, 0.0, 0.0), min_idx)
     for i, f in zip((3, 2, 1), fpo_zyx):
         if f is None:
-            raise hdr.error(f"missing while '{fpo_key} [3]' is given (STIR would read an undefined "
-                            "value)", fpo_key, i)
+            raise hdr.error(f"missing while '{fpo_key} [3]' is given (STIR would read an undefined value)", fpo_key, i)
     origin = tuple(f - v * m for f, v, m in zip(fpo_zyx, vox_zyx, min_idx))
     return ImageInfo(shape, vox_zyx, origin, min_idx)
 
@@ -161,21 +158,27 @@ def read_image(path: str | os.PathLike) -> VoxelsOnCartesianGrid:
     factors = hdr.get_float_list("image scaling factor", sf_idx, default=[1.0])
     nz = info.shape[0]
     if len(factors) not in (1, nz):
-        raise hdr.error(f"give one factor or one per plane ({nz}), got {len(factors)}",
-                        "image scaling factor", sf_idx)
+        raise hdr.error(f"give one factor or one per plane ({nz}), got {len(factors)}", "image scaling factor", sf_idx)
     name = hdr.get_str("name of data file")
     dp = Path(name) if Path(name).is_absolute() else hdr.folder / name
     if not dp.is_file():
-        raise FormatError(f"data file of {hdr.path} does not exist" if not dp.exists()
-                          else f"data file of {hdr.path} is not a regular file", path=dp)
+        raise FormatError(
+            f"data file of {hdr.path} does not exist"
+            if not dp.exists()
+            else f"data file of {hdr.path} is not a regular file",
+            path=dp,
+        )
     need = offset + info.num_voxels * dtype.itemsize
     size = dp.stat().st_size
     if size != need:
         # longer is refused too: the header does not describe the file (STIR reads its first bytes)
         what = "is truncated" if size < need else "is larger than its header describes"
-        raise FormatError(f"data file {what}: it has {size} bytes but the header {hdr.path} "
-                          f"describes {need} ({offset} offset + {info.num_voxels} voxels x "
-                          f"{dtype.itemsize} bytes)", path=dp)
+        raise FormatError(
+            f"data file {what}: it has {size} bytes but the header {hdr.path} "
+            f"describes {need} ({offset} offset + {info.num_voxels} voxels x "
+            f"{dtype.itemsize} bytes)",
+            path=dp,
+        )
     with open(dp, "rb") as f:
         f.seek(offset)
         raw = np.fromfile(f, dtype=dtype, count=info.num_voxels)
@@ -187,8 +190,9 @@ def read_image(path: str | os.PathLike) -> VoxelsOnCartesianGrid:
     return img
 
 
-def format_image_header(info: ImageInfo, data_file_name: str, dtype=np.float32,
-                        originating_system: str | None = None) -> str:
+def format_image_header(
+    info: ImageInfo, data_file_name: str, dtype=np.float32, originating_system: str | None = None
+) -> str:
     """Header text as STIR writes it for an image."""
     fmt, nbytes, order = keys_from_dtype(dtype)
     w = HeaderWriter()
@@ -221,8 +225,9 @@ def format_image_header(info: ImageInfo, data_file_name: str, dtype=np.float32,
     return w.text()
 
 
-def write_image(path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite: bool = False,
-                dtype=np.float32) -> Path:
+def write_image(
+    path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite: bool = False, dtype=np.float32
+) -> Path:
     """Write ``image`` as a header and a data file named as STIR names them
     (:func:`~.naming.output_names`: ``out``, ``out.hv`` and ``out.v`` all give ``out.hv`` +
     ``out.v``); returns the header written.

@@ -21,14 +21,21 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..errors import FormatError
 
 __all__ = [
-    "Entry", "InterfileHeader", "HeaderWriter", "key_id", "parse_header", "read_header",
-    "format_value", "format_line",
+    "Entry",
+    "InterfileHeader",
+    "HeaderWriter",
+    "key_id",
+    "parse_header",
+    "read_header",
+    "format_value",
+    "format_line",
 ]
 
 #: a header bigger than this is not a header (someone passed the raw data file)
@@ -47,10 +54,10 @@ def key_id(key: str) -> str:
 class Entry:
     """One ``key [index] := value`` line."""
 
-    key: str            #: as written (without ``!`` and the index), for messages
-    index: int | None   #: the ``[n]`` of an indexed key (1-based, as written), else None
-    value: str          #: text after ``:=``, comment removed, stripped
-    line: int           #: 1-based line number in the file
+    key: str  #: as written (without ``!`` and the index), for messages
+    index: int | None  #: the ``[n]`` of an indexed key (1-based, as written), else None
+    value: str  #: text after ``:=``, comment removed, stripped
+    line: int  #: 1-based line number in the file
 
     @property
     def id(self) -> str:
@@ -211,8 +218,7 @@ def parse_header(text: str, path: str | os.PathLike | None = None) -> InterfileH
         if entry.id == "endofinterfile":
             break
     if not started:
-        raise FormatError("not an Interfile header (the first keyword must be '!INTERFILE :=')",
-                          path=path)
+        raise FormatError("not an Interfile header (the first keyword must be '!INTERFILE :=')", path=path)
     return InterfileHeader(entries, path)
 
 
@@ -230,12 +236,14 @@ def read_header(path: str | os.PathLike) -> InterfileHeader:
     with open(p, "rb") as f:
         data = f.read(min(size, MAX_HEADER_BYTES) + 1)
     if b"\0" in data[:65536] or len(data) > MAX_HEADER_BYTES:
-        raise FormatError("not an Interfile header (binary or too large; did you give the data "
-                          "file instead of the header?)", path=p)
+        raise FormatError(
+            "not an Interfile header (binary or too large; did you give the data file instead of the header?)", path=p
+        )
     return parse_header(data.decode("latin-1"), p)
 
 
 # -- writing ---------------------------------------------------------------------------------
+
 
 def format_value(value: Any) -> str:
     """Interfile text for a value: numbers with up to 12 significant digits (enough for

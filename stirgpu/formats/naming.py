@@ -55,8 +55,11 @@ def output_names(name: str | os.PathLike, kind: _Kind = PROJDATA) -> OutputNames
         raise FormatError(f"is not a file name (an output needs one, e.g. out{kind.header})", path=p)
     suffix = p.suffix.lower()
     if suffix in kind.other:
-        raise FormatError(f"'{p.suffix}' is an extension of the other kind of Interfile file; "
-                          f"{kind.what} are written as {kind.header} + {kind.data}", path=p)
+        raise FormatError(
+            f"'{p.suffix}' is an extension of the other kind of Interfile file; "
+            f"{kind.what} are written as {kind.header} + {kind.data}",
+            path=p,
+        )
     if suffix == kind.header:
         return OutputNames(p, p.with_suffix(kind.data))
     if not suffix:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -77,8 +77,9 @@ class ProjData(abc.ABC):
         """How bins are laid out in the store (see :class:`StorageOrder`)."""
 
     @abc.abstractmethod
-    def _read_box(self, segment: int, tof_index: int, view_range: tuple[int, int],
-                  axial_range: tuple[int, int], out: np.ndarray) -> None:
+    def _read_box(
+        self, segment: int, tof_index: int, view_range: tuple[int, int], axial_range: tuple[int, int], out: np.ndarray
+    ) -> None:
         """Fill ``out`` (float32, shape (nv, na, nt), maybe strided) with the box's bins."""
 
     @abc.abstractmethod
@@ -191,16 +192,16 @@ class ProjData(abc.ABC):
         if isinstance(views, slice):
             v = np.arange(self.get_num_views())[views]
         else:
-            v = np.asarray(views if not isinstance(views, range) else np.arange(
-                views.start, views.stop, views.step))
+            v = np.asarray(views if not isinstance(views, range) else np.arange(views.start, views.stop, views.step))
             if v.ndim == 0:
                 v = v.reshape(1)
             if v.ndim != 1 or (v.size and v.dtype.kind not in "iu"):
                 raise GeometryError(f"views must be a 1-D sequence of integers, got {views!r}")
             v = v.astype(np.int64, copy=False)
         if v.size and (v.min() < 0 or v.max() >= self.get_num_views()):
-            raise GeometryError(f"views must be in [0, {self.get_num_views() - 1}], got values in "
-                                f"[{v.min()}, {v.max()}]")
+            raise GeometryError(
+                f"views must be in [0, {self.get_num_views() - 1}], got values in [{v.min()}, {v.max()}]"
+            )
         return v
 
     def _axial(self, segment: int, ax: int) -> int:
@@ -216,21 +217,20 @@ class ProjData(abc.ABC):
             raise GeometryError(f"{name}: expected shape {tuple(shape)}, got {arr.shape}")
 
     # -- chunk access (the execution engine's calls) -------------------------------------
-    def read_views(self, segment: int, views, out: np.ndarray | None = None,
-                   timing_pos: int = 0) -> np.ndarray:
+    def read_views(self, segment: int, views, out: np.ndarray | None = None, timing_pos: int = 0) -> np.ndarray:
         """Bins of ``views`` (any int sequence) of one segment: float32 (len(views), axial,
         tangential).  Runs of consecutive views are read in one go.  ``out`` (e.g. a pinned
         buffer) is filled in place and returned."""
         seg, t, v, out = self._read_args(segment, views, out, timing_pos)
         for pos, v0, v1 in view_runs(v):
-            self._read_box(seg, t, (v0, v1), (0, out.shape[1]), out[pos:pos + v1 - v0])
+            self._read_box(seg, t, (v0, v1), (0, out.shape[1]), out[pos : pos + v1 - v0])
         return out
 
     def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
         """Store ``array`` (len(views), axial, tangential) as those views of one segment."""
         seg, t, v, a = self._write_args(array, segment, views, timing_pos)
         for pos, v0, v1 in view_runs(v):
-            self._write_box(seg, t, v0, 0, a[pos:pos + v1 - v0])
+            self._write_box(seg, t, v0, 0, a[pos : pos + v1 - v0])
 
     def _read_args(self, segment, views, out, timing_pos):
         """Validated (segment, TOF index, views, output array) of a read_views call."""
@@ -242,8 +242,9 @@ class ProjData(abc.ABC):
             out = np.empty(shape, dtype=np.float32)
         else:
             if not isinstance(out, np.ndarray) or out.dtype != np.float32:
-                raise GeometryError(f"read_views: out must be a float32 numpy array, got "
-                                    f"{getattr(out, 'dtype', type(out).__name__)}")
+                raise GeometryError(
+                    f"read_views: out must be a float32 numpy array, got {getattr(out, 'dtype', type(out).__name__)}"
+                )
             self._check_shape("read_views: out", out, shape)
             if not out.flags.writeable:
                 raise GeometryError("read_views: out is read-only")
@@ -255,8 +256,9 @@ class ProjData(abc.ABC):
         t = self._tof_index(timing_pos)
         v = self._views(views)
         a = np.asarray(array, dtype=np.float32)
-        self._check_shape("write_views: array", a,
-                          (len(v), self.get_num_axial_poss(seg), self.get_num_tangential_poss()))
+        self._check_shape(
+            "write_views: array", a, (len(v), self.get_num_axial_poss(seg), self.get_num_tangential_poss())
+        )
         return seg, t, v, a
 
     def view_chunks(self, segment: int, max_bytes: int = _STEP_BYTES) -> Iterator[range]:
@@ -276,8 +278,7 @@ class ProjData(abc.ABC):
     def set_viewgram(self, array, view: int, segment: int, timing_pos: int = 0) -> None:
         a = np.asarray(array, dtype=np.float32)
         seg = self._segment(segment)
-        self._check_shape("set_viewgram: array", a,
-                          (self.get_num_axial_poss(seg), self.get_num_tangential_poss()))
+        self._check_shape("set_viewgram: array", a, (self.get_num_axial_poss(seg), self.get_num_tangential_poss()))
         self.write_views(a[None], seg, [view], timing_pos)
 
     def get_sinogram(self, axial_pos: int, segment: int, timing_pos: int = 0) -> np.ndarray:
@@ -304,8 +305,9 @@ class ProjData(abc.ABC):
     def get_segment_by_sinogram(self, segment: int, timing_pos: int = 0) -> np.ndarray:
         """(axial, view, tangential)."""
         seg = self._segment(segment)
-        out = np.empty((self.get_num_axial_poss(seg), self.get_num_views(),
-                        self.get_num_tangential_poss()), dtype=np.float32)
+        out = np.empty(
+            (self.get_num_axial_poss(seg), self.get_num_views(), self.get_num_tangential_poss()), dtype=np.float32
+        )
         self._read_segment_by_sinogram_into(seg, self._tof_index(timing_pos), out)
         return out
 
@@ -315,15 +317,21 @@ class ProjData(abc.ABC):
     def set_segment_by_view(self, array, segment: int, timing_pos: int = 0) -> None:
         seg = self._segment(segment)
         a = np.asarray(array, dtype=np.float32)
-        self._check_shape("set_segment_by_view: array", a, (self.get_num_views(),
-                          self.get_num_axial_poss(seg), self.get_num_tangential_poss()))
+        self._check_shape(
+            "set_segment_by_view: array",
+            a,
+            (self.get_num_views(), self.get_num_axial_poss(seg), self.get_num_tangential_poss()),
+        )
         self._write_box(seg, self._tof_index(timing_pos), 0, 0, a)
 
     def set_segment_by_sinogram(self, array, segment: int, timing_pos: int = 0) -> None:
         seg = self._segment(segment)
         a = np.asarray(array, dtype=np.float32)
-        self._check_shape("set_segment_by_sinogram: array", a, (self.get_num_axial_poss(seg),
-                          self.get_num_views(), self.get_num_tangential_poss()))
+        self._check_shape(
+            "set_segment_by_sinogram: array",
+            a,
+            (self.get_num_axial_poss(seg), self.get_num_views(), self.get_num_tangential_poss()),
+        )
         self._write_box(seg, self._tof_index(timing_pos), 0, 0, a.transpose(1, 0, 2))
 
     # -- whole data ----------------------------------------------------------------------
@@ -361,8 +369,11 @@ class ProjData(abc.ABC):
             for t in range(self.get_num_tof_poss()):
                 for seg in self.proj_data_info.segment_nums:
                     for views in self.view_chunks(seg):
-                        block = np.full((len(views), self.get_num_axial_poss(seg),
-                                         self.get_num_tangential_poss()), arr, dtype=np.float32)
+                        block = np.full(
+                            (len(views), self.get_num_axial_poss(seg), self.get_num_tangential_poss()),
+                            arr,
+                            dtype=np.float32,
+                        )
                         self._write_box(seg, t, views.start, 0, block)
             return
         self._check_shape("fill: array", arr, self.shape)
@@ -372,16 +383,15 @@ class ProjData(abc.ABC):
 
     # -- files ---------------------------------------------------------------------------
     @classmethod
-    def read_from_file(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjData":
+    def read_from_file(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> ProjData:
         """STIR's ``ProjData.read_from_file``: the Interfile store of ``path`` (``.hs``)."""
         return read_from_file(path, mode, allow_template=allow_template)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.proj_data_info!r}, storage_order="
-                f"{self.storage_order.name})")
+        return f"{type(self).__name__}({self.proj_data_info!r}, storage_order={self.storage_order.name})"
 
 
-def read_from_file(path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjData":
+def read_from_file(path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> ProjData:
     """Open Interfile projection data (``.hs``) without reading the values.
 
     ``mode="r"``: read-only (writing is an error); ``"r+"``: read and write in place.
@@ -389,5 +399,5 @@ def read_from_file(path: str | os.PathLike, mode: str = "r", *, allow_template: 
     naming the header and the data file (by default it opens as a template: geometry only).
     """
     from .projdata_disk import ProjDataFromFile  # the disk store depends on this module
-    return ProjDataFromFile.open(path, mode, allow_template=allow_template)
 
+    return ProjDataFromFile.open(path, mode, allow_template=allow_template)

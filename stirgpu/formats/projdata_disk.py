@@ -74,8 +74,14 @@ class ProjDataFromFile(ProjData):
     :meth:`create`.
     """
 
-    def __init__(self, header: ProjDataHeader, mode: str, fd: int | None,
-                 pending: PendingFiles | None = None, template_reason: str | None = None):
+    def __init__(
+        self,
+        header: ProjDataHeader,
+        mode: str,
+        fd: int | None,
+        pending: PendingFiles | None = None,
+        template_reason: str | None = None,
+    ):
         self._header = header
         self._mode = mode
         self._pending = pending
@@ -98,7 +104,7 @@ class ProjDataFromFile(ProjData):
 
     # -- opening and creating ------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> "ProjDataFromFile":
+    def open(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> ProjDataFromFile:
         """Open existing data: ``mode="r"`` (read-only) or ``"r+"`` (read/write in place).
 
         A header whose data file is absent or empty opens as a template (geometry only), unless
@@ -122,18 +128,26 @@ class ProjDataFromFile(ProjData):
                 raise FormatError(
                     f"data file {what}: it has {size} bytes but the header {hdr.path} describes "
                     f"{need} ({hdr.data_offset} offset + {hdr.proj_data_info.total_num_bins} bins x "
-                    f"{hdr.dtype.itemsize} bytes)", path=dp)
+                    f"{hdr.dtype.itemsize} bytes)",
+                    path=dp,
+                )
         if reason is not None:
             if not allow_template:
-                raise FormatError(f"has no values: {reason} (a header without data is only a template, "
-                                  "and values are needed here)", path=hdr.path)
+                raise FormatError(
+                    f"has no values: {reason} (a header without data is only a template, and values are needed here)",
+                    path=hdr.path,
+                )
             if mode == "r+":
-                raise FormatError(f"is a template ({reason}); it cannot be opened for writing; create "
-                                  "new data with ProjDataFromFile.create", path=hdr.path)
+                raise FormatError(
+                    f"is a template ({reason}); it cannot be opened for writing; create "
+                    "new data with ProjDataFromFile.create",
+                    path=hdr.path,
+                )
             return cls(hdr, mode, None, template_reason=reason)
         if mode == "r+" and hdr.dtype.kind != "f":
-            raise FormatError(f"writing {hdr.dtype} data in place is not supported (float only)",
-                              path=hdr.path, key="number format")
+            raise FormatError(
+                f"writing {hdr.dtype} data in place is not supported (float only)", path=hdr.path, key="number format"
+            )
         try:
             fd = os.open(dp, os.O_RDONLY if mode == "r" else os.O_RDWR)
         except OSError as exc:
@@ -141,9 +155,15 @@ class ProjDataFromFile(ProjData):
         return cls(hdr, mode, fd)
 
     @classmethod
-    def create(cls, path: str | os.PathLike, proj_data_info: ProjDataInfo,
-               storage_order: StorageOrder = StorageOrder.VIEW, dtype=np.float32,
-               overwrite: bool = False, fill=None) -> "ProjDataFromFile":
+    def create(
+        cls,
+        path: str | os.PathLike,
+        proj_data_info: ProjDataInfo,
+        storage_order: StorageOrder = StorageOrder.VIEW,
+        dtype=np.float32,
+        overwrite: bool = False,
+        fill=None,
+    ) -> ProjDataFromFile:
         """New data: header and data file named as STIR names them (:func:`~.naming.output_names`:
         ``out``, ``out.hs`` and ``out.s`` all give ``out.hs`` + ``out.s``; the store's ``path``
         and ``data_path`` say which); float32 view order like STIR unless asked otherwise
@@ -156,8 +176,9 @@ class ProjDataFromFile(ProjData):
         names = output_names(path, PROJDATA)
         hs = names.header
         if not isinstance(proj_data_info, ProjDataInfo):
-            raise GeometryError("create: proj_data_info must be a stirgpu ProjDataInfo, not "
-                                f"{type(proj_data_info).__name__}")
+            raise GeometryError(
+                f"create: proj_data_info must be a stirgpu ProjDataInfo, not {type(proj_data_info).__name__}"
+            )
         if not isinstance(storage_order, StorageOrder):
             raise FormatError(f"storage_order must be a StorageOrder, not {storage_order!r}", path=hs)
         dt = np.dtype(dtype)
@@ -180,14 +201,20 @@ class ProjDataFromFile(ProjData):
         ntof = proj_data_info.get_num_tof_poss()
         sc = proj_data_info.get_scanner()
         header = ProjDataHeader(
-            path=hs, proj_data_info=proj_data_info, storage_order=storage_order, dtype=dt,
-            data_file_name=data.name, data_path=data, data_offset=0, scale_factor=1.0,
+            path=hs,
+            proj_data_info=proj_data_info,
+            storage_order=storage_order,
+            dtype=dt,
+            data_file_name=data.name,
+            data_path=data,
+            data_offset=0,
+            scale_factor=1.0,
             segment_sequence=proj_data_info.segment_nums,
             tof_mash_factor=max(1, sc.max_num_timing_poss // ntof) if ntof > 1 else 1,
-            originating_system=sc.name)
+            originating_system=sc.name,
+        )
         store = cls(header, "w", fd, pending=pending)
-        if fill is not None and not (np.ndim(fill) == 0 and not isinstance(fill, ProjData)
-                                     and float(fill) == 0.0):
+        if fill is not None and not (np.ndim(fill) == 0 and not isinstance(fill, ProjData) and float(fill) == 0.0):
             try:
                 store.fill(fill)
             except BaseException:
@@ -205,8 +232,9 @@ class ProjDataFromFile(ProjData):
         fd = self._fd()
         os.fsync(fd)
         h = self._header
-        text = format_projdata_header(h.proj_data_info, h.data_file_name, h.storage_order, h.dtype,
-                                      originating_system=h.originating_system)
+        text = format_projdata_header(
+            h.proj_data_info, h.data_file_name, h.storage_order, h.dtype, originating_system=h.originating_system
+        )
         with open(p.temp("header"), "x", encoding="ascii") as f:
             f.write(text)
             f.flush()
@@ -295,14 +323,14 @@ class ProjDataFromFile(ProjData):
             self._refuse_write()
 
     def _refuse_write(self) -> None:
-        raise FormatError("was opened read-only (mode 'r'); open it with mode 'r+' to modify it",
-                          path=self._header.path)
+        raise FormatError(
+            "was opened read-only (mode 'r'); open it with mode 'r+' to modify it", path=self._header.path
+        )
 
     # -- the two primitives --------------------------------------------------------------
     def _fd(self) -> int:
         if self._template_reason is not None:
-            raise FormatError(f"has no values: it is a template ({self._template_reason})",
-                              path=self._header.path)
+            raise FormatError(f"has no values: it is a template ({self._template_reason})", path=self._header.path)
         if self._handle.fd < 0:
             raise FormatError("is closed", path=self._header.path)
         return self._handle.fd
@@ -340,7 +368,7 @@ class ProjDataFromFile(ProjData):
         row = (dst[0].size if dst.ndim > 1 else 1) * self._isz
         step = max(1, _STEP_BYTES // row)
         for i in range(0, dst.shape[0], step):
-            part = dst[i:i + step]
+            part = dst[i : i + step]
             tmp = np.empty(part.shape, dtype=self._dtype)
             pread_into(fd, tmp, offset + i * row, self._header.data_path)
             part[...] = tmp
@@ -363,7 +391,7 @@ class ProjDataFromFile(ProjData):
         row = (src[0].size if src.ndim > 1 else 1) * self._isz
         step = max(1, _STEP_BYTES // row)
         for i in range(0, src.shape[0], step):
-            part = src[i:i + step]
+            part = src[i : i + step]
             if self._scale != 1.0:
                 part = part / np.float32(self._scale)
             pwrite_from(fd, np.ascontiguousarray(part, dtype=self._dtype), offset + i * row)

@@ -32,8 +32,14 @@ from .interfile import HeaderWriter, InterfileHeader, format_value, key_id, read
 from .rawfile import dtype_from_keys, keys_from_dtype
 from .storage_order import StorageOrder
 
-__all__ = ["ProjDataHeader", "read_projdata_header", "projdata_header_from_interfile",
-           "scanner_from_header", "format_projdata_header", "format_f32"]
+__all__ = [
+    "ProjDataHeader",
+    "read_projdata_header",
+    "projdata_header_from_interfile",
+    "scanner_from_header",
+    "format_projdata_header",
+    "format_f32",
+]
 
 
 def format_f32(v: float) -> str:
@@ -82,7 +88,11 @@ _SCANNER_KEYS: dict[str, tuple[tuple[str, ...], float, str]] = {
     "num_transaxial_crystals_per_block": (("Number of crystals per block in transaxial direction",), 1, "count"),
     "num_detector_layers": (("Number of detector layers",), 1, "count"),
     "num_axial_crystals_per_singles_unit": (("Number of crystals per singles unit in axial direction",), 1, "count"),
-    "num_transaxial_crystals_per_singles_unit": (("Number of crystals per singles unit in transaxial direction",), 1, "count"),
+    "num_transaxial_crystals_per_singles_unit": (
+        ("Number of crystals per singles unit in transaxial direction",),
+        1,
+        "count",
+    ),
     "axial_crystal_spacing": (("Distance between crystals in axial direction (cm)",), 10, "len"),
     "transaxial_crystal_spacing": (("Distance between crystals in transaxial direction (cm)",), 10, "len"),
     "axial_block_spacing": (("Distance between blocks in axial direction (cm)",), 10, "len"),
@@ -90,8 +100,13 @@ _SCANNER_KEYS: dict[str, tuple[tuple[str, ...], float, str]] = {
 }
 _GEOMETRY_KEYS = ("Scanner geometry (BlocksOnCylindrical/Cylindrical/Generic)", "Scanner geometry")
 #: what a scanner STIR does not know must state
-_REQUIRED_FOR_USER_DEFINED = ("num_rings", "num_detectors_per_ring", "inner_ring_radius",
-                              "average_depth_of_interaction", "ring_spacing")
+_REQUIRED_FOR_USER_DEFINED = (
+    "num_rings",
+    "num_detectors_per_ring",
+    "inner_ring_radius",
+    "average_depth_of_interaction",
+    "ring_spacing",
+)
 
 
 def _first_key(hdr: InterfileHeader, keys) -> str | None:
@@ -133,8 +148,11 @@ def scanner_from_header(hdr: InterfileHeader) -> Scanner:
         for field in _REQUIRED_FOR_USER_DEFINED:
             if field not in given:
                 key = _SCANNER_KEYS[field][0][0]
-                raise hdr.error(f"required for a scanner STIR does not know (Scanner type "
-                                f"{label!r}); give it a positive value in 'Scanner parameters'", key)
+                raise hdr.error(
+                    f"required for a scanner STIR does not know (Scanner type "
+                    f"{label!r}); give it a positive value in 'Scanner parameters'",
+                    key,
+                )
         try:
             return Scanner(name=name or origin_sys or "user-defined", **given)
         except GeometryError as exc:
@@ -165,15 +183,15 @@ def scanner_from_header(hdr: InterfileHeader) -> Scanner:
 class ProjDataHeader:
     """Everything a projection-data header says, as stirgpu types."""
 
-    path: Path | None                   #: the header file
+    path: Path | None  #: the header file
     proj_data_info: ProjDataInfo
     storage_order: StorageOrder
-    dtype: np.dtype                     #: number format with byte order
-    data_file_name: str | None          #: as written in the header (None if absent)
-    data_path: Path | None              #: resolved against the header's folder
-    data_offset: int                    #: bytes before the data
-    scale_factor: float                 #: ``image scaling factor[1]``: value = stored * factor
-    segment_sequence: tuple[int, ...]   #: segment numbers in file order
+    dtype: np.dtype  #: number format with byte order
+    data_file_name: str | None  #: as written in the header (None if absent)
+    data_path: Path | None  #: resolved against the header's folder
+    data_offset: int  #: bytes before the data
+    scale_factor: float  #: ``image scaling factor[1]``: value = stored * factor
+    segment_sequence: tuple[int, ...]  #: segment numbers in file order
     tof_mash_factor: int = 1
     originating_system: str = ""
 
@@ -208,13 +226,13 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
         raise hdr.error(f"expected 'Emission' projection data, got {pdt!r}", "PET data type")
     frames = hdr.get_int("number of time frames", default=1)
     if frames != 1:
-        raise hdr.error(f"{frames} time frames: only single-frame projection data are supported",
-                        "number of time frames")
+        raise hdr.error(
+            f"{frames} time frames: only single-frame projection data are supported", "number of time frames"
+        )
 
     ndim = hdr.get_int("number of dimensions")
     if ndim not in (4, 5):
-        raise hdr.error(f"projection data have 4 dimensions (5 with TOF), not {ndim}",
-                        "number of dimensions")
+        raise hdr.error(f"projection data have 4 dimensions (5 with TOF), not {ndim}", "number of dimensions")
     labels = {i: key_id(hdr.get_str("matrix axis label", i, default="")) for i in range(1, ndim + 1)}
     if labels[1] != _LABEL_TANG:
         raise hdr.error("must be 'tangential coordinate'", "matrix axis label", 1)
@@ -225,8 +243,12 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     elif labels[2] == _LABEL_VIEW and labels[3] == _LABEL_AXIAL:
         order, view_dim, axial_dim = StorageOrder.SINOGRAM, 2, 3
     else:
-        raise hdr.error("axes [2] and [3] must be 'axial coordinate' and 'view' (view order) or "
-                        "'view' and 'axial coordinate' (sinogram order)", "matrix axis label", 2)
+        raise hdr.error(
+            "axes [2] and [3] must be 'axial coordinate' and 'view' (view order) or "
+            "'view' and 'axial coordinate' (sinogram order)",
+            "matrix axis label",
+            2,
+        )
     if ndim == 5 and labels[5] not in _LABELS_TOF:
         raise hdr.error("must be 'timing positions'", "matrix axis label", 5)
 
@@ -242,8 +264,11 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     num_tof = single(5) if ndim == 5 else 1
     axial = hdr.get_int_list("matrix size", axial_dim)
     if len(axial) != num_segments:
-        raise hdr.error(f"lists {len(axial)} axial sizes but 'matrix size [4]' says {num_segments} "
-                        "segments", "matrix size", axial_dim)
+        raise hdr.error(
+            f"lists {len(axial)} axial sizes but 'matrix size [4]' says {num_segments} segments",
+            "matrix size",
+            axial_dim,
+        )
     if min(axial) < 1:
         raise hdr.error(f"axial sizes must be positive, got {axial}", "matrix size", axial_dim)
     rd_keys = ("minimum ring difference per segment", "maximum ring difference per segment")
@@ -261,8 +286,10 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
             raise hdr.error(f"minimum {a} > maximum {b} for a segment", rd_keys[0])
     for (a0, b0), (a1, b1) in zip(zip(s_min, s_max), zip(s_min[1:], s_max[1:])):
         if a1 != b0 + 1:
-            raise hdr.error(f"ring-difference ranges must be contiguous and not overlap: "
-                            f"[{a0}, {b0}] is followed by [{a1}, {b1}]", rd_keys[0])
+            raise hdr.error(
+                f"ring-difference ranges must be contiguous and not overlap: [{a0}, {b0}] is followed by [{a1}, {b1}]",
+                rd_keys[0],
+            )
     zero = [k for k, (a, b) in enumerate(zip(s_min, s_max)) if a <= 0 <= b]
     if not zero:
         raise hdr.error("no segment contains ring difference 0", rd_keys[0])
@@ -290,18 +317,34 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     if num_tof > 1:
         max_tof = scanner.max_num_timing_poss
         if max_tof <= 1:
-            raise hdr.error(f"{num_tof} timing positions but the scanner has no TOF ('Maximum number "
-                            "of (unmashed) TOF time bins' missing)", "matrix size", 5)
+            raise hdr.error(
+                f"{num_tof} timing positions but the scanner has no TOF ('Maximum number "
+                "of (unmashed) TOF time bins' missing)",
+                "matrix size",
+                5,
+            )
         if max_tof // tof_mash != num_tof:
-            raise hdr.error(f"{num_tof} timing positions, but the scanner's {max_tof} TOF bins mashed "
-                            f"by {tof_mash} give {max_tof // tof_mash}", "matrix size", 5)
+            raise hdr.error(
+                f"{num_tof} timing positions, but the scanner's {max_tof} TOF bins mashed "
+                f"by {tof_mash} give {max_tof // tof_mash}",
+                "matrix size",
+                5,
+            )
 
     # STIR takes the axial positions as the header gives them (its construction rule is only a
     # default), so a header's counts are the geometry's; ProjDataInfo applies STIR's own checks.
     try:
-        pdi = ProjDataInfo(scanner, s_min, s_max, num_views=num_views, num_tangential_poss=num_tang,
-                           arc_corrected=arc_corrected, tangential_sampling=tang_sampling,
-                           num_tof_poss=num_tof, num_axial_poss=[axial[i] for i in file_pos])
+        pdi = ProjDataInfo(
+            scanner,
+            s_min,
+            s_max,
+            num_views=num_views,
+            num_tangential_poss=num_tang,
+            arc_corrected=arc_corrected,
+            tangential_sampling=tang_sampling,
+            num_tof_poss=num_tof,
+            num_axial_poss=[axial[i] for i in file_pos],
+        )
     except GeometryError as exc:
         if "axial position" in str(exc):
             raise hdr.error(str(exc), "matrix size", axial_dim) from None
@@ -326,13 +369,23 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     if data_name:
         p = Path(data_name)
         data_path = p if p.is_absolute() else hdr.folder / p
-    return ProjDataHeader(path=hdr.path, proj_data_info=pdi, storage_order=order, dtype=dtype,
-                          data_file_name=data_name or None, data_path=data_path, data_offset=offset,
-                          scale_factor=factors[0], segment_sequence=segment_sequence,
-                          tof_mash_factor=tof_mash, originating_system=hdr.get_str("originating system", default=""))
+    return ProjDataHeader(
+        path=hdr.path,
+        proj_data_info=pdi,
+        storage_order=order,
+        dtype=dtype,
+        data_file_name=data_name or None,
+        data_path=data_path,
+        data_offset=offset,
+        scale_factor=factors[0],
+        segment_sequence=segment_sequence,
+        tof_mash_factor=tof_mash,
+        originating_system=hdr.get_str("originating system", default=""),
+    )
 
 
 # -- writing ---------------------------------------------------------------------------------
+
 
 def _scanner_lines(w: HeaderWriter, sc: Scanner) -> None:
     w.add_raw("Scanner parameters:=")
@@ -351,10 +404,15 @@ def _scanner_lines(w: HeaderWriter, sc: Scanner) -> None:
     w.add_raw("End scanner parameters:=")
 
 
-def format_projdata_header(proj_data_info: ProjDataInfo, data_file_name: str,
-                           storage_order: StorageOrder = StorageOrder.VIEW, dtype=np.float32,
-                           data_offset: int = 0, scale_factor: float = 1.0,
-                           originating_system: str | None = None) -> str:
+def format_projdata_header(
+    proj_data_info: ProjDataInfo,
+    data_file_name: str,
+    storage_order: StorageOrder = StorageOrder.VIEW,
+    dtype=np.float32,
+    data_offset: int = 0,
+    scale_factor: float = 1.0,
+    originating_system: str | None = None,
+) -> str:
     """Header text for data laid out as stirgpu's disk store writes it: segments in
     ascending ring-difference order, TOF outermost, ``storage_order`` inside a segment."""
     pdi = proj_data_info
@@ -397,9 +455,11 @@ def format_projdata_header(proj_data_info: ProjDataInfo, data_file_name: str,
     w.add("matrix axis label", "tangential coordinate", index=1)
     w.add("!matrix size", pdi.get_num_tangential_poss(), index=1)
     if pdi.get_min_tangential_pos_num() != -(pdi.get_num_tangential_poss() // 2):
-        raise FormatError("Interfile cannot store a tangential range not centred as STIR's "
-                          f"(min tangential position {pdi.get_min_tangential_pos_num()})",
-                          path=data_file_name)
+        raise FormatError(
+            "Interfile cannot store a tangential range not centred as STIR's "
+            f"(min tangential position {pdi.get_min_tangential_pos_num()})",
+            path=data_file_name,
+        )
     w.add("minimum ring difference per segment", [pdi.get_min_ring_difference(s) for s in segs])
     w.add("maximum ring difference per segment", [pdi.get_max_ring_difference(s) for s in segs])
     _scanner_lines(w, sc)

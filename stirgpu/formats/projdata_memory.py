@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..geometry import ProjDataInfo
 from ..errors import GeometryError
+from ..geometry import ProjDataInfo
 from .projdata import ProjData, view_runs
 from .storage_order import StorageOrder
 
@@ -26,20 +26,26 @@ class ProjDataInMemory(ProjData):
 
     def __init__(self, proj_data_info: ProjDataInfo, fill=0.0):
         if not isinstance(proj_data_info, ProjDataInfo):
-            raise GeometryError("ProjDataInMemory: proj_data_info must be a stirgpu ProjDataInfo, "
-                                f"not {type(proj_data_info).__name__}")
+            raise GeometryError(
+                f"ProjDataInMemory: proj_data_info must be a stirgpu ProjDataInfo, not {type(proj_data_info).__name__}"
+            )
         self._pdi = proj_data_info
-        ntof, nv, nt = (proj_data_info.get_num_tof_poss(), proj_data_info.get_num_views(),
-                        proj_data_info.get_num_tangential_poss())
+        ntof, nv, nt = (
+            proj_data_info.get_num_tof_poss(),
+            proj_data_info.get_num_views(),
+            proj_data_info.get_num_tangential_poss(),
+        )
         scalar = np.ndim(fill) == 0 and not isinstance(fill, ProjData)
         init = np.zeros if (scalar and float(fill) == 0.0) else np.empty
-        self._segments = {s: init((ntof, nv, proj_data_info.get_num_axial_poss(s), nt), dtype=np.float32)
-                          for s in proj_data_info.segment_nums}
+        self._segments = {
+            s: init((ntof, nv, proj_data_info.get_num_axial_poss(s), nt), dtype=np.float32)
+            for s in proj_data_info.segment_nums
+        }
         if not (scalar and float(fill) == 0.0):
             self.fill(fill)
 
     @classmethod
-    def from_proj_data(cls, other: ProjData) -> "ProjDataInMemory":
+    def from_proj_data(cls, other: ProjData) -> ProjDataInMemory:
         """A copy of any store (STIR's ``ProjDataInMemory(other)``)."""
         return cls(other.get_proj_data_info(), fill=other)
 
@@ -63,13 +69,12 @@ class ProjDataInMemory(ProjData):
     # Scattered views (a subset's are all isolated) are one numpy gather/scatter rather than
     # one copy per view; runs of consecutive views stay plain slice copies, which measured
     # faster for large blocks (full-data chunks).
-    def read_views(self, segment: int, views, out: np.ndarray | None = None,
-                   timing_pos: int = 0) -> np.ndarray:
+    def read_views(self, segment: int, views, out: np.ndarray | None = None, timing_pos: int = 0) -> np.ndarray:
         seg, t, v, out = self._read_args(segment, views, out, timing_pos)
         runs = view_runs(v)
         if len(runs) <= _RUNS_AS_SLICES:
             for pos, v0, v1 in runs:
-                out[pos:pos + v1 - v0] = self._segments[seg][t, v0:v1]
+                out[pos : pos + v1 - v0] = self._segments[seg][t, v0:v1]
         else:
             np.take(self._segments[seg][t], v, axis=0, out=out)
         return out
@@ -79,7 +84,7 @@ class ProjDataInMemory(ProjData):
         runs = view_runs(v)
         if len(runs) <= _RUNS_AS_SLICES:
             for pos, v0, v1 in runs:
-                self._segments[seg][t, v0:v1] = a[pos:pos + v1 - v0]
+                self._segments[seg][t, v0:v1] = a[pos : pos + v1 - v0]
         else:
             self._segments[seg][t][v] = a
 
@@ -92,4 +97,4 @@ class ProjDataInMemory(ProjData):
 
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         nv, na = data.shape[:2]
-        self._segments[segment][tof_index, v0:v0 + nv, a0:a0 + na] = data
+        self._segments[segment][tof_index, v0 : v0 + nv, a0 : a0 + na] = data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -25,8 +25,12 @@ class ProjDataViewgrams(ProjData):
     error.  Non-TOF only.
     """
 
-    def __init__(self, proj_data_info: ProjDataInfo, viewgrams: Mapping[tuple[int, int], np.ndarray],
-                 missing_as_zeros: bool = False):
+    def __init__(
+        self,
+        proj_data_info: ProjDataInfo,
+        viewgrams: Mapping[tuple[int, int], np.ndarray],
+        missing_as_zeros: bool = False,
+    ):
         if proj_data_info.get_num_tof_poss() != 1:
             raise GeometryError("ProjDataViewgrams: TOF projection data are not supported")
         self._pdi = proj_data_info
@@ -37,13 +41,21 @@ class ProjDataViewgrams(ProjData):
             seg, view = int(seg), int(view)
             self._segment(seg)
             if not 0 <= view < proj_data_info.get_num_views():
-                raise GeometryError(f"ProjDataViewgrams: view {view} out of range [0, {proj_data_info.get_num_views() - 1}]")
+                raise GeometryError(
+                    f"ProjDataViewgrams: view {view} out of range [0, {proj_data_info.get_num_views() - 1}]"
+                )
             shape = (proj_data_info.get_num_axial_poss(seg), nt)
-            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != shape \
-                    or not arr.flags.c_contiguous:
-                raise GeometryError(f"ProjDataViewgrams: viewgram (segment {seg}, view {view}) must be a C-contiguous "
-                                    f"float32 array of shape {shape}, got "
-                                    f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}")
+            if (
+                not isinstance(arr, np.ndarray)
+                or arr.dtype != np.float32
+                or arr.shape != shape
+                or not arr.flags.c_contiguous
+            ):
+                raise GeometryError(
+                    f"ProjDataViewgrams: viewgram (segment {seg}, view {view}) must be a C-contiguous "
+                    f"float32 array of shape {shape}, got "
+                    f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}"
+                )
             self._viewgrams[(seg, view)] = arr
 
     @property
@@ -75,4 +87,4 @@ class ProjDataViewgrams(ProjData):
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         na = data.shape[1]
         for i in range(data.shape[0]):
-            self._viewgram(segment, v0 + i, writing=True)[a0:a0 + na] = data[i]
+            self._viewgram(segment, v0 + i, writing=True)[a0 : a0 + na] = data[i]

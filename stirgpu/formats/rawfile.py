@@ -27,8 +27,15 @@ import numpy as np
 from ..errors import FormatError
 from .interfile import InterfileHeader
 
-__all__ = ["dtype_from_keys", "keys_from_dtype", "pread_into", "pwrite_from", "PendingFiles",
-           "stale_temporaries", "SUPPORTED_DTYPES"]
+__all__ = [
+    "dtype_from_keys",
+    "keys_from_dtype",
+    "pread_into",
+    "pwrite_from",
+    "PendingFiles",
+    "stale_temporaries",
+    "SUPPORTED_DTYPES",
+]
 
 # Interfile number format (standardised) + bytes per pixel -> numpy kind/size
 _FORMATS = {
@@ -53,13 +60,11 @@ def dtype_from_keys(hdr: InterfileHeader) -> np.dtype:
     if (fmt, nbytes) not in _FORMATS:
         known = ", ".join(f"{f!r} with {b} bytes" for f, b in _FORMATS)
         key = "number of bytes per pixel" if fmt in {f for f, _ in _FORMATS} else "number format"
-        raise hdr.error(f"unsupported number format {fmt!r} with {nbytes} bytes per pixel "
-                        f"(supported: {known})", key)
+        raise hdr.error(f"unsupported number format {fmt!r} with {nbytes} bytes per pixel (supported: {known})", key)
     order_text = hdr.get_str("imagedata byte order", default="BIGENDIAN")
     order = _BYTE_ORDERS.get(order_text.replace(" ", "").replace("_", "").lower())
     if order is None:
-        raise hdr.error(f"unknown byte order {order_text!r} (LITTLEENDIAN or BIGENDIAN)",
-                        "imagedata byte order")
+        raise hdr.error(f"unknown byte order {order_text!r} (LITTLEENDIAN or BIGENDIAN)", "imagedata byte order")
     return np.dtype(_FORMATS[(fmt, nbytes)]).newbyteorder(order)
 
 
@@ -71,8 +76,9 @@ def keys_from_dtype(dtype) -> tuple[str, int, str]:
         if np.dtype(code) == base:
             little = dt.byteorder == "<" or (dt.byteorder in "=|" and np.little_endian)
             return fmt, nbytes, "LITTLEENDIAN" if little else "BIGENDIAN"
-    raise FormatError(f"cannot write number format {dt} (supported: "
-                      + ", ".join(str(d) for d in SUPPORTED_DTYPES) + ")")
+    raise FormatError(
+        f"cannot write number format {dt} (supported: " + ", ".join(str(d) for d in SUPPORTED_DTYPES) + ")"
+    )
 
 
 def pread_into(fd: int, buf: np.ndarray, offset: int, path=None) -> None:
@@ -82,8 +88,9 @@ def pread_into(fd: int, buf: np.ndarray, offset: int, path=None) -> None:
     while done < len(mv):
         n = os.preadv(fd, [mv[done:]], offset + done)
         if n == 0:
-            raise FormatError(f"unexpected end of file at byte {offset + done} "
-                              f"(needed {len(mv) - done} more bytes)", path=path)
+            raise FormatError(
+                f"unexpected end of file at byte {offset + done} (needed {len(mv) - done} more bytes)", path=path
+            )
         done += n
 
 
@@ -195,7 +202,7 @@ def _zombie(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"  # the field after "(command)"
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"  # the field after "(command)"
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -21,12 +21,15 @@ class StorageOrder(enum.Enum):
         member.__doc__ = doc
         return member
 
-    VIEW = ("Segment_View_AxialPos_TangPos",
-            "[view][axial][tangential]: STIR's default.  A viewgram, or a run of views, is one "
-            "contiguous block: the fast order for projectors and subsets.")
-    SINOGRAM = ("Segment_AxialPos_View_TangPos",
-                "[axial][view][tangential].  A sinogram is contiguous; reading a set of views "
-                "touches every axial position.")
+    VIEW = (
+        "Segment_View_AxialPos_TangPos",
+        "[view][axial][tangential]: STIR's default.  A viewgram, or a run of views, is one "
+        "contiguous block: the fast order for projectors and subsets.",
+    )
+    SINOGRAM = (
+        "Segment_AxialPos_View_TangPos",
+        "[axial][view][tangential].  A sinogram is contiguous; reading a set of views touches every axial position.",
+    )
 
     def __str__(self) -> str:
         return self.name.lower()

@@ -27,25 +27,40 @@ from ..geometry import ProjDataInfo, Scanner
 from .projdata import ProjData
 from .projdata_memory import ProjDataInMemory
 
-__all__ = ["ProjDataContract", "small_proj_data_info", "small_tof_proj_data_info",
-           "reference_segment"]
+__all__ = ["ProjDataContract", "small_proj_data_info", "small_tof_proj_data_info", "reference_segment"]
 
 
 def small_proj_data_info() -> ProjDataInfo:
     """ECAT 953, span 3 (segments -1, 0, +1 with 27/31/27 axial positions), 12 views
     (mashed), 16 tangential positions: small, but with unequal segments."""
-    return ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4,
-                                  num_views=12, num_tangential_poss=16)
+    return ProjDataInfo.construct(
+        Scanner.from_name("ECAT 953"), span=3, max_ring_diff=4, num_views=12, num_tangential_poss=16
+    )
 
 
 def small_tof_proj_data_info() -> ProjDataInfo:
     """A 4-ring user-defined TOF scanner, span 1 (5 segments), 8 views, 9 tangential
     positions, 3 timing positions."""
-    sc = Scanner(name="contract TOF", num_rings=4, num_detectors_per_ring=32, inner_ring_radius=100.0,
-                 average_depth_of_interaction=5.0, ring_spacing=4.0, max_num_timing_poss=3,
-                 size_of_timing_pos=100.0, timing_resolution=300.0)
-    return ProjDataInfo(sc, [-2, -1, 0, 1, 2], [-2, -1, 0, 1, 2], num_views=8, num_tangential_poss=9,
-                        arc_corrected=False, num_tof_poss=3)
+    sc = Scanner(
+        name="contract TOF",
+        num_rings=4,
+        num_detectors_per_ring=32,
+        inner_ring_radius=100.0,
+        average_depth_of_interaction=5.0,
+        ring_spacing=4.0,
+        max_num_timing_poss=3,
+        size_of_timing_pos=100.0,
+        timing_resolution=300.0,
+    )
+    return ProjDataInfo(
+        sc,
+        [-2, -1, 0, 1, 2],
+        [-2, -1, 0, 1, 2],
+        num_views=8,
+        num_tangential_poss=9,
+        arc_corrected=False,
+        num_tof_poss=3,
+    )
 
 
 def reference_segment(ref: np.ndarray, pdi: ProjDataInfo, segment: int, timing_pos: int = 0) -> np.ndarray:
@@ -57,9 +72,9 @@ def reference_segment(ref: np.ndarray, pdi: ProjDataInfo, segment: int, timing_p
     while len(order) < pdi.get_num_segments():
         order += [s for s in (k, -k) if pdi.get_min_segment_num() <= s <= pdi.get_max_segment_num()]
         k += 1
-    start = sum(pdi.get_num_axial_poss(s) for s in order[:order.index(segment)])
+    start = sum(pdi.get_num_axial_poss(s) for s in order[: order.index(segment)])
     block = ref if pdi.get_num_tof_poss() == 1 else ref[timing_pos + pdi.get_num_tof_poss() // 2]
-    return block[start:start + pdi.get_num_axial_poss(segment)]
+    return block[start : start + pdi.get_num_axial_poss(segment)]
 
 
 def _random_like(store: ProjData, seed: int) -> np.ndarray:
@@ -151,8 +166,7 @@ class ProjDataContract:
             for s in pdi.segment_nums:
                 blk = reference_segment(ref, pdi, s, t)
                 np.testing.assert_array_equal(store.get_segment_by_sinogram(s, timing_pos=t), blk)
-                np.testing.assert_array_equal(store.get_segment_by_view(s, timing_pos=t),
-                                              blk.transpose(1, 0, 2))
+                np.testing.assert_array_equal(store.get_segment_by_view(s, timing_pos=t), blk.transpose(1, 0, 2))
 
     def test_viewgrams_and_sinograms_match_model(self, filled, pdi):
         """Every viewgram is blk[:, v, :] and every sinogram blk[a] of the model."""
@@ -182,7 +196,8 @@ class ProjDataContract:
         s, a = pdi.get_min_segment_num(), 1
         t = self._timing_poss(pdi)[0]
         g = np.arange(pdi.get_num_views() * pdi.get_num_tangential_poss(), dtype=np.float32).reshape(
-            pdi.get_num_views(), pdi.get_num_tangential_poss())
+            pdi.get_num_views(), pdi.get_num_tangential_poss()
+        )
         store.set_sinogram(g, a, s, timing_pos=t)
         reference_segment(ref, pdi, s, t)[a] = g
         np.testing.assert_array_equal(store.as_array(), ref)
@@ -219,8 +234,7 @@ class ProjDataContract:
         store, ref = filled
         s = 0
         views = pdi.subset_views(0, 3)
-        out = np.full((len(views), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()), np.nan,
-                      dtype=np.float32)
+        out = np.full((len(views), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss()), np.nan, dtype=np.float32)
         got = store.read_views(s, views, out=out)
         assert got is out
         np.testing.assert_array_equal(out, reference_segment(ref, pdi, s)[:, views, :].transpose(1, 0, 2))
@@ -232,8 +246,9 @@ class ProjDataContract:
         t = self._timing_poss(pdi)[-1]
         rng = np.random.default_rng(3)
         for s, views in ((pdi.get_max_segment_num(), [4, 1, 2]), (pdi.get_min_segment_num(), pdi.subset_views(2, 3))):
-            data = rng.standard_normal((len(views), pdi.get_num_axial_poss(s),
-                                        pdi.get_num_tangential_poss())).astype(np.float32)
+            data = rng.standard_normal((len(views), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())).astype(
+                np.float32
+            )
             store.write_views(data, s, views, timing_pos=t)
             reference_segment(ref, pdi, s, t)[:, list(views), :] = data.transpose(1, 0, 2)
             np.testing.assert_array_equal(store.as_array(), ref)
@@ -241,8 +256,13 @@ class ProjDataContract:
     def test_timing_positions_are_independent(self, store, pdi):
         """Writing one timing position leaves the others untouched."""
         for t in self._timing_poss(pdi):
-            store.set_segment_by_view(np.full((pdi.get_num_views(), pdi.get_num_axial_poss(0),
-                                               pdi.get_num_tangential_poss()), t + 10, np.float32), 0, t)
+            store.set_segment_by_view(
+                np.full(
+                    (pdi.get_num_views(), pdi.get_num_axial_poss(0), pdi.get_num_tangential_poss()), t + 10, np.float32
+                ),
+                0,
+                t,
+            )
         for t in self._timing_poss(pdi):
             assert np.all(store.get_segment_by_sinogram(0, timing_pos=t) == t + 10)
 

@@ -53,8 +53,11 @@ class ImageInfo:
             raise GeometryError(f"ImageInfo: voxel_size must be positive, not {vox}")
         if not all(math.isfinite(o) for o in org):
             raise GeometryError(f"ImageInfo: origin must be finite, not {org}")
-        mi = (0, -(shape[1] // 2), -(shape[2] // 2)) if self.min_indices is None else \
-            _triple("min_indices", self.min_indices, int)
+        mi = (
+            (0, -(shape[1] // 2), -(shape[2] // 2))
+            if self.min_indices is None
+            else _triple("min_indices", self.min_indices, int)
+        )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "voxel_size", vox)
         object.__setattr__(self, "origin", org)
@@ -99,7 +102,7 @@ class ImageInfo:
     def get_max_indices(self) -> tuple[int, int, int]:
         return tuple(m + n - 1 for m, n in zip(self.min_indices, self.shape))  # type: ignore[return-value]
 
-    def replace(self, **changes) -> "ImageInfo":
+    def replace(self, **changes) -> ImageInfo:
         if "shape" in changes and "min_indices" not in changes:
             changes["min_indices"] = None
         return dataclasses.replace(self, **changes)
@@ -121,13 +124,21 @@ class ImageInfo:
         return hash((self.shape, self.min_indices))
 
     def __repr__(self) -> str:
-        return (f"ImageInfo(shape={self.shape}, voxel_size={self.voxel_size}, origin={self.origin}, "
-                f"min_indices={self.min_indices})")
+        return (
+            f"ImageInfo(shape={self.shape}, voxel_size={self.voxel_size}, origin={self.origin}, "
+            f"min_indices={self.min_indices})"
+        )
 
     # -- STIR's default image ------------------------------------------------------------
     @classmethod
-    def default_for(cls, proj_data_info: "ProjDataInfo", zoom: float = 1.0, xy_size: int | None = None,
-                    z_size: int | None = None, origin=(0.0, 0.0, 0.0)) -> "ImageInfo":
+    def default_for(
+        cls,
+        proj_data_info: ProjDataInfo,
+        zoom: float = 1.0,
+        xy_size: int | None = None,
+        z_size: int | None = None,
+        origin=(0.0, 0.0, 0.0),
+    ) -> ImageInfo:
         """The image STIR derives from projection data (``VoxelsOnCartesianGrid(proj_data_info,
         zoom, origin, xy size, z size)``, STIR's ``VoxelsOnCartesianGrid.cxx``): z voxel = ring
         spacing / 2; planes = segment 0's axial positions (span > 1) or twice them minus one

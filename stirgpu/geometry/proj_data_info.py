@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -55,8 +55,9 @@ def _stir_axial_poss(n_rings: int, rd_min: Sequence[int], rd_max: Sequence[int],
     so they reach past the scanner's ends: STIR's rule, not a physical count)."""
     if rd_min[i0] == rd_max[i0]:
         return [n_rings - abs(a) for a in rd_min]
-    return [2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b))
-            for a, b in zip(rd_min, rd_max)]
+    return [
+        2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b)) for a, b in zip(rd_min, rd_max)
+    ]
 
 
 def _check_axial_poss(seg: int, a: int, b: int, nax: int, full_ring_spacing: bool) -> None:
@@ -64,11 +65,14 @@ def _check_axial_poss(seg: int, a: int, b: int, nax: int, full_ring_spacing: boo
     ``initialise_ring_diff_arrays``): at half ring spacing an even count puts the positions between
     the usual locations (STIR refuses it); at full ring spacing every count is accepted."""
     if nax < 1:
-        raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) needs at least "
-                            f"one axial position (got {nax})")
+        raise GeometryError(
+            f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) needs at least one axial position (got {nax})"
+        )
     if not full_ring_spacing and nax % 2 == 0:
-        raise GeometryError(f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) is sampled at half "
-                            f"the ring spacing, so STIR requires an odd number of axial positions (got {nax})")
+        raise GeometryError(
+            f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) is sampled at half "
+            f"the ring spacing, so STIR requires an odd number of axial positions (got {nax})"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -143,40 +147,67 @@ class ProjDataInfo:
         Number of TOF positions (1: non-TOF).
     """
 
-    __slots__ = ("_scanner", "_segments", "_seg_index", "_num_views", "_num_tang", "_min_tang",
-                 "_arc_corrected", "_tang_sampling", "_num_tof_poss", "_phi_offset")
+    __slots__ = (
+        "_scanner",
+        "_segments",
+        "_seg_index",
+        "_num_views",
+        "_num_tang",
+        "_min_tang",
+        "_arc_corrected",
+        "_tang_sampling",
+        "_num_tof_poss",
+        "_phi_offset",
+    )
 
-    def __init__(self, scanner: Scanner, min_ring_diff: Sequence[int], max_ring_diff: Sequence[int],
-                 num_views: int, num_tangential_poss: int, arc_corrected: bool,
-                 num_axial_poss: Sequence[int] | None = None,
-                 tangential_sampling: float | None = None,
-                 min_tangential_pos_num: int | None = None, num_tof_poss: int = 1):
+    def __init__(
+        self,
+        scanner: Scanner,
+        min_ring_diff: Sequence[int],
+        max_ring_diff: Sequence[int],
+        num_views: int,
+        num_tangential_poss: int,
+        arc_corrected: bool,
+        num_axial_poss: Sequence[int] | None = None,
+        tangential_sampling: float | None = None,
+        min_tangential_pos_num: int | None = None,
+        num_tof_poss: int = 1,
+    ):
         if not isinstance(scanner, Scanner):
             raise GeometryError(f"ProjDataInfo: scanner must be a stirgpu Scanner, not {type(scanner).__name__}")
         if scanner.scanner_geometry.lower() != "cylindrical":
-            raise GeometryError(f"ProjDataInfo: scanner {scanner.name!r} has geometry "
-                                f"{scanner.scanner_geometry!r}; stirgpu supports cylindrical scanners only")
+            raise GeometryError(
+                f"ProjDataInfo: scanner {scanner.name!r} has geometry "
+                f"{scanner.scanner_geometry!r}; stirgpu supports cylindrical scanners only"
+            )
         rd_min = [int(v) for v in min_ring_diff]
         rd_max = [int(v) for v in max_ring_diff]
         if len(rd_min) != len(rd_max) or not rd_min:
-            raise GeometryError("ProjDataInfo: min_ring_diff and max_ring_diff must be non-empty and of "
-                                f"equal length (got {len(rd_min)} and {len(rd_max)})")
+            raise GeometryError(
+                "ProjDataInfo: min_ring_diff and max_ring_diff must be non-empty and of "
+                f"equal length (got {len(rd_min)} and {len(rd_max)})"
+            )
         n_rings = scanner.num_rings
         for i, (a, b) in enumerate(zip(rd_min, rd_max)):
             if a > b:
-                raise GeometryError(f"ProjDataInfo: segment {i} (in file order) has min ring difference "
-                                    f"{a} > max ring difference {b}")
+                raise GeometryError(
+                    f"ProjDataInfo: segment {i} (in file order) has min ring difference {a} > max ring difference {b}"
+                )
             if max(abs(a), abs(b)) >= n_rings:
-                raise GeometryError(f"ProjDataInfo: ring difference range [{a}, {b}] impossible for a "
-                                    f"scanner with {n_rings} rings")
+                raise GeometryError(
+                    f"ProjDataInfo: ring difference range [{a}, {b}] impossible for a scanner with {n_rings} rings"
+                )
             if i and a != rd_max[i - 1] + 1:
-                raise GeometryError("ProjDataInfo: segments must be listed in ascending, contiguous "
-                                    f"ring-difference order; [{rd_min[i-1]}, {rd_max[i-1]}] is followed "
-                                    f"by [{a}, {b}]")
+                raise GeometryError(
+                    "ProjDataInfo: segments must be listed in ascending, contiguous "
+                    f"ring-difference order; [{rd_min[i - 1]}, {rd_max[i - 1]}] is followed "
+                    f"by [{a}, {b}]"
+                )
         zero = [i for i, (a, b) in enumerate(zip(rd_min, rd_max)) if a <= 0 <= b]
         if not zero:
-            raise GeometryError("ProjDataInfo: no segment contains ring difference 0 "
-                                f"(ranges {list(zip(rd_min, rd_max))})")
+            raise GeometryError(
+                f"ProjDataInfo: no segment contains ring difference 0 (ranges {list(zip(rd_min, rd_max))})"
+            )
         i0 = zero[0]
         num_views = int(num_views)
         n_half = scanner.num_detectors_per_ring // 2
@@ -188,9 +219,11 @@ class ProjDataInfo:
         # STIR (ProjDataInfoCylindricalNoArcCorr.cxx) refuses more non-arc-corrected positions
         # than the scanner has; arc-corrected data may have any number
         if not arc_corrected and num_tangential_poss > scanner.max_num_non_arccorrected_bins:
-            raise GeometryError(f"ProjDataInfo: num_tangential_poss={num_tangential_poss} exceeds the "
-                                f"{scanner.max_num_non_arccorrected_bins} non-arc-corrected bins of "
-                                f"{scanner.name!r} (STIR refuses such data)")
+            raise GeometryError(
+                f"ProjDataInfo: num_tangential_poss={num_tangential_poss} exceeds the "
+                f"{scanner.max_num_non_arccorrected_bins} non-arc-corrected bins of "
+                f"{scanner.name!r} (STIR refuses such data)"
+            )
         num_tof_poss = int(num_tof_poss)
         if num_tof_poss < 1:
             raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")
@@ -200,8 +233,7 @@ class ProjDataInfo:
         else:
             axial = [int(v) for v in num_axial_poss]
             if len(axial) != len(rd_min):
-                raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(axial)} entries for "
-                                    f"{len(rd_min)} segments")
+                raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(axial)} entries for {len(rd_min)} segments")
         spacing = scanner.ring_spacing
         segments = []
         for i, (a, b, nax) in enumerate(zip(rd_min, rd_max, axial)):
@@ -217,8 +249,7 @@ class ProjDataInfo:
         self._seg_index = {s.segment_num: k for k, s in enumerate(segments)}
         self._num_views = num_views
         self._num_tang = num_tangential_poss
-        self._min_tang = (-(num_tangential_poss // 2) if min_tangential_pos_num is None
-                          else int(min_tangential_pos_num))
+        self._min_tang = -(num_tangential_poss // 2) if min_tangential_pos_num is None else int(min_tangential_pos_num)
         self._arc_corrected = bool(arc_corrected)
         ts = scanner.default_bin_size if tangential_sampling is None else float(tangential_sampling)
         if not ts > 0:
@@ -233,9 +264,16 @@ class ProjDataInfo:
 
     # -- construction like STIR ---------------------------------------------------------
     @classmethod
-    def construct(cls, scanner: Scanner, span: int, max_ring_diff: int, num_views: int | None = None,
-                  num_tangential_poss: int | None = None, arc_corrected: bool = False,
-                  num_tof_poss: int = 1) -> "ProjDataInfo":
+    def construct(
+        cls,
+        scanner: Scanner,
+        span: int,
+        max_ring_diff: int,
+        num_views: int | None = None,
+        num_tangential_poss: int | None = None,
+        arc_corrected: bool = False,
+        num_tof_poss: int = 1,
+    ) -> ProjDataInfo:
         """Like STIR's ``ProjDataInfo::construct_proj_data_info(scanner, span, max_delta,
         num_views, num_tangential_poss, arc_corrected)``.
 
@@ -249,14 +287,18 @@ class ProjDataInfo:
         span, max_ring_diff = int(span), int(max_ring_diff)
         n_rings = scanner.num_rings
         if not 1 <= span <= 2 * n_rings - 1:
-            raise GeometryError(f"construct: span must be in [1, {2 * n_rings - 1}] for the {n_rings} rings "
-                                f"of {scanner.name!r} (got {span})")
+            raise GeometryError(
+                f"construct: span must be in [1, {2 * n_rings - 1}] for the {n_rings} rings "
+                f"of {scanner.name!r} (got {span})"
+            )
         if not 0 <= max_ring_diff < n_rings:
-            raise GeometryError(f"construct: max_ring_diff must be in [0, {n_rings - 1}] "
-                                f"for {scanner.name!r} (got {max_ring_diff})")
+            raise GeometryError(
+                f"construct: max_ring_diff must be in [0, {n_rings - 1}] for {scanner.name!r} (got {max_ring_diff})"
+            )
         if max_ring_diff < (span - 1) // 2:
-            raise GeometryError(f"construct: max_ring_diff {max_ring_diff} is smaller than "
-                                f"(span-1)/2 = {(span - 1) // 2}")
+            raise GeometryError(
+                f"construct: max_ring_diff {max_ring_diff} is smaller than (span-1)/2 = {(span - 1) // 2}"
+            )
         lo0 = -((span - 1) // 2) if span % 2 else -(span // 2)
         hi0 = lo0 + span - 1 if span % 2 else lo0 + span
         pos = [(lo0, min(hi0, max_ring_diff))]
@@ -270,20 +312,25 @@ class ProjDataInfo:
         if num_views is None:
             num_views = scanner.num_views_unmashed
         if num_tangential_poss is None:
-            num_tangential_poss = (scanner.default_num_arccorrected_bins if arc_corrected
-                                   else scanner.max_num_non_arccorrected_bins)
-        return cls(scanner, lo, hi, num_views, num_tangential_poss, arc_corrected,
-                   num_tof_poss=num_tof_poss)
+            num_tangential_poss = (
+                scanner.default_num_arccorrected_bins if arc_corrected else scanner.max_num_non_arccorrected_bins
+            )
+        return cls(scanner, lo, hi, num_views, num_tangential_poss, arc_corrected, num_tof_poss=num_tof_poss)
 
-    def replace(self, **changes) -> "ProjDataInfo":
+    def replace(self, **changes) -> ProjDataInfo:
         """A copy with constructor arguments changed."""
-        kw = dict(scanner=self._scanner,
-                  min_ring_diff=[s.min_ring_diff for s in self._segments],
-                  max_ring_diff=[s.max_ring_diff for s in self._segments],
-                  num_views=self._num_views, num_tangential_poss=self._num_tang,
-                  arc_corrected=self._arc_corrected, tangential_sampling=self._tang_sampling,
-                  min_tangential_pos_num=self._min_tang, num_tof_poss=self._num_tof_poss,
-                  num_axial_poss=[s.num_axial_poss for s in self._segments])
+        kw = dict(
+            scanner=self._scanner,
+            min_ring_diff=[s.min_ring_diff for s in self._segments],
+            max_ring_diff=[s.max_ring_diff for s in self._segments],
+            num_views=self._num_views,
+            num_tangential_poss=self._num_tang,
+            arc_corrected=self._arc_corrected,
+            tangential_sampling=self._tang_sampling,
+            min_tangential_pos_num=self._min_tang,
+            num_tof_poss=self._num_tof_poss,
+            num_axial_poss=[s.num_axial_poss for s in self._segments],
+        )
         if "num_tangential_poss" in changes and "min_tangential_pos_num" not in changes:
             kw["min_tangential_pos_num"] = None
         # new ring differences get STIR's default axial positions unless given too
@@ -292,17 +339,20 @@ class ProjDataInfo:
         kw.update(changes)
         return ProjDataInfo(**kw)
 
-    def reduce_segment_range(self, min_segment_num: int, max_segment_num: int) -> "ProjDataInfo":
+    def reduce_segment_range(self, min_segment_num: int, max_segment_num: int) -> ProjDataInfo:
         """STIR's ``reduce_segment_range``: keep segments min..max (must include 0)."""
-        if not (self.get_min_segment_num() <= min_segment_num <= 0 <= max_segment_num
-                <= self.get_max_segment_num()):
-            raise GeometryError(f"reduce_segment_range: [{min_segment_num}, {max_segment_num}] must "
-                                f"contain 0 and lie in [{self.get_min_segment_num()}, "
-                                f"{self.get_max_segment_num()}]")
+        if not (self.get_min_segment_num() <= min_segment_num <= 0 <= max_segment_num <= self.get_max_segment_num()):
+            raise GeometryError(
+                f"reduce_segment_range: [{min_segment_num}, {max_segment_num}] must "
+                f"contain 0 and lie in [{self.get_min_segment_num()}, "
+                f"{self.get_max_segment_num()}]"
+            )
         keep = [s for s in self._segments if min_segment_num <= s.segment_num <= max_segment_num]
-        return self.replace(min_ring_diff=[s.min_ring_diff for s in keep],
-                            max_ring_diff=[s.max_ring_diff for s in keep],
-                            num_axial_poss=[s.num_axial_poss for s in keep])
+        return self.replace(
+            min_ring_diff=[s.min_ring_diff for s in keep],
+            max_ring_diff=[s.max_ring_diff for s in keep],
+            num_axial_poss=[s.num_axial_poss for s in keep],
+        )
 
     # -- value semantics ---------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
@@ -310,12 +360,16 @@ class ProjDataInfo:
             return True
         if not isinstance(other, ProjDataInfo):
             return NotImplemented
-        return (self._scanner == other._scanner and self._segments == other._segments
-                and self._num_views == other._num_views and self._num_tang == other._num_tang
-                and self._min_tang == other._min_tang and self._arc_corrected == other._arc_corrected
-                and self._num_tof_poss == other._num_tof_poss
-                and (not self._arc_corrected
-                     or math.isclose(self._tang_sampling, other._tang_sampling, rel_tol=2e-6)))
+        return (
+            self._scanner == other._scanner
+            and self._segments == other._segments
+            and self._num_views == other._num_views
+            and self._num_tang == other._num_tang
+            and self._min_tang == other._min_tang
+            and self._arc_corrected == other._arc_corrected
+            and self._num_tof_poss == other._num_tof_poss
+            and (not self._arc_corrected or math.isclose(self._tang_sampling, other._tang_sampling, rel_tol=2e-6))
+        )
 
     def __hash__(self) -> int:
         return hash((self._num_views, self._num_tang, len(self._segments), self._arc_corrected))
@@ -323,13 +377,16 @@ class ProjDataInfo:
     def __repr__(self) -> str:
         sc = self._scanner
         named = Scanner.is_known(sc.name) and Scanner.from_name(sc.name) == sc
-        return (f"ProjDataInfo({f'Scanner.from_name({sc.name!r})' if named else repr(sc)}, "
-                f"min_ring_diff={[s.min_ring_diff for s in self._segments]}, "
-                f"max_ring_diff={[s.max_ring_diff for s in self._segments]}, "
-                f"num_views={self._num_views}, num_tangential_poss={self._num_tang}, "
-                f"arc_corrected={self._arc_corrected}"
-                + (f", tangential_sampling={self._tang_sampling!r}" if self._arc_corrected else "")
-                + (f", num_tof_poss={self._num_tof_poss}" if self._num_tof_poss > 1 else "") + ")")
+        return (
+            f"ProjDataInfo({f'Scanner.from_name({sc.name!r})' if named else repr(sc)}, "
+            f"min_ring_diff={[s.min_ring_diff for s in self._segments]}, "
+            f"max_ring_diff={[s.max_ring_diff for s in self._segments]}, "
+            f"num_views={self._num_views}, num_tangential_poss={self._num_tang}, "
+            f"arc_corrected={self._arc_corrected}"
+            + (f", tangential_sampling={self._tang_sampling!r}" if self._arc_corrected else "")
+            + (f", num_tof_poss={self._num_tof_poss}" if self._num_tof_poss > 1 else "")
+            + ")"
+        )
 
     # -- STIR accessors ----------------------------------------------------------------
     def get_scanner(self) -> Scanner:
@@ -360,8 +417,9 @@ class ProjDataInfo:
         try:
             return self._segments[self._seg_index[int(segment_num)]]
         except KeyError:
-            raise GeometryError(f"segment {segment_num} out of range [{self.get_min_segment_num()}, "
-                                f"{self.get_max_segment_num()}]") from None
+            raise GeometryError(
+                f"segment {segment_num} out of range [{self.get_min_segment_num()}, {self.get_max_segment_num()}]"
+            ) from None
 
     def get_min_segment_num(self) -> int:
         return self._segments[0].segment_num
@@ -463,8 +521,7 @@ class ProjDataInfo:
     # -- coordinates (vectorised, float64) -----------------------------------------------
     def _check_range(self, name: str, idx: np.ndarray, lo: int, hi: int) -> None:
         if idx.size and (idx.min() < lo or idx.max() > hi):
-            raise GeometryError(f"{name} out of range [{lo}, {hi}]: got values in "
-                                f"[{idx.min()}, {idx.max()}]")
+            raise GeometryError(f"{name} out of range [{lo}, {hi}]: got values in [{idx.min()}, {idx.max()}]")
 
     def get_phi(self, view) -> np.ndarray | float:
         """Azimuthal angle (radians) of view(s)."""
@@ -499,8 +556,9 @@ class ProjDataInfo:
         out = (seg.average_ring_difference * self._scanner.ring_spacing) / (2.0 * np.sqrt(R * R - s * s))
         return float(out) if out.ndim == 0 else out
 
-    def lor_endpoints(self, segment_num: int, view, axial_pos, tangential_pos,
-                      radius: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def lor_endpoints(
+        self, segment_num: int, view, axial_pos, tangential_pos, radius: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Endpoints of the LORs of the given bins (indices broadcast together).
 
         Returns ``(start, end)``, float64 arrays of shape ``broadcast + (3,)`` in the
@@ -522,9 +580,14 @@ class ProjDataInfo:
             ends.append(np.stack([m - aa * tt, s * sn - aa * c, s * c + aa * sn], axis=-1))
         return ends[0], ends[1]
 
-    def chunk_tables(self, segment_num: int, views: Iterable[int] | None = None,
-                     radius: float | None = None, axial_poss: Iterable[int] | None = None,
-                     tangential_poss: Iterable[int] | None = None) -> ChunkTables:
+    def chunk_tables(
+        self,
+        segment_num: int,
+        views: Iterable[int] | None = None,
+        radius: float | None = None,
+        axial_poss: Iterable[int] | None = None,
+        tangential_poss: Iterable[int] | None = None,
+    ) -> ChunkTables:
         """Tables for a geometry-aware kernel: one segment, some views (default all), optional
         sub-ranges of axial and tangential positions.  See :class:`ChunkTables`."""
         seg = self.segment(segment_num)
@@ -533,8 +596,11 @@ class ProjDataInfo:
             raise GeometryError(f"chunk_tables: radius must be positive (got {r})")
         v = np.arange(self._num_views) if views is None else np.asarray(list(views), dtype=np.int64)
         ax = np.arange(seg.num_axial_poss) if axial_poss is None else np.asarray(list(axial_poss), dtype=np.int64)
-        tg = (np.arange(self._min_tang, self._min_tang + self._num_tang) if tangential_poss is None
-              else np.asarray(list(tangential_poss), dtype=np.int64))
+        tg = (
+            np.arange(self._min_tang, self._min_tang + self._num_tang)
+            if tangential_poss is None
+            else np.asarray(list(tangential_poss), dtype=np.int64)
+        )
         phi = np.atleast_1d(np.asarray(self.get_phi(v), dtype=np.float64))
         s = np.atleast_1d(np.asarray(self.get_s(tg), dtype=np.float64))
         return ChunkTables(
@@ -557,8 +623,9 @@ class ProjDataInfo:
         (trivial symmetries): views v with (v - min_view) % num_subsets == subset_num."""
         subset_num, num_subsets = int(subset_num), int(num_subsets)
         if num_subsets < 1 or not 0 <= subset_num < num_subsets:
-            raise GeometryError(f"subset {subset_num} of {num_subsets}: need num_subsets >= 1 and "
-                                f"0 <= subset_num < num_subsets")
+            raise GeometryError(
+                f"subset {subset_num} of {num_subsets}: need num_subsets >= 1 and 0 <= subset_num < num_subsets"
+            )
         if num_subsets > self._num_views:
             raise GeometryError(f"{num_subsets} subsets but only {self._num_views} views")
         return np.arange(subset_num, self._num_views, num_subsets, dtype=np.int64)
@@ -568,14 +635,14 @@ class ProjDataInfo:
         unless subset sensitivities are used)."""
         return self._num_views % int(num_subsets) == 0
 
-    def select(self, segments: Iterable[int] | None = None, views: Iterable[int] | None = None) -> "Selection":
+    def select(self, segments: Iterable[int] | None = None, views: Iterable[int] | None = None) -> Selection:
         """A selection of segments and views of this geometry (a subset is one)."""
         return Selection.of(self, segments, views)
 
-    def subset(self, subset_num: int, num_subsets: int, segments: Iterable[int] | None = None) -> "Selection":
+    def subset(self, subset_num: int, num_subsets: int, segments: Iterable[int] | None = None) -> Selection:
         return self.select(segments, self.subset_views(subset_num, num_subsets))
 
-    def __getitem__(self, key) -> "Selection":
+    def __getitem__(self, key) -> Selection:
         """``pdi[segments, views]`` with ints, slices or sequences (tomosipo-style slicing)."""
         if not isinstance(key, tuple):
             key = (key, slice(None))
@@ -586,11 +653,10 @@ class ProjDataInfo:
         if isinstance(seg_key, slice):
             lo = self.get_min_segment_num() if seg_key.start is None else seg_key.start
             hi = self.get_max_segment_num() + 1 if seg_key.stop is None else seg_key.stop
-            segs = [s for s in all_segs[(all_segs >= lo) & (all_segs < hi)]][::seg_key.step or 1]
+            segs = [s for s in all_segs[(all_segs >= lo) & (all_segs < hi)]][:: seg_key.step or 1]
         else:
             segs = np.atleast_1d(seg_key).tolist()
-        views = (np.arange(self._num_views)[view_key] if isinstance(view_key, slice)
-                 else np.atleast_1d(view_key))
+        views = np.arange(self._num_views)[view_key] if isinstance(view_key, slice) else np.atleast_1d(view_key)
         return self.select(segs, views)
 
 
@@ -604,14 +670,13 @@ class Selection:
     views: np.ndarray
 
     @classmethod
-    def of(cls, pdi: ProjDataInfo, segments=None, views=None) -> "Selection":
+    def of(cls, pdi: ProjDataInfo, segments=None, views=None) -> Selection:
         segs = pdi.segment_nums if segments is None else tuple(int(s) for s in segments)
         for s in segs:
             pdi.segment(s)  # validates
         if len(set(segs)) != len(segs):
             raise GeometryError(f"selection: repeated segments in {segs}")
-        v = np.arange(pdi.get_num_views(), dtype=np.int64) if views is None else np.asarray(
-            list(views), dtype=np.int64)
+        v = np.arange(pdi.get_num_views(), dtype=np.int64) if views is None else np.asarray(list(views), dtype=np.int64)
         if v.size and (v.min() < 0 or v.max() >= pdi.get_num_views()):
             raise GeometryError(f"selection: views must be in [0, {pdi.get_num_views() - 1}]")
         if len(np.unique(v)) != len(v):
@@ -630,8 +695,11 @@ class Selection:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Selection):
             return NotImplemented
-        return (self.proj_data_info == other.proj_data_info and self.segments == other.segments
-                and np.array_equal(self.views, other.views))
+        return (
+            self.proj_data_info == other.proj_data_info
+            and self.segments == other.segments
+            and np.array_equal(self.views, other.views)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -65,12 +65,20 @@ class Scanner:
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        for k in ("num_rings", "num_detectors_per_ring", "max_num_non_arccorrected_bins",
-                  "default_num_arccorrected_bins", "max_num_timing_poss",
-                  "num_axial_blocks_per_bucket", "num_transaxial_blocks_per_bucket",
-                  "num_axial_crystals_per_block", "num_transaxial_crystals_per_block",
-                  "num_axial_crystals_per_singles_unit", "num_transaxial_crystals_per_singles_unit",
-                  "num_detector_layers"):
+        for k in (
+            "num_rings",
+            "num_detectors_per_ring",
+            "max_num_non_arccorrected_bins",
+            "default_num_arccorrected_bins",
+            "max_num_timing_poss",
+            "num_axial_blocks_per_bucket",
+            "num_transaxial_blocks_per_bucket",
+            "num_axial_crystals_per_block",
+            "num_transaxial_crystals_per_block",
+            "num_axial_crystals_per_singles_unit",
+            "num_transaxial_crystals_per_singles_unit",
+            "num_detector_layers",
+        ):
             set_(k, int(getattr(self, k)))
         for f in dataclasses.fields(self):
             if f.type == "float":
@@ -80,15 +88,20 @@ class Scanner:
                 set_(f.name, v)
         set_("all_names", tuple(self.all_names) or (self.name,))
         if self.num_rings < 1 or self.num_detectors_per_ring < 2:
-            raise GeometryError(f"Scanner {self.name!r}: needs num_rings >= 1 and "
-                                f"num_detectors_per_ring >= 2 (got {self.num_rings}, "
-                                f"{self.num_detectors_per_ring})")
+            raise GeometryError(
+                f"Scanner {self.name!r}: needs num_rings >= 1 and "
+                f"num_detectors_per_ring >= 2 (got {self.num_rings}, "
+                f"{self.num_detectors_per_ring})"
+            )
         if self.num_detectors_per_ring % 2:
-            raise GeometryError(f"Scanner {self.name!r}: num_detectors_per_ring must be even "
-                                f"(got {self.num_detectors_per_ring})")
+            raise GeometryError(
+                f"Scanner {self.name!r}: num_detectors_per_ring must be even (got {self.num_detectors_per_ring})"
+            )
         if self.inner_ring_radius <= 0 or self.ring_spacing <= 0:
-            raise GeometryError(f"Scanner {self.name!r}: inner_ring_radius and ring_spacing must "
-                                f"be positive (got {self.inner_ring_radius}, {self.ring_spacing})")
+            raise GeometryError(
+                f"Scanner {self.name!r}: inner_ring_radius and ring_spacing must "
+                f"be positive (got {self.inner_ring_radius}, {self.ring_spacing})"
+            )
         if self.average_depth_of_interaction < 0:
             raise GeometryError(f"Scanner {self.name!r}: average_depth_of_interaction must be >= 0")
         # STIR: the default FOV is the inner ring (a cylinder of the inner radius)
@@ -98,8 +111,7 @@ class Scanner:
             # STIR keeps an unset bin size invalid and, where it needs one (the default image,
             # VoxelsOnCartesianGrid.cxx), takes the central non-arc-corrected bin's sampling in
             # s, R sin(pi / N): the same number here
-            set_("default_bin_size",
-                 self.effective_ring_radius * math.sin(math.pi / self.num_detectors_per_ring))
+            set_("default_bin_size", self.effective_ring_radius * math.sin(math.pi / self.num_detectors_per_ring))
         if self.max_num_non_arccorrected_bins <= 0:
             set_("max_num_non_arccorrected_bins", self.num_detectors_per_ring // 2)
         if self.default_num_arccorrected_bins <= 0:
@@ -182,7 +194,7 @@ class Scanner:
     def get_max_num_timing_poss(self) -> int:
         return self.max_num_timing_poss
 
-    def replace(self, **changes) -> "Scanner":
+    def replace(self, **changes) -> Scanner:
         """A copy with some parameters changed (a user-defined scanner)."""
         return dataclasses.replace(self, **changes)
 
@@ -194,16 +206,14 @@ class Scanner:
 
     # -- STIR's predefined scanners ---------------------------------------------------
     @classmethod
-    def from_name(cls, name: str) -> "Scanner":
+    def from_name(cls, name: str) -> Scanner:
         """STIR's predefined scanner called ``name`` (any of its aliases, case-insensitive)."""
         table = _predefined()
         key = _norm_name(name)
         if key not in table and key in _unsupported():
-            raise GeometryError(f"STIR's scanner {name!r} is not a cylindrical ring scanner; "
-                                "stirgpu cannot use it")
+            raise GeometryError(f"STIR's scanner {name!r} is not a cylindrical ring scanner; stirgpu cannot use it")
         if key not in table:
-            raise GeometryError(f"unknown scanner {name!r}; STIR's scanners are: "
-                                + ", ".join(cls.names()))
+            raise GeometryError(f"unknown scanner {name!r}; STIR's scanners are: " + ", ".join(cls.names()))
         return table[key]
 
     @staticmethod
@@ -224,8 +234,7 @@ def _raw_table() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _unsupported() -> frozenset[str]:
-    return frozenset(_norm_name(a) for p in _raw_table().values() if p["num_rings"] < 1
-                     for a in p.get("all_names", ()))
+    return frozenset(_norm_name(a) for p in _raw_table().values() if p["num_rings"] < 1 for a in p.get("all_names", ()))
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,11 +10,26 @@ is seen.
 
 from .images import as_image_array, image_info_of, is_cuda_array, store_image, version_stamp
 from .stir_adapter import StirProjDataAdapter, as_proj_data, is_stir_proj_data
-from .stir_geometry import (image_info_from_stir, is_stir_image, is_stir_proj_data_info, proj_data_info_from_stir,
-                            scanner_from_stir)
+from .stir_geometry import (
+    image_info_from_stir,
+    is_stir_image,
+    is_stir_proj_data_info,
+    proj_data_info_from_stir,
+    scanner_from_stir,
+)
 
 __all__ = [
-    "StirProjDataAdapter", "as_proj_data", "is_stir_proj_data", "proj_data_info_from_stir",
-    "scanner_from_stir", "is_stir_proj_data_info", "is_stir_image", "image_info_from_stir",
-    "as_image_array", "image_info_of", "is_cuda_array", "store_image", "version_stamp",
+    "StirProjDataAdapter",
+    "as_proj_data",
+    "is_stir_proj_data",
+    "proj_data_info_from_stir",
+    "scanner_from_stir",
+    "is_stir_proj_data_info",
+    "is_stir_image",
+    "image_info_from_stir",
+    "as_image_array",
+    "image_info_of",
+    "is_cuda_array",
+    "store_image",
+    "version_stamp",
 ]

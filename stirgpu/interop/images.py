@@ -22,8 +22,7 @@ import numpy as np
 
 from ..errors import GeometryError, StirGpuError
 
-__all__ = ["as_image_array", "is_cuda_array", "image_info_of", "store_image", "version_stamp",
-           "coordinate_triple"]
+__all__ = ["as_image_array", "is_cuda_array", "image_info_of", "store_image", "version_stamp", "coordinate_triple"]
 
 _DLPACK_CUDA = (2, 13)
 
@@ -57,23 +56,31 @@ def as_image_array(image: Any, shape: tuple[int, int, int] | None = None, name: 
         arr = np.ascontiguousarray(image, dtype=np.float32)
     elif is_cuda_array(image):
         import cupy
-        arr = image if _module(image) == "cupy" else cupy.asarray(image) \
-            if hasattr(image, "__cuda_array_interface__") else cupy.from_dlpack(image)
+
+        arr = (
+            image
+            if _module(image) == "cupy"
+            else cupy.asarray(image)
+            if hasattr(image, "__cuda_array_interface__")
+            else cupy.from_dlpack(image)
+        )
         arr = cupy.ascontiguousarray(arr, dtype=cupy.float32)
     elif _module(image) == "torch":
         arr = np.ascontiguousarray(np.from_dlpack(image.detach()), dtype=np.float32)
-    elif hasattr(image, "array") and isinstance(getattr(image, "array"), np.ndarray):
+    elif hasattr(image, "array") and isinstance(image.array, np.ndarray):
         arr = np.ascontiguousarray(image.array, dtype=np.float32)  # stirgpu image: live array
     elif hasattr(image, "as_array"):
         arr = np.ascontiguousarray(np.asarray(image.as_array()), dtype=np.float32)
     else:
-        raise StirGpuError(f"{name}: expected a numpy/cupy/torch array or an image with as_array(), "
-                           f"not {type(image).__name__}")
+        raise StirGpuError(
+            f"{name}: expected a numpy/cupy/torch array or an image with as_array(), not {type(image).__name__}"
+        )
     if arr.ndim != 3:
         raise GeometryError(f"{name}: expected a 3-D (z, y, x) image, got shape {tuple(arr.shape)}")
     if shape is not None and tuple(arr.shape) != tuple(shape):
-        raise GeometryError(f"{name}: shape {tuple(arr.shape)} differs from the projector's image "
-                            f"{tuple(shape)} (z, y, x)")
+        raise GeometryError(
+            f"{name}: shape {tuple(arr.shape)} differs from the projector's image {tuple(shape)} (z, y, x)"
+        )
     return arr
 
 
@@ -95,12 +102,14 @@ def image_info_of(image: Any, name: str = "image"):
     """The :class:`~stirgpu.geometry.ImageInfo` of a stirgpu or ``stir`` image (for the latter,
     :func:`~stirgpu.interop.stir_geometry.image_info_from_stir`); None for plain arrays."""
     from ..geometry import ImageInfo
+
     info = getattr(image, "info", None)
     if isinstance(info, ImageInfo):
         return info
     needed = ("get_voxel_size", "get_origin", "get_lengths", "get_min_indices")
     if all(hasattr(image, n) for n in needed):
         from .stir_geometry import image_info_from_stir
+
         return image_info_from_stir(image, name)
     return None
 
@@ -119,6 +128,7 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
     if _module(values) == "cupy":
         if _module(image_out) == "cupy":
             import cupy
+
             _check_shape(image_out.shape, values.shape)
             with cupy.cuda.Device(image_out.device.id):
                 v = values if values.device.id == image_out.device.id else values.copy()  # copy: to this GPU
@@ -137,6 +147,7 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
             image_out[...] = values
     elif _module(image_out) == "cupy":
         import cupy
+
         _check_shape(image_out.shape, values.shape)
         with cupy.cuda.Device(image_out.device.id):
             v = cupy.asarray(values)
@@ -146,6 +157,7 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
                 image_out[...] = v
     elif _module(image_out) == "torch":
         import torch
+
         _check_shape(tuple(image_out.shape), values.shape)
         v = torch.from_numpy(values).to(device=image_out.device, dtype=image_out.dtype)
         with torch.no_grad():
@@ -153,7 +165,7 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
                 image_out.add_(v)
             else:
                 image_out.copy_(v)
-    elif hasattr(image_out, "array") and isinstance(getattr(image_out, "array"), np.ndarray):
+    elif hasattr(image_out, "array") and isinstance(image_out.array, np.ndarray):
         _check_shape(image_out.array.shape, values.shape)
         if accumulate:
             image_out.array[...] += values
@@ -171,8 +183,10 @@ def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) ->
         new = current + values if accumulate else values
         image_out.fill(np.ascontiguousarray(new, dtype=np.float32))
     else:
-        raise StirGpuError(f"image_out: cannot write into a {type(image_out).__name__} (expected a "
-                           f"numpy/cupy/torch array or an image with as_array()/fill())")
+        raise StirGpuError(
+            f"image_out: cannot write into a {type(image_out).__name__} (expected a "
+            f"numpy/cupy/torch array or an image with as_array()/fill())"
+        )
     return image_out
 
 

@@ -24,15 +24,30 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
-from .stir_geometry import image_info_from_stir, is_stir_image, is_stir_proj_data_info, proj_data_info_from_stir
-from .stir_geometry import scanner_from_stir
+from .stir_geometry import (
+    image_info_from_stir,
+    is_stir_image,
+    is_stir_proj_data_info,
+    proj_data_info_from_stir,
+    scanner_from_stir,
+)
 
-__all__ = ["StirProjDataAdapter", "proj_data_info_from_stir", "scanner_from_stir", "as_proj_data",
-           "is_stir_proj_data", "is_stir_proj_data_info", "is_stir_image", "image_info_from_stir"]
+__all__ = [
+    "StirProjDataAdapter",
+    "proj_data_info_from_stir",
+    "scanner_from_stir",
+    "as_proj_data",
+    "is_stir_proj_data",
+    "is_stir_proj_data_info",
+    "is_stir_image",
+    "image_info_from_stir",
+]
 
 
-_WRITABLE = ("is it open for writing? stir.ProjData.read_from_file opens read-only; write into a "
-             "stir.ProjDataInterfile opened with ios.in | ios.out, or a stir.ProjDataInMemory")
+_WRITABLE = (
+    "is it open for writing? stir.ProjData.read_from_file opens read-only; write into a "
+    "stir.ProjDataInterfile opened with ios.in | ios.out, or a stir.ProjDataInMemory"
+)
 
 
 def is_stir_proj_data(obj: Any) -> bool:
@@ -48,8 +63,10 @@ def as_proj_data(obj: Any, proj_data_info=None, name: str = "proj_data"):
         return obj
     if is_stir_proj_data(obj):
         return StirProjDataAdapter(obj, proj_data_info, name=name)
-    raise StirGpuError(f"{name}: expected projection data (a stirgpu store or an object with STIR's "
-                       f"ProjData API), not {type(obj).__name__}")
+    raise StirGpuError(
+        f"{name}: expected projection data (a stirgpu store or an object with STIR's "
+        f"ProjData API), not {type(obj).__name__}"
+    )
 
 
 class StirProjDataAdapter:
@@ -57,12 +74,16 @@ class StirProjDataAdapter:
 
     def __init__(self, stir_proj_data: Any, proj_data_info=None, name: str = "proj_data"):
         if not is_stir_proj_data(stir_proj_data):
-            raise StirGpuError(f"{name}: expected an object with STIR's ProjData API, not "
-                               f"{type(stir_proj_data).__name__}")
+            raise StirGpuError(
+                f"{name}: expected an object with STIR's ProjData API, not {type(stir_proj_data).__name__}"
+            )
         self.stir_proj_data = stir_proj_data
         self.name = name
-        self._pdi = (proj_data_info if proj_data_info is not None
-                     else proj_data_info_from_stir(stir_proj_data.get_proj_data_info(), name))
+        self._pdi = (
+            proj_data_info
+            if proj_data_info is not None
+            else proj_data_info_from_stir(stir_proj_data.get_proj_data_info(), name)
+        )
         self._lock = threading.Lock()
 
     @property
@@ -90,8 +111,10 @@ class StirProjDataAdapter:
             for i, v in enumerate(views):
                 vg = get(v, seg).as_array()
                 if vg.shape != (na, nt):
-                    raise GeometryError(f"{self.name}: STIR viewgram (view {v}, segment {segment}) has shape "
-                                        f"{vg.shape}, expected {(na, nt)}")
+                    raise GeometryError(
+                        f"{self.name}: STIR viewgram (view {v}, segment {segment}) has shape "
+                        f"{vg.shape}, expected {(na, nt)}"
+                    )
                 out[i] = vg
         return out
 
@@ -109,11 +132,13 @@ class StirProjDataAdapter:
                 try:
                     ok = pd.set_viewgram(vg)
                 except RuntimeError as e:  # STIR's error(): e.g. a file opened read-only
-                    raise StirGpuError(f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed: {e} "
-                                       f"({_WRITABLE})") from None
+                    raise StirGpuError(
+                        f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed: {e} ({_WRITABLE})"
+                    ) from None
                 if hasattr(ok, "succeeded") and not ok.succeeded():
-                    raise StirGpuError(f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed "
-                                       f"({_WRITABLE})")
+                    raise StirGpuError(
+                        f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed ({_WRITABLE})"
+                    )
 
     def __repr__(self) -> str:
         return f"StirProjDataAdapter({type(self.stir_proj_data).__name__}, {self.name})"

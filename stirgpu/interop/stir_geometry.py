@@ -21,8 +21,13 @@ from typing import Any
 
 from ..errors import GeometryError, StirGpuError
 
-__all__ = ["scanner_from_stir", "proj_data_info_from_stir", "image_info_from_stir", "is_stir_proj_data_info",
-           "is_stir_image"]
+__all__ = [
+    "scanner_from_stir",
+    "proj_data_info_from_stir",
+    "image_info_from_stir",
+    "is_stir_proj_data_info",
+    "is_stir_image",
+]
 
 # STIR keeps its geometry in float32: values read back from it match stirgpu's float64 ones
 # to float32 rounding of numbers of a few hundred mm.
@@ -33,14 +38,18 @@ _ANGLE_TOL = 1e-6
 def is_stir_proj_data_info(obj: Any) -> bool:
     """True for objects with STIR's ProjDataInfo API (not stirgpu's own class)."""
     from ..geometry import ProjDataInfo
-    return (not isinstance(obj, ProjDataInfo) and hasattr(obj, "get_scanner")
-            and hasattr(obj, "get_min_ring_difference") and hasattr(obj, "get_num_views"))
+
+    return (
+        not isinstance(obj, ProjDataInfo)
+        and hasattr(obj, "get_scanner")
+        and hasattr(obj, "get_min_ring_difference")
+        and hasattr(obj, "get_num_views")
+    )
 
 
 def is_stir_image(obj: Any) -> bool:
     """True for objects with the geometry accessors of a STIR ``VoxelsOnCartesianGrid``."""
-    return all(hasattr(obj, n) for n in ("get_voxel_size", "get_origin", "get_lengths", "get_min_indices",
-                                         "as_array"))
+    return all(hasattr(obj, n) for n in ("get_voxel_size", "get_origin", "get_lengths", "get_min_indices", "as_array"))
 
 
 def _stir_module(obj: Any):
@@ -56,6 +65,7 @@ def scanner_from_stir(stir_scanner: Any):
     after its parameters), so user-defined scanners come through too.
     """
     from ..geometry import Scanner
+
     try:
         name = str(stir_scanner.get_name())
     except AttributeError as e:
@@ -69,12 +79,16 @@ def scanner_from_stir(stir_scanner: Any):
             kw[f.name] = getter()
     geometry = getattr(stir_scanner, "get_scanner_geometry", None)
     if geometry is not None and str(geometry()).lower() != "cylindrical":
-        raise GeometryError(f"scanner {name!r} has geometry {geometry()!r}; stirgpu projects cylindrical "
-                            "scanners only")
+        raise GeometryError(f"scanner {name!r} has geometry {geometry()!r}; stirgpu projects cylindrical scanners only")
     if Scanner.is_known(name):
         return Scanner.from_name(name).replace(**kw)
-    needed = ("num_rings", "num_detectors_per_ring", "inner_ring_radius", "average_depth_of_interaction",
-              "ring_spacing")
+    needed = (
+        "num_rings",
+        "num_detectors_per_ring",
+        "inner_ring_radius",
+        "average_depth_of_interaction",
+        "ring_spacing",
+    )
     missing = [n for n in needed if n not in kw]
     if missing:
         raise StirGpuError(f"cannot read scanner {name!r} from a STIR object: no get_{missing[0]}()")
@@ -85,10 +99,13 @@ def proj_data_info_from_stir(stir_pdi: Any, name: str = "proj_data_info"):
     """A :class:`stirgpu.geometry.ProjDataInfo` equal to a STIR ``ProjDataInfoCylindrical``
     (see the module docstring); ``name`` is the argument named in errors."""
     from ..geometry import ProjDataInfo
+
     cls = type(stir_pdi).__name__
     if "Blocks" in cls or "Generic" in cls:
-        raise GeometryError(f"{name}: STIR {cls} is not a cylindrical geometry; stirgpu projects "
-                            "ProjDataInfoCylindricalArcCorr / NoArcCorr data only")
+        raise GeometryError(
+            f"{name}: STIR {cls} is not a cylindrical geometry; stirgpu projects "
+            "ProjDataInfoCylindricalArcCorr / NoArcCorr data only"
+        )
     try:
         scanner = scanner_from_stir(stir_pdi.get_scanner())
         segs = range(int(stir_pdi.get_min_segment_num()), int(stir_pdi.get_max_segment_num()) + 1)
@@ -108,9 +125,18 @@ def proj_data_info_from_stir(stir_pdi: Any, name: str = "proj_data_info"):
         raise StirGpuError(f"{name}: cannot tell whether STIR projection data ({cls}) are arc-corrected")
     ntof = int(_optional(stir_pdi, "get_num_tof_poss", default=1))
     try:
-        pdi = ProjDataInfo(scanner, lo, hi, num_views, num_tang, arc, tangential_sampling=sampling,
-                           min_tangential_pos_num=min_tang, num_tof_poss=ntof,
-                           num_axial_poss=None if -1 in num_axial else num_axial)
+        pdi = ProjDataInfo(
+            scanner,
+            lo,
+            hi,
+            num_views,
+            num_tang,
+            arc,
+            tangential_sampling=sampling,
+            min_tangential_pos_num=min_tang,
+            num_tof_poss=ntof,
+            num_axial_poss=None if -1 in num_axial else num_axial,
+        )
         offset = _optional(stir_pdi, "get_azimuthal_angle_offset")
         if offset is not None and abs(float(offset) - pdi.get_azimuthal_angle_offset()) > _ANGLE_TOL:
             # a view offset STIR was given explicitly: stirgpu's offset is the scanner's tilt plus
@@ -130,10 +156,13 @@ def _optional(obj: Any, getter: str, *args, default=None):
 
 def _check_same_geometry(stir_pdi: Any, pdi, name: str) -> None:
     """STIR's own coordinates of ``stir_pdi`` must be stirgpu's (module docstring)."""
+
     def differ(what, theirs, ours, tol):
         if not abs(float(theirs) - float(ours)) <= tol:
-            raise GeometryError(f"{name}: stirgpu cannot represent this STIR geometry exactly: STIR's {what} is "
-                                f"{float(theirs)!r}, stirgpu's {float(ours)!r}")
+            raise GeometryError(
+                f"{name}: stirgpu cannot represent this STIR geometry exactly: STIR's {what} is "
+                f"{float(theirs)!r}, stirgpu's {float(ours)!r}"
+            )
 
     if _optional(stir_pdi, "get_min_view_num", default=0) != 0:
         raise GeometryError(f"{name}: STIR views start at {stir_pdi.get_min_view_num()}; stirgpu needs 0")
@@ -148,15 +177,19 @@ def _check_same_geometry(stir_pdi: Any, pdi, name: str) -> None:
         differ("ring spacing", spacing, pdi.get_scanner().ring_spacing, _MM_TOL)
     for seg in pdi.segment_nums:
         if _optional(stir_pdi, "get_min_axial_pos_num", seg, default=0) != 0:
-            raise GeometryError(f"{name}: segment {seg}'s axial positions start at "
-                                f"{stir_pdi.get_min_axial_pos_num(seg)}; stirgpu needs 0")
+            raise GeometryError(
+                f"{name}: segment {seg}'s axial positions start at "
+                f"{stir_pdi.get_min_axial_pos_num(seg)}; stirgpu needs 0"
+            )
     stir = _stir_module(stir_pdi)
     Bin = getattr(stir, "Bin", None)
     if Bin is None or not hasattr(stir_pdi, "get_phi"):
         return  # no STIR Bin class to ask STIR with (a look-alike object)
     views = (0, pdi.get_num_views() - 1)
-    tangs = sorted({pdi.get_min_tangential_pos_num(), 0, pdi.get_max_tangential_pos_num()}
-                   & set(range(pdi.get_min_tangential_pos_num(), pdi.get_max_tangential_pos_num() + 1)))
+    tangs = sorted(
+        {pdi.get_min_tangential_pos_num(), 0, pdi.get_max_tangential_pos_num()}
+        & set(range(pdi.get_min_tangential_pos_num(), pdi.get_max_tangential_pos_num() + 1))
+    )
     for seg in pdi.segment_nums:
         for ax in (0, pdi.get_num_axial_poss(seg) - 1):
             for v in views:
@@ -171,6 +204,7 @@ def _check_same_geometry(stir_pdi: Any, pdi, name: str) -> None:
 
 def _triple(c: Any, cast) -> tuple:
     from .images import coordinate_triple
+
     return coordinate_triple(c, cast)
 
 
@@ -185,6 +219,7 @@ def image_info_from_stir(image: Any, name: str = "image"):
     image STIR makes itself (headers, ``VoxelsOnCartesianGrid(proj_data_info, zoom)``).
     """
     from ..geometry import ImageInfo
+
     try:
         shape = _triple(image.get_lengths(), int)
         voxel = _triple(image.get_voxel_size(), float)

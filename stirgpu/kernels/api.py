@@ -28,8 +28,9 @@ All arrays of one call must live in the same place.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class _ArrayFacts:
     gpu: bool
     device: int | None
     shape: tuple[int, ...]
-    dtype: str            # numpy name: "float32", "float64", ...
+    dtype: str  # numpy name: "float32", "float64", ...
     c_contiguous: bool
     writable: bool
 
@@ -59,8 +60,9 @@ class _ArrayFacts:
 def _facts(name: str, a: Any) -> _ArrayFacts:
     """Where ``a`` lives and its shape/dtype/layout, from the array protocols."""
     if isinstance(a, np.ndarray):
-        return _ArrayFacts(False, None, tuple(a.shape), a.dtype.name,
-                           bool(a.flags.c_contiguous), bool(a.flags.writeable))
+        return _ArrayFacts(
+            False, None, tuple(a.shape), a.dtype.name, bool(a.flags.c_contiguous), bool(a.flags.writeable)
+        )
     try:
         cai = a.__cuda_array_interface__
     except (AttributeError, RuntimeError):  # torch: CPU tensor / tensor requiring grad
@@ -78,10 +80,11 @@ def _facts(name: str, a: Any) -> _ArrayFacts:
         shape = tuple(int(s) for s in getattr(a, "shape", ()))
         return _ArrayFacts(True, int(dev[1]), shape, _dtype_name(getattr(a, "dtype", None)), True, True)
     if dev is not None and dev[0] != _DLPACK_CPU:
-        raise DeviceError(f"{name}: arrays on DLPack device type {dev[0]} are not supported "
-                          f"(numpy on the CPU, or CUDA arrays such as cupy / torch)")
-    raise StirGpuError(f"{name}: expected a numpy array or a CUDA array (cupy, torch), "
-                       f"not {type(a).__name__}")
+        raise DeviceError(
+            f"{name}: arrays on DLPack device type {dev[0]} are not supported "
+            f"(numpy on the CPU, or CUDA arrays such as cupy / torch)"
+        )
+    raise StirGpuError(f"{name}: expected a numpy array or a CUDA array (cupy, torch), not {type(a).__name__}")
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -110,8 +113,14 @@ def _dtype_name(dt: Any) -> str:
     return s.split(".")[-1]  # "torch.float32" -> "float32"
 
 
-def _check(name: str, f: _ArrayFacts, ndim: int | None = None, shape: tuple | None = None,
-           dtypes: Sequence[str] = ("float32",), writable: bool = False) -> None:
+def _check(
+    name: str,
+    f: _ArrayFacts,
+    ndim: int | None = None,
+    shape: tuple | None = None,
+    dtypes: Sequence[str] = ("float32",),
+    writable: bool = False,
+) -> None:
     if ndim is not None and len(f.shape) != ndim:
         raise GeometryError(f"{name}: expected a {ndim}-D array, got shape {f.shape}")
     if shape is not None and f.shape != tuple(shape):
@@ -131,8 +140,10 @@ def _same_place(named: dict[str, _ArrayFacts]) -> bool:
     for name, f in items[1:]:
         if f.gpu != first.gpu:
             where = lambda g: "a CUDA device" if g else "the host"  # noqa: E731
-            raise DeviceError(f"{name} is on {where(f.gpu)} but {first_name} is on {where(first.gpu)}; "
-                              f"all arrays of one projection must live in the same place")
+            raise DeviceError(
+                f"{name} is on {where(f.gpu)} but {first_name} is on {where(first.gpu)}; "
+                f"all arrays of one projection must live in the same place"
+            )
         if f.gpu and first.device is not None and f.device is not None and f.device != first.device:
             raise DeviceError(f"{name} is on CUDA device {f.device} but {first_name} on device {first.device}")
     return first.gpu
@@ -187,8 +198,10 @@ def _tables_f64(tables) -> tuple[np.ndarray, ...]:
     if cos_phi.shape != sin_phi.shape:
         raise GeometryError(f"tables: cos_phi {cos_phi.shape} and sin_phi {sin_phi.shape} differ in length")
     if not (s.shape == half_chord.shape == tantheta.shape):
-        raise GeometryError(f"tables: s {s.shape}, half_chord {half_chord.shape} and tantheta "
-                            f"{tantheta.shape} must have one entry per tangential position")
+        raise GeometryError(
+            f"tables: s {s.shape}, half_chord {half_chord.shape} and tantheta "
+            f"{tantheta.shape} must have one entry per tangential position"
+        )
     if np.any(half_chord < 0):
         raise GeometryError("tables.half_chord: must be >= 0")
     return tuple(arrays)
@@ -256,6 +269,7 @@ def joseph_forward(xstart, xend, image, origin, voxel_size, out=None):
     if _same_place(named):
         return _cuda_backend().joseph_forward(xstart, xend, image, org, vox, out=out)
     from . import cpu
+
     if out is None:
         out = np.empty(n, dtype=np.float32)
     if n:
@@ -272,8 +286,12 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size):
     array that is *accumulated into*.  Other arguments as for :func:`joseph_forward`.
     Returns ``out_image``.
     """
-    named = {"xstart": _facts("xstart", xstart), "xend": _facts("xend", xend),
-             "values": _facts("values", values), "out_image": _facts("out_image", out_image)}
+    named = {
+        "xstart": _facts("xstart", xstart),
+        "xend": _facts("xend", xend),
+        "values": _facts("values", values),
+        "out_image": _facts("out_image", out_image),
+    }
     _check_endpoints(named)
     n = named["xstart"].shape[0]
     _check("values", named["values"], shape=(n,))
@@ -283,10 +301,10 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size):
     if _same_place(named):
         return _cuda_backend().joseph_back(xstart, xend, values, out_image, org, vox)
     from . import cpu
+
     if n:
         nz, ny, nx = out_image.shape
-        cpu.back_project(cpu.back_lors, (xstart, xend, values), out_image.reshape(-1), n,
-                         (nz, ny, nx, *org, *vox, 1.0))
+        cpu.back_project(cpu.back_lors, (xstart, xend, values), out_image.reshape(-1), n, (nz, ny, nx, *org, *vox, 1.0))
     return out_image
 
 
@@ -344,6 +362,7 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, cancel
     if _same_place(named):
         return _cuda_backend().forward_chunk(tables, image, org, vox, out=out, scale=sc)
     from . import cpu
+
     if out is None:
         out = np.empty(shape, dtype=np.float32)
     flat = out.reshape(-1)
@@ -370,8 +389,15 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, cancel=
     if _same_place(named):
         return _cuda_backend().back_chunk(tables, values, out_image, org, vox, scale=sc)
     from . import cpu
+
     flat = values.reshape(-1)
     for t, a, b in _part_ranges(t64):
-        cpu.back_project(cpu.back_tables, (t, flat[a:b]), out_image.reshape(-1), b - a,
-                         (*out_image.shape, *org, *vox, sc), cancel=cancel)
+        cpu.back_project(
+            cpu.back_tables,
+            (t, flat[a:b]),
+            out_image.reshape(-1),
+            b - a,
+            (*out_image.shape, *org, *vox, sc),
+            cancel=cancel,
+        )
     return out_image

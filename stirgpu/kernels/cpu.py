@@ -162,7 +162,8 @@ def _strides(di, nz, ny, nx):
 def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6)."""
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
-        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx
+    )
     if istart > iend:
         return 0.0
     sd, su, nu, sw, nw = _strides(di, nz, ny, nx)
@@ -194,7 +195,8 @@ def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, 
     """Add ``value`` times the Joseph weights of one LOR into the flat float32 ``img``
     (the exact adjoint of :func:`_forward_one`)."""
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
-        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+        p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx
+    )
     if istart > iend:
         return
     sd, su, nu, sw, nw = _strides(di, nz, ny, nx)
@@ -251,9 +253,24 @@ def forward_lors(xstart, xend, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
     """``out[i] = scale * line integral of LOR i``; xstart/xend (N, 3) (z, y, x)."""
     n = xstart.shape[0]
     for i in prange(n):
-        r = _forward_one(np.float64(xstart[i, 0]), np.float64(xstart[i, 1]), np.float64(xstart[i, 2]),
-                         np.float64(xend[i, 0]), np.float64(xend[i, 1]), np.float64(xend[i, 2]),
-                         img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+        r = _forward_one(
+            np.float64(xstart[i, 0]),
+            np.float64(xstart[i, 1]),
+            np.float64(xstart[i, 2]),
+            np.float64(xend[i, 0]),
+            np.float64(xend[i, 1]),
+            np.float64(xend[i, 2]),
+            img,
+            oz,
+            oy,
+            ox,
+            vz,
+            vy,
+            vx,
+            nz,
+            ny,
+            nx,
+        )
         out[i] = np.float32(scale * r)
 
 
@@ -269,9 +286,25 @@ def back_lors(xstart, xend, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
             y = values[i]
             if y == 0.0:
                 continue
-            _back_one(np.float64(xstart[i, 0]), np.float64(xstart[i, 1]), np.float64(xstart[i, 2]),
-                      np.float64(xend[i, 0]), np.float64(xend[i, 1]), np.float64(xend[i, 2]),
-                      scale * np.float64(y), img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
+            _back_one(
+                np.float64(xstart[i, 0]),
+                np.float64(xstart[i, 1]),
+                np.float64(xstart[i, 2]),
+                np.float64(xend[i, 0]),
+                np.float64(xend[i, 1]),
+                np.float64(xend[i, 2]),
+                scale * np.float64(y),
+                img,
+                oz,
+                oy,
+                ox,
+                vz,
+                vy,
+                vx,
+                nz,
+                ny,
+                nx,
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -291,7 +324,7 @@ def forward_tables(tables_f64, img, nz, ny, nx, oz, oy, ox, vz, vy, vx, scale, o
     nt = tables_f64[2].shape[0]
     for idx in prange(np.int64(lo), np.int64(hi)):
         iv, ia, it = chunk_bin(idx, na, nt)
-        if tables_f64[3][it] == 0.0:   # LOR misses the FOV cylinder
+        if tables_f64[3][it] == 0.0:  # LOR misses the FOV cylinder
             out[idx] = np.float32(0.0)
             continue
         p0z, p0y, p0x, p1z, p1y, p1x = _table_endpoints(tables_f64, iv, ia, it)
@@ -316,8 +349,7 @@ def back_tables(tables_f64, values, out, extra, nz, ny, nx, oz, oy, ox, vz, vy, 
             if tables_f64[3][it] == 0.0:
                 continue
             p0z, p0y, p0x, p1z, p1y, p1x = _table_endpoints(tables_f64, iv, ia, it)
-            _back_one(p0z, p0y, p0x, p1z, p1y, p1x, scale * np.float64(y), img,
-                      oz, oy, ox, vz, vy, vx, nz, ny, nx)
+            _back_one(p0z, p0y, p0x, p1z, p1y, p1x, scale * np.float64(y), img, oz, oy, ox, vz, vy, vx, nz, ny, nx)
 
 
 @cached_njit(parallel=True, nogil=True, fastmath=False)
@@ -350,8 +382,15 @@ def extra_slabs(nvox: int, num_lors: int, max_slab_bytes: int = DEFAULT_SLAB_BYT
     return np.zeros((max(k, 1) - 1, int(nvox)), dtype=np.float32)
 
 
-def back_project(kernel, args_before, out_flat: np.ndarray, num_lors: int, args_after,
-                 max_slab_bytes: int = DEFAULT_SLAB_BYTES, cancel=None) -> None:
+def back_project(
+    kernel,
+    args_before,
+    out_flat: np.ndarray,
+    num_lors: int,
+    args_after,
+    max_slab_bytes: int = DEFAULT_SLAB_BYTES,
+    cancel=None,
+) -> None:
     """Run a back-projection kernel (:func:`back_lors` or :func:`back_tables`) race-free:
     ``kernel(*args_before, out_flat, extra, *args_after, lo, hi)`` over the LOR ranges of
     :func:`lor_ranges` (one without ``cancel``), then add the extra images."""

@@ -86,7 +86,7 @@ def _setup(s, e, org, vs, dims):
     for k in range(3):
         lo = F32(org[k] - F32(F32(0.5) * vs[k]))
         hi = F32(lo + F32(F32(dims[k]) * vs[k]))
-        inv = F32(F32(1) / d[k])   # +-inf for 0 (IEEE; numba's numpy error model)
+        inv = F32(F32(1) / d[k])  # +-inf for 0 (IEEE; numba's numpy error model)
         t1 = F32(F32(lo - s[k]) * inv)
         t2 = F32(F32(hi - s[k]) * inv)
         tmin = _fmax(tmin, _fmin(t1, t2))
@@ -157,8 +157,10 @@ def _forward_one(s, e, img, org, vs, dims):
         v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
         v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
         v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
-        r = F32(F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
-                + F32(F32(v01 * F32(one - wu)) * ww))
+        r = F32(
+            F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
+            + F32(F32(v01 * F32(one - wu)) * ww)
+        )
         acc = F32(acc + F32(r + F32(F32(v11 * wu) * ww)))
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)

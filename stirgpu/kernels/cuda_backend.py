@@ -100,7 +100,7 @@ class KernelOptions:
     views but +4 % on a subset; hence axial forward, auto back.
     """
 
-    def axial_blocks(self, tables: "DeviceTables", back: bool) -> int:
+    def axial_blocks(self, tables: DeviceTables, back: bool) -> int:
         """1 when a launch over ``tables`` orders its blocks axial-major (see ``block_order``)."""
         order = self.back_block_order if back else self.block_order
         return int(order == "axial" or (order == "auto" and tables.spread))
@@ -131,8 +131,9 @@ class KernelOptions:
             if not 1 <= int(getattr(self, name)) <= 32:
                 raise StirGpuError(f"KernelOptions: {name} must be in 1..32, not {getattr(self, name)}")
         if int(self.threads_per_block) % 32 or not 32 <= int(self.threads_per_block) <= 1024:
-            raise StirGpuError(f"KernelOptions: threads_per_block must be a multiple of 32 in 32..1024, "
-                               f"not {self.threads_per_block}")
+            raise StirGpuError(
+                f"KernelOptions: threads_per_block must be a multiple of 32 in 32..1024, not {self.threads_per_block}"
+            )
         if not 0 <= int(self.fwd_ilp) <= 16:
             raise StirGpuError(f"KernelOptions: fwd_ilp must be in 0..16, not {self.fwd_ilp}")
         for name in ("maxrregcount", "back_maxrregcount"):
@@ -141,8 +142,9 @@ class KernelOptions:
                 raise StirGpuError(f"KernelOptions: {name} must be in 16..255, not {v}")
         for name in ("block_order", "back_block_order"):
             if getattr(self, name) not in ("view", "axial", "auto"):
-                raise StirGpuError(f"KernelOptions: {name} must be 'view', 'axial' or 'auto', "
-                                   f"not {getattr(self, name)!r}")
+                raise StirGpuError(
+                    f"KernelOptions: {name} must be 'view', 'axial' or 'auto', not {getattr(self, name)!r}"
+                )
         if self.back_smem_partial and not self.back_smem:
             raise StirGpuError("KernelOptions: back_smem_partial=True needs back_smem=True")
 
@@ -180,8 +182,7 @@ def _cupy():
     try:
         import cupy
     except ImportError as e:
-        raise DeviceError("the CUDA backend needs cupy (pip install 'stirgpu[cuda12]' or "
-                          "'stirgpu[cuda13]')") from e
+        raise DeviceError("the CUDA backend needs cupy (pip install 'stirgpu[cuda12]' or 'stirgpu[cuda13]')") from e
     return cupy
 
 
@@ -264,10 +265,13 @@ def _as_cupy(cp, name: str, a: Any):
     if dev is not None and int(dev()[0]) in _DLPACK_CUDA:
         return cp.from_dlpack(a)
     if isinstance(a, np.ndarray):
-        raise DeviceError(f"{name}: numpy array given to the CUDA backend (use stirgpu.kernels, "
-                          f"which projects numpy arrays on the CPU, or move it to the GPU)")
-    raise StirGpuError(f"{name}: expected a CUDA array (cupy, torch, __cuda_array_interface__ or "
-                       f"DLPack), not {type(a).__name__}")
+        raise DeviceError(
+            f"{name}: numpy array given to the CUDA backend (use stirgpu.kernels, "
+            f"which projects numpy arrays on the CPU, or move it to the GPU)"
+        )
+    raise StirGpuError(
+        f"{name}: expected a CUDA array (cupy, torch, __cuda_array_interface__ or DLPack), not {type(a).__name__}"
+    )
 
 
 def _check(name: str, a, dtypes=(np.float32,), shape=None, ndim=None) -> None:
@@ -287,8 +291,10 @@ def _one_device(named: dict) -> int:
     first = next(iter(ids))
     for name, d in ids.items():
         if d != ids[first]:
-            raise DeviceError(f"{name} is on CUDA device {d} but {first} on device {ids[first]}; "
-                              f"all arrays of one projection must be on the same device")
+            raise DeviceError(
+                f"{name} is on CUDA device {d} but {first} on device {ids[first]}; "
+                f"all arrays of one projection must be on the same device"
+            )
     return ids[first]
 
 
@@ -308,6 +314,7 @@ def _like_input(result, reference):
     """Return ``result`` (cupy) as the kind of object ``reference`` is (torch -> torch)."""
     if _is_torch(reference):
         import torch
+
         return torch.from_dlpack(result)
     return result
 
@@ -345,7 +352,14 @@ class DeviceTables:
         return n
 
     def __getattr__(self, name):
-        if name in ("parts", "shapes", "single", "spread", "num_lors", "_blocks"):  # not yet set (unpickling): avoid recursion
+        if name in (
+            "parts",
+            "shapes",
+            "single",
+            "spread",
+            "num_lors",
+            "_blocks",
+        ):  # not yet set (unpickling): avoid recursion
             raise AttributeError(name)
         if len(self.parts) != 1:
             raise AttributeError(f"DeviceTables of {len(self.parts)} parts has no single {name!r}")
@@ -499,8 +513,13 @@ def _fits_accumulators(pair, shape, device_id: int) -> bool:
     """Whether ``pair`` is the two accumulators of an image of ``shape`` on that device."""
     if not (isinstance(pair, tuple) and len(pair) == 2):
         return False
-    return all(getattr(x, "shape", None) == w and getattr(x, "dtype", None) == np.float32
-               and x.flags.c_contiguous and x.device.id == device_id for x, w in zip(pair, _padded_shapes(shape)))
+    return all(
+        getattr(x, "shape", None) == w
+        and getattr(x, "dtype", None) == np.float32
+        and x.flags.c_contiguous
+        and x.device.id == device_id
+        for x, w in zip(pair, _padded_shapes(shape))
+    )
 
 
 def _image_arg(cp, image):
@@ -516,9 +535,17 @@ def _image_arg(cp, image):
 # --------------------------------------------------------------------------------------
 def _grid_args(origin, voxel_size, shape):
     o, v = origin, voxel_size
-    return (np.float64(o[0]), np.float64(o[1]), np.float64(o[2]),
-            np.float64(v[0]), np.float64(v[1]), np.float64(v[2]),
-            np.int32(shape[0]), np.int32(shape[1]), np.int32(shape[2]))
+    return (
+        np.float64(o[0]),
+        np.float64(o[1]),
+        np.float64(o[2]),
+        np.float64(v[0]),
+        np.float64(v[1]),
+        np.float64(v[2]),
+        np.int32(shape[0]),
+        np.int32(shape[1]),
+        np.int32(shape[2]),
+    )
 
 
 def _padded_voxels(shape) -> int:
@@ -580,9 +607,11 @@ def _scratch_accumulators(cp, shape):
 def _combine(dev: int, options: KernelOptions, out_image, acc_a, acc_b, add: bool = True) -> None:
     """``out_image`` += (``add``) or = the two accumulators, in the image's layout."""
     nz, ny, nx = out_image.shape
-    _kernel(dev, options, "combine_back")(_tile_grid(nz, ny, nx), (32, 8),
-                                          (out_image, acc_a, acc_b, np.int32(nz), np.int32(ny), np.int32(nx),
-                                           np.int32(bool(add))))
+    _kernel(dev, options, "combine_back")(
+        _tile_grid(nz, ny, nx),
+        (32, 8),
+        (out_image, acc_a, acc_b, np.int32(nz), np.int32(ny), np.int32(nx), np.int32(bool(add))),
+    )
 
 
 def _try_scratch(cp, make, options: KernelOptions):
@@ -607,8 +636,9 @@ def _explicit_args(cp, xstart, xend):
         if a.ndim != 2 or a.shape[1] != 3:
             raise GeometryError(f"{name}: expected shape (N, 3) with (z, y, x) columns, got {a.shape}")
     if xs.shape != xe.shape or xs.dtype != xe.dtype:
-        raise GeometryError(f"xstart {xs.shape} {xs.dtype} and xend {xe.shape} {xe.dtype} must have "
-                            f"the same shape and dtype")
+        raise GeometryError(
+            f"xstart {xs.shape} {xs.dtype} and xend {xe.shape} {xe.dtype} must have the same shape and dtype"
+        )
     return xs, xe
 
 
@@ -680,8 +710,12 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size, *, options:
             acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
         if acc is not None:
             k = _kernel(dev, options, f"back_explicit_tiled<{etype}, {idx}>")
-            k((_blocks_1d(n, tpb),), (tpb,), (xs, xe, vals, img, acc[0], acc[1]) + args_tail,
-              shared_mem=_back_smem(options, tpb))
+            k(
+                (_blocks_1d(n, tpb),),
+                (tpb,),
+                (xs, xe, vals, img, acc[0], acc[1]) + args_tail,
+                shared_mem=_back_smem(options, tpb),
+            )
             _combine(dev, options, img, acc[0], acc[1])
         else:
             k = _kernel(dev, options, f"back_explicit_simple<{etype}, {idx}>")
@@ -698,8 +732,9 @@ def _parts_grid(shapes, w: int):
     return (blocks,), (32, w)
 
 
-def _launch_tiled(kernel, back: bool, warps: int, smem: int, tables: DeviceTables, axial: int, values,
-                  image, a, b, sc, g) -> None:
+def _launch_tiled(
+    kernel, back: bool, warps: int, smem: int, tables: DeviceTables, axial: int, values, image, a, b, sc, g
+) -> None:
     """One tiled chunk launch over all parts of ``tables`` (forward: ``values`` written from
     the image's layouts ``a``/``b``; back: ``values`` added into the accumulators ``a``/``b``)."""
     shapes = tables.shapes
@@ -720,8 +755,7 @@ def _chunk_shape(tables):
     return shapes, (shapes[0] if single else None)
 
 
-def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
-                  options: KernelOptions | None = None):
+def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *, options: KernelOptions | None = None):
     """Forward project one chunk: ``tables`` (ChunkTables, a sequence of them -- the parts of a
     multi-segment chunk -- or :class:`DeviceTables`) give the LORs, whose endpoints (mm,
     gantry frame) are computed in the kernel; ``image`` (nz, ny, nx) float32 on the device;
@@ -758,8 +792,20 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
             elif _use_tiled(options, n, img.shape):
                 copies = _try_scratch(cp, lambda: _padded_copies(cp, dev, options, img), options)
             if copies is not None:
-                _launch_tiled(_kernel(dev, options, f"fwd_chunk_tiled<{idx}>"), False, int(options.warps_per_block),
-                              0, dt, options.axial_blocks(dt, back=False), res, img, copies[0], copies[1], sc, g)
+                _launch_tiled(
+                    _kernel(dev, options, f"fwd_chunk_tiled<{idx}>"),
+                    False,
+                    int(options.warps_per_block),
+                    0,
+                    dt,
+                    options.axial_blocks(dt, back=False),
+                    res,
+                    img,
+                    copies[0],
+                    copies[1],
+                    sc,
+                    g,
+                )
             else:
                 tpb = int(options.threads_per_block)
                 k = _kernel(dev, options, f"fwd_chunk_simple<{idx}>")
@@ -767,8 +813,7 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *,
     return out if out is not None else _like_input(res, kind)
 
 
-def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
-               options: KernelOptions | None = None):
+def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *, options: KernelOptions | None = None):
     """Add the back projection of one chunk's ``values`` into ``out_image`` (accumulated);
     the adjoint of :func:`forward_chunk` with the same arguments (``values`` shaped like its
     result).  Returns ``out_image``.  With a :class:`BackAccumulator` as ``out_image`` the
@@ -801,8 +846,20 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *,
             acc = _try_scratch(cp, lambda: _scratch_accumulators(cp, img.shape), options)
         if acc is not None:
             w = int(options.back_warps_per_block)
-            _launch_tiled(_kernel(dev, options, f"back_chunk_tiled<{idx}>"), True, w, _back_smem(options, 32 * w),
-                          dt, options.axial_blocks(dt, back=True), vals, img, acc[0], acc[1], sc, g)
+            _launch_tiled(
+                _kernel(dev, options, f"back_chunk_tiled<{idx}>"),
+                True,
+                w,
+                _back_smem(options, 32 * w),
+                dt,
+                options.axial_blocks(dt, back=True),
+                vals,
+                img,
+                acc[0],
+                acc[1],
+                sc,
+                g,
+            )
             if held is None:
                 _combine(dev, options, img, acc[0], acc[1])
         else:
@@ -819,8 +876,9 @@ def _same_args(a, b) -> bool:
         if x is y:
             continue
         try:
-            if np.shape(x) != np.shape(y) or not bool(np.all(np.asarray(x, dtype=np.float64)
-                                                             == np.asarray(y, dtype=np.float64))):
+            if np.shape(x) != np.shape(y) or not bool(
+                np.all(np.asarray(x, dtype=np.float64) == np.asarray(y, dtype=np.float64))
+            ):
                 return False
         except (TypeError, ValueError):
             return False
@@ -844,8 +902,9 @@ class ChunkLauncher:
     def __init__(self, target, origin, voxel_size, scale=1.0, *, options: KernelOptions | None = None):
         cp = _cupy()
         if not isinstance(target, (PreparedImage, BackAccumulator)):
-            raise StirGpuError(f"ChunkLauncher: target must be a PreparedImage or a BackAccumulator, "
-                               f"not {type(target).__name__}")
+            raise StirGpuError(
+                f"ChunkLauncher: target must be a PreparedImage or a BackAccumulator, not {type(target).__name__}"
+            )
         self.options = options = options or DEFAULT_OPTIONS
         self.target = target
         self.back = isinstance(target, BackAccumulator)
@@ -861,29 +920,34 @@ class ChunkLauncher:
         self._raw = None
         if self.tiled:
             idx = _index_type(shape, options)
-            self._kernel = _kernel(target.device_id, options,
-                                   f"back_chunk_tiled<{idx}>" if self.back else f"fwd_chunk_tiled<{idx}>")
+            self._kernel = _kernel(
+                target.device_id, options, f"back_chunk_tiled<{idx}>" if self.back else f"fwd_chunk_tiled<{idx}>"
+            )
             self._warps = int(options.back_warps_per_block if self.back else options.warps_per_block)
             self._smem = _back_smem(options, 32 * self._warps) if self.back else 0
             self._grid = _grid_args(self.origin, self.voxel_size, shape)
             with self._device:
                 self._raw = _RawLaunch.make(cp, self._kernel, self.scale, self._grid)
 
-    def for_target(self, target, origin, voxel_size, scale=1.0) -> "ChunkLauncher":
+    def for_target(self, target, origin, voxel_size, scale=1.0) -> ChunkLauncher:
         """A launcher for another ``target`` with these arguments: this one's kernel set-up
         shared when it fits (same kind of target, device, image shape, geometry and tiling),
         else a new one.  (A projector keeps one, with no target, from call to call.)"""
-        same = (isinstance(target, BackAccumulator) == self.back and isinstance(target, _ImageWithWorkspace)
-                and target.device_id == self.device_id and tuple(target.image.shape) == self.shape
-                and (target.a is not None and self.options.variant != "simple") == self.tiled
-                and _same_args((origin, voxel_size, scale), self._given))
+        same = (
+            isinstance(target, BackAccumulator) == self.back
+            and isinstance(target, _ImageWithWorkspace)
+            and target.device_id == self.device_id
+            and tuple(target.image.shape) == self.shape
+            and (target.a is not None and self.options.variant != "simple") == self.tiled
+            and _same_args((origin, voxel_size, scale), self._given)
+        )
         if not same:
             return ChunkLauncher(target, origin, voxel_size, scale, options=self.options)
         twin = copy.copy(self)
         twin.target = target
         return twin
 
-    def without_target(self) -> "ChunkLauncher":
+    def without_target(self) -> ChunkLauncher:
         """This launcher's set-up, holding no device array (to be kept between calls)."""
         twin = copy.copy(self)
         twin.target = None
@@ -895,22 +959,41 @@ class ChunkLauncher:
             if self.back:
                 back_chunk(tables, values, t, self.origin, self.voxel_size, self.scale, options=self.options)
             else:
-                forward_chunk(tables, t, self.origin, self.voxel_size, out=values, scale=self.scale,
-                              options=self.options)
+                forward_chunk(
+                    tables, t, self.origin, self.voxel_size, out=values, scale=self.scale, options=self.options
+                )
             return
         # the one check kept: a wrong size would make the kernel read or write out of bounds
-        if (values.dtype != np.float32 or values.size != tables.num_lors or values.data.device_id != t.device_id
-                or not values.flags.c_contiguous):
-            raise StirGpuError(f"ChunkLauncher: values must be {tables.num_lors} contiguous float32 on device "
-                               f"{t.device_id}, not {values.size} {values.dtype} on device {values.data.device_id}")
+        if (
+            values.dtype != np.float32
+            or values.size != tables.num_lors
+            or values.data.device_id != t.device_id
+            or not values.flags.c_contiguous
+        ):
+            raise StirGpuError(
+                f"ChunkLauncher: values must be {tables.num_lors} contiguous float32 on device "
+                f"{t.device_id}, not {values.size} {values.dtype} on device {values.data.device_id}"
+            )
         axial = self.options.axial_blocks(tables, self.back)
         with self._device:
             if self._raw is None:
-                _launch_tiled(self._kernel, self.back, self._warps, self._smem, tables, axial, values,
-                              t.image, t.a, t.b, self.scale, self._grid)
+                _launch_tiled(
+                    self._kernel,
+                    self.back,
+                    self._warps,
+                    self._smem,
+                    tables,
+                    axial,
+                    values,
+                    t.image,
+                    t.a,
+                    t.b,
+                    self.scale,
+                    self._grid,
+                )
                 return
             # the kernels' argument order (joseph.cu): forward (image, A, B, out), back (values, image, A, B)
-            arrays = ((values, t.image, t.a, t.b) if self.back else (t.image, t.a, t.b, values))
+            arrays = (values, t.image, t.a, t.b) if self.back else (t.image, t.a, t.b, values)
             self._raw(tables, self._warps, axial, arrays, self._smem)
 
 
@@ -945,7 +1028,7 @@ class _RawLaunch:
             self._i32[2 * (15 + i)] = int(v)
 
     @classmethod
-    def make(cls, cp, kernel, scale, grid) -> "_RawLaunch | None":
+    def make(cls, cp, kernel, scale, grid) -> _RawLaunch | None:
         """The raw launch of ``kernel`` (a cupy RawKernel, on the current device), or None where
         this cupy offers no driver launch (cupy's own launch is then used)."""
         launch = getattr(getattr(cp.cuda, "driver", None), "launchKernel", None)

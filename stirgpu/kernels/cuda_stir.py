@@ -28,6 +28,7 @@ def _source() -> str:
 @functools.lru_cache(maxsize=16)
 def _kernel(device_id: int, name: str):
     import cupy as cp
+
     with cp.cuda.Device(device_id):
         return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
 
@@ -36,11 +37,17 @@ def upload_part(tables) -> tuple:
     """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) on the
     current device, in the layout of ``joseph_stir.cu``."""
     import cupy as cp
+
     x1, y1, dx, dy, l1, l2, hit, m, mt = tables
     nv, nt = x1.shape
     host = np.concatenate([a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)] + [m, mt]).astype(np.float32)
-    return (cp.asarray(host), cp.asarray(hit.astype(np.uint8).reshape(-1)), np.int32(nv), np.int32(len(m)),
-            np.int32(nt))
+    return (
+        cp.asarray(host),
+        cp.asarray(hit.astype(np.uint8).reshape(-1)),
+        np.int32(nv),
+        np.int32(len(m)),
+        np.int32(nt),
+    )
 
 
 def _launch(kernel, n: int, args) -> None:
@@ -58,8 +65,12 @@ def _bins(parts):
 
 
 def _frame_args(image, origin, voxel_size, rescale) -> tuple:
-    return (*(np.int32(v) for v in image.shape), *(np.float32(v) for v in origin),
-            *(np.float32(v) for v in voxel_size), np.float32(rescale))
+    return (
+        *(np.int32(v) for v in image.shape),
+        *(np.float32(v) for v in origin),
+        *(np.float32(v) for v in voxel_size),
+        np.float32(rescale),
+    )
 
 
 def forward(parts, image, origin, voxel_size, rescale, out) -> None:
@@ -68,7 +79,7 @@ def forward(parts, image, origin, voxel_size, rescale, out) -> None:
     kernel = _kernel(image.device.id, "fwd_stir")
     n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
     for tables, o, k in _bins(parts):
-        _launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o:o + k]))
+        _launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
 
 
 def back(parts, values, image, origin, voxel_size, rescale) -> None:
@@ -76,4 +87,4 @@ def back(parts, values, image, origin, voxel_size, rescale) -> None:
     kernel = _kernel(image.device.id, "back_stir")
     n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
     for tables, o, k in _bins(parts):
-        _launch(kernel, k, (*tables, values[o:o + k], image, n0, n1, n2, *frame))
+        _launch(kernel, k, (*tables, values[o : o + k], image, n0, n1, n2, *frame))

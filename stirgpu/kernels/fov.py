@@ -80,11 +80,14 @@ def apply_cylindrical_fov(image, mask: np.ndarray, out=None):
     mask = np.asarray(mask, dtype=bool)
     shape = tuple(getattr(image, "shape", ()))
     if len(shape) != 3 or mask.shape != shape[1:]:
-        raise GeometryError(f"apply_cylindrical_fov: image shape {shape} and mask shape {mask.shape} "
-                            f"do not match ((nz, ny, nx) and (ny, nx))")
+        raise GeometryError(
+            f"apply_cylindrical_fov: image shape {shape} and mask shape {mask.shape} "
+            f"do not match ((nz, ny, nx) and (ny, nx))"
+        )
     if out is not None and tuple(getattr(out, "shape", ())) != shape:
-        raise GeometryError(f"apply_cylindrical_fov: out shape {tuple(getattr(out, 'shape', ()))} "
-                            f"differs from image shape {shape}")
+        raise GeometryError(
+            f"apply_cylindrical_fov: out shape {tuple(getattr(out, 'shape', ()))} differs from image shape {shape}"
+        )
     module = "numpy" if isinstance(image, np.ndarray) else type(image).__module__.split(".")[0]
     if module in ("numpy", "cupy"):
         xp = np
@@ -100,6 +103,7 @@ def apply_cylindrical_fov(image, mask: np.ndarray, out=None):
         return result
     if module == "torch":
         import torch
+
         outside = torch.as_tensor(~mask, device=image.device)
         if out is None:
             result = image.clone()

@@ -45,8 +45,9 @@ class KernelGeometry:
         return {"origin": self.origin, "voxel_size": self.voxel_size, "scale": self.scale}
 
 
-def stir_scaled_geometry(image_info, stir_units: bool = True, numerics: str = "exact",
-                         proj_data_info=None) -> KernelGeometry:
+def stir_scaled_geometry(
+    image_info, stir_units: bool = True, numerics: str = "exact", proj_data_info=None
+) -> KernelGeometry:
     """Kernel geometry of ``image_info`` (a :class:`stirgpu.geometry.ImageInfo`).
 
     With ``stir_units`` (the default) results equal STIR's Parallelproj projector:
@@ -70,5 +71,6 @@ def stir_scaled_geometry(image_info, stir_units: bool = True, numerics: str = "e
     frame = None
     if numerics == "stir":
         from .stir_lors import stir_image_frame
+
         frame = stir_image_frame(image_info)
     return KernelGeometry(origin, vox, 1.0 / vox[2] if stir_units else 1.0, numerics, proj_data_info, frame)

@@ -22,8 +22,14 @@ import os
 import warnings
 
 from numba import njit
-from numba.core.caching import (CompileResultCacheImpl, FunctionCache, NullCache, _Cache, _CacheLocator,
-                                _SourceFileBackedLocatorMixin)
+from numba.core.caching import (
+    CompileResultCacheImpl,
+    FunctionCache,
+    NullCache,
+    _Cache,
+    _CacheLocator,
+    _SourceFileBackedLocatorMixin,
+)
 
 from ..caches import CACHE_DIR_ENV, numba_cache_dir
 from ..errors import KernelCacheWarning
@@ -102,7 +108,11 @@ def _open(py_func):
         return _StirgpuFunctionCache(py_func)
     except RuntimeError:
         # numba's "no locator available": the folder cannot be created or written
-        warnings.warn(f"stirgpu: cannot write the kernel cache in {numba_cache_dir()}; "
-                      f"{py_func.__qualname__} is compiled again in every process "
-                      f"(set {CACHE_DIR_ENV} to a writable folder)", KernelCacheWarning, stacklevel=4)
+        warnings.warn(
+            f"stirgpu: cannot write the kernel cache in {numba_cache_dir()}; "
+            f"{py_func.__qualname__} is compiled again in every process "
+            f"(set {CACHE_DIR_ENV} to a writable folder)",
+            KernelCacheWarning,
+            stacklevel=4,
+        )
         return NullCache()

@@ -29,6 +29,7 @@ class StirChunk:
 
     def __init__(self, tables, proj_data_info):
         from .stir_lors import stir_chunk_tables
+
         parts, single = chunk_parts(tables)
         self.shapes = parts_shapes(parts)
         #: result shape of a single part, or None (the parts' bins one after the other, flat)
@@ -42,6 +43,7 @@ class StirChunk:
         got = self._device.get(device_id)
         if got is None:
             from .cuda_stir import upload_part
+
             got = self._device[device_id] = [upload_part(t) for t in self.host]
         return got
 
@@ -54,8 +56,9 @@ def _image(name: str, a, writable: bool = False):
     # engine images on a GPU may be wrappers carrying __cuda_array_interface__, shape and dtype
     shape = tuple(getattr(a, "shape", ()))
     if len(shape) != 3 or np.dtype(getattr(a, "dtype", None)) != np.float32:
-        raise GeometryError(f"{name}: expected a (nz, ny, nx) float32 array, got shape {shape} "
-                            f"{getattr(a, 'dtype', type(a).__name__)}")
+        raise GeometryError(
+            f"{name}: expected a (nz, ny, nx) float32 array, got shape {shape} {getattr(a, 'dtype', type(a).__name__)}"
+        )
     flags = getattr(a, "flags", None)
     if flags is not None and (not flags.c_contiguous or (writable and not getattr(flags, "writeable", True))):
         raise GeometryError(f"{name}: must be C-contiguous{' and writable' if writable else ''}")
@@ -73,8 +76,7 @@ def _frame(frame):
         origin, voxel_size, rescale = frame
     except (TypeError, ValueError):
         raise GeometryError("frame: expected (origin, voxel_size, rescale) from stir_image_frame") from None
-    return (np.ascontiguousarray(origin, np.float32), np.ascontiguousarray(voxel_size, np.float32),
-            np.float32(rescale))
+    return (np.ascontiguousarray(origin, np.float32), np.ascontiguousarray(voxel_size, np.float32), np.float32(rescale))
 
 
 def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=None):
@@ -87,24 +89,30 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
     shape = chunk.single_shape if chunk.single_shape is not None else (n,)
     cuda = _is_cuda(image)
     if out is None:
-        out = (_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32))
-    elif (int(np.prod(out.shape)) != n or str(out.dtype) != "float32" or _is_cuda(out) != cuda
-          or not out.flags.c_contiguous):
+        out = _cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32)
+    elif (
+        int(np.prod(out.shape)) != n
+        or str(out.dtype) != "float32"
+        or _is_cuda(out) != cuda
+        or not out.flags.c_contiguous
+    ):
         raise GeometryError(f"out: expected a C-contiguous float32 array of {n} elements ({shape}) beside the image")
     org, vs, rescale = _frame(frame)
     if cuda:
         from . import cuda_stir
+
         cp = _cupy()
         image = cp.asarray(image)
         cuda_stir.forward(chunk.device(image.device.id), image, org, vs, rescale, cp.asarray(out).reshape(-1))
         return out
     from . import cpu, cpu_stir
+
     flat, o = out.reshape(-1), 0
     dims = np.array(image.shape, np.int64)
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
         k = nv * na * nt
         for lo, hi in cpu.lor_ranges(k, cancel):
-            cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o:o + k], lo, hi)
+            cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o : o + k], lo, hi)
         o += k
     return out
 
@@ -123,11 +131,13 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
     org, vs, rescale = _frame(frame)
     if _is_cuda(out_image):
         from . import cuda_stir
+
         cp = _cupy()
         image = cp.asarray(out_image)
         cuda_stir.back(chunk.device(image.device.id), cp.asarray(values).reshape(-1), image, org, vs, rescale)
         return out_image
     from . import cpu, cpu_stir
+
     flat, o = values.reshape(-1), 0
     dims = np.array(out_image.shape, np.int64)
     target = out_image.reshape(-1)
@@ -136,7 +146,7 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
         if k:
             extra = cpu.extra_slabs(target.shape[0], k)
             for lo, hi in cpu.lor_ranges(k, cancel, multiple=extra.shape[0] + 1):
-                cpu_stir.back_stir(t, flat[o:o + k], target, extra, dims, org, vs, rescale, lo, hi)
+                cpu_stir.back_stir(t, flat[o : o + k], target, extra, dims, org, vs, rescale, lo, hi)
             if extra.shape[0]:
                 cpu.reduce_slabs(extra, target)
         o += k
@@ -145,4 +155,5 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
 
 def _cupy():
     import cupy
+
     return cupy

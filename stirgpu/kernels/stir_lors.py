@@ -41,8 +41,17 @@ from numba.extending import intrinsic
 
 from .jit import cached_njit
 
-__all__ = ["StirFloatGeometry", "stir_float_geometry", "stir_lor_endpoints", "stir_chunk_tables", "geometry_tables",
-           "stir_image_frame", "stir_default_image_info", "rsqrt_newton", "divide_newton"]
+__all__ = [
+    "StirFloatGeometry",
+    "stir_float_geometry",
+    "stir_lor_endpoints",
+    "stir_chunk_tables",
+    "geometry_tables",
+    "stir_image_frame",
+    "stir_default_image_info",
+    "rsqrt_newton",
+    "divide_newton",
+]
 
 _F = np.float32
 _TWO_PI = _F(2 * math.pi)
@@ -52,12 +61,14 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
 
 def _x86_scalar(llvm_name: str, doc: str):
     """A numba intrinsic issuing the x86 SSE instruction ``llvm_name`` on one float32 (lane 0)."""
+
     def typer(typingctx, x):
         if x != types.float32:
             return None
 
         def codegen(context, builder, signature, args):
             from llvmlite import ir
+
             v4 = ir.VectorType(ir.FloatType(), 4)
             fn = builder.module.declare_intrinsic(llvm_name, fnty=ir.FunctionType(v4, [v4]))
             vec = builder.insert_element(ir.Constant(v4, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
@@ -74,6 +85,7 @@ _rcpss = _x86_scalar("llvm.x86.sse.rcp.ss", "``rcpss``: a ~12-bit reciprocal est
 
 
 if _X86:
+
     @cached_njit()
     def divide_newton(a, b):
         """a / b as GCC's fast-math code computes it in STIR's packed loops: ``rcpps`` and one
@@ -88,6 +100,7 @@ if _X86:
         t = np.float32(np.float32(np.float32(x * y) * y) + np.float32(-3.0))
         return np.float32(t * np.float32(y * np.float32(-0.5)))
 else:
+
     @cached_njit()
     def divide_newton(a, b):
         """a / b, correctly rounded (no ``rcpps`` on this CPU)."""
@@ -215,6 +228,7 @@ def stir_lor_endpoints(geometry: StirFloatGeometry) -> tuple[np.ndarray, np.ndar
     has both ends at 0, as STIR's ``ParallelprojHelper`` sets them.  The same arithmetic as the
     STIR-numerics kernels (``cpu_stir``), from the same tables (:func:`geometry_tables`)."""
     from .cpu_stir import endpoints_array
+
     return endpoints_array(geometry_tables(geometry))
 
 
@@ -281,8 +295,9 @@ def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
     return geometry_tables(g)
 
 
-def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None,
-                            origin=(0.0, 0.0, 0.0)):
+def stir_default_image_info(
+    proj_data_info, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None, origin=(0.0, 0.0, 0.0)
+):
     """STIR's default image for ``proj_data_info`` to the last bit (``VoxelsOnCartesianGrid(
     proj_data_info, zoom, origin, sizes)``, STIR's ``VoxelsOnCartesianGrid.cxx``), as
     :meth:`stirgpu.geometry.ImageInfo.default_for` gives it in exact arithmetic but with STIR's
@@ -294,6 +309,7 @@ def stir_default_image_info(proj_data_info, zoom: float = 1.0, xy_size: int | No
     import dataclasses
 
     from ..geometry import ImageInfo
+
     info = ImageInfo.default_for(proj_data_info, zoom=zoom, xy_size=xy_size, z_size=z_size, origin=origin)
     sc = proj_data_info.get_scanner()
     half_spacing = _F(_F(sc.ring_spacing) * _F(0.5))

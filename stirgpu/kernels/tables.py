@@ -16,14 +16,22 @@ into a fresh array.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import GeometryError
 
-__all__ = ["FIELDS", "HEADER", "table_length", "packed_length", "pack_tables", "parts_shapes", "chunk_parts",
-           "views_spread"]
+__all__ = [
+    "FIELDS",
+    "HEADER",
+    "table_length",
+    "packed_length",
+    "pack_tables",
+    "parts_shapes",
+    "chunk_parts",
+    "views_spread",
+]
 
 #: the ChunkTables arrays in packed order
 FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
@@ -58,8 +66,9 @@ def parts_shapes(parts: Sequence) -> tuple[tuple[int, int, int], ...]:
     if not shapes:
         raise GeometryError("tables: a chunk needs at least one part")
     if len({s[2] for s in shapes}) != 1:
-        raise GeometryError(f"tables: the parts of one chunk must share the tangential positions "
-                            f"(got {sorted({s[2] for s in shapes})})")
+        raise GeometryError(
+            f"tables: the parts of one chunk must share the tangential positions (got {sorted({s[2] for s in shapes})})"
+        )
     return tuple(shapes)
 
 
@@ -97,10 +106,10 @@ def pack_tables(parts: Sequence, out: np.ndarray | None = None) -> np.ndarray:
     o = HEADER * len(shapes)
     b = 0
     for k, (t, shape) in enumerate(zip(parts, shapes)):
-        packed[HEADER * k:HEADER * (k + 1)] = (o, b, shape[0], shape[1])
+        packed[HEADER * k : HEADER * (k + 1)] = (o, b, shape[0], shape[1])
         for name in FIELDS:
             a = np.asarray(getattr(t, name), dtype=np.float64).reshape(-1)
-            packed[o:o + len(a)] = a
+            packed[o : o + len(a)] = a
             o += len(a)
         b += shape[0] * shape[1] * shape[2]
     if not np.all(np.isfinite(packed)):

@@ -11,13 +11,29 @@ once: one :class:`~stirgpu.errors.ParFileProblems` lists them, each naming the f
 """
 
 from .grammar import Block, Entry, canonical_key, parse_par_file, parse_par_string, split_list
-from .osmaposl import (OBJECTIVE_FUNCTION, FilenamePattern, OsmaposlSettings, osmaposl_settings_from_block,
-                       read_osmaposl_par)
+from .osmaposl import (
+    OBJECTIVE_FUNCTION,
+    FilenamePattern,
+    OsmaposlSettings,
+    osmaposl_settings_from_block,
+    read_osmaposl_par,
+)
 from .projectors import ProjectorOptions, ProjectorSettings, projector_settings_from_block, read_projector_par
 
 __all__ = [
-    "Block", "Entry", "canonical_key", "parse_par_file", "parse_par_string", "split_list",
-    "OsmaposlSettings", "FilenamePattern", "read_osmaposl_par", "osmaposl_settings_from_block",
+    "Block",
+    "Entry",
+    "canonical_key",
+    "parse_par_file",
+    "parse_par_string",
+    "split_list",
+    "OsmaposlSettings",
+    "FilenamePattern",
+    "read_osmaposl_par",
+    "osmaposl_settings_from_block",
     "OBJECTIVE_FUNCTION",
-    "ProjectorOptions", "ProjectorSettings", "read_projector_par", "projector_settings_from_block",
+    "ProjectorOptions",
+    "ProjectorSettings",
+    "read_projector_par",
+    "projector_settings_from_block",
 ]

@@ -30,13 +30,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from ..errors import ParFileError, ParFileProblems
 
 __all__ = [
-    "Entry", "Block", "canonical_key", "parse_par_file", "parse_par_string", "split_list",
+    "Entry",
+    "Block",
+    "canonical_key",
+    "parse_par_file",
+    "parse_par_string",
+    "split_list",
 ]
 
 #: refuse to treat something bigger than this as a parameter file (a data file passed by mistake)
@@ -61,11 +66,11 @@ def _words(text: str) -> list[str]:
 class Entry:
     """One ``key [index] := value`` line."""
 
-    key: str                 #: canonical key (see :func:`canonical_key`)
-    raw_key: str             #: the key as written (trimmed), for messages
-    value: str | None        #: text after ``:=`` (comment removed, ``${VAR}`` substituted,
-                             #: stripped); None when there is nothing after ``:=``
-    line: int                #: 1-based line number
+    key: str  #: canonical key (see :func:`canonical_key`)
+    raw_key: str  #: the key as written (trimmed), for messages
+    value: str | None  #: text after ``:=`` (comment removed, ``${VAR}`` substituted,
+    #: stripped); None when there is nothing after ``:=``
+    line: int  #: 1-based line number
     index: int | None = None  #: the ``n`` of ``key[n] :=``, else None
 
 
@@ -73,20 +78,20 @@ class Entry:
 class Block:
     """``Name :=`` ... ``End Name :=`` with its entries and nested blocks, in file order."""
 
-    key: str                          #: canonical block name
-    raw_key: str                      #: the name as written
-    line: int                         #: line of ``Name :=``
-    end_line: int | None              #: line of the closing ``End``; None if the file just ended
-    children: tuple["Entry | Block", ...]
-    path: str | None = None           #: the file (for messages); None for text
+    key: str  #: canonical block name
+    raw_key: str  #: the name as written
+    line: int  #: line of ``Name :=``
+    end_line: int | None  #: line of the closing ``End``; None if the file just ended
+    children: tuple[Entry | Block, ...]
+    path: str | None = None  #: the file (for messages); None for text
 
     def entries(self) -> Iterator[Entry]:
         return (c for c in self.children if isinstance(c, Entry))
 
-    def blocks(self) -> Iterator["Block"]:
+    def blocks(self) -> Iterator[Block]:
         return (c for c in self.children if isinstance(c, Block))
 
-    def find(self, key: str) -> "Entry | Block | None":
+    def find(self, key: str) -> Entry | Block | None:
         """The first child whose canonical key equals ``canonical_key(key)``."""
         k = canonical_key(key)
         return next((c for c in self.children if c.key == k), None)
@@ -148,8 +153,7 @@ def _substitute(text: str, env: Mapping[str, str], path: str | None, line: int) 
         if not name.strip():
             raise ParFileError("empty environment variable reference '${}'", path, line)
         if name not in env:
-            raise ParFileError(f"environment variable '{name}' (used as '${{{name}}}') is not set",
-                               path, line)
+            raise ParFileError(f"environment variable '{name}' (used as '${{{name}}}') is not set", path, line)
         return env[name]
 
     if "${" in _ENV.sub("", text):
@@ -167,7 +171,7 @@ def _token(lineno: int, line: str, path: str | None, env: Mapping[str, str]) -> 
     if pos < 0:
         raise ParFileError(f"expected 'key := value', found {code.strip()!r}", path, lineno)
     raw_key = code[:pos].strip()
-    value = code[pos + 2:].strip() or None
+    value = code[pos + 2 :].strip() or None
     index = None
     m = _INDEX.match(raw_key)
     if m:
@@ -182,8 +186,7 @@ def _token(lineno: int, line: str, path: str | None, env: Mapping[str, str]) -> 
     if words[0] == "end" and index is None:
         closer = canonical_key(" ".join(words[1:]))
         if value is not None:
-            raise ParFileError(f"'{raw_key} :=' closes a block and takes no value (found {value!r})",
-                               path, lineno)
+            raise ParFileError(f"'{raw_key} :=' closes a block and takes no value (found {value!r})", path, lineno)
     return _Token(Entry(key, raw_key, value, lineno, index), closer)
 
 
@@ -229,25 +232,40 @@ def _build(tokens: list[_Token], path: str | None) -> Block:
         raise ParFileError("no parameters found (empty file or only comments)", path, None)
     if not opens_block(tokens[0]):
         e = tokens[0].entry
-        raise ParFileError(f"a parameter file must start with a block such as 'OSMAPOSLParameters :=', "
-                           f"found '{e.raw_key} :='", path, e.line)
+        raise ParFileError(
+            f"a parameter file must start with a block such as 'OSMAPOSLParameters :=', found '{e.raw_key} :='",
+            path,
+            e.line,
+        )
 
     stack: list[_Open] = []
     root: Block | None = None
     for t in tokens:
         e = t.entry
         if root is not None:
-            raise ParFileError(f"'{e.raw_key}' after the end of '{root.raw_key}' (closed at line "
-                               f"{root.end_line}); a parameter file holds one block", path, e.line)
+            raise ParFileError(
+                f"'{e.raw_key}' after the end of '{root.raw_key}' (closed at line "
+                f"{root.end_line}); a parameter file holds one block",
+                path,
+                e.line,
+            )
         if t.closer is not None:
             top = stack[-1]
             if t.closer and t.closer != top.entry.key:
                 open_names = [o.entry.key for o in stack]
                 if t.closer in open_names:
-                    raise ParFileError(f"'{e.raw_key}' closes a block while '{top.entry.raw_key}' "
-                                       f"(opened at line {top.entry.line}) is still open", path, e.line)
-                raise ParFileError(f"'{e.raw_key}' does not match the open block '{top.entry.raw_key}' "
-                                   f"(opened at line {top.entry.line})", path, e.line)
+                    raise ParFileError(
+                        f"'{e.raw_key}' closes a block while '{top.entry.raw_key}' "
+                        f"(opened at line {top.entry.line}) is still open",
+                        path,
+                        e.line,
+                    )
+                raise ParFileError(
+                    f"'{e.raw_key}' does not match the open block '{top.entry.raw_key}' "
+                    f"(opened at line {top.entry.line})",
+                    path,
+                    e.line,
+                )
             stack.pop()
             done = Block(top.entry.key, top.entry.raw_key, top.entry.line, e.line, tuple(top.children), path)
             if stack:
@@ -262,14 +280,16 @@ def _build(tokens: list[_Token], path: str | None) -> Block:
         return root
     if len(stack) > 1:
         inner = stack[-1].entry
-        raise ParFileError(f"block '{inner.raw_key}' is never closed (expected 'End {inner.raw_key} :=')",
-                           path, inner.line)
+        raise ParFileError(
+            f"block '{inner.raw_key}' is never closed (expected 'End {inner.raw_key} :=')", path, inner.line
+        )
     top = stack[0]
     return Block(top.entry.key, top.entry.raw_key, top.entry.line, None, tuple(top.children), path)
 
 
-def parse_par_string(text: str, *, path: str | os.PathLike | None = None,
-                     env: Mapping[str, str] | None = None) -> Block:
+def parse_par_string(
+    text: str, *, path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None
+) -> Block:
     """Parse parameter-file text into its outermost :class:`Block`.
 
     ``path`` is only used in messages; ``env`` replaces ``os.environ`` for ``${VAR}``.

@@ -23,15 +23,28 @@ import difflib
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..errors import ParFileError, ParFileProblems
 from .grammar import Block, Entry, canonical_key, split_list
 
 __all__ = [
-    "Problem", "Context", "Found", "Key", "Choice", "TypeKey", "read_block",
-    "as_int", "as_bool", "as_float", "as_str", "as_int_list", "as_path", "int_at_least",
+    "Problem",
+    "Context",
+    "Found",
+    "Key",
+    "Choice",
+    "TypeKey",
+    "read_block",
+    "as_int",
+    "as_bool",
+    "as_float",
+    "as_str",
+    "as_int_list",
+    "as_path",
+    "int_at_least",
 ]
 
 
@@ -90,12 +103,14 @@ def as_int(text: str, ctx: Context) -> int:
 
 def int_at_least(minimum: int, special: int | None = None) -> Callable[[str, Context], int]:
     """An integer >= ``minimum`` (or equal to ``special``, e.g. STIR's -1 for "default")."""
+
     def parse(text: str, ctx: Context) -> int:
         v = as_int(text, ctx)
         if v < minimum and v != special:
             alt = f" (or {special})" if special is not None else ""
             raise Problem(f"must be at least {minimum}{alt}, got {v}")
         return v
+
     return parse
 
 
@@ -143,7 +158,7 @@ class Key:
     """``name := value``; the value goes to ``field`` through ``parse``.  An empty value
     (nothing after ``:=``) keeps the default, as in STIR."""
 
-    name: str                                   #: STIR's spelling (messages, writing)
+    name: str  #: STIR's spelling (messages, writing)
     field: str
     parse: Callable[[str, Context], Any]
 
@@ -193,8 +208,7 @@ class TypeKey:
 Spec = Key | TypeKey
 
 
-def _unknown_key(e: Entry, block: Block, specs: Iterable[Spec], hints: Mapping[str, str],
-                 ctx: Context) -> str:
+def _unknown_key(e: Entry, block: Block, specs: Iterable[Spec], hints: Mapping[str, str], ctx: Context) -> str:
     if e.key in hints:
         return f"'{e.raw_key}' is not accepted in '{block.raw_key}': {hints[e.key]}"
     by_key = {s.key: s for s in specs}
@@ -204,8 +218,10 @@ def _unknown_key(e: Entry, block: Block, specs: Iterable[Spec], hints: Mapping[s
         meant = by_key[close[0]]
         hint = f" (did you mean '{meant.name}'?)"
         ctx.failed.add(meant.field)  # the key meant is there, misspelt: not also "missing"
-    return (f"unknown key '{e.raw_key}' in '{block.raw_key}'{hint}; STIR would ignore it with a "
-            f"warning, stirgpu refuses so that no setting is silently dropped")
+    return (
+        f"unknown key '{e.raw_key}' in '{block.raw_key}'{hint}; STIR would ignore it with a "
+        f"warning, stirgpu refuses so that no setting is silently dropped"
+    )
 
 
 def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tuple[bool, Found | None]:
@@ -215,8 +231,7 @@ def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tupl
     if choice is None:
         if spec.other is None:
             known = ", ".join(ch.name for ch in spec.choices if ch.refuse is None)
-            ctx.report(f"'{c.raw_key} := {c.value}': unknown or unsupported type; stirgpu supports: {known}",
-                       c.line)
+            ctx.report(f"'{c.raw_key} := {c.value}': unknown or unsupported type; stirgpu supports: {known}", c.line)
             return nxt is not None, None
         try:
             value, used = spec.other(c.value, c.line, nxt, ctx)
@@ -231,14 +246,18 @@ def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tupl
         return False, Found(None if choice.read is None else choice.read(None, ctx), c.line)
     if nxt is None or nxt.key != canonical_key(choice.block):
         found = f"'{nxt.raw_key}' (line {nxt.line})" if nxt is not None else "nothing"
-        ctx.report(f"'{c.raw_key} := {c.value}' must be followed by the block "
-                   f"'{choice.block} :=' ... 'End {choice.block} :=', found {found}", c.line)
+        ctx.report(
+            f"'{c.raw_key} := {c.value}' must be followed by the block "
+            f"'{choice.block} :=' ... 'End {choice.block} :=', found {found}",
+            c.line,
+        )
         return False, None
     return True, Found(choice.read(nxt, ctx), c.line)
 
 
-def read_block(block: Block, specs: tuple[Spec, ...], ctx: Context, *,
-               hints: Mapping[str, str] | None = None) -> dict[str, Found]:
+def read_block(
+    block: Block, specs: tuple[Spec, ...], ctx: Context, *, hints: Mapping[str, str] | None = None
+) -> dict[str, Found]:
     """Read ``block`` against ``specs``: returns ``{field: Found(value, line)}`` for the keys
     present and readable; every problem is reported to ``ctx`` (see :meth:`Context.check`).
     ``hints`` maps canonical keys to explanations used when they appear here (keys that belong
@@ -252,8 +271,10 @@ def read_block(block: Block, specs: tuple[Spec, ...], ctx: Context, *,
     for i, c in enumerate(children):
         if isinstance(c, Block):
             if i not in consumed:
-                ctx.report(f"unexpected block '{c.raw_key}' in '{block.raw_key}': no 'type :=' key "
-                           f"before it selects it", c.line)
+                ctx.report(
+                    f"unexpected block '{c.raw_key}' in '{block.raw_key}': no 'type :=' key before it selects it",
+                    c.line,
+                )
             continue
         nxt = children[i + 1] if i + 1 < len(children) and isinstance(children[i + 1], Block) else None
         spec = by_key.get(c.key)
@@ -266,8 +287,11 @@ def read_block(block: Block, specs: tuple[Spec, ...], ctx: Context, *,
             ctx.report(f"'{c.raw_key}' does not take an index ('[{c.index}]')", c.line)
             continue
         if c.key in seen:
-            ctx.report(f"'{c.raw_key}' is given twice (lines {seen[c.key]} and {c.line}); STIR would "
-                       f"silently keep the last value", c.line)
+            ctx.report(
+                f"'{c.raw_key}' is given twice (lines {seen[c.key]} and {c.line}); STIR would "
+                f"silently keep the last value",
+                c.line,
+            )
             continue
         seen[c.key] = c.line
         if c.value is None:

@@ -20,19 +20,37 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..errors import ParFileError, ParFileProblems
 from .grammar import Block, canonical_key, parse_par_file
-from .keymap import (Choice, Context, Found, Key, Problem, TypeKey, as_bool, as_float, as_path, as_str,
-                     int_at_least, read_block)
+from .keymap import (
+    Choice,
+    Context,
+    Found,
+    Key,
+    Problem,
+    TypeKey,
+    as_bool,
+    as_float,
+    as_path,
+    as_str,
+    int_at_least,
+    read_block,
+)
 from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
 
-__all__ = ["OsmaposlSettings", "FilenamePattern", "read_osmaposl_par", "osmaposl_settings_from_block",
-           "OBJECTIVE_FUNCTION"]
+__all__ = [
+    "OsmaposlSettings",
+    "FilenamePattern",
+    "read_osmaposl_par",
+    "osmaposl_settings_from_block",
+    "OBJECTIVE_FUNCTION",
+]
 
 OBJECTIVE_FUNCTION = "PoissonLogLikelihoodWithLinearModelForMeanAndProjData"
 #: STIR's default 'maximum relative change' (the largest float32: no clipping)
@@ -59,7 +77,7 @@ class FilenamePattern:
             raise ValueError(f"more than one directive in {self.pattern!r}: STIR passes one number (the subset)")
 
     @classmethod
-    def resolve(cls, pattern: str, base_dir: str | os.PathLike) -> "FilenamePattern":
+    def resolve(cls, pattern: str, base_dir: str | os.PathLike) -> FilenamePattern:
         if os.path.isabs(pattern):
             return cls(pattern)
         base = os.path.abspath(base_dir).replace("%", "%%")
@@ -67,6 +85,7 @@ class FilenamePattern:
 
     def format(self, subset: int) -> Path:
         """The file of subset ``subset``."""
+
         def repl(m: re.Match) -> str:
             d = m.group(1)
             if d == "%":
@@ -74,6 +93,7 @@ class FilenamePattern:
             if d == "1%":
                 return str(subset)
             return ("%" + d) % subset
+
         return Path(_DIRECTIVE.sub(repl, self.pattern))
 
     def __str__(self) -> str:
@@ -92,8 +112,9 @@ class OsmaposlSettings:
     # --- the objective function (PoissonLogLikelihoodWithLinearModelForMeanAndProjData) ---
     input_file: Path
     #: default: STIR's Parallelproj pair (a file must say so explicitly, see read_osmaposl_par)
-    projectors: ProjectorSettings = dataclasses.field(default_factory=lambda: ProjectorSettings(
-        "pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj"))
+    projectors: ProjectorSettings = dataclasses.field(
+        default_factory=lambda: ProjectorSettings("pair", ProjectorOptions(), ProjectorOptions(), "Parallelproj")
+    )
     #: STIR's 'additive sinogram' a, in *normalised* units: mean = (A x + a) / f (STIR's model,
     #: reproduced on the osem953 fixture; docs/reconstruction.md). None: no term
     additive_sinogram: Path | None = None
@@ -104,9 +125,9 @@ class OsmaposlSettings:
     max_segment_num_to_process: int | None = None
     zero_end_planes_of_segment_0: bool = False
     zoom: float = 1.0
-    xy_output_image_size: int | None = None   #: None: STIR's default size (its -1)
+    xy_output_image_size: int | None = None  #: None: STIR's default size (its -1)
     z_output_image_size: int | None = None
-    z_offset_mm: float = 0.0                  #: STIR's 'Z offset (in mm)': the image origin's z
+    z_offset_mm: float = 0.0  #: STIR's 'Z offset (in mm)': the image origin's z
     time_frame_definition_filename: Path | None = None
     time_frame_number: int = 1
     #: 'sensitivity filename' (read when not recomputing and not using subset sensitivities,
@@ -132,7 +153,7 @@ class OsmaposlSettings:
     # --- output and reporting (Reconstruction) ---
     output_filename_prefix: Path | None = None
     disable_output: bool = False
-    verbosity: int | None = None              #: None: not given (STIR's -1: leave as is)
+    verbosity: int | None = None  #: None: not given (STIR's -1: leave as is)
     report_objective_function_values_interval: int = 0
     objective_function: str = OBJECTIVE_FUNCTION
     path: Path | None = dataclasses.field(default=None, compare=False)
@@ -145,22 +166,34 @@ class OsmaposlSettings:
         # the reader reports these with file and line; this guards settings built in code
         checks = [
             (self.projectors.role == "pair", "projectors must be a projector pair"),
-            (self.num_subsets >= 1 and self.num_subiterations >= 1 and self.start_subiteration_num >= 1,
-             "num_subsets, num_subiterations and start_subiteration_num must be >= 1"),
+            (
+                self.num_subsets >= 1 and self.num_subiterations >= 1 and self.start_subiteration_num >= 1,
+                "num_subsets, num_subiterations and start_subiteration_num must be >= 1",
+            ),
             (0 <= self.start_subset_num < self.num_subsets, "start_subset_num must be in [0, num_subsets)"),
             (1 <= self.save_interval <= self.num_subiterations, "save_interval must be in [1, num_subiterations]"),
             (self.zoom > 0, "zoom must be positive"),
-            (all(v is None or v >= 1 for v in (self.xy_output_image_size, self.z_output_image_size)),
-             "image sizes must be None or >= 1"),
-            (self.max_segment_num_to_process is None or self.max_segment_num_to_process >= 0,
-             "max_segment_num_to_process must be None or >= 0"),
-            (isinstance(self.initial_estimate, Path) or self.initial_estimate in (0.0, 1.0),
-             "initial_estimate must be a Path, 1.0 or 0.0 (STIR's constants)"),
+            (
+                all(v is None or v >= 1 for v in (self.xy_output_image_size, self.z_output_image_size)),
+                "image sizes must be None or >= 1",
+            ),
+            (
+                self.max_segment_num_to_process is None or self.max_segment_num_to_process >= 0,
+                "max_segment_num_to_process must be None or >= 0",
+            ),
+            (
+                isinstance(self.initial_estimate, Path) or self.initial_estimate in (0.0, 1.0),
+                "initial_estimate must be a Path, 1.0 or 0.0 (STIR's constants)",
+            ),
             (self.map_model in ("additive", "multiplicative"), "map_model must be 'additive' or 'multiplicative'"),
-            (0 <= self.minimum_relative_change <= self.maximum_relative_change,
-             "need 0 <= minimum_relative_change <= maximum_relative_change"),
-            (self.output_filename_prefix is not None or self.disable_output,
-             "output_filename_prefix is required unless disable_output"),
+            (
+                0 <= self.minimum_relative_change <= self.maximum_relative_change,
+                "need 0 <= minimum_relative_change <= maximum_relative_change",
+            ),
+            (
+                self.output_filename_prefix is not None or self.disable_output,
+                "output_filename_prefix is required unless disable_output",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -202,13 +235,18 @@ class OsmaposlSettings:
         """The arguments of STIR's image for this reconstruction (``zoom``, ``xy_size``,
         ``z_size``, ``origin`` (z offset, 0, 0)), for ``ImageInfo.default_for`` or, to the last
         bit, ``stirgpu.kernels.stir_lors.stir_default_image_info`` (what ``recon.run`` uses)."""
-        return {"zoom": self.zoom, "xy_size": self.xy_output_image_size, "z_size": self.z_output_image_size,
-                "origin": (self.z_offset_mm, 0.0, 0.0)}
+        return {
+            "zoom": self.zoom,
+            "xy_size": self.xy_output_image_size,
+            "z_size": self.z_output_image_size,
+            "origin": (self.z_offset_mm, 0.0, 0.0),
+        }
 
     def image_info(self, proj_data_info):
         """STIR's image for this reconstruction in exact arithmetic:
         ``ImageInfo.default_for(proj_data_info, **self.image_arguments())``."""
         from ..geometry import ImageInfo
+
         return ImageInfo.default_for(proj_data_info, **self.image_arguments())
 
     def input_files(self) -> dict[str, list[Path]]:
@@ -227,36 +265,43 @@ class OsmaposlSettings:
     def check_files(self) -> None:
         """Like :meth:`check_input_files`, and also every output folder that does not exist or is
         not writable: everything in one :class:`~stirgpu.errors.ParFileProblems`."""
-        _raise_all(self.path, self.lines,
-                   _missing_inputs(self.input_files()) + _unwritable(self.output_folders()))
+        _raise_all(self.path, self.lines, _missing_inputs(self.input_files()) + _unwritable(self.output_folders()))
 
     # ------------------------------------------------------------------ writing
     def to_par(self) -> str:
         """An OSMAPOSL parameter file STIR reads the same way (absolute file names), and
         :func:`read_osmaposl_par` reads back into equal settings."""
+
         def fmt(v: Any) -> str:
             s = str(int(v)) if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
             if ";" in s or "${" in s or "\n" in s:
-                raise ParFileError(f"cannot write {s!r} into a parameter file (';', '${{' and newlines "
-                                   f"have a meaning there)", self.path)
+                raise ParFileError(
+                    f"cannot write {s!r} into a parameter file (';', '${{' and newlines have a meaning there)",
+                    self.path,
+                )
             return s
 
-        obj = [f"input file := {fmt(self.input_file)}",
-               f"maximum absolute segment number to process := "
-               f"{-1 if self.max_segment_num_to_process is None else self.max_segment_num_to_process}",
-               f"zero end planes of segment 0 := {fmt(self.zero_end_planes_of_segment_0)}",
-               f"zoom := {fmt(self.zoom)}",
-               f"XY output image size (in pixels) := {self.xy_output_image_size or -1}",
-               f"Z output image size (in pixels) := {self.z_output_image_size or -1}",
-               f"Z offset (in mm) := {fmt(self.z_offset_mm)}",
-               *self.projectors.pair_lines(),
-               f"additive sinogram := {fmt(self.additive_sinogram or 0)}"]
+        obj = [
+            f"input file := {fmt(self.input_file)}",
+            f"maximum absolute segment number to process := "
+            f"{-1 if self.max_segment_num_to_process is None else self.max_segment_num_to_process}",
+            f"zero end planes of segment 0 := {fmt(self.zero_end_planes_of_segment_0)}",
+            f"zoom := {fmt(self.zoom)}",
+            f"XY output image size (in pixels) := {self.xy_output_image_size or -1}",
+            f"Z output image size (in pixels) := {self.z_output_image_size or -1}",
+            f"Z offset (in mm) := {fmt(self.z_offset_mm)}",
+            *self.projectors.pair_lines(),
+            f"additive sinogram := {fmt(self.additive_sinogram or 0)}",
+        ]
         if self.normalisation is None:
             obj.append("Bin Normalisation type := None")
         else:
-            obj += ["Bin Normalisation type := From ProjData", "Bin Normalisation From ProjData :=",
-                    f"  normalisation projdata filename := {fmt(self.normalisation)}",
-                    "End Bin Normalisation From ProjData :="]
+            obj += [
+                "Bin Normalisation type := From ProjData",
+                "Bin Normalisation From ProjData :=",
+                f"  normalisation projdata filename := {fmt(self.normalisation)}",
+                "End Bin Normalisation From ProjData :=",
+            ]
         if self.time_frame_definition_filename is not None:
             obj.append(f"time frame definition filename := {fmt(self.time_frame_definition_filename)}")
         obj.append(f"time frame number := {self.time_frame_number}")
@@ -264,44 +309,53 @@ class OsmaposlSettings:
             obj.append(f"sensitivity filename := {fmt(self.sensitivity_filename)}")
         if self.subset_sensitivity_filenames is not None:
             obj.append(f"subset sensitivity filenames := {fmt(self.subset_sensitivity_filenames)}")
-        obj += [f"recompute sensitivity := {fmt(self.recompute_sensitivity)}",
-                f"use subset sensitivities := {fmt(self.use_subset_sensitivities)}",
-                "prior type := None"]
-        top = [f"objective function type := {self.objective_function}",
-               f"{OBJECTIVE_FUNCTION} Parameters :=", *("  " + s for s in obj),
-               f"End {OBJECTIVE_FUNCTION} Parameters :="]
+        obj += [
+            f"recompute sensitivity := {fmt(self.recompute_sensitivity)}",
+            f"use subset sensitivities := {fmt(self.use_subset_sensitivities)}",
+            "prior type := None",
+        ]
+        top = [
+            f"objective function type := {self.objective_function}",
+            f"{OBJECTIVE_FUNCTION} Parameters :=",
+            *("  " + s for s in obj),
+            f"End {OBJECTIVE_FUNCTION} Parameters :=",
+        ]
         if self.output_filename_prefix is not None:
             top.append(f"output filename prefix := {fmt(self.output_filename_prefix)}")
         top.append(f"disable output := {fmt(self.disable_output)}")
         if self.verbosity is not None:
             top.append(f"verbosity := {self.verbosity}")
-        init = fmt(int(self.initial_estimate)) if isinstance(self.initial_estimate, float) else fmt(self.initial_estimate)
-        top += [f"number of subsets := {self.num_subsets}",
-                f"start at subset := {self.start_subset_num}",
-                f"number of subiterations := {self.num_subiterations}",
-                f"start at subiteration number := {self.start_subiteration_num}",
-                f"save estimates at subiteration intervals := {self.save_interval}",
-                f"initial estimate := {init}",
-                f"enforce initial positivity condition := {fmt(self.enforce_initial_positivity)}",
-                f"MAP model := {self.map_model}",
-                f"maximum relative change := {fmt(self.maximum_relative_change)}",
-                f"minimum relative change := {fmt(self.minimum_relative_change)}",
-                f"report objective function values interval := {self.report_objective_function_values_interval}"]
+        init = (
+            fmt(int(self.initial_estimate)) if isinstance(self.initial_estimate, float) else fmt(self.initial_estimate)
+        )
+        top += [
+            f"number of subsets := {self.num_subsets}",
+            f"start at subset := {self.start_subset_num}",
+            f"number of subiterations := {self.num_subiterations}",
+            f"start at subiteration number := {self.start_subiteration_num}",
+            f"save estimates at subiteration intervals := {self.save_interval}",
+            f"initial estimate := {init}",
+            f"enforce initial positivity condition := {fmt(self.enforce_initial_positivity)}",
+            f"MAP model := {self.map_model}",
+            f"maximum relative change := {fmt(self.maximum_relative_change)}",
+            f"minimum relative change := {fmt(self.minimum_relative_change)}",
+            f"report objective function values interval := {self.report_objective_function_values_interval}",
+        ]
         return "\n".join(["OSMAPOSLParameters :=", *("  " + s for s in top), "END :=", ""])
 
 
 # ---------------------------------------------------------------------------------------------
 # the files a run reads and writes (from settings, or from the values of a file with problems)
 
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OsmaposlSettings)
-             if f.default is not dataclasses.MISSING}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OsmaposlSettings) if f.default is not dataclasses.MISSING}
 
 
 def _sensitivity_computed(get) -> bool:
     if get("recompute_sensitivity"):
         return True
-    return (get("subset_sensitivity_filenames") if get("use_subset_sensitivities")
-            else get("sensitivity_filename")) is None
+    return (
+        get("subset_sensitivity_filenames") if get("use_subset_sensitivities") else get("sensitivity_filename")
+    ) is None
 
 
 def _sensitivity_files(get) -> tuple[str, list[Path]]:
@@ -339,8 +393,12 @@ def _output_folders(get) -> dict[str, list[Path]]:
 
 
 def _missing_inputs(files: dict[str, list[Path]]) -> list[tuple[str, str]]:
-    return [(field, f"file not found: {f}" if not f.exists() else f"not a file: {f}")
-            for field, fs in files.items() for f in fs if not f.is_file()]
+    return [
+        (field, f"file not found: {f}" if not f.exists() else f"not a file: {f}")
+        for field, fs in files.items()
+        for f in fs
+        if not f.is_file()
+    ]
 
 
 def _unwritable(folders: dict[str, list[Path]]) -> list[tuple[str, str]]:
@@ -378,8 +436,10 @@ def _initial_estimate(text: str, ctx: Context) -> Path | float:
 
 def _sensitivity(text: str, ctx: Context) -> Path:
     if text == "1":
-        raise Problem("'1' (STIR's sensitivity forced to all ones) is not supported by stirgpu; give a file "
-                      "or let stirgpu compute the sensitivity")
+        raise Problem(
+            "'1' (STIR's sensitivity forced to all ones) is not supported by stirgpu; give a file "
+            "or let stirgpu compute the sensitivity"
+        )
     return as_path(text, ctx)
 
 
@@ -412,7 +472,7 @@ def _map_model(text: str, ctx: Context) -> str:
 
 
 def _int_any(text: str, ctx: Context) -> int:
-    return int_at_least(-(2 ** 31))(text, ctx)
+    return int_at_least(-(2**31))(text, ctx)
 
 
 def _refuse_true(what: str):
@@ -420,12 +480,14 @@ def _refuse_true(what: str):
         if as_bool(text, ctx):
             raise Problem(f"is not supported by stirgpu ({what}); set it to 0")
         return False
+
     return parse
 
 
 def _refuse(what: str):
     def other(value: str, line: int, nxt: Block | None, ctx: Context):
         raise Problem(what)
+
     return other
 
 
@@ -460,33 +522,49 @@ def _interfile_block(block: Block, ctx: Context) -> str:
         if int_at_least(1)(text, c) != 4:
             raise Problem(f"only 4-byte float output is supported by stirgpu, got {text!r}")
         return 4
+
     def byte_order(text: str, c: Context) -> str:
         if canonical_key(text) != "littleendian":
             raise Problem(f"stirgpu writes little-endian images only, got {text!r}")
         return "littleendian"
 
     # the four keys STIR lists for this block (its parameter_info); only STIR's defaults are accepted
-    read_block(block, (Key("number format", "number_format", number_format),
-                       Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel),
-                       Key("byte order", "byte_order", byte_order),
-                       Key("scale to write data", "scale", _only("0", "stirgpu writes float images unscaled"))), ctx)
+    read_block(
+        block,
+        (
+            Key("number format", "number_format", number_format),
+            Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel),
+            Key("byte order", "byte_order", byte_order),
+            Key("scale to write data", "scale", _only("0", "stirgpu writes float images unscaled")),
+        ),
+        ctx,
+    )
     return "Interfile"
 
 
 def _only(value: str, why: str):
     """A key accepted only with its STIR default ``value`` (which changes nothing here)."""
+
     def parse(text: str, ctx: Context) -> str:
         if as_float(text, ctx) != float(value):
             raise Problem(f"only {value} is supported by stirgpu ({why}), got {text!r}")
         return value
+
     return parse
 
 
-_NORMALISATION = TypeKey("Bin Normalisation type", "normalisation", (
-    Choice("None"),
-    Choice("From ProjData", "Bin Normalisation From ProjData", _norm_block),
-), other=_refuse("stirgpu supports 'From ProjData' (correction factors stored as projection data) and 'None'; "
-                 "convert other normalisations to projection data first"))
+_NORMALISATION = TypeKey(
+    "Bin Normalisation type",
+    "normalisation",
+    (
+        Choice("None"),
+        Choice("From ProjData", "Bin Normalisation From ProjData", _norm_block),
+    ),
+    other=_refuse(
+        "stirgpu supports 'From ProjData' (correction factors stored as projection data) and 'None'; "
+        "convert other normalisations to projection data first"
+    ),
+)
 
 _OBJECTIVE_KEYS = (
     Key("input file", "input_file", _file),
@@ -506,21 +584,37 @@ _OBJECTIVE_KEYS = (
     Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
     Key("recompute sensitivity", "recompute_sensitivity", as_bool),
     Key("use subset sensitivities", "use_subset_sensitivities", as_bool),
-    Key("use time-of-flight sensitivities", "use_tof_sensitivities",
-        _refuse_true("TOF sensitivities are not implemented")),
-    TypeKey("prior type", "prior", (Choice("None"),),
-            other=_refuse("priors are not supported by stirgpu (it runs OSEM, i.e. OSMAPOSL without a prior); "
-                          "use 'prior type := None'")),
+    Key(
+        "use time-of-flight sensitivities",
+        "use_tof_sensitivities",
+        _refuse_true("TOF sensitivities are not implemented"),
+    ),
+    TypeKey(
+        "prior type",
+        "prior",
+        (Choice("None"),),
+        other=_refuse(
+            "priors are not supported by stirgpu (it runs OSEM, i.e. OSMAPOSL without a prior); "
+            "use 'prior type := None'"
+        ),
+    ),
 )
 
 # OSMAPOSLParameters keys other than 'objective function type' (added below, with its reader)
 _TOP_PLAIN_KEYS = (
     Key("output filename prefix", "output_filename_prefix", as_str),
-    TypeKey("output file format type", "output_file_format", (
-        Choice("Interfile", "Interfile Output File Format Parameters", _interfile_block),),
-        other=_refuse("stirgpu writes Interfile images only")),
-    TypeKey("post-filter type", "post_filter", (Choice("None"),),
-            other=_refuse("post-filtering is not supported by stirgpu; filter the output image afterwards")),
+    TypeKey(
+        "output file format type",
+        "output_file_format",
+        (Choice("Interfile", "Interfile Output File Format Parameters", _interfile_block),),
+        other=_refuse("stirgpu writes Interfile images only"),
+    ),
+    TypeKey(
+        "post-filter type",
+        "post_filter",
+        (Choice("None"),),
+        other=_refuse("post-filtering is not supported by stirgpu; filter the output image afterwards"),
+    ),
     Key("disable output", "disable_output", as_bool),
     Key("verbosity", "verbosity", _int_any),
     Key("number of subiterations", "num_subiterations", int_at_least(1)),
@@ -529,12 +623,14 @@ _TOP_PLAIN_KEYS = (
     Key("initial estimate", "initial_estimate", _initial_estimate),
     Key("number of subsets", "num_subsets", int_at_least(1)),
     Key("start at subset", "start_subset_num", int_at_least(0)),
-    Key("uniformly randomise subset order", "randomise_subset_order",
-        _refuse_true("a random subset order makes results irreproducible")),
+    Key(
+        "uniformly randomise subset order",
+        "randomise_subset_order",
+        _refuse_true("a random subset order makes results irreproducible"),
+    ),
     Key("inter-iteration filter subiteration interval", "inter_iteration_filter_interval", int_at_least(0)),
     TypeKey("inter-iteration filter type", "inter_iteration_filter", (Choice("None"),), other=_filter),
-    Key("report objective function values interval", "report_objective_function_values_interval",
-        int_at_least(0)),
+    Key("report objective function values interval", "report_objective_function_values_interval", int_at_least(0)),
     Key("enforce initial positivity condition", "enforce_initial_positivity", as_bool),
     Key("inter-update filter subiteration interval", "inter_update_filter_interval", int_at_least(0)),
     TypeKey("inter-update filter type", "inter_update_filter", (Choice("None"),), other=_filter),
@@ -547,32 +643,46 @@ _TOP_PLAIN_KEYS = (
 _OBJECTIVE_BLOCK = f"{OBJECTIVE_FUNCTION} Parameters"
 _TOP_HINTS = {
     **{s.key: f"it belongs inside the '{_OBJECTIVE_BLOCK}' block" for s in _OBJECTIVE_KEYS},
-    canonical_key("uniform initial estimate"):
-        "STIR has no such key; 'initial estimate := 1' (the default) starts from a uniform image of ones",
+    canonical_key(
+        "uniform initial estimate"
+    ): "STIR has no such key; 'initial estimate := 1' (the default) starts from a uniform image of ones",
 }
-_OBJECTIVE_HINTS = {s.key: f"it belongs in 'OSMAPOSLParameters', outside the '{_OBJECTIVE_BLOCK}' block"
-                    for s in _TOP_PLAIN_KEYS}
+_OBJECTIVE_HINTS = {
+    s.key: f"it belongs in 'OSMAPOSLParameters', outside the '{_OBJECTIVE_BLOCK}' block" for s in _TOP_PLAIN_KEYS
+}
 
 
 def _objective(block: Block, ctx: Context) -> dict[str, Found]:
     found = read_block(block, _OBJECTIVE_KEYS, ctx, hints=_OBJECTIVE_HINTS)
     for field, name in (("input_file", "input file"), ("projectors", "projector pair type")):
         if field not in found and field not in ctx.failed:
-            extra = ("; STIR would fall back to its ray-tracing projectors, which stirgpu does not implement: "
-                     "add 'projector pair type := Parallelproj'") if field == "projectors" else ""
+            extra = (
+                (
+                    "; STIR would fall back to its ray-tracing projectors, which stirgpu does not implement: "
+                    "add 'projector pair type := Parallelproj'"
+                )
+                if field == "projectors"
+                else ""
+            )
             ctx.report(f"'{block.raw_key}' needs '{name} :='{extra}", block.line)
     return found
 
 
-_TOP_KEYS = (TypeKey("objective function type", "objective",
-                     (Choice(OBJECTIVE_FUNCTION, _OBJECTIVE_BLOCK, _objective),),
-                     other=_refuse(f"stirgpu reconstructs with '{OBJECTIVE_FUNCTION}' only")),
-             *_TOP_PLAIN_KEYS)
+_TOP_KEYS = (
+    TypeKey(
+        "objective function type",
+        "objective",
+        (Choice(OBJECTIVE_FUNCTION, _OBJECTIVE_BLOCK, _objective),),
+        other=_refuse(f"stirgpu reconstructs with '{OBJECTIVE_FUNCTION}' only"),
+    ),
+    *_TOP_PLAIN_KEYS,
+)
 _ROOT = canonical_key("OSMAPOSLParameters")
 
 
-def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | None = None,
-                                 check_files: bool = False) -> OsmaposlSettings:
+def osmaposl_settings_from_block(
+    root: Block, *, base_dir: str | os.PathLike | None = None, check_files: bool = False
+) -> OsmaposlSettings:
     """Build :class:`OsmaposlSettings` from a parsed ``OSMAPOSLParameters`` block.
 
     Every problem -- unknown keys, unsupported features, out-of-range values, values that
@@ -581,8 +691,10 @@ def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | N
     :class:`~stirgpu.errors.ParFileProblems`."""
     ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
     if root.key != _ROOT:
-        ctx.report(f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of "
-                   f"'OSMAPOSLParameters :='", root.line)
+        ctx.report(
+            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='",
+            root.line,
+        )
         ctx.check()
     top = read_block(root, _TOP_KEYS, ctx, hints=_TOP_HINTS)
     objective = top.pop("objective", None)
@@ -595,8 +707,10 @@ def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | N
         lines["objective_function"] = objective.line
     _check_values(values, lines, ctx, root)
     if check_files:
+
         def get(field: str):
             return values.get(field, _DEFAULTS.get(field))
+
         for field, message in _missing_inputs(_input_files(get)) + _unwritable(_output_folders(get)):
             ctx.report(message, lines.get(field, root.line))
     ctx.check()
@@ -608,6 +722,7 @@ def osmaposl_settings_from_block(root: Block, *, base_dir: str | os.PathLike | N
 def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
     """The checks across keys (reported to ``ctx``); ``values`` becomes OsmaposlSettings' fields.
     A check whose keys could not be read is skipped: their own problem is reported already."""
+
     def report(field: str, message: str) -> None:
         ctx.report(message, lines.get(field, root.line))
 
@@ -618,12 +733,22 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
         filt = values.pop(f"{kind}_filter", None)
         interval = values.pop(f"{kind}_filter_interval", 0)
         if filt is not None and interval > 0:
-            report(f"{kind}_filter", f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
-                   f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
-                   f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
-                   f"interval to 0 or the type to None")
-    for unused in ("prior", "post_filter", "output_file_format", "randomise_subset_order", "write_update_image",
-                   "z_zoom", "use_tof_sensitivities"):
+            report(
+                f"{kind}_filter",
+                f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
+                f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
+                f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
+                f"interval to 0 or the type to None",
+            )
+    for unused in (
+        "prior",
+        "post_filter",
+        "output_file_format",
+        "randomise_subset_order",
+        "write_update_image",
+        "z_zoom",
+        "use_tof_sensitivities",
+    ):
         values.pop(unused, None)  # validated by their parsers: only the STIR defaults get here
     for k in ("xy_output_image_size", "z_output_image_size", "max_segment_num_to_process"):
         if values.get(k) == -1:
@@ -632,24 +757,36 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
     n_subsets = values.get("num_subsets", 1)
     n_subiter = values.get("num_subiterations", 1)
     if values.get("start_subset_num", 0) >= n_subsets and readable("num_subsets"):
-        report("start_subset_num", f"'start at subset := {values['start_subset_num']}' must be below "
-               f"'number of subsets' ({n_subsets})")
+        report(
+            "start_subset_num",
+            f"'start at subset := {values['start_subset_num']}' must be below 'number of subsets' ({n_subsets})",
+        )
     if values.get("save_interval", 1) > n_subiter and readable("num_subiterations"):
-        report("save_interval", f"'save estimates at subiteration intervals := {values['save_interval']}' "
-               f"must not exceed 'number of subiterations' ({n_subiter}) (STIR: range error)")
-    if (values.get("minimum_relative_change", 0.0) > values.get("maximum_relative_change", FLOAT32_MAX)
-            and readable("minimum_relative_change", "maximum_relative_change")):
+        report(
+            "save_interval",
+            f"'save estimates at subiteration intervals := {values['save_interval']}' "
+            f"must not exceed 'number of subiterations' ({n_subiter}) (STIR: range error)",
+        )
+    if values.get("minimum_relative_change", 0.0) > values.get("maximum_relative_change", FLOAT32_MAX) and readable(
+        "minimum_relative_change", "maximum_relative_change"
+    ):
         report("minimum_relative_change", "'minimum relative change' exceeds 'maximum relative change'")
     disable = values.get("disable_output", False)
     prefix = values.pop("output_filename_prefix", "")
     if not prefix and not disable and readable("disable_output", "output_filename_prefix"):
-        report("output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or "
-               f"'disable output := 1')")
+        report(
+            "output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or 'disable output := 1')"
+        )
     values["output_filename_prefix"] = ctx.resolve(prefix) if prefix else None
 
 
-def read_osmaposl_par(path: str | os.PathLike, *, base_dir: str | os.PathLike | None = None,
-                      env: Mapping[str, str] | None = None, check_files: bool = False) -> OsmaposlSettings:
+def read_osmaposl_par(
+    path: str | os.PathLike,
+    *,
+    base_dir: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    check_files: bool = False,
+) -> OsmaposlSettings:
     """Read and validate an OSMAPOSL parameter file.
 
     ``base_dir``: where relative file names are taken from; None means the current directory
@@ -659,5 +796,4 @@ def read_osmaposl_par(path: str | os.PathLike, *, base_dir: str | os.PathLike | 
     ``check_files`` the same exception also lists missing input files and missing or
     unwritable output folders (:meth:`OsmaposlSettings.check_files`).
     """
-    return osmaposl_settings_from_block(parse_par_file(path, env=env), base_dir=base_dir,
-                                        check_files=check_files)
+    return osmaposl_settings_from_block(parse_par_file(path, env=env), base_dir=base_dir, check_files=check_files)

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from .grammar import Block, canonical_key, parse_par_file
-from .keymap import (Choice, Context, Key, Problem, TypeKey, as_bool, as_int_list,
-                     int_at_least, read_block)
+from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_int_list, int_at_least, read_block
 
 __all__ = ["ProjectorOptions", "ProjectorSettings", "read_projector_par", "MIB"]
 
 #: bytes in the "MB" of the memory-budget keys
-MIB = 2 ** 20
+MIB = 2**20
 
 PARALLELPROJ = "Parallelproj"
 STIRGPU = "stirgpu"
@@ -55,8 +54,8 @@ class ProjectorOptions:
 
     type: str = PARALLELPROJ
     restrict_to_cylindrical_fov: bool = True
-    verbosity: int | None = None            #: accepted for STIR compatibility; no effect
-    num_gpu_chunks: int = 1                 #: Parallelproj's key; no effect (stirgpu streams)
+    verbosity: int | None = None  #: accepted for STIR compatibility; no effect
+    num_gpu_chunks: int = 1  #: Parallelproj's key; no effect (stirgpu streams)
     backend: str = "auto"
     devices: tuple[int, ...] | None = None
     gpu_memory_budget_mb: int | None = None
@@ -130,13 +129,17 @@ class ProjectorSettings:
         if want is None:
             raise ValueError(f"ProjectorSettings.role must be 'pair', 'forward' or 'back', not {self.role!r}")
         if want != (self.forward is not None, self.back is not None):
-            raise ValueError(f"ProjectorSettings(role={self.role!r}) needs "
-                             f"{'a forward' if want[0] else 'no forward'} and {'a back' if want[1] else 'no back'} projector")
+            raise ValueError(
+                f"ProjectorSettings(role={self.role!r}) needs "
+                f"{'a forward' if want[0] else 'no forward'} and {'a back' if want[1] else 'no back'} projector"
+            )
         if (self.role == "pair") != (self.pair_type is not None):
             raise ValueError("ProjectorSettings.pair_type is required for a pair and only for a pair")
         if self.pair_type not in (None, PARALLELPROJ, STIRGPU, SEPARATE):
             raise ValueError(f"ProjectorSettings.pair_type {self.pair_type!r} is not supported")
-        if self.pair_type in (PARALLELPROJ, STIRGPU) and not (self.forward == self.back and self.forward.type == self.pair_type):
+        if self.pair_type in (PARALLELPROJ, STIRGPU) and not (
+            self.forward == self.back and self.forward.type == self.pair_type
+        ):
             raise ValueError(f"a {self.pair_type} pair has one set of options of that type for both projectors")
 
     def pair_lines(self) -> list[str]:
@@ -146,8 +149,12 @@ class ProjectorSettings:
         lines = [f"projector pair type := {self.pair_type}"]
         if self.pair_type == SEPARATE:
             name = "Projector Pair Using Separate Projectors Parameters"
-            inner = [f"Forward projector type := {self.forward.type}", *self.forward.block_lines("Forward Projector"),
-                     f"Back projector type := {self.back.type}", *self.back.block_lines("Back Projector")]
+            inner = [
+                f"Forward projector type := {self.forward.type}",
+                *self.forward.block_lines("Forward Projector"),
+                f"Back projector type := {self.back.type}",
+                *self.back.block_lines("Back Projector"),
+            ]
             lines += [f"{name} :="] + ["  " + s for s in inner] + [f"End {name} :="]
         else:
             lines += self.forward.block_lines("Projector Pair")
@@ -187,6 +194,7 @@ def _devices(text: str, ctx: Context) -> tuple[int, ...]:
 def _no_processor(what: str) -> Callable[..., tuple]:
     def refuse(value: str, line: int, nxt: Block | None, ctx: Context):
         raise Problem(f"{what} is not supported by stirgpu (only 'None')")
+
     return refuse
 
 
@@ -203,13 +211,23 @@ _STIRGPU_KEYS = _COMMON + (
     Key("maximum views per chunk", "max_views_per_chunk", int_at_least(1)),
 )
 # STIR's ForwardProjectorByBin / BackProjectorByBin base keys (smoothing before/after projection)
-_PRE = TypeKey("pre data processor", "pre_data_processor", (Choice("None"),),
-               other=_no_processor("smoothing the image before forward projection"))
-_POST = TypeKey("post data processor", "post_data_processor", (Choice("None"),),
-                other=_no_processor("smoothing the image after back projection"))
-_STIRGPU_ONLY = {canonical_key(k.name): f"'{k.name}' is a key of stirgpu's own projector blocks; use "
-                 f"'... type := stirgpu' with a '... Using stirgpu Parameters' block"
-                 for k in _STIRGPU_KEYS[len(_COMMON):]}
+_PRE = TypeKey(
+    "pre data processor",
+    "pre_data_processor",
+    (Choice("None"),),
+    other=_no_processor("smoothing the image before forward projection"),
+)
+_POST = TypeKey(
+    "post data processor",
+    "post_data_processor",
+    (Choice("None"),),
+    other=_no_processor("smoothing the image after back projection"),
+)
+_STIRGPU_ONLY = {
+    canonical_key(k.name): f"'{k.name}' is a key of stirgpu's own projector blocks; use "
+    f"'... type := stirgpu' with a '... Using stirgpu Parameters' block"
+    for k in _STIRGPU_KEYS[len(_COMMON) :]
+}
 
 
 def _options(block: Block, ctx: Context, type_: str, extra: tuple = ()) -> ProjectorOptions:
@@ -223,26 +241,42 @@ def _reader(type_: str, extra: tuple = ()):
     return lambda block, ctx: _options(block, ctx, type_, extra)
 
 
-_MATRIX = ("STIR's projection-matrix projectors (ray tracing, etc.) compute different numbers than "
-           "Parallelproj; use 'Parallelproj' or 'stirgpu'")
+_MATRIX = (
+    "STIR's projection-matrix projectors (ray tracing, etc.) compute different numbers than "
+    "Parallelproj; use 'Parallelproj' or 'stirgpu'"
+)
 _NIFTYPET = "NiftyPET is a different projector (Siemens mMR only); use 'Parallelproj' or 'stirgpu'"
 
-FORWARD_TYPE = TypeKey("Forward projector type", "forward", (
-    Choice(PARALLELPROJ, "Forward Projector Using Parallelproj Parameters", _reader(PARALLELPROJ, (_PRE,))),
-    Choice(STIRGPU, "Forward Projector Using stirgpu Parameters", _reader(STIRGPU, (_PRE,))),
-    Choice("Ray Tracing", refuse="STIR's ray-tracing forward projector computes different numbers than "
-                                 "Parallelproj; use 'Parallelproj' or 'stirgpu'"),
-    Choice("Matrix", refuse=_MATRIX),
-    Choice("NiftyPET", refuse=_NIFTYPET),
-))
-BACK_TYPE = TypeKey("Back projector type", "back", (
-    Choice(PARALLELPROJ, "Back Projector Using Parallelproj Parameters", _reader(PARALLELPROJ, (_POST,))),
-    Choice(STIRGPU, "Back Projector Using stirgpu Parameters", _reader(STIRGPU, (_POST,))),
-    Choice("Interpolation", refuse="STIR's interpolating back projector is not the adjoint of Parallelproj; "
-                                   "use 'Parallelproj' or 'stirgpu'"),
-    Choice("Matrix", refuse=_MATRIX),
-    Choice("NiftyPET", refuse=_NIFTYPET),
-))
+FORWARD_TYPE = TypeKey(
+    "Forward projector type",
+    "forward",
+    (
+        Choice(PARALLELPROJ, "Forward Projector Using Parallelproj Parameters", _reader(PARALLELPROJ, (_PRE,))),
+        Choice(STIRGPU, "Forward Projector Using stirgpu Parameters", _reader(STIRGPU, (_PRE,))),
+        Choice(
+            "Ray Tracing",
+            refuse="STIR's ray-tracing forward projector computes different numbers than "
+            "Parallelproj; use 'Parallelproj' or 'stirgpu'",
+        ),
+        Choice("Matrix", refuse=_MATRIX),
+        Choice("NiftyPET", refuse=_NIFTYPET),
+    ),
+)
+BACK_TYPE = TypeKey(
+    "Back projector type",
+    "back",
+    (
+        Choice(PARALLELPROJ, "Back Projector Using Parallelproj Parameters", _reader(PARALLELPROJ, (_POST,))),
+        Choice(STIRGPU, "Back Projector Using stirgpu Parameters", _reader(STIRGPU, (_POST,))),
+        Choice(
+            "Interpolation",
+            refuse="STIR's interpolating back projector is not the adjoint of Parallelproj; "
+            "use 'Parallelproj' or 'stirgpu'",
+        ),
+        Choice("Matrix", refuse=_MATRIX),
+        Choice("NiftyPET", refuse=_NIFTYPET),
+    ),
+)
 
 
 def _separate(block: Block, ctx: Context) -> ProjectorSettings:
@@ -260,16 +294,21 @@ def _same_pair(type_: str):
     def read(block: Block, ctx: Context) -> ProjectorSettings:
         opts = _options(block, ctx, type_)
         return ProjectorSettings("pair", opts, opts, type_)
+
     return read
 
 
-PAIR_TYPE = TypeKey("Projector pair type", "projectors", (
-    Choice(PARALLELPROJ, "Projector Pair Using Parallelproj Parameters", _same_pair(PARALLELPROJ)),
-    Choice(STIRGPU, "Projector Pair Using stirgpu Parameters", _same_pair(STIRGPU)),
-    Choice(SEPARATE, "Projector Pair Using Separate Projectors Parameters", _separate),
-    Choice("Matrix", refuse=_MATRIX),
-    Choice("NiftyPET", refuse=_NIFTYPET),
-))
+PAIR_TYPE = TypeKey(
+    "Projector pair type",
+    "projectors",
+    (
+        Choice(PARALLELPROJ, "Projector Pair Using Parallelproj Parameters", _same_pair(PARALLELPROJ)),
+        Choice(STIRGPU, "Projector Pair Using stirgpu Parameters", _same_pair(STIRGPU)),
+        Choice(SEPARATE, "Projector Pair Using Separate Projectors Parameters", _separate),
+        Choice("Matrix", refuse=_MATRIX),
+        Choice("NiftyPET", refuse=_NIFTYPET),
+    ),
+)
 
 # standalone files: root block -> (role, the key selecting the projector)
 _ROOTS = {
@@ -282,22 +321,33 @@ _ROOTS = {
 def projector_settings_from_block(root: Block, ctx: Context) -> ProjectorSettings:
     """Read a standalone projector parameter block (see module docstring)."""
     if root.key not in _ROOTS:
-        ctx.report(f"not a projector parameter file: it starts with '{root.raw_key} :=' instead of "
-                   f"'Forward Projector parameters :=', 'Back Projector parameters :=' or "
-                   f"'projector pair parameters :='", root.line)
+        ctx.report(
+            f"not a projector parameter file: it starts with '{root.raw_key} :=' instead of "
+            f"'Forward Projector parameters :=', 'Back Projector parameters :=' or "
+            f"'projector pair parameters :='",
+            root.line,
+        )
         ctx.check()
     role, spec = _ROOTS[root.key]
     found = read_block(root, (spec,), ctx)
     if spec.field not in found and spec.field not in ctx.failed:
-        ctx.report(f"'{root.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu); STIR would fall "
-                   f"back to a projector stirgpu does not implement", root.line)
+        ctx.report(
+            f"'{root.raw_key}' needs '{spec.name} :=' (Parallelproj or stirgpu); STIR would fall "
+            f"back to a projector stirgpu does not implement",
+            root.line,
+        )
     ctx.check()  # every problem of the file at once
     value = found[spec.field].value
     path = None if ctx.path is None else Path(ctx.path)
     if role == "pair":
         return dataclasses.replace(value, path=path, line=found[spec.field].line)
-    return ProjectorSettings(role, value if role == "forward" else None, value if role == "back" else None,
-                             path=path, line=found[spec.field].line)
+    return ProjectorSettings(
+        role,
+        value if role == "forward" else None,
+        value if role == "back" else None,
+        path=path,
+        line=found[spec.field].line,
+    )
 
 
 def read_projector_par(path: str | os.PathLike, *, env: Mapping[str, str] | None = None) -> ProjectorSettings:

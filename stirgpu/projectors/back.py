@@ -16,8 +16,9 @@ class BackProjector(StreamingProjector):
     1 or N lanes differ only by float32 summation order).
     """
 
-    def back_project(self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1,
-                     accumulate: bool = False, *, views=None):
+    def back_project(
+        self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1, accumulate: bool = False, *, views=None
+    ):
         """Back project the views of subset ``subset_num`` of ``num_subsets`` of ``proj_data``.
 
         The result replaces the values of ``image_out`` (added to them with ``accumulate``), as
@@ -36,6 +37,13 @@ class BackProjector(StreamingProjector):
         self._check_image(image_out, "image_out")
         views = self._views(subset_num, num_subsets, views)
         self._pending_upload = (0, 0.0)
-        result = self._run(BackProgram(self._geometry), views, {"data": src}, {}, "back projection",
-                           subset=(subset_num, num_subsets), **self._result_target(image_out, accumulate))
+        result = self._run(
+            BackProgram(self._geometry),
+            views,
+            {"data": src},
+            {},
+            "back projection",
+            subset=(subset_num, num_subsets),
+            **self._result_target(image_out, accumulate),
+        )
         return self._output_image(image_out, self._finish_image(result.image), accumulate)

@@ -56,8 +56,16 @@ from ..execution.plan import Plan, parse_bytes
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
 from ..geometry import ImageInfo, ProjDataInfo
-from ..interop import (as_image_array, as_proj_data, image_info_of, is_stir_image, is_stir_proj_data_info,
-                       proj_data_info_from_stir, store_image, version_stamp)
+from ..interop import (
+    as_image_array,
+    as_proj_data,
+    image_info_of,
+    is_stir_image,
+    is_stir_proj_data_info,
+    proj_data_info_from_stir,
+    store_image,
+    version_stamp,
+)
 from ..kernels import apply_cylindrical_fov, cylindrical_fov_mask, stir_rim, stir_scaled_geometry
 
 __all__ = ["StreamingProjector"]
@@ -68,7 +76,7 @@ class _Shared:
 
     def __init__(self):
         self.engine: Engine | None = None
-        self.input_ref: Any = None   # weakref (or the object itself if not weak-referenceable)
+        self.input_ref: Any = None  # weakref (or the object itself if not weak-referenceable)
         self.input_stamp: Any = None
         self.input_valid = False
 
@@ -85,20 +93,30 @@ def _budget(value, name: str) -> int | None:
 class StreamingProjector:
     """Base class: set-up, options and the machinery shared by forward and back projectors."""
 
-    def __init__(self, backend: str | None = None, devices=None, gpu_memory_budget=None,
-                 host_memory_budget=None, max_views_per_chunk: int | None = None,
-                 restrict_to_cylindrical_fov: bool = True, units: str = "stir",
-                 max_segment_num_to_process: int | None = None, num_slots: int = 3,
-                 numerics: str | None = None):
+    def __init__(
+        self,
+        backend: str | None = None,
+        devices=None,
+        gpu_memory_budget=None,
+        host_memory_budget=None,
+        max_views_per_chunk: int | None = None,
+        restrict_to_cylindrical_fov: bool = True,
+        units: str = "stir",
+        max_segment_num_to_process: int | None = None,
+        num_slots: int = 3,
+        numerics: str | None = None,
+    ):
         cfg = get_config()
         self.backend_requested = cfg.backend if backend is None else str(backend)
         if self.backend_requested not in ("auto", "cpu", "cuda"):
             raise StirGpuError(f"backend must be 'auto', 'cpu' or 'cuda', not {backend!r}")
         self.devices_requested = cfg.devices if devices is None else tuple(int(d) for d in devices)
-        self.gpu_memory_budget = _budget(cfg.gpu_memory_budget if gpu_memory_budget is None
-                                         else gpu_memory_budget, "gpu_memory_budget")
-        self.host_memory_budget = _budget(cfg.host_memory_budget if host_memory_budget is None
-                                          else host_memory_budget, "host_memory_budget")
+        self.gpu_memory_budget = _budget(
+            cfg.gpu_memory_budget if gpu_memory_budget is None else gpu_memory_budget, "gpu_memory_budget"
+        )
+        self.host_memory_budget = _budget(
+            cfg.host_memory_budget if host_memory_budget is None else host_memory_budget, "host_memory_budget"
+        )
         mv = cfg.max_views_per_chunk if max_views_per_chunk is None else max_views_per_chunk
         if mv is not None and int(mv) < 1:
             raise StirGpuError(f"max_views_per_chunk must be >= 1, not {mv}")
@@ -111,15 +129,17 @@ class StreamingProjector:
         if numerics is None:
             numerics = "stir" if units == "stir" else "exact"
         if numerics not in ("stir", "exact"):
-            raise StirGpuError(f"numerics must be 'stir' (STIR's numbers) or 'exact' (float64 geometry), "
-                               f"not {numerics!r}")
+            raise StirGpuError(
+                f"numerics must be 'stir' (STIR's numbers) or 'exact' (float64 geometry), not {numerics!r}"
+            )
         if numerics == "stir" and units != "stir":
             raise StirGpuError("numerics='stir' gives STIR's numbers in STIR's units: it needs units='stir'")
         self.numerics = numerics
         if max_segment_num_to_process is not None and int(max_segment_num_to_process) < 0:
             raise StirGpuError(f"max_segment_num_to_process must be >= 0, not {max_segment_num_to_process}")
-        self.max_segment_num_to_process = (None if max_segment_num_to_process is None
-                                           else int(max_segment_num_to_process))
+        self.max_segment_num_to_process = (
+            None if max_segment_num_to_process is None else int(max_segment_num_to_process)
+        )
         if int(num_slots) < 1:
             raise StirGpuError(f"num_slots must be >= 1, not {num_slots}")
         self.num_slots = int(num_slots)
@@ -153,17 +173,25 @@ class StreamingProjector:
             m = None
         self._pdi = proj_data_info
         self._image_info = image_info
-        self._geometry = stir_scaled_geometry(image_info, stir_units=self.units == "stir", numerics=self.numerics,
-                                              proj_data_info=proj_data_info)
-        self._fov_mask = (cylindrical_fov_mask(image_info, stir_rim(image_info.shape[2],
-                                                                    proj_data_info.get_scanner().inner_ring_radius))
-                          if self.restrict_to_cylindrical_fov else None)
+        self._geometry = stir_scaled_geometry(
+            image_info, stir_units=self.units == "stir", numerics=self.numerics, proj_data_info=proj_data_info
+        )
+        self._fov_mask = (
+            cylindrical_fov_mask(
+                image_info, stir_rim(image_info.shape[2], proj_data_info.get_scanner().inner_ring_radius)
+            )
+            if self.restrict_to_cylindrical_fov
+            else None
+        )
         self._shared.input_valid = False
         if self._shared.engine is None:
             backend = resolve_backend(self.backend_requested)
-            self._shared.engine = Engine(backend, resolve_devices(backend, self.devices_requested),
-                                         pin_host_memory=self.pin_host_memory,
-                                         compute_streams=self.compute_streams)
+            self._shared.engine = Engine(
+                backend,
+                resolve_devices(backend, self.devices_requested),
+                pin_host_memory=self.pin_host_memory,
+                compute_streams=self.compute_streams,
+            )
 
     def is_set_up(self) -> bool:
         return self._pdi is not None
@@ -212,8 +240,7 @@ class StreamingProjector:
         store = as_proj_data(obj, name=name)
         pdi = store.get_proj_data_info()
         if pdi != self._pdi:
-            raise GeometryError(f"{name}: its geometry differs from the projector's set-up "
-                                f"({pdi!r} vs {self._pdi!r})")
+            raise GeometryError(f"{name}: its geometry differs from the projector's set-up ({pdi!r} vs {self._pdi!r})")
         return store
 
     def _check_image(self, image, name: str) -> None:
@@ -223,8 +250,9 @@ class StreamingProjector:
             return
         info = image_info_of(image, name)
         if info != self._image_info:
-            raise GeometryError(f"{name}: its geometry differs from the projector's set-up "
-                                f"({info!r} vs {self._image_info!r})")
+            raise GeometryError(
+                f"{name}: its geometry differs from the projector's set-up ({info!r} vs {self._image_info!r})"
+            )
 
     # -- the input image -----------------------------------------------------------------
     def set_input(self, image) -> None:
@@ -272,8 +300,9 @@ class StreamingProjector:
             raise GeometryError(f"views must be a non-empty 1-D sequence of integers, got {views!r}")
         v = v.astype(np.int64)
         if np.any(np.diff(v) <= 0) or v[0] < 0 or v[-1] >= self._pdi.get_num_views():
-            raise GeometryError(f"views must be distinct, ascending and in [0, {self._pdi.get_num_views() - 1}], "
-                                f"got {v.tolist()}")
+            raise GeometryError(
+                f"views must be distinct, ascending and in [0, {self._pdi.get_num_views() - 1}], got {v.tolist()}"
+            )
         return v
 
     def _result_target(self, image_out, accumulate: bool) -> dict:
@@ -286,12 +315,25 @@ class StreamingProjector:
         d = int(image_out.device.id)
         if d not in self.devices:
             return {}
-        fits = (not accumulate and image_out.dtype == np.float32 and image_out.flags.c_contiguous
-                and tuple(image_out.shape) == tuple(self._image_info.shape))
+        fits = (
+            not accumulate
+            and image_out.dtype == np.float32
+            and image_out.flags.c_contiguous
+            and tuple(image_out.shape) == tuple(self._image_info.shape)
+        )
         return {"result_device": d, "result_out": image_out if fits else None}
 
-    def _run(self, program, views, sources: dict, sinks: dict, operation: str,
-             result_device: int | None = None, result_out=None, subset: tuple[int, int] = (0, 1)) -> RunResult:
+    def _run(
+        self,
+        program,
+        views,
+        sources: dict,
+        sinks: dict,
+        operation: str,
+        result_device: int | None = None,
+        result_out=None,
+        subset: tuple[int, int] = (0, 1),
+    ) -> RunResult:
         """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of); the
         statistics, ``last_stats``, name the operation and the subset)."""
         _check_stores(sources, sinks)
@@ -299,18 +341,39 @@ class StreamingProjector:
         segments = self.segments_to_process()
         # in-memory stores are page-locked once and copied straight to/from the GPUs
         direct = engine.direct_io({**sources, **sinks}, self._pdi, segments)
-        plan = engine.make_plan(program, self._pdi, segments, views, self._image_info.shape,
-                                host_budget=self.host_memory_budget, gpu_budget=self.gpu_memory_budget,
-                                max_views_per_chunk=self.max_views_per_chunk, depth=self.num_slots,
-                                direct=direct)
+        plan = engine.make_plan(
+            program,
+            self._pdi,
+            segments,
+            views,
+            self._image_info.shape,
+            host_budget=self.host_memory_budget,
+            gpu_budget=self.gpu_memory_budget,
+            max_views_per_chunk=self.max_views_per_chunk,
+            depth=self.num_slots,
+            direct=direct,
+        )
         self.last_plan = plan
         with progress_bar(len(plan.chunks), operation) as update:
             with contextlib.ExitStack() as stack:
-                behind = {n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if _WriteBehind.applies(st)}
-                result = engine.run(program, plan, self._pdi, sources, sinks, image_shape=self._image_info.shape,
-                                    progress=update, operation=operation, result_device=result_device, result_out=result_out,
-                                    parallel_io={n: _parallel_safe(st) for n, st in {**sources, **sinks}.items()},
-                                    after_write=behind, direct=direct)
+                behind = {
+                    n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if _WriteBehind.applies(st)
+                }
+                result = engine.run(
+                    program,
+                    plan,
+                    self._pdi,
+                    sources,
+                    sinks,
+                    image_shape=self._image_info.shape,
+                    progress=update,
+                    operation=operation,
+                    result_device=result_device,
+                    result_out=result_out,
+                    parallel_io={n: _parallel_safe(st) for n, st in {**sources, **sinks}.items()},
+                    after_write=behind,
+                    direct=direct,
+                )
         up_bytes, up_seconds = self._pending_upload
         self._pending_upload = (0, 0.0)
         result.stats.bytes_uploaded += up_bytes
@@ -327,6 +390,7 @@ class StreamingProjector:
         if isinstance(image, np.ndarray):
             return apply_cylindrical_fov(image, self._fov_mask, out=image)
         import cupy
+
         with cupy.cuda.Device(image.device.id):
             return apply_cylindrical_fov(image, self._fov_mask, out=image)
 
@@ -364,8 +428,9 @@ def _check_projectable(proj_data_info: ProjDataInfo) -> None:
     ``set_up`` refuses before computing anything)."""
     ntof = proj_data_info.get_num_tof_poss()
     if ntof > 1:
-        raise GeometryError(f"TOF projection data ({ntof} timing positions) are not supported by the stirgpu "
-                            "projectors")
+        raise GeometryError(
+            f"TOF projection data ({ntof} timing positions) are not supported by the stirgpu projectors"
+        )
 
 
 def _as_proj_data_info(obj) -> ProjDataInfo:
@@ -381,8 +446,10 @@ def _as_image_info(obj) -> ImageInfo:
         return obj
     info = image_info_of(obj, "set_up: image_info") if obj is not None else None
     if info is None:
-        raise GeometryError(f"set_up: image_info must be a stirgpu ImageInfo or an image that knows its "
-                            f"geometry (a stir.FloatVoxelsOnCartesianGrid, a stirgpu image), not {type(obj).__name__}")
+        raise GeometryError(
+            f"set_up: image_info must be a stirgpu ImageInfo or an image that knows its "
+            f"geometry (a stir.FloatVoxelsOnCartesianGrid, a stirgpu image), not {type(obj).__name__}"
+        )
     return info
 
 
@@ -390,6 +457,7 @@ def _parallel_safe(store) -> bool:
     """stirgpu's own stores allow concurrent reads/writes of disjoint views (positioned I/O,
     numpy slices); anything else is accessed from one thread at a time."""
     from ..formats import ProjData
+
     return isinstance(store, ProjData)
 
 

@@ -37,8 +37,14 @@ class ForwardProjector(StreamingProjector):
         views = self._views(subset_num, num_subsets, views)
         try:
             self._prepare_input(image)
-            self._run(ForwardProgram(self._geometry), views, {}, {"out": out}, "forward projection",
-                      subset=(subset_num, num_subsets))
+            self._run(
+                ForwardProgram(self._geometry),
+                views,
+                {},
+                {"out": out},
+                "forward projection",
+                subset=(subset_num, num_subsets),
+            )
         except BaseException:
             self._abort_new_store(proj_data_out)
             raise
@@ -48,4 +54,6 @@ class ForwardProjector(StreamingProjector):
 def _pdi_source(obj):
     """``obj`` if it can say its geometry (a stirgpu store, a STIR ProjData; for automatic
     set-up), else None."""
-    return obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None
+    return (
+        obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None
+    )

@@ -41,9 +41,18 @@ class ProjectorPair(ForwardProjector, BackProjector):
         return obj
 
     @renamed_arguments(additive=BACKGROUND_RENAMED)
-    def forward_back_ratio(self, image, measured, subset_num: int = 0, num_subsets: int = 1,
-                           background=None, multiplicative=None, out_image=None, accumulate: bool = False,
-                           return_loglik: bool = False):
+    def forward_back_ratio(
+        self,
+        image,
+        measured,
+        subset_num: int = 0,
+        num_subsets: int = 1,
+        background=None,
+        multiplicative=None,
+        out_image=None,
+        accumulate: bool = False,
+        return_loglik: bool = False,
+    ):
         """OSEM's update numerator for one subset, fused per chunk (no full-size intermediate).
 
         Computes ``B_s( q / f )`` with ``q = divide_and_truncate(y, (A_s x)/f + b)`` (STIR's rule,
@@ -70,15 +79,24 @@ class ProjectorPair(ForwardProjector, BackProjector):
         self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
         self._prepare_input(image)
-        program = PoissonRatioProgram(self._geometry, background is not None, multiplicative is not None,
-                                      bool(return_loglik))
-        result = self._run(program, views, sources, {}, "forward-back ratio", subset=(subset_num, num_subsets),
-                           **self._result_target(out_image, accumulate))
+        program = PoissonRatioProgram(
+            self._geometry, background is not None, multiplicative is not None, bool(return_loglik)
+        )
+        result = self._run(
+            program,
+            views,
+            sources,
+            {},
+            "forward-back ratio",
+            subset=(subset_num, num_subsets),
+            **self._result_target(out_image, accumulate),
+        )
         out = self._output_image(out_image, self._finish_image(result.image), accumulate)
         return (out, result.scalars["loglik"]) if return_loglik else out
 
-    def sensitivity(self, out_image=None, subset_num: int = 0, num_subsets: int = 1, multiplicative=None,
-                    accumulate: bool = False):
+    def sensitivity(
+        self, out_image=None, subset_num: int = 0, num_subsets: int = 1, multiplicative=None, accumulate: bool = False
+    ):
         """Subset sensitivity ``B_s(1/f)`` computed on the device from the factors ``f``
         (``multiplicative``; where f == 0 the bin contributes nothing), or ``B_s(1)`` when
         None.  Output handling as :meth:`forward_back_ratio`."""
@@ -89,30 +107,48 @@ class ProjectorPair(ForwardProjector, BackProjector):
         self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
         self._pending_upload = (0, 0.0)
-        result = self._run(SensitivityProgram(self._geometry, multiplicative is not None), views, sources, {},
-                           "sensitivity", subset=(subset_num, num_subsets),
-                           **self._result_target(out_image, accumulate))
+        result = self._run(
+            SensitivityProgram(self._geometry, multiplicative is not None),
+            views,
+            sources,
+            {},
+            "sensitivity",
+            subset=(subset_num, num_subsets),
+            **self._result_target(out_image, accumulate),
+        )
         return self._output_image(out_image, self._finish_image(result.image), accumulate)
 
     def adjointness_test(self, seed: int = 0) -> float:
         """Relative difference of ``<A x, y>`` and ``<x, B y>`` for random non-negative x, y
         (0 for an exact adjoint, float32 rounding in practice)."""
         from ..formats import ProjDataInMemory
+
         self._require_set_up()
         rng = np.random.default_rng(seed)
         x = rng.random(self._image_info.shape, dtype=np.float32)
         y = ProjDataInMemory(self._pdi)
         for s in self.segments_to_process():
-            y.write_views(rng.random((self._pdi.get_num_views(), self._pdi.get_num_axial_poss(s),
-                                      self._pdi.get_num_tangential_poss()), dtype=np.float32),
-                          s, np.arange(self._pdi.get_num_views()))
+            y.write_views(
+                rng.random(
+                    (self._pdi.get_num_views(), self._pdi.get_num_axial_poss(s), self._pdi.get_num_tangential_poss()),
+                    dtype=np.float32,
+                ),
+                s,
+                np.arange(self._pdi.get_num_views()),
+            )
         ax = ProjDataInMemory(self._pdi)
         self.forward_project(ax, x)
         bty = self.back_project(None, y)
         segs = self.segments_to_process()
-        lhs = sum(float(np.dot(ax.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64),
-                               y.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64)))
-                  for s in segs)
+        lhs = sum(
+            float(
+                np.dot(
+                    ax.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64),
+                    y.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64),
+                )
+            )
+            for s in segs
+        )
         if self._fov_mask is not None:  # the FOV restriction is part of both operators
             x = x * self._fov_mask
         rhs = float(np.dot(x.ravel().astype(np.float64), bty.ravel().astype(np.float64)))

@@ -45,8 +45,10 @@ SMALL_FRACTION = np.float32(1e-6)
 MAX_QUOTIENT = np.float32(10000.0)
 
 #: what a call with the old name of ``background`` is told
-BACKGROUND_RENAMED = ("the term in measured units, added after the factors (ybar = A x / f + b), is "
-                      "'background' now; STIR's additive sinogram a (ybar = (A x + a) / f) is background = a / f")
+BACKGROUND_RENAMED = (
+    "the term in measured units, added after the factors (ybar = A x / f + b), is "
+    "'background' now; STIR's additive sinogram a (ybar = (A x + a) / f) is background = a / f"
+)
 
 _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
@@ -68,9 +70,9 @@ def _above_small(xp, y, parts):
     keep = xp.empty(y.shape, dtype=bool)
     for p in parts:
         nv = p.shape[0]
-        yp = y[p.offset:p.stop].reshape(nv, -1)
+        yp = y[p.offset : p.stop].reshape(nv, -1)
         small = xp.maximum(yp.max(axis=1) * SMALL_FRACTION, _F0).reshape(nv, 1)
-        keep[p.offset:p.stop].reshape(nv, -1)[...] = yp > small
+        keep[p.offset : p.stop].reshape(nv, -1)[...] = yp > small
     return keep
 
 

@@ -47,6 +47,7 @@ class _Geometric(ChunkProgram):
         set-up of the last call's launcher of that kind is used again when it fits (making
         one costs tens of microseconds, on the critical path of every call)."""
         from ..kernels import cuda_backend as cb
+
         g = self.geometry
         key = "back launcher" if isinstance(target, cb.BackAccumulator) else "forward launcher"
         last = kept.get(key) if kept is not None else None
@@ -72,6 +73,7 @@ class _Geometric(ChunkProgram):
                 accum.data.memset_async(0, accum.nbytes, lane.cp.cuda.get_current_stream())
             return
         from ..kernels import cuda_backend as cb
+
         state = self._lane_state.setdefault(lane.index, {})
         if image is not None:
             state["forward"] = self._target_launcher("forward", cb.prepare_image(image), kept)
@@ -133,6 +135,7 @@ class _Geometric(ChunkProgram):
         if d.xp is np:
             return d.tables
         from ..kernels.cuda_backend import upload_tables
+
         return upload_tables(d.tables)
 
     # On GPU lanes the programs call the CUDA backend directly: the pipeline made the tables
@@ -211,15 +214,25 @@ class PoissonRatioProgram(_Geometric):
 
     def __init__(self, geometry, with_background: bool, with_multiplicative: bool, loglik: bool):
         super().__init__(geometry)
-        self.inputs = ("measured",) + (("background",) if with_background else ()) + \
-            (("multiplicative",) if with_multiplicative else ())
+        self.inputs = (
+            ("measured",)
+            + (("background",) if with_background else ())
+            + (("multiplicative",) if with_multiplicative else ())
+        )
         self.scalars = ("loglik",) if loglik else ()
 
     def compute(self, d: ChunkData) -> None:
         fwd = d.scratch[0]
         tables = self._tables(d)
         self._forward(d, fwd, tables)
-        poisson_quotient(d.xp, fwd, d.inputs["measured"], d.inputs.get("background"),
-                         d.inputs.get("multiplicative"), out=fwd,
-                         loglik=d.scalars if self.scalars else None, parts=d.chunk.parts)
+        poisson_quotient(
+            d.xp,
+            fwd,
+            d.inputs["measured"],
+            d.inputs.get("background"),
+            d.inputs.get("multiplicative"),
+            out=fwd,
+            loglik=d.scalars if self.scalars else None,
+            parts=d.chunk.parts,
+        )
         self._back(d, fwd, tables)

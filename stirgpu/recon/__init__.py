@@ -16,6 +16,14 @@ from .run import PreparedRun, make_projector, prepare_osmaposl, run_osmaposl
 from .sensitivity import Sensitivities, SensitivitySpec
 
 __all__ = [
-    "PoissonLogLikelihood", "OSEM", "OSEMResult", "SubiterationRecord", "SensitivitySpec", "Sensitivities",
-    "run_osmaposl", "prepare_osmaposl", "PreparedRun", "make_projector",
+    "PoissonLogLikelihood",
+    "OSEM",
+    "OSEMResult",
+    "SubiterationRecord",
+    "SensitivitySpec",
+    "Sensitivities",
+    "run_osmaposl",
+    "prepare_osmaposl",
+    "PreparedRun",
+    "make_projector",
 ]

@@ -24,8 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["array_module", "is_gpu_array", "to_numpy", "stir_divide",
-           "threshold_min_to_small_positive", "clip_update", "SMALL_NUM", "FLOAT32_MAX"]
+__all__ = [
+    "array_module",
+    "is_gpu_array",
+    "to_numpy",
+    "stir_divide",
+    "threshold_min_to_small_positive",
+    "clip_update",
+    "SMALL_NUM",
+    "FLOAT32_MAX",
+]
 
 #: STIR's ``small_num`` of OSMAPOSL's divisions and positivity threshold
 SMALL_NUM = 1e-6
@@ -40,6 +48,7 @@ def array_module(a):
     """numpy or cupy, whichever ``a`` belongs to."""
     if is_gpu_array(a):
         import cupy
+
         return cupy
     return np
 

@@ -33,5 +33,8 @@ def estimate_filename(prefix: str | os.PathLike, subiteration_num: int) -> Path:
 def estimate_save_points(start_subiteration: int, num_subiterations: int, save_interval: int) -> list[int]:
     """Subiterations after which OSMAPOSL writes the estimate: multiples of the interval,
     and always the last one (STIR's ``end_of_iteration_processing``)."""
-    return [n for n in range(int(start_subiteration), int(num_subiterations) + 1)
-            if n % int(save_interval) == 0 or n == int(num_subiterations)]
+    return [
+        n
+        for n in range(int(start_subiteration), int(num_subiterations) + 1)
+        if n % int(save_interval) == 0 or n == int(num_subiterations)
+    ]

@@ -58,8 +58,10 @@ def _check_same(name: str, pd: ProjData | None, pdi: ProjDataInfo) -> None:
     if not isinstance(pd, ProjData):
         raise GeometryError(f"{name}: expected projection data (a stirgpu ProjData), not {type(pd).__name__}")
     if pd.get_proj_data_info() != pdi:
-        raise GeometryError(f"{name}: its geometry differs from the measured data's:\n  {name}: "
-                            f"{pd.get_proj_data_info()!r}\n  measured: {pdi!r}")
+        raise GeometryError(
+            f"{name}: its geometry differs from the measured data's:\n  {name}: "
+            f"{pd.get_proj_data_info()!r}\n  measured: {pdi!r}"
+        )
 
 
 class PoissonLogLikelihood:
@@ -79,18 +81,27 @@ class PoissonLogLikelihood:
     Nothing is read until a projector uses it; the inputs are never modified.
     """
 
-    def __init__(self, measured: ProjData, *, additive: ProjData | None = None,
-                 normalisation: ProjData | None = None, zero_end_planes_of_segment_0: bool = False,
-                 max_segment_num_to_process: int | None = None):
+    def __init__(
+        self,
+        measured: ProjData,
+        *,
+        additive: ProjData | None = None,
+        normalisation: ProjData | None = None,
+        zero_end_planes_of_segment_0: bool = False,
+        max_segment_num_to_process: int | None = None,
+    ):
         if not isinstance(measured, ProjData):
-            raise GeometryError(f"measured: expected projection data (a stirgpu ProjData), not "
-                                f"{type(measured).__name__}")
+            raise GeometryError(
+                f"measured: expected projection data (a stirgpu ProjData), not {type(measured).__name__}"
+            )
         full = measured.get_proj_data_info()
         _check_same("additive", additive, full)
         _check_same("normalisation", normalisation, full)
         self._measured_full = measured
         self.zero_end_planes_of_segment_0 = bool(zero_end_planes_of_segment_0)
-        self.max_segment_num_to_process = None if max_segment_num_to_process is None else int(max_segment_num_to_process)
+        self.max_segment_num_to_process = (
+            None if max_segment_num_to_process is None else int(max_segment_num_to_process)
+        )
         y = restrict_segments(measured, self.max_segment_num_to_process)
         a = restrict_segments(additive, self.max_segment_num_to_process)
         f = restrict_segments(normalisation, self.max_segment_num_to_process)
@@ -111,13 +122,20 @@ class PoissonLogLikelihood:
         """The geometry processed (after ``maximum absolute segment number to process``)."""
         return self.measured.get_proj_data_info()
 
-    def default_image_info(self, zoom: float = 1.0, xy_size: int | None = None,
-                           z_size: int | None = None, z_offset: float = 0.0) -> ImageInfo:
+    def default_image_info(
+        self, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None, z_offset: float = 0.0
+    ) -> ImageInfo:
         """STIR's image for these data (``zoom``, ``XY/Z output image size``, ``Z offset``), to
         the last bit (:func:`stirgpu.kernels.stir_lors.stir_default_image_info`)."""
         from ..kernels.stir_lors import stir_default_image_info
-        return stir_default_image_info(self._measured_full.get_proj_data_info(), zoom=zoom,
-                                       xy_size=xy_size, z_size=z_size, origin=(z_offset, 0.0, 0.0))
+
+        return stir_default_image_info(
+            self._measured_full.get_proj_data_info(),
+            zoom=zoom,
+            xy_size=xy_size,
+            z_size=z_size,
+            origin=(z_offset, 0.0, 0.0),
+        )
 
     def set_up(self, projector, image_info: ImageInfo) -> None:
         """Prepare ``projector`` (a :class:`~stirgpu.projectors.ProjectorPair`) for these data
@@ -129,28 +147,52 @@ class PoissonLogLikelihood:
         """``out_image = B_k(1/f)`` (overwritten) and returned."""
         return projector.sensitivity(out_image, subset_num, num_subsets, multiplicative=self.multiplicative)
 
-    def gradient_plus_sensitivity(self, projector, image, out_image, subset_num: int, num_subsets: int,
-                                  return_loglik: bool = False):
+    def gradient_plus_sensitivity(
+        self, projector, image, out_image, subset_num: int, num_subsets: int, return_loglik: bool = False
+    ):
         """``out_image = B_k(divide_and_truncate(y, A_k x + a))`` (overwritten), STIR's numerator.
         Returns ``out_image``, or ``(out_image, log-likelihood of subset k at x)`` with
         ``return_loglik`` (a second pass: the log-likelihood needs the mean, with ``f``)."""
         loglik = None
         if return_loglik:
             scratch = out_image.copy()
-            _, loglik = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets,
-                                                     background=self.background, multiplicative=self.multiplicative,
-                                                     out_image=scratch, accumulate=False, return_loglik=True)
+            _, loglik = projector.forward_back_ratio(
+                image,
+                self.measured,
+                subset_num,
+                num_subsets,
+                background=self.background,
+                multiplicative=self.multiplicative,
+                out_image=scratch,
+                accumulate=False,
+                return_loglik=True,
+            )
         # STIR's numerator B(y / (A x + a)): a added with no factors, as STIR's gradient does
-        res = projector.forward_back_ratio(image, self.measured, subset_num, num_subsets, background=self.additive,
-                                           multiplicative=None, out_image=out_image, accumulate=False)
+        res = projector.forward_back_ratio(
+            image,
+            self.measured,
+            subset_num,
+            num_subsets,
+            background=self.additive,
+            multiplicative=None,
+            out_image=out_image,
+            accumulate=False,
+        )
         res = out_image if res is None else res
         return (res, loglik) if return_loglik else res
 
     def log_likelihood(self, projector, image) -> float:
         """The objective function (no prior) at ``image``: ``sum(y log ybar - ybar)`` over every
         processed bin, with STIR's ``accumulate_loglikelihood`` truncation (one fused pass)."""
-        _, ll = projector.forward_back_ratio(image, self.measured, 0, 1, background=self.background,
-                                             multiplicative=self.multiplicative, return_loglik=True)
+        _, ll = projector.forward_back_ratio(
+            image,
+            self.measured,
+            0,
+            1,
+            background=self.background,
+            multiplicative=self.multiplicative,
+            return_loglik=True,
+        )
         return float(ll)
 
     def subsets_are_balanced(self, num_subsets: int) -> bool:
@@ -166,4 +208,3 @@ def as_float_image(array, image_info: ImageInfo, name: str = "image"):
     if str(getattr(array, "dtype", "")) != "float32":
         raise GeometryError(f"{name}: expected float32, got {getattr(array, 'dtype', type(array).__name__)}")
     return array
-

@@ -33,8 +33,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -42,8 +42,7 @@ from ..config import get_config
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
-from .arrays import (FLOAT32_MAX, array_module, clip_update, stir_divide, threshold_min_to_small_positive,
-                     to_numpy)
+from .arrays import FLOAT32_MAX, array_module, clip_update, stir_divide, threshold_min_to_small_positive, to_numpy
 from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
 from .sensitivity import Sensitivities, SensitivitySpec
@@ -114,13 +113,26 @@ class OSEM:
         over all data each time); 0: never.
     """
 
-    def __init__(self, objective: PoissonLogLikelihood, projector, image_info: ImageInfo, *,
-                 num_subsets: int = 1, num_subiterations: int | None = None, start_subiteration_num: int = 1,
-                 start_subset_num: int = 0, save_interval: int | None = None,
-                 output_filename_prefix: str | os.PathLike | None = None,
-                 enforce_initial_positivity: bool = True, minimum_relative_change: float = 0.0,
-                 maximum_relative_change: float = FLOAT32_MAX, sensitivity: SensitivitySpec | None = None,
-                 report_log_likelihood: bool = False, report_objective_interval: int = 0, overwrite: bool = True):
+    def __init__(
+        self,
+        objective: PoissonLogLikelihood,
+        projector,
+        image_info: ImageInfo,
+        *,
+        num_subsets: int = 1,
+        num_subiterations: int | None = None,
+        start_subiteration_num: int = 1,
+        start_subset_num: int = 0,
+        save_interval: int | None = None,
+        output_filename_prefix: str | os.PathLike | None = None,
+        enforce_initial_positivity: bool = True,
+        minimum_relative_change: float = 0.0,
+        maximum_relative_change: float = FLOAT32_MAX,
+        sensitivity: SensitivitySpec | None = None,
+        report_log_likelihood: bool = False,
+        report_objective_interval: int = 0,
+        overwrite: bool = True,
+    ):
         if not isinstance(objective, PoissonLogLikelihood):
             raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
         if not isinstance(image_info, ImageInfo):
@@ -158,18 +170,22 @@ class OSEM:
         if not 0 <= self.start_subset_num < K:
             raise StirGpuError(f"start at subset {self.start_subset_num}: must be in 0..{K - 1}")
         if not 1 <= self.save_interval <= self.num_subiterations:
-            raise StirGpuError(f"save estimates at subiteration intervals {self.save_interval}: must be in "
-                               f"1..{self.num_subiterations} (the number of subiterations)")
+            raise StirGpuError(
+                f"save estimates at subiteration intervals {self.save_interval}: must be in "
+                f"1..{self.num_subiterations} (the number of subiterations)"
+            )
         if self.report_objective_interval < 0:
-            raise StirGpuError(f"report objective function values interval {self.report_objective_interval}: "
-                               f"must be >= 0")
+            raise StirGpuError(
+                f"report objective function values interval {self.report_objective_interval}: must be >= 0"
+            )
         if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
         if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
             raise StirGpuError(
                 f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
                 f"OSMAPOSL refuses this unless subset sensitivities are used: set 'use subset "
-                f"sensitivities := 1' or choose a number of subsets that divides {nv}")
+                f"sensitivities := 1' or choose a number of subsets that divides {nv}"
+            )
 
     # -- helpers ----------------------------------------------------------------------------
     def subset_num(self, subiteration_num: int) -> int:
@@ -189,6 +205,7 @@ class OSEM:
         backend = getattr(self.projector, "backend", "cpu")
         if backend == "cuda":
             import cupy
+
             return cupy
         return np
 
@@ -211,8 +228,10 @@ class OSEM:
         try:
             self._sensitivities(spec)
         except KeyboardInterrupt as exc:
-            exc.add_note("no estimate written: the run stopped while "
-                         + ("computing the sensitivities" if spec.computes else "reading the sensitivities"))
+            exc.add_note(
+                "no estimate written: the run stopped while "
+                + ("computing the sensitivities" if spec.computes else "reading the sensitivities")
+            )
             raise
         return time.perf_counter() - t0
 
@@ -221,14 +240,16 @@ class OSEM:
             bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivity")
             try:
                 self.sensitivities = Sensitivities.compute(
-                    self.num_subsets, spec.use_subset_sensitivities,
+                    self.num_subsets,
+                    spec.use_subset_sensitivities,
                     self._subset_sensitivity,
-                    self.zeros, progress=(lambda _msg: bar.update(1)) if bar is not None else None)
+                    self.zeros,
+                    progress=(lambda _msg: bar.update(1)) if bar is not None else None,
+                )
             finally:
                 if bar is not None:
                     bar.close()
-            self.sensitivity_files = self.sensitivities.write(spec, self.image_info, to_numpy,
-                                                              overwrite=self.overwrite)
+            self.sensitivity_files = self.sensitivities.write(spec, self.image_info, to_numpy, overwrite=self.overwrite)
         else:
             self.sensitivities = Sensitivities.read(spec, self.num_subsets, self.image_info, self.to_device)
             self.sensitivity_files = []
@@ -241,6 +262,7 @@ class OSEM:
         if not self._progress():
             return None
         from tqdm import tqdm
+
         return tqdm(total=total, desc=desc, unit="subset" if desc == "sensitivity" else "subiter", leave=False)
 
     # -- one subiteration -------------------------------------------------------------------------
@@ -251,8 +273,9 @@ class OSEM:
             raise StirGpuError("OSEM.update: call set_up() first")
         k = self.subset_num(subiteration_num)
         upd = self.zeros()
-        res = self.objective.gradient_plus_sensitivity(self.projector, image, upd, k, self.num_subsets,
-                                                       return_loglik=self.report_log_likelihood)
+        res = self.objective.gradient_plus_sensitivity(
+            self.projector, image, upd, k, self.num_subsets, return_loglik=self.report_log_likelihood
+        )
         loglik = None
         if self.report_log_likelihood:
             upd, loglik = res
@@ -287,8 +310,7 @@ class OSEM:
         array (numpy or cupy; copied)."""
         if isinstance(value, VoxelsOnCartesianGrid):
             if value.info != self.image_info:
-                raise GeometryError(f"initial estimate: geometry {value.info!r} differs from "
-                                    f"{self.image_info!r}")
+                raise GeometryError(f"initial estimate: geometry {value.info!r} differs from {self.image_info!r}")
             return self.to_device(value.array.copy())
         if isinstance(value, (int, float, np.floating, np.integer)):
             x = self.zeros()
@@ -296,15 +318,17 @@ class OSEM:
             return x
         shape = tuple(getattr(value, "shape", ()))
         if shape != self.image_info.shape:
-            raise GeometryError(f"initial estimate: shape {shape} differs from the image geometry "
-                                f"{self.image_info.shape}")
+            raise GeometryError(
+                f"initial estimate: shape {shape} differs from the image geometry {self.image_info.shape}"
+            )
         xp = self._xp()
         if array_module(value) is xp and xp is not np:
             return xp.array(value, dtype=np.float32, copy=True)
         return self.to_device(np.array(to_numpy(value), dtype=np.float32, copy=True))
 
-    def reconstruct(self, image=None, callback: Callable[[SubiterationRecord, object], None] | None = None
-                    ) -> OSEMResult:
+    def reconstruct(
+        self, image=None, callback: Callable[[SubiterationRecord, object], None] | None = None
+    ) -> OSEMResult:
         """Run subiterations ``start .. num_subiterations`` from ``image`` (default: ones).
 
         ``image`` (a constant, an image or an array) is copied, never modified.
@@ -329,11 +353,13 @@ class OSEM:
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)
-                    write_image(path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)),
-                                overwrite=self.overwrite)
+                    write_image(
+                        path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)), overwrite=self.overwrite
+                    )
                     saved.append(path)
-                rec = SubiterationRecord(n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats,
-                                         objective)
+                rec = SubiterationRecord(
+                    n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats, objective
+                )
                 records.append(rec)
                 if bar is not None:
                     bar.update(1)
@@ -361,9 +387,11 @@ class OSEM:
         last = saved[-1]
         if last.subiteration == self.num_subiterations:
             return f"the run had finished: every estimate is complete ({_names([r.saved for r in saved])})"
-        return (f"{where}: estimates up to subiteration {last.subiteration} are complete "
-                f"({_names([r.saved for r in saved])}); to continue: 'initial estimate := {last.saved}' and "
-                f"'start at subiteration number := {last.subiteration + 1}'")
+        return (
+            f"{where}: estimates up to subiteration {last.subiteration} are complete "
+            f"({_names([r.saved for r in saved])}); to continue: 'initial estimate := {last.saved}' and "
+            f"'start at subiteration number := {last.subiteration + 1}'"
+        )
 
 
 def _names(paths: list[Path]) -> str:

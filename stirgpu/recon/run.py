@@ -38,17 +38,31 @@ def make_projector(projectors):
     FOV`` and on the execution settings (one streaming engine runs both).
     """
     from ..projectors import ProjectorPair
+
     fwd, back = projectors.forward, projectors.back
     if fwd.restrict_to_cylindrical_fov != back.restrict_to_cylindrical_fov:
-        raise ParFileError("the forward and back projectors differ in 'restrict to cylindrical FOV'; "
-                           "stirgpu runs both in one engine and needs them equal", projectors.path, projectors.line)
+        raise ParFileError(
+            "the forward and back projectors differ in 'restrict to cylindrical FOV'; "
+            "stirgpu runs both in one engine and needs them equal",
+            projectors.path,
+            projectors.line,
+        )
     if fwd.config_changes() != back.config_changes():
-        raise ParFileError("the forward and back projectors have different execution settings (backend, "
-                           "devices, memory budgets); give them once", projectors.path, projectors.line)
+        raise ParFileError(
+            "the forward and back projectors have different execution settings (backend, "
+            "devices, memory budgets); give them once",
+            projectors.path,
+            projectors.line,
+        )
     cfg = dataclasses.replace(get_config(), **fwd.config_changes())
-    return ProjectorPair(backend=cfg.backend, devices=cfg.devices, gpu_memory_budget=cfg.gpu_memory_budget,
-                         host_memory_budget=cfg.host_memory_budget, max_views_per_chunk=cfg.max_views_per_chunk,
-                         restrict_to_cylindrical_fov=fwd.restrict_to_cylindrical_fov)
+    return ProjectorPair(
+        backend=cfg.backend,
+        devices=cfg.devices,
+        gpu_memory_budget=cfg.gpu_memory_budget,
+        host_memory_budget=cfg.host_memory_budget,
+        max_views_per_chunk=cfg.max_views_per_chunk,
+        restrict_to_cylindrical_fov=fwd.restrict_to_cylindrical_fov,
+    )
 
 
 @dataclasses.dataclass
@@ -146,16 +160,22 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                 continue
             files.append(pd)
             if y is not None and pd.get_proj_data_info() != y.get_proj_data_info():
-                check.add(field, f"{path}: its geometry differs from the input file's "
-                                 f"({pd.get_proj_data_info()!r} vs {y.get_proj_data_info()!r})")
+                check.add(
+                    field,
+                    f"{path}: its geometry differs from the input file's "
+                    f"({pd.get_proj_data_info()!r} vs {y.get_proj_data_info()!r})",
+                )
             extra[name] = pd
         initial, info = _image(s, check, y)
         objective = None
         if y is not None:
             objective = _objective(s, check, y, extra)
-        spec = SensitivitySpec(use_subset_sensitivities=s.use_subset_sensitivities,
-                               recompute=s.recompute_sensitivity, filename=s.sensitivity_filename,
-                               subset_filenames=s.subset_sensitivity_filenames)
+        spec = SensitivitySpec(
+            use_subset_sensitivities=s.use_subset_sensitivities,
+            recompute=s.recompute_sensitivity,
+            filename=s.sensitivity_filename,
+            subset_filenames=s.subset_sensitivity_filenames,
+        )
         if not spec.computes:
             _check_sensitivities(s, check, spec, info)
         if projector is None:
@@ -166,13 +186,22 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
         check.done()
         prefix = None if s.disable_output else s.output_filename_prefix
         try:
-            osem = OSEM(objective, projector, info, num_subsets=s.num_subsets,
-                        num_subiterations=s.num_subiterations, start_subiteration_num=s.start_subiteration_num,
-                        start_subset_num=s.start_subset_num, save_interval=s.save_interval,
-                        output_filename_prefix=prefix, enforce_initial_positivity=s.enforce_initial_positivity,
-                        minimum_relative_change=s.minimum_relative_change,
-                        maximum_relative_change=s.maximum_relative_change, sensitivity=spec,
-                        report_objective_interval=s.report_objective_function_values_interval)
+            osem = OSEM(
+                objective,
+                projector,
+                info,
+                num_subsets=s.num_subsets,
+                num_subiterations=s.num_subiterations,
+                start_subiteration_num=s.start_subiteration_num,
+                start_subset_num=s.start_subset_num,
+                save_interval=s.save_interval,
+                output_filename_prefix=prefix,
+                enforce_initial_positivity=s.enforce_initial_positivity,
+                minimum_relative_change=s.minimum_relative_change,
+                maximum_relative_change=s.maximum_relative_change,
+                sensitivity=spec,
+                report_objective_interval=s.report_objective_function_values_interval,
+            )
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
         # where the run writes: the estimates' folder, the computed sensitivities' folders
@@ -206,6 +235,7 @@ def _image(s: OsmaposlSettings, check: _Check, y):
     try:
         # STIR's default image to the last bit (its float32 voxel sizes and sizes)
         from ..kernels.stir_lors import stir_default_image_info
+
         return float(s.initial_estimate), stir_default_image_info(y.get_proj_data_info(), **s.image_arguments())
     except GeometryError as exc:
         check.add("xy_output_image_size", str(exc))
@@ -216,23 +246,31 @@ def _objective(s: OsmaposlSettings, check: _Check, y, extra: dict):
     pdi = y.get_proj_data_info()
     m = s.max_segment_num_to_process
     if m is not None and m > min(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
-        check.add("max_segment_num_to_process",
-                  f"'maximum absolute segment number to process := {m}' is too large: the data have "
-                  f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}")
+        check.add(
+            "max_segment_num_to_process",
+            f"'maximum absolute segment number to process := {m}' is too large: the data have "
+            f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}",
+        )
         return None
-    objective = PoissonLogLikelihood(y, additive=extra.get("additive"), normalisation=extra.get("normalisation"),
-                                     zero_end_planes_of_segment_0=s.zero_end_planes_of_segment_0,
-                                     max_segment_num_to_process=m)
+    objective = PoissonLogLikelihood(
+        y,
+        additive=extra.get("additive"),
+        normalisation=extra.get("normalisation"),
+        zero_end_planes_of_segment_0=s.zero_end_planes_of_segment_0,
+        max_segment_num_to_process=m,
+    )
     nv = objective.proj_data_info.get_num_views()
     if s.num_subsets > nv:
         check.add("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
     # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
     # sensitivities' says (checked with STIR 6.5); so does a .par run here
     elif not objective.subsets_are_balanced(s.num_subsets):
-        check.add("num_subsets",
-                  f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
-                  f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
-                  f"choose a number of subsets that divides {nv}")
+        check.add(
+            "num_subsets",
+            f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
+            f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
+            f"choose a number of subsets that divides {nv}",
+        )
     return objective
 
 
@@ -244,8 +282,7 @@ def _check_sensitivities(s: OsmaposlSettings, check: _Check, spec: SensitivitySp
             check.add(field, f"{f}: geometry {sens.info!r} differs from the reconstruction's {info!r}")
 
 
-def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None,
-                 callback=None) -> OSEMResult:
+def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None) -> OSEMResult:
     """``OSMAPOSL par``: check everything (:func:`prepare_osmaposl`), then reconstruct.
 
     ``progress``: show tqdm bars (None: as the scoped configuration says)."""

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -97,9 +97,14 @@ class Sensitivities:
 
     # -- making them -------------------------------------------------------------------
     @classmethod
-    def compute(cls, num_subsets: int, use_subset_sensitivities: bool,
-                subset_sensitivity: Callable[[object, int, int], object], zeros: Callable[[], object],
-                progress: Callable[[str], None] | None = None) -> "Sensitivities":
+    def compute(
+        cls,
+        num_subsets: int,
+        use_subset_sensitivities: bool,
+        subset_sensitivity: Callable[[object, int, int], object],
+        zeros: Callable[[], object],
+        progress: Callable[[str], None] | None = None,
+    ) -> Sensitivities:
         """``subset_sensitivity(out, k, K)`` fills ``out`` with ``B_k(1/f)``; ``zeros()`` makes
         an image on the device."""
         if use_subset_sensitivities:
@@ -116,24 +121,31 @@ class Sensitivities:
         return cls([per_subset], num_subsets, False, total=total)
 
     @classmethod
-    def read(cls, spec: SensitivitySpec, num_subsets: int, image_info: ImageInfo,
-             to_device: Callable[[np.ndarray], object]) -> "Sensitivities":
+    def read(
+        cls, spec: SensitivitySpec, num_subsets: int, image_info: ImageInfo, to_device: Callable[[np.ndarray], object]
+    ) -> Sensitivities:
         """Read the file(s) of ``spec`` (geometry checked against ``image_info``)."""
         files = spec.files(num_subsets)
         arrays = []
         for path in files:
             img = read_image(path)
             if img.info != image_info:
-                raise GeometryError(f"{path}: the sensitivity's geometry {img.info!r} differs from the "
-                                    f"reconstruction's {image_info!r}")
+                raise GeometryError(
+                    f"{path}: the sensitivity's geometry {img.info!r} differs from the reconstruction's {image_info!r}"
+                )
             arrays.append(to_device(img.array))
         if spec.use_subset_sensitivities:
             return cls(arrays, num_subsets, True)
         total = arrays[0]
         return cls([total / total.dtype.type(num_subsets)], num_subsets, False, total=total)
 
-    def write(self, spec: SensitivitySpec, image_info: ImageInfo, to_host: Callable[[object], np.ndarray],
-              overwrite: bool = True) -> list[Path]:
+    def write(
+        self,
+        spec: SensitivitySpec,
+        image_info: ImageInfo,
+        to_host: Callable[[object], np.ndarray],
+        overwrite: bool = True,
+    ) -> list[Path]:
         """Write what STIR writes after computing: the subset images, or the total."""
         files = spec.files(self.num_subsets)
         images = self._images if self.use_subset_sensitivities else [self.total]

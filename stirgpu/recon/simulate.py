@@ -23,8 +23,16 @@ from ..errors import GeometryError, renamed_arguments
 from ..formats import ProjData, ProjDataInMemory
 from ..geometry import ImageInfo, ProjDataInfo, Scanner
 
-__all__ = ["Sphere", "Phantom", "demo_phantom", "demo_geometry", "SimulatedData", "simulate",
-           "voxel_centres", "MU_WATER_PER_MM"]
+__all__ = [
+    "Sphere",
+    "Phantom",
+    "demo_phantom",
+    "demo_geometry",
+    "SimulatedData",
+    "simulate",
+    "voxel_centres",
+    "MU_WATER_PER_MM",
+]
 
 #: linear attenuation coefficient of water at 511 keV (1/mm)
 MU_WATER_PER_MM = 0.0096
@@ -36,8 +44,11 @@ def voxel_centres(info: ImageInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     oz, oy, ox = info.gantry_origin
     vz, vy, vx = info.voxel_size
     nz, ny, nx = info.shape
-    return (oz + vz * np.arange(nz))[:, None, None], (oy + vy * np.arange(ny))[None, :, None], \
-        (ox + vx * np.arange(nx))[None, None, :]
+    return (
+        (oz + vz * np.arange(nz))[:, None, None],
+        (oy + vy * np.arange(ny))[None, :, None],
+        (ox + vx * np.arange(nx))[None, None, :],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +60,10 @@ class Sphere:
     value: float
 
 
-@renamed_arguments(background="the cylinder's activity is 'cylinder_value' now ('background' is the "
-                              "projection data's term in measured units everywhere in stirgpu)")
+@renamed_arguments(
+    background="the cylinder's activity is 'cylinder_value' now ('background' is the "
+    "projection data's term in measured units everywhere in stirgpu)"
+)
 @dataclasses.dataclass(frozen=True)
 class Phantom:
     """A water cylinder (radius, half length mm; activity ``cylinder_value``) with spheres that
@@ -63,12 +76,12 @@ class Phantom:
 
     def cylinder_mask(self, info: ImageInfo) -> np.ndarray:
         z, y, x = voxel_centres(info)
-        return (y * y + x * x <= self.radius ** 2) & (np.abs(z) <= self.half_length)
+        return (y * y + x * x <= self.radius**2) & (np.abs(z) <= self.half_length)
 
     def sphere_mask(self, info: ImageInfo, i: int) -> np.ndarray:
         z, y, x = voxel_centres(info)
         s = self.spheres[i]
-        return (z - s.centre[0]) ** 2 + (y - s.centre[1]) ** 2 + (x - s.centre[2]) ** 2 <= s.radius ** 2
+        return (z - s.centre[0]) ** 2 + (y - s.centre[1]) ** 2 + (x - s.centre[2]) ** 2 <= s.radius**2
 
     def activity(self, info: ImageInfo) -> np.ndarray:
         """(z, y, x) float32 activity image (voxel-centre sampling)."""
@@ -93,20 +106,35 @@ def demo_phantom(info: ImageInfo) -> Phantom:
     r = 0.7 * r_fov
     half_len = 0.42 * nz * vz
     rs = 0.22 * r
-    return Phantom(radius=r, half_length=half_len, cylinder_value=1.0, spheres=(
-        Sphere((0.0, 0.0, -0.45 * r), rs, 4.0),
-        Sphere((0.0, 0.0, 0.45 * r), 0.8 * rs, 3.0),
-        Sphere((0.0, -0.45 * r, 0.0), rs, 0.0),
-    ))
+    return Phantom(
+        radius=r,
+        half_length=half_len,
+        cylinder_value=1.0,
+        spheres=(
+            Sphere((0.0, 0.0, -0.45 * r), rs, 4.0),
+            Sphere((0.0, 0.0, 0.45 * r), 0.8 * rs, 3.0),
+            Sphere((0.0, -0.45 * r, 0.0), rs, 0.0),
+        ),
+    )
 
 
-def demo_geometry(scanner: str = "ECAT 953", span: int = 3, max_ring_difference: int = 4,
-                  num_views: int = 48, num_tangential_poss: int = 96) -> tuple[ProjDataInfo, ImageInfo]:
+def demo_geometry(
+    scanner: str = "ECAT 953",
+    span: int = 3,
+    max_ring_difference: int = 4,
+    num_views: int = 48,
+    num_tangential_poss: int = 96,
+) -> tuple[ProjDataInfo, ImageInfo]:
     """A small STIR geometry (default: the ECAT 953 of ``stir_reference/osem953``) and its
     default image."""
-    pdi = ProjDataInfo.construct(Scanner.from_name(scanner), span, max_ring_difference,
-                                 num_views=num_views, num_tangential_poss=num_tangential_poss,
-                                 arc_corrected=False)
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name(scanner),
+        span,
+        max_ring_difference,
+        num_views=num_views,
+        num_tangential_poss=num_tangential_poss,
+        arc_corrected=False,
+    )
     return pdi, ImageInfo.default_for(pdi)
 
 
@@ -123,9 +151,17 @@ class SimulatedData:
     total_counts: float
 
 
-def simulate(projector, proj_data_info: ProjDataInfo, image_info: ImageInfo, activity: np.ndarray,
-             mu_map: np.ndarray | None = None, *, counts: float = 2e6, background_fraction: float = 0.2,
-             seed: int = 1) -> SimulatedData:
+def simulate(
+    projector,
+    proj_data_info: ProjDataInfo,
+    image_info: ImageInfo,
+    activity: np.ndarray,
+    mu_map: np.ndarray | None = None,
+    *,
+    counts: float = 2e6,
+    background_fraction: float = 0.2,
+    seed: int = 1,
+) -> SimulatedData:
     """Simulate an acquisition of ``activity`` (see the module docstring).
 
     ``projector`` is a ``ProjectorPair`` (set up here for the geometry);
@@ -150,18 +186,17 @@ def simulate(projector, proj_data_info: ProjDataInfo, image_info: ImageInfo, act
     ax = ProjDataInMemory(proj_data_info)
     projector.forward_project(ax, activity)
     # mean of A x / f, to size the background b and scale to counts
-    geo = sum(float(np.sum(ax.get_segment_by_view(s) / f.get_segment_by_view(s)))
-              for s in proj_data_info.segment_nums)
+    geo = sum(float(np.sum(ax.get_segment_by_view(s) / f.get_segment_by_view(s))) for s in proj_data_info.segment_nums)
     nbins = proj_data_info.total_num_bins
-    b = background_fraction / (1 - background_fraction) * geo / nbins   # flat background, measured units
-    scale = counts * (1 - background_fraction) / geo                      # counts per unit activity
+    b = background_fraction / (1 - background_fraction) * geo / nbins  # flat background, measured units
+    scale = counts * (1 - background_fraction) / geo  # counts per unit activity
     rng = np.random.default_rng(seed)
     prompts = ProjDataInMemory(proj_data_info)
     additive = ProjDataInMemory(proj_data_info)
     total = 0.0
     for seg in proj_data_info.segment_nums:
         fs = f.get_segment_by_view(seg)
-        a = np.float32(b * scale) * fs                                     # STIR's normalised units: a = b f
+        a = np.float32(b * scale) * fs  # STIR's normalised units: a = b f
         mean = (ax.get_segment_by_view(seg) * np.float32(scale) + a) / fs
         y = rng.poisson(np.maximum(mean, 0).astype(np.float64)).astype(np.float32)
         total += float(y.sum())

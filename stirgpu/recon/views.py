@@ -27,8 +27,7 @@ from ..errors import GeometryError, StirGpuError
 from ..formats import ProjData, StorageOrder
 from ..geometry import ProjDataInfo
 
-__all__ = ["SegmentRange", "EndPlanes", "Quotient", "Constant", "Product", "Sum", "Reciprocal",
-           "restrict_segments"]
+__all__ = ["SegmentRange", "EndPlanes", "Quotient", "Constant", "Product", "Sum", "Reciprocal", "restrict_segments"]
 
 
 class _ReadOnly(ProjData):
@@ -54,8 +53,10 @@ class SegmentRange(_ReadOnly):
         m = int(max_abs_segment)
         pdi = source.get_proj_data_info()
         if m < 0 or m > min(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
-            raise GeometryError(f"maximum absolute segment number {m} is out of range: the data have "
-                                f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}")
+            raise GeometryError(
+                f"maximum absolute segment number {m} is out of range: the data have "
+                f"segments {pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}"
+            )
         self._source = source
         self._pdi = pdi.reduce_segment_range(-m, m)
 

@@ -24,8 +24,18 @@ from pathlib import Path
 from ..errors import StirGpuError
 from .building import PluginBuild, PluginBuildError, build, find_build, find_stir_prefix
 
-__all__ = ["load", "projector_pair", "forward_projector", "back_projector", "build", "find_build",
-           "find_stir_prefix", "PluginBuild", "PluginBuildError", "loaded_stir_prefix"]
+__all__ = [
+    "load",
+    "projector_pair",
+    "forward_projector",
+    "back_projector",
+    "build",
+    "find_build",
+    "find_stir_prefix",
+    "PluginBuild",
+    "PluginBuildError",
+    "loaded_stir_prefix",
+]
 
 
 def loaded_stir_prefix() -> Path:
@@ -41,8 +51,10 @@ def loaded_stir_prefix() -> Path:
                     return Path(path).resolve().parent.parent
     except OSError as e:
         raise StirGpuError(f"cannot tell which STIR this process runs (/proc/self/maps: {e})") from None
-    raise StirGpuError("this process has STIR's Python module but no libstir_buildblock.so loaded (a static STIR build?); "
-                       "the plugin needs STIR's shared libraries")
+    raise StirGpuError(
+        "this process has STIR's Python module but no libstir_buildblock.so loaded (a static STIR build?); "
+        "the plugin needs STIR's shared libraries"
+    )
 
 
 def load(stir_prefix: str | os.PathLike | None = None) -> PluginBuild:
@@ -64,6 +76,7 @@ def _native():
 
 def _block(role: str, options: dict) -> str:
     from ..parfile.projectors import STIRGPU, ProjectorOptions
+
     try:
         opts = ProjectorOptions(type=STIRGPU, **options)
     except TypeError as e:

@@ -43,22 +43,25 @@ __all__ = ["PairSession", "TRACE_ENV"]
 #: the environment variable naming the trace file
 TRACE_ENV = "STIRGPU_STIR_PLUGIN_TRACE"
 
-_MIB = 2 ** 20
+_MIB = 2**20
 
 
 def _projector_options(options: dict) -> dict:
     """The plugin's parsed block (C++ Options; -1 / [] = not given) as ProjectorPair keywords."""
+
     def given(key):
         v = int(options[key])
         return None if v < 0 else v
 
     gpu, host, views = given("gpu_memory_budget_mb"), given("host_memory_budget_mb"), given("max_views_per_chunk")
-    return {"backend": str(options["backend"]),
-            "devices": tuple(int(d) for d in options["devices"]) or None,
-            "gpu_memory_budget": None if gpu is None else gpu * _MIB,
-            "host_memory_budget": None if host is None else host * _MIB,
-            "max_views_per_chunk": views,
-            "restrict_to_cylindrical_fov": bool(options["restrict_to_cylindrical_fov"])}
+    return {
+        "backend": str(options["backend"]),
+        "devices": tuple(int(d) for d in options["devices"]) or None,
+        "gpu_memory_budget": None if gpu is None else gpu * _MIB,
+        "host_memory_budget": None if host is None else host * _MIB,
+        "max_views_per_chunk": views,
+        "restrict_to_cylindrical_fov": bool(options["restrict_to_cylindrical_fov"]),
+    }
 
 
 class PairSession:
@@ -67,6 +70,7 @@ class PairSession:
     def __init__(self, proj_data_info, image, options: dict):
         from ..execution import default_host_budget
         from ..projectors import ProjectorPair
+
         kwargs = _projector_options(options)
         self._pdi = proj_data_info_from_stir(proj_data_info, "STIR's projection data geometry")
         if self._pdi.get_num_tof_poss() > 1:
@@ -97,6 +101,7 @@ class PairSession:
         if self._accum is None:
             if self._pair.backend == "cuda":
                 import cupy
+
                 with cupy.cuda.Device(self._pair.devices[0]):
                     self._accum = cupy.zeros(self._image_info.shape, dtype=cupy.float32)
             else:
@@ -109,8 +114,9 @@ class PairSession:
         them to the accumulated image (viewgrams not given count as zeros)."""
         t0 = time.perf_counter()
         store = ProjDataViewgrams(self._pdi, inputs, missing_as_zeros=True)
-        self._pair.back_project(self._require_accumulating(), store, views=np.asarray(views, dtype=np.int64),
-                                accumulate=True)
+        self._pair.back_project(
+            self._require_accumulating(), store, views=np.asarray(views, dtype=np.int64), accumulate=True
+        )
         self._log("back", views, t0)
 
     def get_output(self, out: np.ndarray) -> None:
@@ -129,8 +135,13 @@ class PairSession:
 
     def back_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
         t0 = time.perf_counter()
-        self._pair.back_project(self._require_accumulating(), self._lent(access, "projection data"), subset_num,
-                                num_subsets, accumulate=True)
+        self._pair.back_project(
+            self._require_accumulating(),
+            self._lent(access, "projection data"),
+            subset_num,
+            num_subsets,
+            accumulate=True,
+        )
         self._log("back ProjData", self._pdi.subset_views(subset_num, num_subsets), t0)
 
     def close(self) -> None:
@@ -144,21 +155,33 @@ class PairSession:
             raise StirGpuError("back projection before start_accumulating_in_new_target")
         return self._accum
 
-    def _lent(self, access, name: str) -> "_LentProjData":
+    def _lent(self, access, name: str) -> _LentProjData:
         pdi = proj_data_info_from_stir(access.get_proj_data_info(), f"STIR's {name}")
         if pdi != self._pdi:
-            raise GeometryError(f"STIR's {name} has another geometry than the projector's set-up "
-                                f"({pdi!r} vs {self._pdi!r})")
+            raise GeometryError(
+                f"STIR's {name} has another geometry than the projector's set-up ({pdi!r} vs {self._pdi!r})"
+            )
         return _LentProjData(access, self._pdi)
 
     def report_calls(self, call: str, calls: int, waiting: float, copying: float, python: float) -> None:
         """One period of STIR's per-viewgram calls (C++ counters; see the module docstring)."""
         if self._verbosity >= 2:
-            print(f"stirgpu: {call}: {calls} calls, {1e3 * waiting:.1f} ms waiting for the lock, {1e3 * copying:.1f} ms "
-                  f"copying, {1e3 * python:.1f} ms projecting (summed over threads)", file=sys.stderr, flush=True)
-        self._trace({"kind": "viewgram calls", "call": call, "calls": int(calls),
-                     "seconds_waiting": round(waiting, 6), "seconds_copying": round(copying, 6),
-                     "seconds_projecting": round(python, 6)})
+            print(
+                f"stirgpu: {call}: {calls} calls, {1e3 * waiting:.1f} ms waiting for the lock, {1e3 * copying:.1f} ms "
+                f"copying, {1e3 * python:.1f} ms projecting (summed over threads)",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._trace(
+            {
+                "kind": "viewgram calls",
+                "call": call,
+                "calls": int(calls),
+                "seconds_waiting": round(waiting, 6),
+                "seconds_copying": round(copying, 6),
+                "seconds_projecting": round(python, 6),
+            }
+        )
 
     def _log(self, call: str, views, t0: float) -> None:
         seconds = time.perf_counter() - t0
@@ -166,10 +189,22 @@ class PairSession:
         segments = list(self._pair.segments_to_process())
         bins = len(views) * self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
         if self._verbosity >= 2:
-            print(f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
-                  f"{1e3 * seconds:.1f} ms", file=sys.stderr, flush=True)
-        self._trace({"kind": "projection", "call": call, "views": views, "segments": segments, "bins": bins,
-                     "seconds": round(seconds, 6)})
+            print(
+                f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
+                f"{1e3 * seconds:.1f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._trace(
+            {
+                "kind": "projection",
+                "call": call,
+                "views": views,
+                "segments": segments,
+                "bins": bins,
+                "seconds": round(seconds, 6),
+            }
+        )
 
     def _trace(self, record: dict) -> None:
         trace = os.environ.get(TRACE_ENV)

@@ -25,8 +25,18 @@ from pathlib import Path
 from ..caches import cache_dir
 from ..errors import StirGpuError
 
-__all__ = ["PluginBuildError", "PluginBuild", "PLUGIN_FILE", "sources_dir", "find_stir_prefix", "stir_version",
-           "build_folder", "build", "find_build", "check_build_requirements"]
+__all__ = [
+    "PluginBuildError",
+    "PluginBuild",
+    "PLUGIN_FILE",
+    "sources_dir",
+    "find_stir_prefix",
+    "stir_version",
+    "build_folder",
+    "build",
+    "find_build",
+    "check_build_requirements",
+]
 
 PLUGIN_FILE = "libstirgpu_stir.so"
 _MANIFEST = "plugin.json"
@@ -53,8 +63,10 @@ class PluginBuild:
     def preload(self) -> list[str]:
         """``LD_PRELOAD`` entries for STIR's executables: libpython, then the plugin."""
         if self.libpython is None:
-            raise PluginBuildError(f"{self.python} has no shared libpython (it was built without --enable-shared): "
-                                   "STIR's executables cannot embed it; the plugin works from STIR's Python module only")
+            raise PluginBuildError(
+                f"{self.python} has no shared libpython (it was built without --enable-shared): "
+                "STIR's executables cannot embed it; the plugin works from STIR's Python module only"
+            )
         return [str(self.libpython), str(self.plugin)]
 
 
@@ -63,8 +75,10 @@ def sources_dir() -> Path:
     install, or ``PYTHONPATH`` on the clone)."""
     d = Path(__file__).resolve().parent.parent.parent / "swig"
     if not (d / "CMakeLists.txt").is_file():
-        raise PluginBuildError(f"the plugin's sources are not here ({d / 'CMakeLists.txt'}): this stirgpu is not run "
-                               "from a clone; install it from one with `pip install -e '.[plugin]'`")
+        raise PluginBuildError(
+            f"the plugin's sources are not here ({d / 'CMakeLists.txt'}): this stirgpu is not run "
+            "from a clone; install it from one with `pip install -e '.[plugin]'`"
+        )
     return d
 
 
@@ -90,9 +104,13 @@ def find_stir_prefix(stir: str | os.PathLike | None = None) -> Path:
         prefix = Path(exe).resolve().parent.parent
         if _has_stir_config(prefix):
             return prefix
-        raise PluginBuildError(f"STIR's OSMAPOSL is at {exe}, but {prefix} has no lib/cmake/STIR-*/STIRConfig.cmake "
-                               "(STIR installed without its CMake files?); give the prefix with --stir")
-    raise PluginBuildError("no STIR found: put STIR's bin/ on PATH, its prefix on CMAKE_PREFIX_PATH, or give --stir PREFIX")
+        raise PluginBuildError(
+            f"STIR's OSMAPOSL is at {exe}, but {prefix} has no lib/cmake/STIR-*/STIRConfig.cmake "
+            "(STIR installed without its CMake files?); give the prefix with --stir"
+        )
+    raise PluginBuildError(
+        "no STIR found: put STIR's bin/ on PATH, its prefix on CMAKE_PREFIX_PATH, or give --stir PREFIX"
+    )
 
 
 def stir_version(prefix: Path) -> str:
@@ -107,8 +125,10 @@ def stir_version(prefix: Path) -> str:
 def _check_stir_version(version: str, prefix: Path) -> None:
     parts = tuple(int(x) for x in version.split(".")[:2])
     if parts < _MIN_STIR or parts[0] > _MAX_STIR_MAJOR:
-        raise PluginBuildError(f"STIR {version} at {prefix}: the stirgpu plugin needs STIR {_MIN_STIR[0]}.{_MIN_STIR[1]} "
-                               f"or a later {_MAX_STIR_MAJOR}.x")
+        raise PluginBuildError(
+            f"STIR {version} at {prefix}: the stirgpu plugin needs STIR {_MIN_STIR[0]}.{_MIN_STIR[1]} "
+            f"or a later {_MAX_STIR_MAJOR}.x"
+        )
 
 
 def _libpython() -> Path | None:
@@ -138,25 +158,37 @@ def check_build_requirements(prefix: Path) -> dict:
     package that has it).  Returns the tools found."""
     cmake = shutil.which("cmake")
     if cmake is None:
-        raise PluginBuildError("no cmake on PATH: install it (Debian/Ubuntu: apt-get install cmake; or pip install cmake)")
+        raise PluginBuildError(
+            "no cmake on PATH: install it (Debian/Ubuntu: apt-get install cmake; or pip install cmake)"
+        )
     cxx = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
     if cxx is None or shutil.which(cxx) is None:
-        raise PluginBuildError("no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one "
-                               "(Debian/Ubuntu: apt-get install g++)")
+        raise PluginBuildError(
+            "no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one (Debian/Ubuntu: apt-get install g++)"
+        )
     try:
         import pybind11
     except ImportError:
-        raise PluginBuildError("pybind11 is not installed for this Python: pip install pybind11 "
-                               "(or pip install 'stirgpu[plugin]')") from None
+        raise PluginBuildError(
+            "pybind11 is not installed for this Python: pip install pybind11 (or pip install 'stirgpu[plugin]')"
+        ) from None
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").is_file():
-        raise PluginBuildError(f"Python's headers are missing ({include / 'Python.h'}): install them "
-                               f"(Debian/Ubuntu: apt-get install python3-dev)")
+        raise PluginBuildError(
+            f"Python's headers are missing ({include / 'Python.h'}): install them "
+            f"(Debian/Ubuntu: apt-get install python3-dev)"
+        )
     if not _boost_found(prefix):
-        raise PluginBuildError("no boost headers (boost/version.hpp) found; STIR's headers need them: install them "
-                               "(Debian/Ubuntu: apt-get install libboost-dev) or set BOOST_ROOT")
-    return {"cmake": cmake, "cxx": shutil.which(cxx), "pybind11_dir": pybind11.get_cmake_dir(),
-            "pybind11_version": pybind11.__version__}
+        raise PluginBuildError(
+            "no boost headers (boost/version.hpp) found; STIR's headers need them: install them "
+            "(Debian/Ubuntu: apt-get install libboost-dev) or set BOOST_ROOT"
+        )
+    return {
+        "cmake": cmake,
+        "cxx": shutil.which(cxx),
+        "pybind11_dir": pybind11.get_cmake_dir(),
+        "pybind11_version": pybind11.__version__,
+    }
 
 
 def _sources_hash(src: Path) -> str:
@@ -171,10 +203,13 @@ def build_folder(prefix: Path) -> Path:
     """Where the plugin for this STIR and this Python is (or would be) built."""
     try:
         import pybind11
+
         pyb = pybind11.__version__
     except ImportError:
         pyb = "none"
-    key = "\n".join([str(prefix.resolve()), sys.executable, pyb, _sources_hash(sources_dir())])  # (a venv: its own build)
+    key = "\n".join(
+        [str(prefix.resolve()), sys.executable, pyb, _sources_hash(sources_dir())]
+    )  # (a venv: its own build)
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     return cache_dir() / "stir-plugin" / f"{stir_version(prefix)}-{tag}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
@@ -184,9 +219,14 @@ def _read_manifest(folder: Path) -> PluginBuild | None:
         m = json.loads((folder / _MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    b = PluginBuild(folder=folder, plugin=folder / m["plugin"], stir_prefix=Path(m["stir_prefix"]),
-                    stir_version=m["stir_version"], python=m["python"],
-                    libpython=None if m["libpython"] is None else Path(m["libpython"]))
+    b = PluginBuild(
+        folder=folder,
+        plugin=folder / m["plugin"],
+        stir_prefix=Path(m["stir_prefix"]),
+        stir_version=m["stir_version"],
+        python=m["python"],
+        libpython=None if m["libpython"] is None else Path(m["libpython"]),
+    )
     return b if b.plugin.is_file() else None
 
 
@@ -195,8 +235,10 @@ def find_build(stir: str | os.PathLike | None = None) -> PluginBuild:
     prefix = find_stir_prefix(stir)
     found = _read_manifest(build_folder(prefix))
     if found is None:
-        raise PluginBuildError(f"the stirgpu STIR plugin is not built for STIR at {prefix} and {sys.executable}: run "
-                               f"`stirgpu stir-plugin build --stir {prefix}`")
+        raise PluginBuildError(
+            f"the stirgpu STIR plugin is not built for STIR at {prefix} and {sys.executable}: run "
+            f"`stirgpu stir-plugin build --stir {prefix}`"
+        )
     return found
 
 
@@ -206,15 +248,24 @@ def check_stir_targets(prefix: Path) -> None:
     STIR built on another machine can carry the build machine's folders (its boost headers',
     say); say which, and in which file, before configuring."""
     import re
+
     for targets in sorted(prefix.glob("lib/cmake/STIR-*/STIRTargets.cmake")):
         text = targets.read_text()
-        missing = sorted({d for block in re.findall(r'INTERFACE_INCLUDE_DIRECTORIES "([^"]*)"', text)
-                          for d in block.split(";") if d and "${" not in d and not Path(d).is_dir()})
+        missing = sorted(
+            {
+                d
+                for block in re.findall(r'INTERFACE_INCLUDE_DIRECTORIES "([^"]*)"', text)
+                for d in block.split(";")
+                if d and "${" not in d and not Path(d).is_dir()
+            }
+        )
         if missing:
-            raise PluginBuildError(f"{targets}: STIR's CMake targets name include folders that do not exist on this "
-                                   f"machine: {', '.join(missing)} (folders of the machine STIR was built on); "
-                                   "CMake refuses such targets. Create them (e.g. mkdir -p "
-                                   f"{' '.join(missing)}) or edit that file to point at this machine's boost headers")
+            raise PluginBuildError(
+                f"{targets}: STIR's CMake targets name include folders that do not exist on this "
+                f"machine: {', '.join(missing)} (folders of the machine STIR was built on); "
+                "CMake refuses such targets. Create them (e.g. mkdir -p "
+                f"{' '.join(missing)}) or edit that file to point at this machine's boost headers"
+            )
 
 
 def build(stir: str | os.PathLike | None = None, *, jobs: int | None = None, rebuild: bool = False) -> PluginBuild:
@@ -237,24 +288,44 @@ def build(stir: str | os.PathLike | None = None, *, jobs: int | None = None, reb
         (work / "build").mkdir(parents=True)
         log = work / "build.log"
         env = dict(os.environ, CXX=tools["cxx"])
-        configure = [tools["cmake"], "-S", str(sources_dir()), "-B", str(work / "build"), "-DCMAKE_BUILD_TYPE=Release",
-                     f"-DCMAKE_PREFIX_PATH={prefix}", f"-DSTIRGPU_PYTHON_EXECUTABLE={sys.executable}",
-                     f"-Dpybind11_DIR={tools['pybind11_dir']}"]
+        configure = [
+            tools["cmake"],
+            "-S",
+            str(sources_dir()),
+            "-B",
+            str(work / "build"),
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DCMAKE_PREFIX_PATH={prefix}",
+            f"-DSTIRGPU_PYTHON_EXECUTABLE={sys.executable}",
+            f"-Dpybind11_DIR={tools['pybind11_dir']}",
+        ]
         compile_ = [tools["cmake"], "--build", str(work / "build"), "--parallel", str(jobs or os.cpu_count() or 1)]
         with open(log, "w") as out:
             for cmd in (configure, compile_):
                 out.write("$ " + " ".join(cmd) + "\n")
                 out.flush()
                 if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode != 0:
-                    raise PluginBuildError(f"building the plugin failed ({' '.join(cmd[:2])} ...); the log is {log}:\n"
-                                           + "\n".join(log.read_text().splitlines()[-25:]))
+                    raise PluginBuildError(
+                        f"building the plugin failed ({' '.join(cmd[:2])} ...); the log is {log}:\n"
+                        + "\n".join(log.read_text().splitlines()[-25:])
+                    )
         shutil.copy2(work / "build" / PLUGIN_FILE, work / PLUGIN_FILE)
         shutil.rmtree(work / "build")
         libpython = _libpython()
-        (work / _MANIFEST).write_text(json.dumps({
-            "plugin": PLUGIN_FILE, "stir_prefix": str(prefix), "stir_version": version, "python": sys.executable,
-            "libpython": None if libpython is None else str(libpython), "pybind11": tools["pybind11_version"],
-        }, indent=1) + "\n")
+        (work / _MANIFEST).write_text(
+            json.dumps(
+                {
+                    "plugin": PLUGIN_FILE,
+                    "stir_prefix": str(prefix),
+                    "stir_version": version,
+                    "python": sys.executable,
+                    "libpython": None if libpython is None else str(libpython),
+                    "pybind11": tools["pybind11_version"],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         shutil.rmtree(folder, ignore_errors=True)
         work.rename(folder)
     return _read_manifest(folder)

@@ -28,9 +28,21 @@ import pytest
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 from stirgpu.geometry.scanner import _raw_table
 
-__all__ = ["Case", "quick_cases", "every_scanner_cases", "large_cases", "large_marks", "params",
-           "cylindrical_scanner_names", "non_cylindrical_scanner_names", "stir_proj_data_info",
-           "stirgpu_proj_data_info", "stir_image", "stirgpu_image_info", "stir_storage_order"]
+__all__ = [
+    "Case",
+    "quick_cases",
+    "every_scanner_cases",
+    "large_cases",
+    "large_marks",
+    "params",
+    "cylindrical_scanner_names",
+    "non_cylindrical_scanner_names",
+    "stir_proj_data_info",
+    "stirgpu_proj_data_info",
+    "stir_image",
+    "stirgpu_image_info",
+    "stir_storage_order",
+]
 
 LARGE_ENV = "STIRGPU_LARGE_DIFFERENTIAL"
 LARGE_REASON = f"large STIR differential set: set {LARGE_ENV}=1"
@@ -60,23 +72,30 @@ class Case:
 
     def __post_init__(self) -> None:
         if self.storage_order not in ("view", "sinogram"):
-            raise ValueError(f"Case {self.label!r}: storage_order must be 'view' or 'sinogram', "
-                             f"not {self.storage_order!r}")
+            raise ValueError(
+                f"Case {self.label!r}: storage_order must be 'view' or 'sinogram', not {self.storage_order!r}"
+            )
         if self.scanner not in cylindrical_scanner_names():
-            raise ValueError(f"Case {self.label!r}: {self.scanner!r} is not one of STIR's cylindrical "
-                             f"scanners ({', '.join(cylindrical_scanner_names())})")
+            raise ValueError(
+                f"Case {self.label!r}: {self.scanner!r} is not one of STIR's cylindrical "
+                f"scanners ({', '.join(cylindrical_scanner_names())})"
+            )
         n_half = _params(self.scanner)["num_detectors_per_ring"] // 2
         if self.view_mash < 1 or n_half % self.view_mash:
-            raise ValueError(f"Case {self.label!r}: view_mash {self.view_mash} does not divide "
-                             f"{n_half} (the unmashed views of {self.scanner})")
+            raise ValueError(
+                f"Case {self.label!r}: view_mash {self.view_mash} does not divide "
+                f"{n_half} (the unmashed views of {self.scanner})"
+            )
         if not self.label:
             object.__setattr__(self, "label", self.default_label())
 
     def default_label(self) -> str:
         img = f"img{self.image_xy or 'D'}x{self.image_z or 'D'}z{self.zoom:g}"
-        return (f"{self.scanner.replace(' ', '').replace('/', '')}-s{self.span}rd{self.max_ring_diff}"
-                f"-v{self.num_views}t{self.num_tangential_poss}{'arc' if self.arc_corrected else 'noarc'}"
-                f"-{img}-{'fov' if self.restrict_fov else 'nofov'}-{self.storage_order[:4]}-{self.seed}")
+        return (
+            f"{self.scanner.replace(' ', '').replace('/', '')}-s{self.span}rd{self.max_ring_diff}"
+            f"-v{self.num_views}t{self.num_tangential_poss}{'arc' if self.arc_corrected else 'noarc'}"
+            f"-{img}-{'fov' if self.restrict_fov else 'nofov'}-{self.storage_order[:4]}-{self.seed}"
+        )
 
     @property
     def num_views(self) -> int:
@@ -95,8 +114,11 @@ class Case:
     def num_bins(self) -> int:
         """Bins of the whole data, counted with STIR's construction rule (independently of the
         geometry code under test; used to keep the lists cheap)."""
-        return self.num_views * self.num_tangential_poss * sum(_axial_poss_per_segment(
-            self.num_rings, self.span, self.max_ring_diff))
+        return (
+            self.num_views
+            * self.num_tangential_poss
+            * sum(_axial_poss_per_segment(self.num_rings, self.span, self.max_ring_diff))
+        )
 
     def rng(self, salt: int = 0) -> np.random.Generator:
         """A generator for this case's random choices in tests (sampled bins, data values)."""
@@ -111,8 +133,11 @@ def _params(name: str) -> dict:
 @functools.lru_cache(maxsize=1)
 def cylindrical_scanner_names() -> tuple[str, ...]:
     """STIR's predefined scanners that are cylindrical rings of detectors (primary names)."""
-    return tuple(n for n, p in _raw_table().items()
-                 if p["num_rings"] >= 1 and p.get("scanner_geometry", "Cylindrical") == "Cylindrical")
+    return tuple(
+        n
+        for n, p in _raw_table().items()
+        if p["num_rings"] >= 1 and p.get("scanner_geometry", "Cylindrical") == "Cylindrical"
+    )
 
 
 def non_cylindrical_scanner_names() -> tuple[str, ...]:
@@ -135,9 +160,17 @@ def _axial_poss_per_segment(num_rings: int, span: int, max_rd: int) -> list[int]
 
 
 # -- drawing cases ----------------------------------------------------------------------------
-def _draw_case(rng: np.random.Generator, scanner: str, span: int, k: int, max_bins: int,
-               max_voxels: int, seed: int, max_ring_diff: int | None = None,
-               max_views: int = 96) -> Case:
+def _draw_case(
+    rng: np.random.Generator,
+    scanner: str,
+    span: int,
+    k: int,
+    max_bins: int,
+    max_voxels: int,
+    seed: int,
+    max_ring_diff: int | None = None,
+    max_views: int = 96,
+) -> Case:
     """One case for ``scanner`` and ``span``; ``k`` (the case's index) alternates the binary
     features so that every list has both values of each."""
     p = _params(scanner)
@@ -159,19 +192,29 @@ def _draw_case(rng: np.random.Generator, scanner: str, span: int, k: int, max_bi
     image_xy = None if k % 3 == 0 else int(rng.integers(6, 40))
     image_z = None if k % 4 != 3 else int(rng.integers(1, 2 * n_rings))
     xy_est = image_xy or int(tang * zoom) + 3
-    while image_xy is not None and image_xy > 4 and (image_z or 2 * n_rings - 1) * image_xy ** 2 > max_voxels:
+    while image_xy is not None and image_xy > 4 and (image_z or 2 * n_rings - 1) * image_xy**2 > max_voxels:
         image_xy = xy_est = image_xy // 2 + 1
-    if image_z is None and (2 * n_rings - 1) * xy_est ** 2 > max_voxels:
-        image_z = max(1, max_voxels // xy_est ** 2)
+    if image_z is None and (2 * n_rings - 1) * xy_est**2 > max_voxels:
+        image_z = max(1, max_voxels // xy_est**2)
     # offsets up to 15 mm, axially at most a third of the scanner's length (a one-ring scanner's
     # image must still meet its LORs)
     z_max = min(15.0, p["num_rings"] * p["ring_spacing"] / 3)
-    offset = tuple(0.0 if k % 5 == 0 else round(float(v), 2)
-                   for v in rng.uniform([-15, -15, -z_max], [15, 15, z_max]))
-    return Case(scanner=scanner, span=span, max_ring_diff=max_ring_diff, view_mash=mash,
-                num_tangential_poss=tang, arc_corrected=arc, image_xy=image_xy, image_z=image_z,
-                zoom=zoom, offset_xyz=offset, restrict_fov=k % 3 != 1,
-                storage_order="sinogram" if k % 4 in (1, 2) else "view", seed=seed)
+    offset = tuple(0.0 if k % 5 == 0 else round(float(v), 2) for v in rng.uniform([-15, -15, -z_max], [15, 15, z_max]))
+    return Case(
+        scanner=scanner,
+        span=span,
+        max_ring_diff=max_ring_diff,
+        view_mash=mash,
+        num_tangential_poss=tang,
+        arc_corrected=arc,
+        image_xy=image_xy,
+        image_z=image_z,
+        zoom=zoom,
+        offset_xyz=offset,
+        restrict_fov=k % 3 != 1,
+        storage_order="sinogram" if k % 4 in (1, 2) else "view",
+        seed=seed,
+    )
 
 
 def _draw_max_ring_diff(rng: np.random.Generator, n_rings: int, span: int, k: int) -> int:
@@ -198,10 +241,21 @@ def _draw_mash(rng: np.random.Generator, n_half: int, max_views: int) -> int:
 
 #: scanners of the quick list, each with the span it is drawn with (spans 1..11 all occur)
 _QUICK_PLAN = (
-    ("ECAT 953", 3), ("ECAT 931", 5), ("test_scanner", 1), ("RATPET", 3), ("PRT-1", 7),
-    ("GE Advance", 9), ("GE Discovery ST", 11), ("Positron HZL/R", 5), ("HYPERimage", 1),
-    ("Siemens mMR", 11), ("GE Signa PET/MR", 7), ("Allegro", 9), ("ECAT 962", 3),
-    ("PANDA", 1), ("Siemens mCT", 5),
+    ("ECAT 953", 3),
+    ("ECAT 931", 5),
+    ("test_scanner", 1),
+    ("RATPET", 3),
+    ("PRT-1", 7),
+    ("GE Advance", 9),
+    ("GE Discovery ST", 11),
+    ("Positron HZL/R", 5),
+    ("HYPERimage", 1),
+    ("Siemens mMR", 11),
+    ("GE Signa PET/MR", 7),
+    ("Allegro", 9),
+    ("ECAT 962", 3),
+    ("PANDA", 1),
+    ("Siemens mCT", 5),
 )
 
 
@@ -212,11 +266,14 @@ def quick_cases() -> tuple[Case, ...]:
     Always holds the case of issue 12's known divergence: GE Discovery 690, span 3, maximum ring
     difference 5 (outermost segments of one ring difference)."""
     rng = np.random.default_rng(1212)
-    out = [_draw_case(rng, name, span, k, max_bins=40_000, max_voxels=150_000, seed=1212 + k)
-           for k, (name, span) in enumerate(_QUICK_PLAN)]
+    out = [
+        _draw_case(rng, name, span, k, max_bins=40_000, max_voxels=150_000, seed=1212 + k)
+        for k, (name, span) in enumerate(_QUICK_PLAN)
+    ]
     k = len(out)
-    out.append(_draw_case(rng, "GE Discovery 690", 3, k, max_bins=40_000, max_voxels=150_000,
-                          seed=1212 + k, max_ring_diff=5))
+    out.append(
+        _draw_case(rng, "GE Discovery 690", 3, k, max_bins=40_000, max_voxels=150_000, seed=1212 + k, max_ring_diff=5)
+    )
     return tuple(out)
 
 
@@ -224,24 +281,27 @@ def quick_cases() -> tuple[Case, ...]:
 def every_scanner_cases() -> tuple[Case, ...]:
     """One tiny case for each cylindrical scanner STIR knows (for geometry and header tests)."""
     rng = np.random.default_rng(4242)
-    return tuple(_draw_case(rng, name, SPANS[k % len(SPANS)], k, max_bins=60_000, max_voxels=60_000,
-                            seed=4242 + k)
-                 for k, name in enumerate(cylindrical_scanner_names()))
+    return tuple(
+        _draw_case(rng, name, SPANS[k % len(SPANS)], k, max_bins=60_000, max_voxels=60_000, seed=4242 + k)
+        for k, name in enumerate(cylindrical_scanner_names())
+    )
 
 
 @functools.lru_cache(maxsize=1)
 def large_cases() -> tuple[Case, ...]:
     """Every cylindrical scanner at realistic sizes (up to ~1e6 bins and 4e6 voxels); slow."""
     rng = np.random.default_rng(9090)
-    return tuple(_draw_case(rng, name, SPANS[(k + 2) % len(SPANS)], k + 1, max_bins=1_000_000,
-                            max_voxels=4_000_000, seed=9090 + k)
-                 for k, name in enumerate(cylindrical_scanner_names()))
+    return tuple(
+        _draw_case(
+            rng, name, SPANS[(k + 2) % len(SPANS)], k + 1, max_bins=1_000_000, max_voxels=4_000_000, seed=9090 + k
+        )
+        for k, name in enumerate(cylindrical_scanner_names())
+    )
 
 
 def large_marks() -> list:
     """Marks for the large set: ``slow``, and skipped unless ``STIRGPU_LARGE_DIFFERENTIAL=1``."""
-    return [pytest.mark.slow,
-            pytest.mark.skipif(os.environ.get(LARGE_ENV) != "1", reason=LARGE_REASON)]
+    return [pytest.mark.slow, pytest.mark.skipif(os.environ.get(LARGE_ENV) != "1", reason=LARGE_REASON)]
 
 
 def params(cases, marks=()) -> list:
@@ -254,14 +314,21 @@ def stir_proj_data_info(stir, case: Case):
     """STIR's ``ProjDataInfo`` of ``case`` (``construct_proj_data_info``; STIR takes the number
     of views and derives the mashing factor)."""
     scanner = stir.Scanner.get_scanner_from_name(case.scanner)
-    return stir.ProjDataInfo.construct_proj_data_info(scanner, case.span, case.max_ring_diff, case.num_views,
-                                                      case.num_tangential_poss, case.arc_corrected)
+    return stir.ProjDataInfo.construct_proj_data_info(
+        scanner, case.span, case.max_ring_diff, case.num_views, case.num_tangential_poss, case.arc_corrected
+    )
 
 
 def stirgpu_proj_data_info(case: Case) -> ProjDataInfo:
     """stirgpu's ``ProjDataInfo`` of ``case``, built like STIR's ``construct_proj_data_info``."""
-    return ProjDataInfo.construct(Scanner.from_name(case.scanner), case.span, case.max_ring_diff,
-                                  case.num_views, case.num_tangential_poss, case.arc_corrected)
+    return ProjDataInfo.construct(
+        Scanner.from_name(case.scanner),
+        case.span,
+        case.max_ring_diff,
+        case.num_views,
+        case.num_tangential_poss,
+        case.arc_corrected,
+    )
 
 
 def stir_image(stir, case: Case, pdi):
@@ -270,8 +337,9 @@ def stir_image(stir, case: Case, pdi):
     oz, oy, ox = case.origin_zyx
     xy = -1 if case.image_xy is None else case.image_xy
     z = -1 if case.image_z is None else case.image_z
-    return stir.FloatVoxelsOnCartesianGrid(pdi, case.zoom, stir.FloatCartesianCoordinate3D(oz, oy, ox),
-                                           stir.IntCartesianCoordinate3D(z, xy, xy))
+    return stir.FloatVoxelsOnCartesianGrid(
+        pdi, case.zoom, stir.FloatCartesianCoordinate3D(oz, oy, ox), stir.IntCartesianCoordinate3D(z, xy, xy)
+    )
 
 
 def stirgpu_image_info(case: Case, pdi: ProjDataInfo) -> ImageInfo:
@@ -279,8 +347,10 @@ def stirgpu_image_info(case: Case, pdi: ProjDataInfo) -> ImageInfo:
     bit (``stirgpu.kernels.stir_lors.stir_default_image_info``: ``ImageInfo.default_for`` with
     STIR's fast-math float32 voxel sizes)."""
     from stirgpu.kernels.stir_lors import stir_default_image_info
-    return stir_default_image_info(pdi, zoom=case.zoom, xy_size=case.image_xy, z_size=case.image_z,
-                                   origin=case.origin_zyx)
+
+    return stir_default_image_info(
+        pdi, zoom=case.zoom, xy_size=case.image_xy, z_size=case.image_z, origin=case.origin_zyx
+    )
 
 
 def stir_storage_order(case: Case) -> str:

@@ -54,8 +54,9 @@ class Geometry:
 
     def proj_data_info(self, stir):
         sc = stir.Scanner.get_scanner_from_name(self.scanner)
-        return stir.ProjDataInfo.construct_proj_data_info(sc, self.span, self.max_delta, self.num_views,
-                                                          self.num_tangential_poss, self.arc_corrected)
+        return stir.ProjDataInfo.construct_proj_data_info(
+            sc, self.span, self.max_delta, self.num_views, self.num_tangential_poss, self.arc_corrected
+        )
 
 
 def _smooth_factors(shape: tuple, rng: np.random.Generator, low: float, high: float) -> np.ndarray:
@@ -88,15 +89,24 @@ def _phantom(stir, exam, pdi, zoom: float) -> object:
     y = (np.arange(ny) - ny // 2)[None, :, None] * vy
     x = (np.arange(nx) - nx // 2)[None, None, :] * vx
     radius = 0.4 * nx * vx
-    out = np.where(x ** 2 + y ** 2 <= radius ** 2, 1.0, 0.0) * np.ones_like(z)
-    out[(x - 0.4 * radius) ** 2 + y ** 2 + z ** 2 <= (0.3 * radius) ** 2] = 4.0
-    out[(x + 0.4 * radius) ** 2 + (y - 0.2 * radius) ** 2 + z ** 2 <= (0.25 * radius) ** 2] = 0.0
+    out = np.where(x**2 + y**2 <= radius**2, 1.0, 0.0) * np.ones_like(z)
+    out[(x - 0.4 * radius) ** 2 + y**2 + z**2 <= (0.3 * radius) ** 2] = 4.0
+    out[(x + 0.4 * radius) ** 2 + (y - 0.2 * radius) ** 2 + z**2 <= (0.25 * radius) ** 2] = 0.0
     img.fill(np.ascontiguousarray(out, dtype=np.float32).ravel())
     return img
 
 
-def make_inputs(reference_stir, stir, folder: Path, geometry: Geometry, *, seed: int = 0,
-                counts: float | None = 2e5, zoom: float = 1.0, adjust=None) -> Path:
+def make_inputs(
+    reference_stir,
+    stir,
+    folder: Path,
+    geometry: Geometry,
+    *,
+    seed: int = 0,
+    counts: float | None = 2e5,
+    zoom: float = 1.0,
+    adjust=None,
+) -> Path:
     """Write the inputs described in the module docstring into ``folder`` (created); returns it.
     ``counts`` None: noiseless prompts; else Poisson prompts scaled to about that many counts.
     ``adjust(f, a, fwd)`` may change the factors and the additive term in place (STIR's
@@ -130,24 +140,40 @@ def make_inputs(reference_stir, stir, folder: Path, geometry: Geometry, *, seed:
     return folder
 
 
-PARALLELPROJ_PAIR = ("projector pair type := Parallelproj\n"
-                     "Projector Pair Using Parallelproj Parameters :=\n"
-                     "End Projector Pair Using Parallelproj Parameters :=")
+PARALLELPROJ_PAIR = (
+    "projector pair type := Parallelproj\n"
+    "Projector Pair Using Parallelproj Parameters :=\n"
+    "End Projector Pair Using Parallelproj Parameters :="
+)
 
 
-def osmaposl_par(objective: dict[str, str], top: dict[str, str], *, normalisation: str | None = "../in/norm.hs",
-                 input_file: str = "../in/prompts.hs", projectors: str = PARALLELPROJ_PAIR,
-                 extra_objective: str = "", extra_top: str = "") -> str:
+def osmaposl_par(
+    objective: dict[str, str],
+    top: dict[str, str],
+    *,
+    normalisation: str | None = "../in/norm.hs",
+    input_file: str = "../in/prompts.hs",
+    projectors: str = PARALLELPROJ_PAIR,
+    extra_objective: str = "",
+    extra_top: str = "",
+) -> str:
     """An OSMAPOSL ``.par``; ``objective`` and ``top`` map STIR keys to values (inside the objective
     function's block / in ``OSMAPOSLParameters``), ``projectors`` is the projector block (default:
     the Parallelproj pair), ``extra_*`` are verbatim lines (blocks) added to either."""
-    lines = ["OSMAPOSLParameters :=",
-             "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
-             "PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=",
-             f"input file := {input_file}", *projectors.splitlines()]
+    lines = [
+        "OSMAPOSLParameters :=",
+        "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
+        "PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=",
+        f"input file := {input_file}",
+        *projectors.splitlines(),
+    ]
     if normalisation is not None:
-        lines += ["Bin Normalisation type := From ProjData", "Bin Normalisation From ProjData :=",
-                  f"normalisation projdata filename := {normalisation}", "End Bin Normalisation From ProjData :="]
+        lines += [
+            "Bin Normalisation type := From ProjData",
+            "Bin Normalisation From ProjData :=",
+            f"normalisation projdata filename := {normalisation}",
+            "End Bin Normalisation From ProjData :=",
+        ]
     lines += [f"{k} := {v}" for k, v in objective.items()] + extra_objective.splitlines()
     lines += ["End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :="]
     lines += [f"{k} := {v}" for k, v in top.items()] + extra_top.splitlines()
@@ -175,6 +201,7 @@ def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par
 def run_stirgpu(folder: Path, par_text: str, name: str = "recon.par"):
     """stirgpu's ``osmaposl`` engine (CPU backend) on the same file in ``folder``."""
     from stirgpu.recon.run import run_osmaposl
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(par_text)
     with _cwd(folder), stirgpu.config(backend="cpu"):
@@ -216,15 +243,15 @@ def image_files(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir() if p.suffix in (".hv", ".v")}
 
 
-def differences(stir_dir: Path, gpu_dir: Path, prefix: str = "out", skip_end_planes: bool = False
-                ) -> dict[str, float]:
+def differences(stir_dir: Path, gpu_dir: Path, prefix: str = "out", skip_end_planes: bool = False) -> dict[str, float]:
     """{image name: max |stirgpu - STIR| / max |STIR|} for every image STIR wrote; raises
     AssertionError when the two folders do not hold the same image files.  ``skip_end_planes``:
     the first and last plane of the estimates (``prefix_N``) are left out."""
     mine, theirs = image_files(gpu_dir), image_files(stir_dir)
     if mine != theirs:
-        raise AssertionError(f"different files: only STIR's {sorted(theirs - mine)}, only stirgpu's "
-                             f"{sorted(mine - theirs)}")
+        raise AssertionError(
+            f"different files: only STIR's {sorted(theirs - mine)}, only stirgpu's {sorted(mine - theirs)}"
+        )
     out = {}
     for n in sorted(theirs):
         if not n.endswith(".hv"):
@@ -242,21 +269,30 @@ ESTIMATE_TOL = 1e-3
 SENSITIVITY_TOL = 2e-4
 
 
-def assert_agree(stir_dir: Path, gpu_dir: Path, prefix: str = "out", *, estimate_tol: float = ESTIMATE_TOL,
-                 sensitivity_tol: float = SENSITIVITY_TOL, skip_end_planes: bool = False) -> dict[str, float]:
+def assert_agree(
+    stir_dir: Path,
+    gpu_dir: Path,
+    prefix: str = "out",
+    *,
+    estimate_tol: float = ESTIMATE_TOL,
+    sensitivity_tol: float = SENSITIVITY_TOL,
+    skip_end_planes: bool = False,
+) -> dict[str, float]:
     """Same files, estimates (``prefix_N.hv``) within ``estimate_tol`` and every other image (the
     sensitivities) within ``sensitivity_tol`` of STIR's maximum.  Returns the differences."""
     diffs = differences(stir_dir, gpu_dir, prefix, skip_end_planes)
-    bad = {n: d for n, d in diffs.items()
-           if d > (estimate_tol if n.startswith(f"{prefix}_") else sensitivity_tol)}
+    bad = {n: d for n, d in diffs.items() if d > (estimate_tol if n.startswith(f"{prefix}_") else sensitivity_tol)}
     if bad:
-        raise AssertionError(f"differences to STIR (of its maximum) over the bound: "
-                             f"{ {n: f'{d:.3g}' for n, d in bad.items()} }; all: "
-                             f"{ {n: f'{d:.3g}' for n, d in diffs.items()} }")
+        raise AssertionError(
+            f"differences to STIR (of its maximum) over the bound: "
+            f"{ {n: f'{d:.3g}' for n, d in bad.items()} }; all: "
+            f"{ {n: f'{d:.3g}' for n, d in diffs.items()} }"
+        )
     return diffs
 
 
 # -- seeded combinations of OSMAPOSL keys ------------------------------------------------------------
+
 
 def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
@@ -306,9 +342,12 @@ def random_case(seed: int, num_views: int, max_segment: int, *, max_subiteration
 
     K = int(pick(*[k for k in _divisors(num_views) if k <= 8]))
     n = int(rng.integers(1, max_subiterations + 1))
-    top: dict[str, object] = {"output filename prefix": pick("out", "recon_osem"),
-                              "number of subsets": K, "number of subiterations": n,
-                              "save estimates at subiteration intervals": int(rng.integers(1, n + 1))}
+    top: dict[str, object] = {
+        "output filename prefix": pick("out", "recon_osem"),
+        "number of subsets": K,
+        "number of subiterations": n,
+        "save estimates at subiteration intervals": int(rng.integers(1, n + 1)),
+    }
     if rng.random() < 0.4:
         top["start at subset"] = int(rng.integers(0, K))
     if rng.random() < 0.3:
@@ -324,12 +363,17 @@ def random_case(seed: int, num_views: int, max_segment: int, *, max_subiteration
         top["report objective function values interval"] = 1
     if rng.random() < 0.2:
         top["MAP model"] = "multiplicative"
-    return {"objective": obj, "top": top, "zero_end_planes": zep,
-            "normalisation": "../in/norm.hs" if rng.random() < 0.8 else None}
+    return {
+        "objective": obj,
+        "top": top,
+        "zero_end_planes": zep,
+        "normalisation": "../in/norm.hs" if rng.random() < 0.8 else None,
+    }
 
 
-def run_random_case(reference_stir, root: Path, inputs: Path, seed: int, num_views: int, max_segment: int,
-                    **kw) -> dict[str, float]:
+def run_random_case(
+    reference_stir, root: Path, inputs: Path, seed: int, num_views: int, max_segment: int, **kw
+) -> dict[str, float]:
     """Run :func:`random_case` ``seed`` with both programs and check it (:func:`assert_agree`;
     with ``zero end planes of segment 0`` the end planes of the estimates are left out, see
     ``END_PLANE_LEAK`` in the tests).  Returns the differences."""

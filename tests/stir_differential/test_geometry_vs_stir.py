@@ -17,10 +17,20 @@ import math
 
 import numpy as np
 import pytest
+from cases import (
+    cylindrical_scanner_names,
+    every_scanner_cases,
+    large_cases,
+    large_marks,
+    non_cylindrical_scanner_names,
+    params,
+    quick_cases,
+    stir_image,
+    stir_proj_data_info,
+    stirgpu_image_info,
+    stirgpu_proj_data_info,
+)
 
-from cases import (every_scanner_cases, large_cases, large_marks, non_cylindrical_scanner_names,
-                   params, quick_cases, stir_image, stir_proj_data_info, stirgpu_image_info,
-                   stirgpu_proj_data_info, cylindrical_scanner_names)
 from stirgpu.errors import GeometryError
 from stirgpu.formats import read_projdata_header
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
@@ -29,15 +39,16 @@ pytestmark = pytest.mark.stir
 
 REL, ABS_MM, ABS_RAD = 1e-5, 1e-4, 1e-6
 
-GEOMETRY_CASES = (params(quick_cases()) + params(every_scanner_cases())
-                  + params(large_cases(), marks=large_marks()))
+GEOMETRY_CASES = params(quick_cases()) + params(every_scanner_cases()) + params(large_cases(), marks=large_marks())
 
 
 def _close(ours, theirs, name, rel=REL, abs_=ABS_MM):
     ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
     bad = ~np.isclose(ours, theirs, rtol=rel, atol=abs_)
-    assert not bad.any(), (f"{name}: {int(bad.sum())} of {bad.size} differ, first at {np.argmax(bad)}: "
-                           f"stirgpu {ours.flat[np.argmax(bad)]!r}, STIR {theirs.flat[np.argmax(bad)]!r}")
+    assert not bad.any(), (
+        f"{name}: {int(bad.sum())} of {bad.size} differ, first at {np.argmax(bad)}: "
+        f"stirgpu {ours.flat[np.argmax(bad)]!r}, STIR {theirs.flat[np.argmax(bad)]!r}"
+    )
 
 
 # -- scanners -------------------------------------------------------------------------------
@@ -58,14 +69,18 @@ def test_scanner_parameters(stir, name):
     """Each predefined scanner has STIR's parameters (float32 values to 1e-6 relative: they are
     stored as float32 in both); guards against a table entry copied wrong."""
     ours, theirs = Scanner.from_name(name), stir.Scanner.get_scanner_from_name(name)
-    pairs = [("num_rings", theirs.get_num_rings()), ("num_detectors_per_ring", theirs.get_num_detectors_per_ring()),
-             ("inner_ring_radius", theirs.get_inner_ring_radius()),
-             ("average_depth_of_interaction", theirs.get_average_depth_of_interaction()),
-             ("ring_spacing", theirs.get_ring_spacing()), ("default_bin_size", theirs.get_default_bin_size()),
-             ("intrinsic_azimuthal_tilt", theirs.get_intrinsic_azimuthal_tilt()),
-             ("max_num_non_arccorrected_bins", theirs.get_max_num_non_arccorrected_bins()),
-             ("default_num_arccorrected_bins", theirs.get_default_num_arccorrected_bins()),
-             ("max_FOV_radius", theirs.get_max_FOV_radius())]
+    pairs = [
+        ("num_rings", theirs.get_num_rings()),
+        ("num_detectors_per_ring", theirs.get_num_detectors_per_ring()),
+        ("inner_ring_radius", theirs.get_inner_ring_radius()),
+        ("average_depth_of_interaction", theirs.get_average_depth_of_interaction()),
+        ("ring_spacing", theirs.get_ring_spacing()),
+        ("default_bin_size", theirs.get_default_bin_size()),
+        ("intrinsic_azimuthal_tilt", theirs.get_intrinsic_azimuthal_tilt()),
+        ("max_num_non_arccorrected_bins", theirs.get_max_num_non_arccorrected_bins()),
+        ("default_num_arccorrected_bins", theirs.get_default_num_arccorrected_bins()),
+        ("max_FOV_radius", theirs.get_max_FOV_radius()),
+    ]
     for field, value in pairs:
         assert math.isclose(getattr(ours, field), value, rel_tol=1e-6, abs_tol=1e-7), (name, field)
     assert math.isclose(ours.effective_ring_radius, theirs.get_effective_ring_radius(), rel_tol=1e-6)
@@ -87,19 +102,26 @@ def test_segments_match_stir(stir, case):
     against the old rule ``N - |RD|`` for single-ring-difference segments of span > 1 data (STIR
     gives them 2N - 1 - 2|RD| positions at full ring spacing)."""
     theirs, ours = stir_proj_data_info(stir, case), stirgpu_proj_data_info(case)
-    assert (ours.get_min_segment_num(), ours.get_max_segment_num()) == \
-        (theirs.get_min_segment_num(), theirs.get_max_segment_num())
+    assert (ours.get_min_segment_num(), ours.get_max_segment_num()) == (
+        theirs.get_min_segment_num(),
+        theirs.get_max_segment_num(),
+    )
     for seg in ours.segment_nums:
         bin_ = stir.Bin(seg, 0, 0, 0)
         got = (ours.get_min_ring_difference(seg), ours.get_max_ring_difference(seg), ours.get_num_axial_poss(seg))
-        want = (theirs.get_min_ring_difference(seg), theirs.get_max_ring_difference(seg),
-                theirs.get_num_axial_poss(seg))
+        want = (
+            theirs.get_min_ring_difference(seg),
+            theirs.get_max_ring_difference(seg),
+            theirs.get_num_axial_poss(seg),
+        )
         assert got == want, f"segment {seg}: stirgpu (RDmin, RDmax, axial) {got}, STIR {want}"
         _close(ours.get_sampling_in_m(seg), theirs.get_sampling_in_m(bin_), f"sampling in m of segment {seg}")
     assert ours.get_num_views() == theirs.get_num_views()
     assert ours.get_view_mashing_factor() == theirs.get_view_mashing_factor()
-    assert (ours.get_min_tangential_pos_num(), ours.get_max_tangential_pos_num()) == \
-        (theirs.get_min_tangential_pos_num(), theirs.get_max_tangential_pos_num())
+    assert (ours.get_min_tangential_pos_num(), ours.get_max_tangential_pos_num()) == (
+        theirs.get_min_tangential_pos_num(),
+        theirs.get_max_tangential_pos_num(),
+    )
     _close(ours.get_azimuthal_angle_offset(), theirs.get_azimuthal_angle_offset(), "phi offset", abs_=ABS_RAD)
     _close(ours.get_azimuthal_angle_sampling(), theirs.get_azimuthal_angle_sampling(), "phi step", abs_=ABS_RAD)
     _close(ours.get_sampling_in_s(), theirs.get_sampling_in_s(stir.Bin(0, 0, 0, 0)), "sampling in s")
@@ -113,8 +135,10 @@ def _sampled_bins(pdi: ProjDataInfo, rng: np.random.Generator, per_segment: int 
     for seg in pdi.segment_nums:
         na, nv = pdi.get_num_axial_poss(seg), pdi.get_num_views()
         out += [(seg, v, a, t) for v in (0, nv - 1) for a in (0, na - 1) for t in (t0, t1)]
-        out += [(seg, int(rng.integers(nv)), int(rng.integers(na)), int(rng.integers(t0, t1 + 1)))
-                for _ in range(per_segment)]
+        out += [
+            (seg, int(rng.integers(nv)), int(rng.integers(na)), int(rng.integers(t0, t1 + 1)))
+            for _ in range(per_segment)
+        ]
     return out
 
 
@@ -126,10 +150,13 @@ def test_bin_coordinates_match_stir(stir, case):
     segments), a wrong half-mash view offset and a wrong tangential formula."""
     theirs, ours = stir_proj_data_info(stir, case), stirgpu_proj_data_info(case)
     bins = _sampled_bins(ours, case.rng(1))
-    want = np.array([[theirs.get_phi(b), theirs.get_s(b), theirs.get_m(b), theirs.get_tantheta(b)]
-                     for b in (stir.Bin(*x) for x in bins)])
-    got = np.array([[ours.get_phi(v), ours.get_s(t), ours.get_m(s, a), ours.get_tantheta(s, t)]
-                    for s, v, a, t in bins])
+    want = np.array(
+        [
+            [theirs.get_phi(b), theirs.get_s(b), theirs.get_m(b), theirs.get_tantheta(b)]
+            for b in (stir.Bin(*x) for x in bins)
+        ]
+    )
+    got = np.array([[ours.get_phi(v), ours.get_s(t), ours.get_m(s, a), ours.get_tantheta(s, t)] for s, v, a, t in bins])
     _close(got[:, 0], want[:, 0], "phi", abs_=ABS_RAD)
     _close(got[:, 1], want[:, 1], "s")
     _close(got[:, 2], want[:, 2], "m")
@@ -148,8 +175,9 @@ def test_constructor_axial_positions_default_to_stirs(stir, case):
     nax = [theirs.get_num_axial_poss(s) for s in segs]
     scanner = Scanner.from_name(case.scanner)
     derived = ProjDataInfo(scanner, lo, hi, case.num_views, case.num_tangential_poss, case.arc_corrected)
-    given = ProjDataInfo(scanner, lo, hi, case.num_views, case.num_tangential_poss, case.arc_corrected,
-                         num_axial_poss=nax)
+    given = ProjDataInfo(
+        scanner, lo, hi, case.num_views, case.num_tangential_poss, case.arc_corrected, num_axial_poss=nax
+    )
     assert [derived.get_num_axial_poss(s) for s in segs] == nax
     assert given == derived
 
@@ -158,8 +186,12 @@ def test_constructor_axial_positions_default_to_stirs(stir, case):
 def _stir_image_geometry(image):
     lengths, mins = image.get_lengths(), image.get_min_indices()
     vox, org = image.get_voxel_size(), image.get_origin()
-    return ((lengths[1], lengths[2], lengths[3]), (vox.z(), vox.y(), vox.x()),
-            (org.z(), org.y(), org.x()), (mins[1], mins[2], mins[3]))
+    return (
+        (lengths[1], lengths[2], lengths[3]),
+        (vox.z(), vox.y(), vox.x()),
+        (org.z(), org.y(), org.x()),
+        (mins[1], mins[2], mins[3]),
+    )
 
 
 def _on_a_pixel_boundary(info: ImageInfo, pdi: ProjDataInfo) -> bool:
@@ -194,8 +226,7 @@ def test_case_image_matches_stir(stir, case):
     that is not STIR's."""
     theirs = stir_proj_data_info(stir, case)
     ours_pdi = stirgpu_proj_data_info(case)
-    _assert_image_matches(stirgpu_image_info(case, ours_pdi), stir_image(stir, case, theirs), ours_pdi,
-                          case.label)
+    _assert_image_matches(stirgpu_image_info(case, ours_pdi), stir_image(stir, case, theirs), ours_pdi, case.label)
 
 
 @pytest.mark.parametrize("case", params(quick_cases()))
@@ -208,8 +239,10 @@ def test_default_image_constructor_variants(stir, case):
     variants = [
         (stir.FloatVoxelsOnCartesianGrid(theirs), ImageInfo.default_for(ours)),
         (stir.FloatVoxelsOnCartesianGrid(theirs, case.zoom), ImageInfo.default_for(ours, case.zoom)),
-        (stir.FloatVoxelsOnCartesianGrid(theirs, case.zoom, stir.FloatCartesianCoordinate3D(oz, oy, ox)),
-         ImageInfo.default_for(ours, case.zoom, origin=case.origin_zyx)),
+        (
+            stir.FloatVoxelsOnCartesianGrid(theirs, case.zoom, stir.FloatCartesianCoordinate3D(oz, oy, ox)),
+            ImageInfo.default_for(ours, case.zoom, origin=case.origin_zyx),
+        ),
     ]
     for k, (image, info) in enumerate(variants):
         _assert_image_matches(info, image, ours, f"{case.label} variant {k}")
@@ -220,15 +253,16 @@ def test_default_image_ignores_arc_corrected_tangential_sampling(stir):
     """An arc-corrected geometry whose bin size is not the scanner's default: STIR's default image
     still uses the scanner's default bin size / zoom for its xy voxels (and sizes the image from
     max |s| in those voxels).  stirgpu used the data's tangential sampling."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("ECAT 953"),
-                                                        3, 4, 96, 128, True)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("ECAT 953"), 3, 4, 96, 128, True
+    )
     theirs.set_tangential_sampling(2.5)
-    ours = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 4, 96, 128, True).replace(
-        tangential_sampling=2.5)
+    ours = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 4, 96, 128, True).replace(tangential_sampling=2.5)
     _close(ours.get_s(63), theirs.get_s(stir.Bin(0, 0, 0, 63)), "s with the changed bin size")
     for zoom in (1.0, 1.5):
-        _assert_image_matches(ImageInfo.default_for(ours, zoom), stir.FloatVoxelsOnCartesianGrid(theirs, zoom),
-                              ours, f"zoom {zoom}")
+        _assert_image_matches(
+            ImageInfo.default_for(ours, zoom), stir.FloatVoxelsOnCartesianGrid(theirs, zoom), ours, f"zoom {zoom}"
+        )
 
 
 @pytest.mark.parametrize("span, n_seg0", [(3, 25), (1, 10)])
@@ -236,23 +270,24 @@ def test_default_image_planes_follow_segment_0(stir, span, n_seg0):
     """STIR's default number of planes comes from segment 0's axial positions (their number for
     span > 1, twice it minus one for span 1), not from the number of rings: here segment 0 is
     given fewer axial positions than construction would (as a header may)."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("ECAT 953"),
-                                                        span, 2, 96, 128, False)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("ECAT 953"), span, 2, 96, 128, False
+    )
     theirs.set_max_axial_pos_num(n_seg0 - 1, 0)
     built = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span, 2, 96, 128, False)
     counts = [n_seg0 if s == 0 else built.get_num_axial_poss(s) for s in built.segment_nums]
     ours = built.replace(num_axial_poss=counts)
     _close(ours.get_m(0, 0), theirs.get_m(stir.Bin(0, 0, 0, 0)), "m of segment 0's first position")
-    _assert_image_matches(ImageInfo.default_for(ours), stir.FloatVoxelsOnCartesianGrid(theirs), ours,
-                          f"span {span}")
+    _assert_image_matches(ImageInfo.default_for(ours), stir.FloatVoxelsOnCartesianGrid(theirs), ours, f"span {span}")
 
 
 def test_discovery_690_span_3_outer_segments(stir):
     """Issue 12's known divergence: GE Discovery 690, span 3, maximum ring difference 5.  The
     outermost segments hold ring difference +-5 alone; STIR gives them 2*24 - 1 - 2*5 = 37 axial
     positions at full ring spacing (6.54 mm), m from -117.72 mm; stirgpu gave 19 (N - |RD|)."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("GE Discovery 690"),
-                                                        3, 5, 288, 381, False)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("GE Discovery 690"), 3, 5, 288, 381, False
+    )
     ours = ProjDataInfo.construct(Scanner.from_name("GE Discovery 690"), 3, 5, 288, 381, False)
     for seg in (-2, 2):
         assert ours.get_num_axial_poss(seg) == theirs.get_num_axial_poss(seg) == 37
@@ -266,29 +301,46 @@ def test_constructor_refuses_what_stir_refuses(counts):
     the positions fall between the usual ring locations), or none at all.  The error names the
     segment and its ring differences."""
     with pytest.raises(GeometryError, match=r"segment -1 \(ring differences \[-4, -2\]\)"):
-        ProjDataInfo(Scanner.from_name("ECAT 953"), [-4, -1, 2], [-2, 1, 4], 96, 128, False,
-                     num_axial_poss=counts)
+        ProjDataInfo(Scanner.from_name("ECAT 953"), [-4, -1, 2], [-2, 1, 4], 96, 128, False, num_axial_poss=counts)
 
 
-@pytest.mark.parametrize("scanner, span, max_rd", [
-    ("ECAT 953", 2, 0), ("ECAT 953", 2, 5), ("ECAT 953", 4, 1), ("ECAT 953", 4, 7), ("ECAT 953", 6, 15),
-    ("ECAT 953", 31, 15), ("GE Discovery 690", 8, 19), ("test_scanner", 7, 3), ("Siemens mMR", 10, 60)])
+@pytest.mark.parametrize(
+    "scanner, span, max_rd",
+    [
+        ("ECAT 953", 2, 0),
+        ("ECAT 953", 2, 5),
+        ("ECAT 953", 4, 1),
+        ("ECAT 953", 4, 7),
+        ("ECAT 953", 6, 15),
+        ("ECAT 953", 31, 15),
+        ("GE Discovery 690", 8, 19),
+        ("test_scanner", 7, 3),
+        ("Siemens mMR", 10, 60),
+    ],
+)
 def test_construct_any_span_like_stir(stir, scanner, span, max_rd):
     """``construct`` with even spans (STIR: segment 0 holds span + 1 ring differences, clipped at
     the maximum ring difference, so [-1, 0] for span 2 and max RD 0), the largest span 2N - 1 and
     clipped outer segments: the same segments, axial positions and m as STIR's
     ``construct_proj_data_info``.  stirgpu refused every even span."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name(scanner),
-                                                        span, max_rd, 12, 16, False)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name(scanner), span, max_rd, 12, 16, False
+    )
     ours = ProjDataInfo.construct(Scanner.from_name(scanner), span, max_rd, 12, 16, False)
     segs = list(range(theirs.get_min_segment_num(), theirs.get_max_segment_num() + 1))
     assert list(ours.segment_nums) == segs
     for seg in segs:
         na = theirs.get_num_axial_poss(seg)
-        assert (ours.get_min_ring_difference(seg), ours.get_max_ring_difference(seg), ours.get_num_axial_poss(seg)) \
-            == (theirs.get_min_ring_difference(seg), theirs.get_max_ring_difference(seg), na)
-        _close(ours.get_m(seg, np.array([0, na - 1])),
-               [theirs.get_m(stir.Bin(seg, 0, a, 0)) for a in (0, na - 1)], f"m of segment {seg}")
+        assert (ours.get_min_ring_difference(seg), ours.get_max_ring_difference(seg), ours.get_num_axial_poss(seg)) == (
+            theirs.get_min_ring_difference(seg),
+            theirs.get_max_ring_difference(seg),
+            na,
+        )
+        _close(
+            ours.get_m(seg, np.array([0, na - 1])),
+            [theirs.get_m(stir.Bin(seg, 0, a, 0)) for a in (0, na - 1)],
+            f"m of segment {seg}",
+        )
 
 
 @pytest.mark.parametrize("scanner, num_views", [("ECAT 953", 100), ("ECAT 953", 7), ("GE Discovery 690", 250)])
@@ -296,16 +348,22 @@ def test_views_not_dividing_the_detectors_like_stir(stir, scanner, num_views, tm
     """A number of views that does not divide the unmashed views: STIR warns and goes on, with the
     scanner's view offset unshifted and the mashing factor rounded down; stirgpu gives the same
     phi and reads STIR's header of it.  stirgpu refused such geometries and headers."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name(scanner),
-                                                        1, 0, num_views, 16, False)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name(scanner), 1, 0, num_views, 16, False
+    )
     ours = ProjDataInfo.construct(Scanner.from_name(scanner), 1, 0, num_views, 16, False)
     assert ours.get_view_mashing_factor() == theirs.get_view_mashing_factor()
     _close(ours.get_azimuthal_angle_offset(), theirs.get_azimuthal_angle_offset(), "phi offset", abs_=ABS_RAD)
-    _close(ours.get_phi(np.arange(num_views)), [theirs.get_phi(stir.Bin(0, v, 0, 0)) for v in range(num_views)],
-           "phi", abs_=ABS_RAD)
+    _close(
+        ours.get_phi(np.arange(num_views)),
+        [theirs.get_phi(stir.Bin(0, v, 0, 0)) for v in range(num_views)],
+        "phi",
+        abs_=ABS_RAD,
+    )
     mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-    written = stir.ProjDataInterfile(stir.ExamInfo(), theirs, str(tmp_path / "v.hs"), mode,
-                                     stir.ProjDataFromStream.Segment_View_AxialPos_TangPos)
+    written = stir.ProjDataInterfile(
+        stir.ExamInfo(), theirs, str(tmp_path / "v.hs"), mode, stir.ProjDataFromStream.Segment_View_AxialPos_TangPos
+    )
     del written
     assert read_projdata_header(tmp_path / "v.hs").proj_data_info == ours
 

@@ -13,9 +13,16 @@ import os
 
 import numpy as np
 import pytest
+from cases import (
+    every_scanner_cases,
+    large_cases,
+    large_marks,
+    params,
+    quick_cases,
+    stir_proj_data_info,
+    stirgpu_proj_data_info,
+)
 
-from cases import (every_scanner_cases, large_cases, large_marks, params, quick_cases,
-                   stir_proj_data_info, stirgpu_proj_data_info)
 from stirgpu.errors import FormatError
 from stirgpu.formats import ProjDataFromFile, StorageOrder, read_from_file, read_projdata_header
 from stirgpu.formats.testing import small_proj_data_info
@@ -23,8 +30,7 @@ from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 pytestmark = pytest.mark.stir
 
-HEADER_CASES = (params(quick_cases()) + params(every_scanner_cases())
-                + params(large_cases(), marks=large_marks()))
+HEADER_CASES = params(quick_cases()) + params(every_scanner_cases()) + params(large_cases(), marks=large_marks())
 
 
 def _order(case) -> StorageOrder:
@@ -32,8 +38,11 @@ def _order(case) -> StorageOrder:
 
 
 def _stir_order(stir, case):
-    return (stir.ProjDataFromStream.Segment_View_AxialPos_TangPos if case.storage_order == "view"
-            else stir.ProjDataFromStream.Segment_AxialPos_View_TangPos)
+    return (
+        stir.ProjDataFromStream.Segment_View_AxialPos_TangPos
+        if case.storage_order == "view"
+        else stir.ProjDataFromStream.Segment_AxialPos_View_TangPos
+    )
 
 
 def _values(case, shape) -> np.ndarray:
@@ -121,12 +130,14 @@ def test_arc_corrected_bin_size_both_ways(stir, tmp_path):
     """An arc-corrected geometry with a bin size that is not the scanner's default: STIR writes it
     as ``effective central bin size (cm)`` and stirgpu reads it back (and the reverse), so s is
     the same in both (float32, 1e-4 mm)."""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("ECAT 953"),
-                                                        3, 4, 48, 64, True)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("ECAT 953"), 3, 4, 48, 64, True
+    )
     theirs.set_tangential_sampling(2.5)
     mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-    written = stir.ProjDataInterfile(stir.ExamInfo(), theirs, str(tmp_path / "a.hs"), mode,
-                                     stir.ProjDataFromStream.Segment_View_AxialPos_TangPos)
+    written = stir.ProjDataInterfile(
+        stir.ExamInfo(), theirs, str(tmp_path / "a.hs"), mode, stir.ProjDataFromStream.Segment_View_AxialPos_TangPos
+    )
     written.fill(1.0)
     del written
     with read_from_file(tmp_path / "a.hs") as store:
@@ -189,12 +200,18 @@ def test_tof_headers_both_ways(stir, tmp_path, tof_mash):
     geometry.
     (Mashed to a single TOF bin, STIR itself writes a plain 4-dimensional header, so that case
     is non-TOF data in both.)"""
-    theirs = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("GE Discovery 690"),
-                                                        3, 2, 4, 9, False, tof_mash)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("GE Discovery 690"), 3, 2, 4, 9, False, tof_mash
+    )
     ours = ProjDataInfo.construct(Scanner.from_name("GE Discovery 690"), 3, 2, 4, 9, num_tof_poss=55 // tof_mash)
     mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-    written = stir.ProjDataInterfile(stir.ExamInfo(), theirs, str(tmp_path / "t.hs"), mode,
-                                     stir.ProjDataFromStream.Timing_Segment_View_AxialPos_TangPos)
+    written = stir.ProjDataInterfile(
+        stir.ExamInfo(),
+        theirs,
+        str(tmp_path / "t.hs"),
+        mode,
+        stir.ProjDataFromStream.Timing_Segment_View_AxialPos_TangPos,
+    )
     data = np.random.default_rng(tof_mash).permutation(written.size_all()).astype(np.float32)
     written.fill(data.flat)
     del written
@@ -219,10 +236,14 @@ def test_user_defined_scanner_without_bin_size(stir, tmp_path):
     hs = tmp_path / "user.hs"
     with ProjDataFromFile.create(hs, pdi):
         pass
-    lines = [line for line in hs.read_text().replace("ECAT 953", "Mystery PET").splitlines()
-             if not line.strip().startswith(("View offset", "Default number of arc-corrected bins"))]
-    hs.write_text("\n".join("  Default bin size (cm) := -1" if "Default bin size" in line else line
-                            for line in lines) + "\n")
+    lines = [
+        line
+        for line in hs.read_text().replace("ECAT 953", "Mystery PET").splitlines()
+        if not line.strip().startswith(("View offset", "Default number of arc-corrected bins"))
+    ]
+    hs.write_text(
+        "\n".join("  Default bin size (cm) := -1" if "Default bin size" in line else line for line in lines) + "\n"
+    )
     read = stir.ProjData.read_from_file(str(hs))
     theirs = read.get_proj_data_info()
     ours = read_projdata_header(hs).proj_data_info
@@ -237,18 +258,27 @@ def test_user_defined_scanner_without_bin_size(stir, tmp_path):
     np.testing.assert_allclose(info.voxel_size, (vox.z(), vox.y(), vox.x()), rtol=1e-5)
 
 
-@pytest.mark.parametrize("numeric, byte_order, scale", [("SHORT", "big_endian", 2.5), ("FLOAT", "big_endian", 1.0),
-                                                        ("DOUBLE", "little_endian", 1.0)])
+@pytest.mark.parametrize(
+    "numeric, byte_order, scale",
+    [("SHORT", "big_endian", 2.5), ("FLOAT", "big_endian", 1.0), ("DOUBLE", "little_endian", 1.0)],
+)
 def test_number_formats_stir_writes(stir, tmp_path, numeric, byte_order, scale):
     """STIR writes 16-bit integers with a scaling factor, big-endian floats and doubles; stirgpu
     reads the values STIR itself reads back (stored x ``image scaling factor[1]``, exactly)."""
-    pdi = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name("ECAT 953"),
-                                                     3, 2, 12, 16, False)
+    pdi = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("ECAT 953"), 3, 2, 12, 16, False
+    )
     mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-    written = stir.ProjDataInterfile(stir.ExamInfo(), pdi, str(tmp_path / "n.hs"), mode,
-                                     stir.ProjDataFromStream.Segment_View_AxialPos_TangPos,
-                                     stir.NumericType(getattr(stir.NumericType, numeric)),
-                                     stir.ByteOrder(getattr(stir.ByteOrder, byte_order)), scale)
+    written = stir.ProjDataInterfile(
+        stir.ExamInfo(),
+        pdi,
+        str(tmp_path / "n.hs"),
+        mode,
+        stir.ProjDataFromStream.Segment_View_AxialPos_TangPos,
+        stir.NumericType(getattr(stir.NumericType, numeric)),
+        stir.ByteOrder(getattr(stir.ByteOrder, byte_order)),
+        scale,
+    )
     written.fill((np.arange(written.size_all()) % 97 * scale).astype(np.float32).flat)
     del written
     read = stir.ProjData.read_from_file(str(tmp_path / "n.hs"))
@@ -280,6 +310,7 @@ def test_info_lists_what_list_projdata_info_lists(stir, reference_stir, case, tm
     prints: segment range, views, axial positions per segment, tangential positions and ring
     differences per segment."""
     from stirgpu.cli.info import describe_projdata
+
     pdi = stirgpu_proj_data_info(case)
     hs = tmp_path / "l.hs"
     _stir_write(stir, case, hs, np.zeros(pdi.total_num_bins, np.float32))
@@ -289,8 +320,9 @@ def test_info_lists_what_list_projdata_info_lists(stir, reference_stir, case, tm
     assert _listed(listed, "Segment_num range") == f"({segs[0]['segment']}, {segs[-1]['segment']})"
     assert int(_listed(listed, "Number of Views")) == d["views"]["num"]
     assert int(_listed(listed, "Number of tangential positions")) == d["tangential"]["num"]
-    assert _listed(listed, "Number of axial positions per seg").strip("{} ").split() == \
-        [str(s["num_axial_poss"]) for s in segs]
+    assert _listed(listed, "Number of axial positions per seg").strip("{} ").split() == [
+        str(s["num_axial_poss"]) for s in segs
+    ]
     rd_line = listed.split("ring differences per segment:")[1].split("\n")[1]
     assert rd_line.strip() == "".join(f"({s['min_ring_diff']},{s['max_ring_diff']})" for s in segs)
 
@@ -323,6 +355,9 @@ def test_stir_reads_the_start_of_a_longer_data_file(stir, tmp_path, extra):
         with pytest.raises(RuntimeError, match="error reading data"):
             _stir_array(stir_data, pdi.total_num_bins)
     what = "is larger than its header describes" if extra > 0 else "is truncated"
-    with pytest.raises(FormatError, match=rf"d\.s: data file {what}: it has {size + extra} bytes but the "
-                                          rf"header .*d\.hs describes {size}"):
+    with pytest.raises(
+        FormatError,
+        match=rf"d\.s: data file {what}: it has {size + extra} bytes but the "
+        rf"header .*d\.hs describes {size}",
+    ):
         read_from_file(hs)

@@ -12,23 +12,35 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cases import (
+    every_scanner_cases,
+    large_cases,
+    large_marks,
+    params,
+    quick_cases,
+    stir_image,
+    stir_proj_data_info,
+    stirgpu_image_info,
+    stirgpu_proj_data_info,
+)
 
-from cases import (every_scanner_cases, large_cases, large_marks, params, quick_cases, stir_image,
-                   stir_proj_data_info, stirgpu_image_info, stirgpu_proj_data_info)
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image, write_image
 from stirgpu.geometry import ImageInfo
 
 pytestmark = pytest.mark.stir
 
-IMAGE_CASES = (params(quick_cases()) + params(every_scanner_cases())
-               + params(large_cases(), marks=large_marks()))
+IMAGE_CASES = params(quick_cases()) + params(every_scanner_cases()) + params(large_cases(), marks=large_marks())
 
 
 def _stir_geometry(image):
     lengths, mins = image.get_lengths(), image.get_min_indices()
     vox, org = image.get_voxel_size(), image.get_origin()
-    return ((lengths[1], lengths[2], lengths[3]), (mins[1], mins[2], mins[3]),
-            (vox.z(), vox.y(), vox.x()), (org.z(), org.y(), org.x()))
+    return (
+        (lengths[1], lengths[2], lengths[3]),
+        (mins[1], mins[2], mins[3]),
+        (vox.z(), vox.y(), vox.x()),
+        (org.z(), org.y(), org.x()),
+    )
 
 
 def _assert_same_geometry(info: ImageInfo, stir_img) -> None:
@@ -70,8 +82,9 @@ def test_stirgpu_reads_what_stir_writes(stir, case, tmp_path):
     np.testing.assert_array_equal(ours.as_array(), data)
 
 
-@pytest.mark.parametrize("shape, origin", [((5, 8, 6), (1.5, -2.25, 3.0)), ((3, 7, 9), (0.0, 4.0, -6.5)),
-                                           ((1, 4, 5), (-10.0, 0.0, 0.0))])
+@pytest.mark.parametrize(
+    "shape, origin", [((5, 8, 6), (1.5, -2.25, 3.0)), ((3, 7, 9), (0.0, 4.0, -6.5)), ((1, 4, 5), (-10.0, 0.0, 0.0))]
+)
 def test_non_square_images_both_ways(stir, tmp_path, shape, origin):
     """Images with x and y sizes of different parity and size (STIR's default image can be
     non-square, see ``test_geometry_vs_stir``), voxel sizes differing on every axis: STIR reads
@@ -94,8 +107,9 @@ def test_first_pixel_offset_without_z_entry_like_stir(stir, tmp_path):
     info = ImageInfo((4, 6, 5), (2.0, 1.5, 1.5), (3.0, -2.0, 4.0))
     write_image(tmp_path / "a.hv", VoxelsOnCartesianGrid(info, 1.0))
     text = (tmp_path / "a.hv").read_text()
-    (tmp_path / "a.hv").write_text("\n".join(line for line in text.splitlines()
-                                             if not line.startswith("first pixel offset (mm) [3]")) + "\n")
+    (tmp_path / "a.hv").write_text(
+        "\n".join(line for line in text.splitlines() if not line.startswith("first pixel offset (mm) [3]")) + "\n"
+    )
     theirs = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(tmp_path / "a.hv"))
     ours = read_image(tmp_path / "a.hv").info
     _assert_same_geometry(ours, theirs)

@@ -31,23 +31,23 @@ import re
 import shutil
 
 import numpy as np
+import osmaposl_cases as oc
 import pytest
 
 from stirgpu.cli.main import main
 from stirgpu.errors import ParFileError
 from stirgpu.formats import read_image
 
-import osmaposl_cases as oc
-
 pytestmark = pytest.mark.stir
 
 ADD = {"additive sinogram": "../in/additive.hs"}
-SUBSET_SENS = {"use subset sensitivities": 1, "subset sensitivity filenames": "sens_%d.hv",
-               "recompute sensitivity": 1}
+SUBSET_SENS = {"use subset sensitivities": 1, "subset sensitivity filenames": "sens_%d.hv", "recompute sensitivity": 1}
 TOTAL_SENS = {"use subset sensitivities": 0, "sensitivity filename": "sens.hv", "recompute sensitivity": 1}
 
-large = pytest.mark.skipif(os.environ.get("STIRGPU_LARGE_DIFFERENTIAL") != "1",
-                           reason="large STIR differential set: set STIRGPU_LARGE_DIFFERENTIAL=1")
+large = pytest.mark.skipif(
+    os.environ.get("STIRGPU_LARGE_DIFFERENTIAL") != "1",
+    reason="large STIR differential set: set STIRGPU_LARGE_DIFFERENTIAL=1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +81,18 @@ def one_segment_dead_plane(reference_stir, stir, tmp_path_factory):
     """ECAT 931, span 3, one segment (max ring difference 1), 16 views, 48 tangential positions,
     noiseless prompts, the last sinogram of segment 0 nearly dead (:func:`_dead_last_plane`)."""
     geometry = oc.Geometry(span=3, max_delta=1, num_views=16, num_tangential_poss=48)
-    return oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("in1"), geometry, seed=3, counts=None,
-                          adjust=_dead_last_plane)
+    return oc.make_inputs(
+        reference_stir, stir, tmp_path_factory.mktemp("in1"), geometry, seed=3, counts=None, adjust=_dead_last_plane
+    )
 
 
 def _top(**kw) -> dict:
-    top = {"output filename prefix": "out", "number of subsets": 4, "number of subiterations": 8,
-           "save estimates at subiteration intervals": 4}
+    top = {
+        "output filename prefix": "out",
+        "number of subsets": 4,
+        "number of subiterations": 8,
+        "save estimates at subiteration intervals": 4,
+    }
     top.update({k.replace("_", " "): v for k, v in kw.items()})
     return top
 
@@ -96,22 +101,37 @@ def _top(**kw) -> dict:
 
 QUICK = {
     # name: (objective keys, top keys)
-    "subset-sensitivities-zoom-xy": ({**ADD, **SUBSET_SENS, "zoom": 1.2, "XY output image size (in pixels)": 41},
-                                     _top()),
-    "total-sensitivity-segments-1": ({**ADD, **TOTAL_SENS, "maximum absolute segment number to process": 1},
-                                     _top(number_of_subsets=2, number_of_subiterations=5,
-                                          save_estimates_at_subiteration_intervals=2)),
-    "defaults-no-additive": ({}, _top(number_of_subsets=8, number_of_subiterations=3,
-                                      save_estimates_at_subiteration_intervals=1)),
-    "start-subset-and-clipping": ({**ADD, "maximum absolute segment number to process": 0},
-                                  _top(start_at_subset=3, number_of_subiterations=6,
-                                       maximum_relative_change=1.3, minimum_relative_change=0.8,
-                                       save_estimates_at_subiteration_intervals=3)),
-    "z-size-and-offset": ({**ADD, **SUBSET_SENS, "Z output image size (in pixels)": 11, "Z offset (in mm)": 4.5},
-                          _top(number_of_subiterations=4, save_estimates_at_subiteration_intervals=2)),
+    "subset-sensitivities-zoom-xy": (
+        {**ADD, **SUBSET_SENS, "zoom": 1.2, "XY output image size (in pixels)": 41},
+        _top(),
+    ),
+    "total-sensitivity-segments-1": (
+        {**ADD, **TOTAL_SENS, "maximum absolute segment number to process": 1},
+        _top(number_of_subsets=2, number_of_subiterations=5, save_estimates_at_subiteration_intervals=2),
+    ),
+    "defaults-no-additive": (
+        {},
+        _top(number_of_subsets=8, number_of_subiterations=3, save_estimates_at_subiteration_intervals=1),
+    ),
+    "start-subset-and-clipping": (
+        {**ADD, "maximum absolute segment number to process": 0},
+        _top(
+            start_at_subset=3,
+            number_of_subiterations=6,
+            maximum_relative_change=1.3,
+            minimum_relative_change=0.8,
+            save_estimates_at_subiteration_intervals=3,
+        ),
+    ),
+    "z-size-and-offset": (
+        {**ADD, **SUBSET_SENS, "Z output image size (in pixels)": 11, "Z offset (in mm)": 4.5},
+        _top(number_of_subiterations=4, save_estimates_at_subiteration_intervals=2),
+    ),
     # no estimate is written, the sensitivities still are
-    "disable-output": ({**ADD, **SUBSET_SENS}, _top(disable_output=1, number_of_subiterations=2,
-                                                     save_estimates_at_subiteration_intervals=1)),
+    "disable-output": (
+        {**ADD, **SUBSET_SENS},
+        _top(disable_output=1, number_of_subiterations=2, save_estimates_at_subiteration_intervals=1),
+    ),
     # nothing to do: STIR runs no subiteration and writes nothing (no sensitivity file named)
     "start-after-the-last-subiteration": ({**ADD}, _top(start_at_subiteration_number=9)),
 }
@@ -148,14 +168,22 @@ def test_cli_runs_the_same_file_as_stir(reference_stir, five_segments, tmp_path,
 
 # -- zero end planes of segment 0 -------------------------------------------------------------------
 
-ZERO_END_PLANES = {**ADD, **SUBSET_SENS, "zero end planes of segment 0": 1,
-                   "maximum absolute segment number to process": 1, "zoom": 1.2, "XY output image size (in pixels)": 89}
+ZERO_END_PLANES = {
+    **ADD,
+    **SUBSET_SENS,
+    "zero end planes of segment 0": 1,
+    "maximum absolute segment number to process": 1,
+    "zoom": 1.2,
+    "XY output image size (in pixels)": 89,
+}
 #: why the end planes were the hard part of the brief's case (now reproduced)
-END_PLANE_LEAK = ("STIR's Parallelproj computes z in float32 (in units of the x voxel size): a segment-0 LOR "
-                  "of axial position 1 puts ~2e-7 (zoom 1.2) of its weight into image plane 0, so with 'zero "
-                  "end planes of segment 0' that plane is seen at float-rounding level only, and OSMAPOSL's "
-                  "unthresholded division turns it into plane-1-like values; float64 geometry gives an exact "
-                  "0 there (0/0 -> 0), STIR's numerics the same float32 weight (docs/conventions.md)")
+END_PLANE_LEAK = (
+    "STIR's Parallelproj computes z in float32 (in units of the x voxel size): a segment-0 LOR "
+    "of axial position 1 puts ~2e-7 (zoom 1.2) of its weight into image plane 0, so with 'zero "
+    "end planes of segment 0' that plane is seen at float-rounding level only, and OSMAPOSL's "
+    "unthresholded division turns it into plane-1-like values; float64 geometry gives an exact "
+    "0 there (0/0 -> 0), STIR's numerics the same float32 weight (docs/conventions.md)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +191,12 @@ def zero_end_planes_run(reference_stir, five_segments_32_views, tmp_path_factory
     """The brief's end-plane case (8 subsets, 10 subiterations saved every 5) from the default
     initial estimate, run once by STIR and by stirgpu: (STIR's folder, stirgpu's folder)."""
     top = _top(number_of_subsets=8, number_of_subiterations=10, save_estimates_at_subiteration_intervals=5)
-    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path_factory.mktemp("zep"), oc.osmaposl_par(ZERO_END_PLANES, top),
-                                  inputs=five_segments_32_views)
+    s_dir, g_dir, _ = oc.run_both(
+        reference_stir,
+        tmp_path_factory.mktemp("zep"),
+        oc.osmaposl_par(ZERO_END_PLANES, top),
+        inputs=five_segments_32_views,
+    )
     return s_dir, g_dir
 
 
@@ -172,14 +204,16 @@ def _zero_end_plane_initial(folder, info_from):
     """An initial estimate of ones with the first and last plane 0, on the geometry of
     ``info_from`` (a STIR-written image), written as ``init.hv`` in ``folder``."""
     from stirgpu.formats import VoxelsOnCartesianGrid, write_image
+
     ref = read_image(info_from)
     x = np.ones(ref.info.shape, dtype=np.float32)
     x[0] = x[-1] = 0
     write_image(folder / "init.hv", VoxelsOnCartesianGrid(ref.info, fill=x))
 
 
-def test_zero_end_planes_with_segment_range_matches_stir(reference_stir, five_segments_32_views,
-                                                         zero_end_planes_run, tmp_path):
+def test_zero_end_planes_with_segment_range_matches_stir(
+    reference_stir, five_segments_32_views, zero_end_planes_run, tmp_path
+):
     """The brief's case: ``zero end planes of segment 0 := 1`` with ``maximum absolute segment
     number to process := 1`` (zoom 1.2, 89x89 pixels, 8 subsets, additive sinogram and
     normalisation, 10 subiterations).  The initial estimate is 0 on the two end planes and
@@ -187,12 +221,21 @@ def test_zero_end_planes_with_segment_range_matches_stir(reference_stir, five_se
     (from ones, STIR's end planes follow its projector's rounding: test_zero_end_planes_default_start_*);
     everything else must agree to the usual bounds.  Guards the end-plane zeroing of y, a and
     1/f, and the sensitivity without them."""
-    top = _top(number_of_subsets=8, number_of_subiterations=10, save_estimates_at_subiteration_intervals=5,
-               initial_estimate="init.hv", enforce_initial_positivity_condition=0)
+    top = _top(
+        number_of_subsets=8,
+        number_of_subiterations=10,
+        save_estimates_at_subiteration_intervals=5,
+        initial_estimate="init.hv",
+        enforce_initial_positivity_condition=0,
+    )
     geometry_from = zero_end_planes_run[0] / "sens_0.hv"  # STIR's image for these keys
-    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(ZERO_END_PLANES, top),
-                                  inputs=five_segments_32_views,
-                                  prepare=lambda d: _zero_end_plane_initial(d, geometry_from))
+    s_dir, g_dir, _ = oc.run_both(
+        reference_stir,
+        tmp_path,
+        oc.osmaposl_par(ZERO_END_PLANES, top),
+        inputs=five_segments_32_views,
+        prepare=lambda d: _zero_end_plane_initial(d, geometry_from),
+    )
     oc.assert_agree(s_dir, g_dir)
 
 
@@ -219,16 +262,27 @@ def test_nearly_dead_plane_divides_without_threshold(reference_stir, one_segment
 
 REFUSED = {
     # name: (objective keys, top keys, the key stirgpu's error points at, what STIR says)
-    "unbalanced-with-subset-sensitivities": ({**SUBSET_SENS}, _top(number_of_subsets=3),
-                                             "number of subsets", "unbalanced"),
-    "unbalanced-with-total-sensitivity": ({**TOTAL_SENS}, _top(number_of_subsets=5),
-                                          "number of subsets", "unbalanced"),
+    "unbalanced-with-subset-sensitivities": (
+        {**SUBSET_SENS},
+        _top(number_of_subsets=3),
+        "number of subsets",
+        "unbalanced",
+    ),
+    "unbalanced-with-total-sensitivity": ({**TOTAL_SENS}, _top(number_of_subsets=5), "number of subsets", "unbalanced"),
     "more-subsets-than-views": ({**SUBSET_SENS}, _top(number_of_subsets=17), "number of subsets", "unbalanced"),
     "start-subset-out-of-range": ({}, _top(start_at_subset=4), "start at subset", "starting subset"),
-    "save-interval-too-large": ({}, _top(save_estimates_at_subiteration_intervals=9), "save estimates",
-                                "save interval"),
-    "segment-range-too-large": ({"maximum absolute segment number to process": 5}, _top(),
-                                "maximum absolute segment", "too large"),
+    "save-interval-too-large": (
+        {},
+        _top(save_estimates_at_subiteration_intervals=9),
+        "save estimates",
+        "save interval",
+    ),
+    "segment-range-too-large": (
+        {"maximum absolute segment number to process": 5},
+        _top(),
+        "maximum absolute segment",
+        "too large",
+    ),
 }
 
 
@@ -257,6 +311,7 @@ def test_stirs_own_parameter_listing_reads_back(reference_stir, five_segments, t
     sensitivities', the Interfile output block's 'byte order' and 'scale to write data') and
     against a default that differs from STIR's (the listing spells out every default)."""
     from stirgpu.parfile import read_osmaposl_par
+
     par = oc.osmaposl_par({**ADD}, _top(number_of_subiterations=1, save_estimates_at_subiteration_intervals=1))
     (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
     proc = oc.run_stir(reference_stir, tmp_path / "stir", par)
@@ -273,15 +328,24 @@ def test_stirs_own_parameter_listing_reads_back(reference_stir, five_segments, t
     # STIR prints numbers to 6 digits (3.40282e+38 for the largest float) and spells out the
     # verbosities (which change no number); everything else must be equal
     assert theirs.maximum_relative_change == pytest.approx(ours.maximum_relative_change, rel=1e-5)
-    quiet = [dataclasses.replace(x, verbosity=None, maximum_relative_change=ours.maximum_relative_change,
-                                 projectors=dataclasses.replace(
-                                     x.projectors, forward=dataclasses.replace(x.projectors.forward, verbosity=1),
-                                     back=dataclasses.replace(x.projectors.back, verbosity=1)))
-             for x in (ours, theirs)]
+    quiet = [
+        dataclasses.replace(
+            x,
+            verbosity=None,
+            maximum_relative_change=ours.maximum_relative_change,
+            projectors=dataclasses.replace(
+                x.projectors,
+                forward=dataclasses.replace(x.projectors.forward, verbosity=1),
+                back=dataclasses.replace(x.projectors.back, verbosity=1),
+            ),
+        )
+        for x in (ours, theirs)
+    ]
     assert quiet[1] == quiet[0]
 
 
 # -- initial estimate, restart, positivity ------------------------------------------------------------
+
 
 def test_restart_from_a_file_with_start_numbers(reference_stir, five_segments, tmp_path):
     """``initial estimate := FILE`` (STIR's phantom, with zeros outside the cylinder and in a cold
@@ -290,9 +354,14 @@ def test_restart_from_a_file_with_start_numbers(reference_stir, five_segments, t
     sequence, the save points (3, 5, 6) and the first clipped subiteration follow STIR's global
     numbering.  Guards subset-order and save-point arithmetic on restarts."""
     obj = {**ADD, **SUBSET_SENS}
-    top = _top(initial_estimate="../in/phantom.hv", start_at_subiteration_number=3, start_at_subset=1,
-               number_of_subiterations=6, save_estimates_at_subiteration_intervals=5,
-               minimum_relative_change=0.5)
+    top = _top(
+        initial_estimate="../in/phantom.hv",
+        start_at_subiteration_number=3,
+        start_at_subset=1,
+        number_of_subiterations=6,
+        save_estimates_at_subiteration_intervals=5,
+        minimum_relative_change=0.5,
+    )
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, top), inputs=five_segments)
     assert {"out_5.hv", "out_6.hv"} <= oc.image_files(s_dir)
     oc.assert_agree(s_dir, g_dir)
@@ -303,8 +372,12 @@ def test_initial_zeros_without_positivity(reference_stir, five_segments, tmp_pat
     zero voxels stay exactly 0 in both (a multiplicative update cannot revive them).  Guards the
     positivity switch (with it on, the test above)."""
     obj = {**ADD, **TOTAL_SENS}
-    top = _top(initial_estimate="../in/phantom.hv", enforce_initial_positivity_condition=0,
-               number_of_subiterations=4, save_estimates_at_subiteration_intervals=2)
+    top = _top(
+        initial_estimate="../in/phantom.hv",
+        enforce_initial_positivity_condition=0,
+        number_of_subiterations=4,
+        save_estimates_at_subiteration_intervals=2,
+    )
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, top), inputs=five_segments)
     oc.assert_agree(s_dir, g_dir)
     zero = read_image(s_dir.parent / "in" / "phantom.hv").array == 0
@@ -314,6 +387,7 @@ def test_initial_zeros_without_positivity(reference_stir, five_segments, tmp_pat
 
 # -- sensitivities read from files ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["subset", "total"])
 def test_sensitivity_files_are_reused(mode, reference_stir, five_segments, tmp_path):
     """``recompute sensitivity := 0`` with the files STIR wrote in a first run: both programs read
@@ -322,7 +396,9 @@ def test_sensitivity_files_are_reused(mode, reference_stir, five_segments, tmp_p
     file (divided by the number of subsets) with ``:= 0``.  Guards reading, the total / K rule
     and the 'read, do not write' rule."""
     sens = dict(SUBSET_SENS if mode == "subset" else TOTAL_SENS)
-    first = oc.osmaposl_par({**ADD, **sens}, _top(number_of_subiterations=1, save_estimates_at_subiteration_intervals=1))
+    first = oc.osmaposl_par(
+        {**ADD, **sens}, _top(number_of_subiterations=1, save_estimates_at_subiteration_intervals=1)
+    )
     (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
     assert oc.run_stir(reference_stir, tmp_path / "first", first).returncode == 0
     written = sorted(p for p in (tmp_path / "first").iterdir() if p.name.startswith("sens"))
@@ -331,6 +407,7 @@ def test_sensitivity_files_are_reused(mode, reference_stir, five_segments, tmp_p
     def copy_sensitivities(folder):
         for p in written:
             shutil.copy(p, folder / p.name)
+
     sens["recompute sensitivity"] = 0
     par = oc.osmaposl_par({**ADD, **sens}, _top(number_of_subiterations=4, save_estimates_at_subiteration_intervals=2))
     s_dir, g_dir, result = oc.run_both(reference_stir, tmp_path, par, prepare=copy_sensitivities)
@@ -370,12 +447,12 @@ def test_quotient_cap_applies_before_the_normalisation(reference_stir, five_segm
     quotient hits the cap.  stirgpu capped ``y / ybar`` with ``ybar = (A x + a) / f`` and divided
     by f afterwards, i.e. capped at 1e4 / f: estimates 0.065 of the maximum off here."""
     top = _top(initial_estimate=0, number_of_subiterations=4, save_estimates_at_subiteration_intervals=2)
-    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par({**SUBSET_SENS}, top),
-                                  inputs=five_segments)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par({**SUBSET_SENS}, top), inputs=five_segments)
     oc.assert_agree(s_dir, g_dir)
 
 
 # -- seeded combinations of every key ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seed", [22, 31, 59, 71, 87, 113])  # cheap draws, nearly every key among them
 def test_seeded_combination_matches_stir(seed, reference_stir, five_segments, tmp_path):
@@ -443,8 +520,13 @@ def test_separate_projectors_without_fov_and_explicit_defaults(reference_stir, f
     (prior, filters, post-filter, output format block, update images, subset order, verbosity,
     time frame): STIR's numbers.  Guards the FOV switch, the separate-pair path and that the
     explicit defaults change nothing."""
-    par = oc.osmaposl_par({**ADD, **SUBSET_SENS}, _top(number_of_subiterations=4), projectors=SEPARATE_NO_FOV,
-                          extra_objective=EXPLICIT_DEFAULTS_OBJECTIVE, extra_top=EXPLICIT_DEFAULTS_TOP)
+    par = oc.osmaposl_par(
+        {**ADD, **SUBSET_SENS},
+        _top(number_of_subiterations=4),
+        projectors=SEPARATE_NO_FOV,
+        extra_objective=EXPLICIT_DEFAULTS_OBJECTIVE,
+        extra_top=EXPLICIT_DEFAULTS_TOP,
+    )
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, par, inputs=five_segments)
     oc.assert_agree(s_dir, g_dir)
     corner = read_image(s_dir / "sens_0.hv").array[:, 0, 0]
@@ -462,8 +544,9 @@ def test_arc_corrected_data_with_an_image_size(reference_stir, arc_corrected, tm
     """Arc-corrected data (tangential sampling = the bin size) with ``XY output image size``:
     STIR's numbers.  Guards the arc-corrected LOR geometry through a whole reconstruction."""
     obj = {**ADD, **SUBSET_SENS, "XY output image size (in pixels)": 55}
-    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)),
-                                  inputs=arc_corrected)
+    s_dir, g_dir, _ = oc.run_both(
+        reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)), inputs=arc_corrected
+    )
     oc.assert_agree(s_dir, g_dir)
 
 
@@ -472,8 +555,9 @@ def test_arc_corrected_data_default_image(reference_stir, arc_corrected, tmp_pat
     6.5's is 15 x 67 x 65 here (y larger than x: its fast-math voxel sizes differ by an ulp), where
     ``ImageInfo.default_for`` gives 65 x 65; guards ``stir_default_image_info`` in recon.run."""
     obj = {**ADD, **SUBSET_SENS}
-    s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)),
-                                  inputs=arc_corrected)
+    s_dir, g_dir, _ = oc.run_both(
+        reference_stir, tmp_path, oc.osmaposl_par(obj, _top(number_of_subiterations=4)), inputs=arc_corrected
+    )
     oc.assert_agree(s_dir, g_dir)
 
 
@@ -484,8 +568,11 @@ def test_objective_function_reports_match_stir(reference_stir, five_segments, tm
     STIR prints 6 significant digits, hence 2e-5 relative.  Guards the report points and the
     log-likelihood's model (mean (A x + a) / f, STIR's truncation, zeroed end planes left out)."""
     obj = {**ADD, **SUBSET_SENS, "zero end planes of segment 0": 1}
-    top = _top(number_of_subiterations=5, save_estimates_at_subiteration_intervals=5,
-               report_objective_function_values_interval=2)
+    top = _top(
+        number_of_subiterations=5,
+        save_estimates_at_subiteration_intervals=5,
+        report_objective_function_values_interval=2,
+    )
     par = oc.osmaposl_par(obj, top)
     (tmp_path / "in").symlink_to(five_segments, target_is_directory=True)
     proc = oc.run_stir(reference_stir, tmp_path / "stir", par)
@@ -498,21 +585,31 @@ def test_objective_function_reports_match_stir(reference_stir, five_segments, tm
     assert [ours[n] for n in (2, 4, 5)] == pytest.approx(stirs, rel=2e-5)
 
 
-@pytest.mark.parametrize("obj,top", [
-    # a whole plane of Z offset: the last image plane lies outside the scanner and is seen only
-    # through float32 rounding (float64 geometry: 0.57 of the maximum after one subiteration)
-    pytest.param({"Z offset (in mm)": 6.75}, {"number_of_subiterations": 2}, id="z-offset-one-plane"),
-    # half a plane with 11 planes: the image's z faces meet the LORs' sampling planes exactly
-    # (float64 geometry: the boundary plane's sensitivity 0.09-0.16 of the maximum off)
-    pytest.param({"Z output image size (in pixels)": 11, "Z offset (in mm)": 3.375}, {"number_of_subiterations": 2},
-                 id="z-offset-half-plane"),
-    pytest.param({"Z output image size (in pixels)": 11, "Z offset (in mm)": -3.375}, {"number_of_subiterations": 2},
-                 id="z-offset-minus-half-plane"),
-    # no additive term and an image smaller than the data's support: quotients of counts to
-    # grazing chord lengths near the 1e4 cap (float64 geometry: 1.2e-3 after one subiteration)
-    pytest.param({"zoom": 1.2, "XY output image size (in pixels)": 55}, {"number_of_subiterations": 1},
-                 id="grazing-chords"),
-])
+@pytest.mark.parametrize(
+    "obj,top",
+    [
+        # a whole plane of Z offset: the last image plane lies outside the scanner and is seen only
+        # through float32 rounding (float64 geometry: 0.57 of the maximum after one subiteration)
+        pytest.param({"Z offset (in mm)": 6.75}, {"number_of_subiterations": 2}, id="z-offset-one-plane"),
+        # half a plane with 11 planes: the image's z faces meet the LORs' sampling planes exactly
+        # (float64 geometry: the boundary plane's sensitivity 0.09-0.16 of the maximum off)
+        pytest.param(
+            {"Z output image size (in pixels)": 11, "Z offset (in mm)": 3.375},
+            {"number_of_subiterations": 2},
+            id="z-offset-half-plane",
+        ),
+        pytest.param(
+            {"Z output image size (in pixels)": 11, "Z offset (in mm)": -3.375},
+            {"number_of_subiterations": 2},
+            id="z-offset-minus-half-plane",
+        ),
+        # no additive term and an image smaller than the data's support: quotients of counts to
+        # grazing chord lengths near the 1e4 cap (float64 geometry: 1.2e-3 after one subiteration)
+        pytest.param(
+            {"zoom": 1.2, "XY output image size (in pixels)": 55}, {"number_of_subiterations": 1}, id="grazing-chords"
+        ),
+    ],
+)
 def test_regimes_float64_geometry_missed(reference_stir, five_segments, tmp_path, obj, top):
     """Regimes where only float32 rounding of STIR's projector decides (docs/conventions.md,
     'Divergences found against STIR (OSMAPOSL)'): stirgpu's default numerics agree with STIR's

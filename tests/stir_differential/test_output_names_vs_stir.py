@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from cases import quick_cases, stir_image, stir_proj_data_info, stirgpu_image_info, stirgpu_proj_data_info
+
 from stirgpu.formats import ProjDataFromFile, VoxelsOnCartesianGrid, read_from_file, read_image, write_image
 
 pytestmark = pytest.mark.stir
@@ -34,8 +34,9 @@ def test_projdata_names_like_stir(stir, tmp_path, name):
     (tmp_path / "stir").mkdir()
     (tmp_path / "ours").mkdir()
     mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-    theirs = stir.ProjDataInterfile(stir.ExamInfo(), stir_proj_data_info(stir, case),
-                                    str(tmp_path / "stir" / name), mode)
+    theirs = stir.ProjDataInterfile(
+        stir.ExamInfo(), stir_proj_data_info(stir, case), str(tmp_path / "stir" / name), mode
+    )
     theirs.fill(1.0)
     del theirs  # closes the file
     with ProjDataFromFile.create(tmp_path / "ours" / name, stirgpu_proj_data_info(case), fill=1.0) as ours:
@@ -61,20 +62,23 @@ def test_image_names_like_stir(stir, tmp_path, name):
     assert np.all(read_image(tmp_path / "stir" / header.name).array == 2)
 
 
-@pytest.mark.parametrize("name, kind", [("out.hv", "projdata"), ("out.v", "projdata"),
-                                        ("out.hs", "image"), ("out.s", "image")])
+@pytest.mark.parametrize(
+    "name, kind", [("out.hv", "projdata"), ("out.v", "projdata"), ("out.hs", "image"), ("out.s", "image")]
+)
 def test_other_kinds_extension_refused_where_stir_mixes_them(stir, tmp_path, name, kind):
     """Where STIR would put one kind's data under the other kind's extension (projection data
     into out.v beside out.hs, an image into out.s beside out.hv), stirgpu refuses and writes
     nothing."""
     from stirgpu.errors import FormatError
+
     case = quick_cases()[0]
     (tmp_path / "stir").mkdir()
     (tmp_path / "ours").mkdir()
     if kind == "projdata":
         mode = stir.ios.out | stir.ios.ios_base_in | stir.ios.trunc
-        theirs = stir.ProjDataInterfile(stir.ExamInfo(), stir_proj_data_info(stir, case),
-                                        str(tmp_path / "stir" / name), mode)
+        theirs = stir.ProjDataInterfile(
+            stir.ExamInfo(), stir_proj_data_info(stir, case), str(tmp_path / "stir" / name), mode
+        )
         del theirs
         expected = sorted({"out.hs", name})
     else:
@@ -85,6 +89,7 @@ def test_other_kinds_extension_refused_where_stir_mixes_them(stir, tmp_path, nam
         if kind == "projdata":
             ProjDataFromFile.create(tmp_path / "ours" / name, stirgpu_proj_data_info(case))
         else:
-            write_image(tmp_path / "ours" / name,
-                        VoxelsOnCartesianGrid(stirgpu_image_info(case, stirgpu_proj_data_info(case))))
+            write_image(
+                tmp_path / "ours" / name, VoxelsOnCartesianGrid(stirgpu_image_info(case, stirgpu_proj_data_info(case)))
+            )
     assert _files(tmp_path / "ours") == []

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 
+import cases as C
 import numpy as np
 import pytest
 
-import cases as C
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.projectors import ProjectorPair
 
@@ -38,10 +38,11 @@ def phantom(shape, rng) -> np.ndarray:
     """A seeded image with smooth parts and sharp edges: an ellipsoid of 1 with a hot off-centre
     ball, plus low noise (edges are where geometry errors show most)."""
     nz, ny, nx = shape
-    z, y, x = np.meshgrid(np.linspace(-1, 1, nz) if nz > 1 else np.zeros(1), np.linspace(-1, 1, ny),
-                          np.linspace(-1, 1, nx), indexing="ij")
+    z, y, x = np.meshgrid(
+        np.linspace(-1, 1, nz) if nz > 1 else np.zeros(1), np.linspace(-1, 1, ny), np.linspace(-1, 1, nx), indexing="ij"
+    )
     img = ((x / 0.8) ** 2 + (y / 0.7) ** 2 + (z / 0.9) ** 2 <= 1).astype(np.float32)
-    img += 2.0 * ((x - 0.3) ** 2 + (y + 0.2) ** 2 + z ** 2 <= 0.06)
+    img += 2.0 * ((x - 0.3) ** 2 + (y + 0.2) ** 2 + z**2 <= 0.06)
     img += rng.uniform(0, 0.1, shape).astype(np.float32)
     return img.astype(np.float32)
 
@@ -64,7 +65,7 @@ def diagonal_oblique_mask(pdi) -> np.ndarray:
     for seg in pdi.segment_nums_stir_order:
         n = pdi.get_num_axial_poss(seg)
         if views and pdi.segment(seg).average_ring_difference != 0:
-            mask4[:, start:start + n, views, :] = True
+            mask4[:, start : start + n, views, :] = True
         start += n
     return mask
 
@@ -130,8 +131,10 @@ def run_case(stir, case):
 
 def _check(stir, case):
     (fmax, f999), (bmax, b999) = run_case(stir, case)
-    msg = (f"{case.label}: forward max {fmax:.2e} p99.9 {f999:.2e} (bit for bit expected); back max {bmax:.2e} "
-           f"p99.9 {b999:.2e} (bars {MAX_BAR:.0e} / {P999_BAR:.0e} of STIR's maximum)")
+    msg = (
+        f"{case.label}: forward max {fmax:.2e} p99.9 {f999:.2e} (bit for bit expected); back max {bmax:.2e} "
+        f"p99.9 {b999:.2e} (bars {MAX_BAR:.0e} / {P999_BAR:.0e} of STIR's maximum)"
+    )
     assert fmax == 0 and bmax <= MAX_BAR and b999 <= P999_BAR, msg
 
 
@@ -168,9 +171,22 @@ def test_projections_match_stir_large(stir, case):
 
 #: the mMR's native 252 views (no view tilt: views 63 and 189 are diagonal), span 11, segments 0
 #: and +-1, few tangential positions; subsets of 63 take views 0, 63, 126, 189
-DIAGONAL_CASE = C.Case(scanner="Siemens mMR", span=11, max_ring_diff=16, view_mash=1, num_tangential_poss=32,
-                       arc_corrected=False, image_xy=None, image_z=None, zoom=1.0, offset_xyz=(0.0, 0.0, 0.0),
-                       restrict_fov=True, storage_order="view", seed=45, label="mMR-unmashed-diagonal")
+DIAGONAL_CASE = C.Case(
+    scanner="Siemens mMR",
+    span=11,
+    max_ring_diff=16,
+    view_mash=1,
+    num_tangential_poss=32,
+    arc_corrected=False,
+    image_xy=None,
+    image_z=None,
+    zoom=1.0,
+    offset_xyz=(0.0, 0.0, 0.0),
+    restrict_fov=True,
+    storage_order="view",
+    seed=45,
+    label="mMR-unmashed-diagonal",
+)
 DIAGONAL_SUBSET = (0, 63)
 
 
@@ -193,8 +209,7 @@ def test_exact_diagonal_views_elsewhere_within_the_bar(stir):
     in_subset[..., pdi.subset_views(*DIAGONAL_SUBSET), :] = True
     fmax, f999 = relative_differences(fwd, ref_fwd, in_subset & ~skip)
     bmax, b999 = relative_differences(back, ref_back)
-    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, \
-        (fmax, f999, bmax, b999)
+    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, (fmax, f999, bmax, b999)
 
 
 def test_exact_diagonal_views(stir):
@@ -212,13 +227,25 @@ def test_exact_diagonal_views(stir):
     fwd, back = stirgpu_projections(case, image, data, subset=DIAGONAL_SUBSET)
     fmax, f999 = relative_differences(fwd, ref_fwd, only)
     bmax, b999 = relative_differences(back, ref_back)
-    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, \
-        (fmax, f999, bmax, b999)
+    assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, (fmax, f999, bmax, b999)
 
 
-MMR_STANDARD = C.Case(scanner="Siemens mMR", span=11, max_ring_diff=60, view_mash=1, num_tangential_poss=344,
-                      arc_corrected=False, image_xy=None, image_z=None, zoom=1.0, offset_xyz=(0.0, 0.0, 0.0),
-                      restrict_fov=True, storage_order="view", seed=0, label="mMR-standard-span11")
+MMR_STANDARD = C.Case(
+    scanner="Siemens mMR",
+    span=11,
+    max_ring_diff=60,
+    view_mash=1,
+    num_tangential_poss=344,
+    arc_corrected=False,
+    image_xy=None,
+    image_z=None,
+    zoom=1.0,
+    offset_xyz=(0.0, 0.0, 0.0),
+    restrict_fov=True,
+    storage_order="view",
+    seed=0,
+    label="mMR-standard-span11",
+)
 
 
 @pytest.mark.parametrize("case", C.params([MMR_STANDARD], C.large_marks()))

@@ -18,17 +18,30 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 
+import cases as C
 import numpy as np
 import pytest
 
-import cases as C
 from stirgpu.kernels.stir_lors import stir_float_geometry, stir_image_frame, stir_lor_endpoints
 
 pytestmark = pytest.mark.stir
 
-DIAGONAL = C.Case(scanner="Siemens mMR", span=11, max_ring_diff=16, view_mash=1, num_tangential_poss=32,
-                  arc_corrected=False, image_xy=None, image_z=None, zoom=1.0, offset_xyz=(0.0, 0.0, 0.0),
-                  restrict_fov=False, storage_order="view", seed=63, label="mMR-native-views")
+DIAGONAL = C.Case(
+    scanner="Siemens mMR",
+    span=11,
+    max_ring_diff=16,
+    view_mash=1,
+    num_tangential_poss=32,
+    arc_corrected=False,
+    image_xy=None,
+    image_z=None,
+    zoom=1.0,
+    offset_xyz=(0.0, 0.0, 0.0),
+    restrict_fov=False,
+    storage_order="view",
+    seed=63,
+    label="mMR-native-views",
+)
 
 
 def _f32(values) -> np.ndarray:
@@ -44,14 +57,18 @@ def test_bin_coordinates_equal_stirs(stir, case):
     for seg in pdi.segment_nums:
         axs = np.arange(pdi.get_num_axial_poss(seg))
         g = stir_float_geometry(pdi, seg, views, axs, tangs)
-        theirs = {"phi": _f32(spdi.get_phi(stir.Bin(seg, int(v), 0, 0)) for v in views),
-                  "s": _f32(spdi.get_s(stir.Bin(seg, 0, 0, int(t))) for t in tangs),
-                  "m": _f32(spdi.get_m(stir.Bin(seg, 0, int(a), 0)) for a in axs),
-                  "tantheta": _f32(spdi.get_tantheta(stir.Bin(seg, 0, 0, int(t))) for t in tangs)}
+        theirs = {
+            "phi": _f32(spdi.get_phi(stir.Bin(seg, int(v), 0, 0)) for v in views),
+            "s": _f32(spdi.get_s(stir.Bin(seg, 0, 0, int(t))) for t in tangs),
+            "m": _f32(spdi.get_m(stir.Bin(seg, 0, int(a), 0)) for a in axs),
+            "tantheta": _f32(spdi.get_tantheta(stir.Bin(seg, 0, 0, int(t))) for t in tangs),
+        }
         for name, values in theirs.items():
             ours = getattr(g, name)
             bad = np.nonzero(ours != values)[0]
-            assert bad.size == 0, f"segment {seg}: {name} differs at {bad[:5]}: ours {ours[bad[:5]]}, STIR {values[bad[:5]]}"
+            assert bad.size == 0, (
+                f"segment {seg}: {name} differs at {bad[:5]}: ours {ours[bad[:5]]}, STIR {values[bad[:5]]}"
+            )
 
 
 @pytest.mark.parametrize("case", C.params(C.quick_cases() + C.every_scanner_cases()))
@@ -87,8 +104,9 @@ def test_image_frame_equals_stirs(stir, case):
     spdi = C.stir_proj_data_info(stir, case)
     img = C.stir_image(stir, case, spdi)
     v = img.get_voxel_size()
-    info = dataclasses.replace(C.stirgpu_image_info(case, C.stirgpu_proj_data_info(case)),
-                               voxel_size=(v[1], v[2], v[3]))
+    info = dataclasses.replace(
+        C.stirgpu_image_info(case, C.stirgpu_proj_data_info(case)), voxel_size=(v[1], v[2], v[3])
+    )
     origin, voxel_size, _ = stir_image_frame(info)
     stir_origin, stir_voxel_size = _stir_frame(img)
     assert np.array_equal(origin, stir_origin), (origin, stir_origin)
@@ -119,7 +137,7 @@ def test_libparallelproj_with_our_geometry_gives_stirs_forward_projection(stir, 
 
     tangs = np.arange(pdi.get_min_tangential_pos_num(), pdi.get_max_tangential_pos_num() + 1)
     starts, ends = [], []
-    for seg in pdi.segment_nums_stir_order:      # STIR's in-memory order: [segment][axial][view][tangential]
+    for seg in pdi.segment_nums_stir_order:  # STIR's in-memory order: [segment][axial][view][tangential]
         g = stir_float_geometry(pdi, seg, np.arange(pdi.get_num_views()), np.arange(pdi.get_num_axial_poss(seg)), tangs)
         s, e = stir_lor_endpoints(g)
         starts.append(np.swapaxes(s, 0, 1).reshape(-1, 3))
@@ -129,8 +147,20 @@ def test_libparallelproj_with_our_geometry_gives_stirs_forward_projection(stir, 
     ours = np.zeros(len(xstart), np.float32)
     ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     dims = np.array(info.shape, np.int32)
-    lib.joseph3d_fwd(ptr(xstart), ptr(xend), ptr(np.ascontiguousarray(image)), ptr(origin), ptr(voxel_size),
-                     ptr(ours), ctypes.c_size_t(len(ours)), ptr(dims), 0, 64)
+    lib.joseph3d_fwd(
+        ptr(xstart),
+        ptr(xend),
+        ptr(np.ascontiguousarray(image)),
+        ptr(origin),
+        ptr(voxel_size),
+        ptr(ours),
+        ctypes.c_size_t(len(ours)),
+        ptr(dims),
+        0,
+        64,
+    )
     bad = np.nonzero(ours != ref)[0]
-    assert bad.size == 0, (f"{bad.size} of {ref.size} bins differ, largest by "
-                           f"{np.max(np.abs(ours - ref)) / np.max(ref):.2e} of the maximum")
+    assert bad.size == 0, (
+        f"{bad.size} of {ref.size} bins differ, largest by "
+        f"{np.max(np.abs(ours - ref)) / np.max(ref):.2e} of the maximum"
+    )

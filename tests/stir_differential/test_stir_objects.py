@@ -34,15 +34,15 @@ from stirgpu.projectors import ProjectorPair
 
 pytestmark = pytest.mark.stir
 
-REL_TOL = 1e-4             # numerics="exact": float32 rounding of float64 geometry
+REL_TOL = 1e-4  # numerics="exact": float32 rounding of float64 geometry
 BACK_STIR_NUMERICS_TOL = 1e-5  # numerics="stir": float32 summation order of back projections
 
 
 # -- STIR objects ---------------------------------------------------------------------------
-def stir_pdi(stir, scanner="ECAT 953", span=3, max_delta=4, views=48, tang=64, arc=False, offset=None,
-             tang_range=None):
-    spdi = stir.ProjDataInfo.construct_proj_data_info(stir.Scanner.get_scanner_from_name(scanner), span,
-                                                      max_delta, views, tang, arc)
+def stir_pdi(stir, scanner="ECAT 953", span=3, max_delta=4, views=48, tang=64, arc=False, offset=None, tang_range=None):
+    spdi = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name(scanner), span, max_delta, views, tang, arc
+    )
     if offset is not None:
         spdi.set_azimuthal_angle_offset(offset)
     if tang_range is not None:
@@ -59,8 +59,9 @@ def stir_image(stir, spdi, grid=None, seed=0):
     else:
         lo, hi, origin, voxel = grid
         rng3 = stir.IndexRange3D(stir.Int3BasicCoordinate(lo), stir.Int3BasicCoordinate(hi))
-        img = stir.FloatVoxelsOnCartesianGrid(stir.ExamInfo(), rng3, stir.FloatCartesianCoordinate3D(*origin),
-                                              stir.FloatCartesianCoordinate3D(*voxel))
+        img = stir.FloatVoxelsOnCartesianGrid(
+            stir.ExamInfo(), rng3, stir.FloatCartesianCoordinate3D(*origin), stir.FloatCartesianCoordinate3D(*voxel)
+        )
     shape = img.as_array().shape
     img.fill(np.random.default_rng(seed).random(shape, dtype=np.float32))
     return img
@@ -76,7 +77,9 @@ def rel_max_diff(stir_pd, ours, pdi):
     diff = top = 0.0
     for s in pdi.segment_nums:
         theirs = viewgrams(stir_pd, pdi, s)
-        mine = viewgrams(ours, pdi, s) if hasattr(ours, "get_viewgram") else ours.read_views(s, range(pdi.get_num_views()))
+        mine = (
+            viewgrams(ours, pdi, s) if hasattr(ours, "get_viewgram") else ours.read_views(s, range(pdi.get_num_views()))
+        )
         diff, top = max(diff, float(np.abs(theirs - mine).max())), max(top, float(np.abs(theirs).max()))
     return diff / top
 
@@ -88,8 +91,9 @@ GEOMETRIES = {
     "tangential_range": dict(pdi=dict(tang_range=(-30, 20)), grid=None),
     "mmr_span11_tilted": dict(pdi=dict(scanner="Siemens mMR", span=11, max_delta=5, views=63, tang=96), grid=None),
     "own_image_grid": dict(pdi={}, grid=((0, -20, -22), (30, 19, 22), (1.5, -3.0, 4.0), (3.375, 3.1, 3.3))),
-    "image_z_indices_from_2": dict(pdi=dict(arc=True), grid=((2, -16, -17), (32, 16, 16), (0.0, 2.0, -1.0),
-                                                              (3.375, 3.5, 3.4))),
+    "image_z_indices_from_2": dict(
+        pdi=dict(arc=True), grid=((2, -16, -17), (32, 16, 16), (0.0, 2.0, -1.0), (3.375, 3.5, 3.4))
+    ),
 }
 
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import osmaposl_cases as oc
 import pytest
 
-import osmaposl_cases as oc
 from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
 from stirgpu.stir_plugin.building import PluginBuildError, build
 
@@ -36,8 +36,10 @@ end :=
 """
 BACK_PAR = FORWARD_PAR.replace("Forward", "Back")
 STIRGPU_CPU = "backend := cpu\n"
-STIRGPU_PAIR = ("projector pair type := stirgpu\nProjector Pair Using stirgpu Parameters :=\nbackend := cpu\n"
-                "End Projector Pair Using stirgpu Parameters :=")
+STIRGPU_PAIR = (
+    "projector pair type := stirgpu\nProjector Pair Using stirgpu Parameters :=\nbackend := cpu\n"
+    "End Projector Pair Using stirgpu Parameters :="
+)
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +72,19 @@ def _env(reference_stir, trace: Path | None = None) -> dict:
 
 def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, **kw):
     """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed."""
-    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent),
-           program, *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, env=_env(reference_stir, trace), capture_output=True, text=True,
-                          timeout=600, **kw)
+    cmd = [
+        sys.executable,
+        "-m",
+        "stirgpu.cli.main",
+        "stir",
+        "--stir",
+        str(reference_stir.bin_dir.parent),
+        program,
+        *map(str, args),
+    ]
+    return subprocess.run(
+        cmd, cwd=cwd, env=_env(reference_stir, trace), capture_output=True, text=True, timeout=600, **kw
+    )
 
 
 def _trace(path: Path, kind: str = "projection") -> list[dict]:
@@ -87,6 +98,7 @@ def _rel_max(a: np.ndarray, b: np.ndarray) -> float:
 
 
 # -- STIR's forward_project / back_project ---------------------------------------------------
+
 
 def test_forward_project_utility_equals_parallelproj(reference_stir, stir_plugin, inputs, tmp_path):
     (tmp_path / "pp.par").write_text(FORWARD_PAR.format(type="Parallelproj", keys=""))
@@ -103,8 +115,9 @@ def test_forward_project_utility_equals_parallelproj(reference_stir, stir_plugin
     assert [(c["call"], len(c["views"])) for c in calls] == [("forward ProjData", 16)]
 
 
-def test_back_project_utility_equals_parallelproj_and_replaces_the_template(reference_stir, stir_plugin, inputs,
-                                                                          tmp_path):
+def test_back_project_utility_equals_parallelproj_and_replaces_the_template(
+    reference_stir, stir_plugin, inputs, tmp_path
+):
     """Same back projection as Parallelproj of a zero image; and the result replaces a non-zero
     template's values (STIR's documented get_output; STIR 6.5's Parallelproj adds to them)."""
     phantom = read_image(inputs / "phantom.hv")
@@ -124,10 +137,18 @@ def test_back_project_utility_equals_parallelproj_and_replaces_the_template(refe
 
 # -- STIR's OSMAPOSL --------------------------------------------------------------------------
 
-OSEM_OBJECTIVE = {"additive sinogram": "../in/additive.hs", "use subset sensitivities": 1,
-                  "subset sensitivity filenames": "sens_%d.hv", "recompute sensitivity": 1}
-OSEM_TOP = {"output filename prefix": "out", "number of subsets": 4, "number of subiterations": 8,
-            "save estimates at subiteration intervals": 4}
+OSEM_OBJECTIVE = {
+    "additive sinogram": "../in/additive.hs",
+    "use subset sensitivities": 1,
+    "subset sensitivity filenames": "sens_%d.hv",
+    "recompute sensitivity": 1,
+}
+OSEM_TOP = {
+    "output filename prefix": "out",
+    "number of subsets": 4,
+    "number of subiterations": 8,
+    "save estimates at subiteration intervals": 4,
+}
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +165,9 @@ def _subset_views(k: int) -> list[int]:
     return list(range(k, 16, 4))
 
 
-def test_osmaposl_with_stirgpu_equals_parallelproj(reference_stir, stir_plugin, inputs, parallelproj_osmaposl,
-                                                   tmp_path):
+def test_osmaposl_with_stirgpu_equals_parallelproj(
+    reference_stir, stir_plugin, inputs, parallelproj_osmaposl, tmp_path
+):
     """The same .par but 'projector pair type := stirgpu': sensitivities <= 1e-4, estimates <= 1e-3
     of the maximum; and each projection the plugin ran was exactly one subset's views."""
     (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
@@ -167,18 +189,22 @@ def test_osmaposl_with_stirgpu_equals_parallelproj(reference_stir, stir_plugin, 
     assert all(c["segments"] == [-2, -1, 0, 1, 2] for c in calls)
     # STIR's per-viewgram calls, one period per subset and direction: 4 views x 5 segments
     periods = _trace(trace, "viewgram calls")
-    assert sorted((p["call"], p["calls"]) for p in periods) == [("back viewgrams", 20)] * 12 + [
-        ("forward viewgrams", 20)] * 8
+    assert (
+        sorted((p["call"], p["calls"]) for p in periods)
+        == [("back viewgrams", 20)] * 12 + [("forward viewgrams", 20)] * 8
+    )
     assert all(p["seconds_waiting"] >= 0 and p["seconds_copying"] >= 0 for p in periods)
     # the projections are inside the calls that started them
     assert sum(p["seconds_projecting"] for p in periods) >= 0.99 * sum(c["seconds"] for c in calls)
 
 
-def test_osmaposl_through_stirs_python_classes(reference_stir, stir, stir_plugin, inputs, parallelproj_osmaposl,
-                                               tmp_path, monkeypatch):
+def test_osmaposl_through_stirs_python_classes(
+    reference_stir, stir, stir_plugin, inputs, parallelproj_osmaposl, tmp_path, monkeypatch
+):
     """STIR's Python classes with set_projector_pair_sptr(stirgpu.stir_plugin.projector_pair(...)):
     the objective function and OSMAPOSL as STIR's Python users build them."""
     import stirgpu.stir_plugin as sp
+
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
     sp.load()
@@ -211,12 +237,15 @@ def test_osmaposl_through_stirs_python_classes(reference_stir, stir, stir_plugin
 
 # -- subsets: only the subset's views -------------------------------------------------------
 
-def test_whole_projdata_subset_calls_touch_only_the_subset(reference_stir, stir, stir_plugin, inputs, tmp_path,
-                                                           monkeypatch):
+
+def test_whole_projdata_subset_calls_touch_only_the_subset(
+    reference_stir, stir, stir_plugin, inputs, tmp_path, monkeypatch
+):
     """forward_project(ProjData, image, 1, 4) and back_project(image, ProjData, 1, 4) of the
     stirgpu types: the subset's views equal Parallelproj's, all other bins stay zero (STIR's
     rule), and the plugin projects the subset's views only, as one streamed call each."""
     import stirgpu.stir_plugin as sp
+
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
     sp.load()
@@ -230,8 +259,10 @@ def test_whole_projdata_subset_calls_touch_only_the_subset(reference_stir, stir,
     reference = stir.ProjectorByBinPairUsingParallelproj()
     reference.set_up(pdi, image)
     results = {}
-    for name, fp, bp in (("stirgpu", sp.forward_projector(backend="cpu"), sp.back_projector(backend="cpu")),
-                         ("pp", reference.get_forward_projector(), reference.get_back_projector())):
+    for name, fp, bp in (
+        ("stirgpu", sp.forward_projector(backend="cpu"), sp.back_projector(backend="cpu")),
+        ("pp", reference.get_forward_projector(), reference.get_back_projector()),
+    ):
         if name == "stirgpu":
             fp.set_up(pdi, image)
             bp.set_up(pdi, image)
@@ -247,16 +278,20 @@ def test_whole_projdata_subset_calls_touch_only_the_subset(reference_stir, stir,
     in_subset[_subset_views(1)] = True
     assert np.all(fwd[..., ~in_subset, :] == 0) and np.any(fwd[..., in_subset, :] > 0)  # (views, tangential) last
     calls = _trace(trace)
-    assert [(c["call"], c["views"]) for c in calls] == [("forward ProjData", _subset_views(1)),
-                                                        ("back ProjData", _subset_views(1))]
+    assert [(c["call"], c["views"]) for c in calls] == [
+        ("forward ProjData", _subset_views(1)),
+        ("back ProjData", _subset_views(1)),
+    ]
     bins_per_view = sum(pdi.get_num_axial_poss(s) for s in range(-2, 3)) * 64
     assert all(c["bins"] == 4 * bins_per_view for c in calls)
 
 
 # -- errors and Ctrl-C ------------------------------------------------------------------------
 
+
 def test_python_errors_are_stir_errors_in_stirs_python_module(stir, stir_plugin, inputs):
     import stirgpu.stir_plugin as sp
+
     sp.load()
     prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
     image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
@@ -269,17 +304,26 @@ def test_python_errors_are_stir_errors_in_stirs_python_module(stir, stir_plugin,
         fp.forward_project(stir.ProjDataInMemory(prompts.get_exam_info(), prompts.get_proj_data_info()))
 
 
-def test_refused_options_and_errors_reach_stir_executables_as_stir_errors(reference_stir, stir_plugin, inputs,
-                                                                          tmp_path):
+def test_refused_options_and_errors_reach_stir_executables_as_stir_errors(
+    reference_stir, stir_plugin, inputs, tmp_path
+):
     (tmp_path / "bad.par").write_text(FORWARD_PAR.format(type="stirgpu", keys="backend := cuda\n"))
-    proc = _with_plugin(reference_stir, "forward_project", "out.hs", inputs / "phantom.hv", inputs / "template.hs",
-                        "bad.par", cwd=tmp_path)
+    proc = _with_plugin(
+        reference_stir,
+        "forward_project",
+        "out.hs",
+        inputs / "phantom.hv",
+        inputs / "template.hs",
+        "bad.par",
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
     assert "ERROR: stirgpu: set_up:" in proc.stderr
 
 
-def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(reference_stir, stir_plugin, inputs,
-                                                                          parallelproj_osmaposl, tmp_path):
+def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(
+    reference_stir, stir_plugin, inputs, parallelproj_osmaposl, tmp_path
+):
     """The first forward projection runs inside OSMAPOSL's OpenMP loop (sensitivities are read,
     not computed); its error (the trace file cannot be written: it is a folder) is kept, and
     raised by get_output after the loop: one STIR error, the process not killed from the loop."""
@@ -297,12 +341,14 @@ def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(refere
     assert "ERROR: stirgpu: forward projection: IsADirectoryError" in proc.stderr
 
 
-def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(stir, stir_plugin, inputs,
-                                                                              tmp_path, monkeypatch):
+def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(
+    stir, stir_plugin, inputs, tmp_path, monkeypatch
+):
     """In STIR's Python module an exception leaving STIR's OpenMP loop would end the process: the
     plugin keeps the error of a forward projection inside the loop and raises it after it, so
     Python gets a RuntimeError and this process goes on."""
     import stirgpu.stir_plugin as sp
+
     sp.load()
     monkeypatch.chdir(tmp_path)
     prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
@@ -330,10 +376,19 @@ def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs,
     top = {**OSEM_TOP, "number of subiterations": 100000, "save estimates at subiteration intervals": 100000}
     (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=STIRGPU_PAIR))
     trace = tmp_path / "trace.jsonl"
-    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent),
-           "OSMAPOSL", "recon.par"]
-    proc = subprocess.Popen(cmd, cwd=run, env=_env(reference_stir, trace), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "stirgpu.cli.main",
+        "stir",
+        "--stir",
+        str(reference_stir.bin_dir.parent),
+        "OSMAPOSL",
+        "recon.par",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=run, env=_env(reference_stir, trace), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 300
         while len(_trace(trace)) < 8 and proc.poll() is None and time.monotonic() < deadline:
