@@ -36,6 +36,11 @@ BAD_ARGUMENTS = {
         (["/tmp", "--views", "0"], "--views"),
         (["/tmp", "--iterations", "2", "1"], "--iterations"),
     ],
+    "stir_plugin_threads.py": [
+        (["/nonexistent"], "/nonexistent"),
+        (["/tmp", "--threads", "0"], "--threads"),
+        (["/tmp", "--wait-policy", "lazy"], "--wait-policy"),
+    ],
     "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
     "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
