@@ -247,7 +247,7 @@ def test_workspaces_kept_between_calls_are_reused_and_released(cp):
     pp = _pair(2, max_views_per_chunk=3)
     pp.set_up(pdi, info)
     first = pp.back_project(None, data, subset_num=1, num_subsets=3)
-    eng = pp._shared.engine
+    eng = pp.session.engine
     kept = dict(eng._kept[0])
     assert {"accumulation image", "back accumulators"} <= set(kept)
     sens = pp.sensitivity()
@@ -292,7 +292,7 @@ def test_kept_launchers_and_accumulator_follow_their_targets(cp):
         got = ProjDataInMemory(pdi)
         pp.forward_project(got, image)
         assert same_data(got, want, pdi)
-    kept = pp._shared.engine._kept[0]
+    kept = pp.session.engine._kept[0]
     assert kept["back target"][0].image is None and kept["back target"][0].a is None
     assert kept["back target launcher"][1].target is None
     assert kept["forward target launcher"][1].target is None
@@ -320,5 +320,5 @@ def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled
     assert pp.back_project(out, data) is out
     _close(cp.asnumpy(out), want)
     _close(pp.back_project(None, data), want)
-    kept = pp._shared.engine._kept[0]
+    kept = pp.session.engine._kept[0]
     assert ("back accumulators" in kept) == tiled

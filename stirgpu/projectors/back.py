@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import StreamingProjector
-from .forward import _pdi_source
+from .base import StreamingProjector, _pdi_source
+from .forward import ForwardProjector
 from .programs import BackProgram
 
 __all__ = ["BackProjector"]
@@ -13,7 +13,9 @@ class BackProjector(StreamingProjector):
     """The exact adjoint of :class:`~stirgpu.projectors.ForwardProjector`, streamed.
 
     Each lane accumulates its own image; they are added once at the end (so results on
-    1 or N lanes differ only by float32 summation order).
+    1 or N lanes differ only by float32 summation order).  Options: see
+    :mod:`stirgpu.projectors.session`; ``session=`` projects on an existing session (a
+    :class:`~stirgpu.projectors.ProjectorPair`'s ``.back`` is one).
     """
 
     def back_project(
@@ -32,18 +34,28 @@ class BackProjector(StreamingProjector):
         ``accumulate``).  ``views`` (instead of a subset): exactly these views (distinct,
         ascending).
         """
-        self._auto_set_up(_pdi_source(proj_data), image_out)
-        src = self._store(proj_data, "proj_data")
-        self._check_image(image_out, "image_out")
-        views = self._views(subset_num, num_subsets, views)
-        self._pending_upload = (0, 0.0)
-        result = self._run(
-            BackProgram(self._geometry),
-            views,
-            {"data": src},
-            {},
-            "back projection",
-            subset=(subset_num, num_subsets),
-            **self._result_target(image_out, accumulate),
-        )
-        return self._output_image(image_out, self._finish_image(result.image), accumulate)
+        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views)
+
+    def _forward_and_back(self) -> tuple[ForwardProjector, BackProjector]:
+        return ForwardProjector(session=self.session), self
+
+
+def back_project(
+    projector: StreamingProjector, image_out, proj_data, subset_num: int, num_subsets: int, accumulate: bool, views
+):
+    """:meth:`BackProjector.back_project` by ``projector`` (on its session, in its
+    statistics): what a BackProjector and a ProjectorPair run."""
+    projector._auto_set_up(_pdi_source(proj_data), image_out)
+    src = projector._store(proj_data, "proj_data")
+    projector._check_image(image_out, "image_out")
+    views = projector._views(subset_num, num_subsets, views)
+    result = projector._run(
+        BackProgram(projector.session.kernel_geometry),
+        views,
+        {"data": src},
+        {},
+        "back projection",
+        subset=(subset_num, num_subsets),
+        **projector._result_target(image_out, accumulate),
+    )
+    return projector._output_image(image_out, projector._finish_image(result.image), accumulate)

@@ -1,97 +1,53 @@
-"""What every stirgpu projector shares: options, set-up, the engine, the cached input image.
+"""A projector's front end over a :class:`~stirgpu.projectors.session.ProjectionSession`.
 
-Options (constructor keywords; ``None`` takes the value of :func:`stirgpu.config.get_config`):
-
-* ``backend`` -- "auto" (CUDA when cupy sees a GPU), "cpu" or "cuda";
-* ``devices`` -- GPU ids (default: all visible GPUs) or, for the CPU backend, worker ids
-  (default two workers);
-* ``gpu_memory_budget`` / ``host_memory_budget`` -- bytes (or "512M", "2G"); default: free GPU
-  memory less a reserve, a quarter of the available host memory;
-* ``max_views_per_chunk`` -- an upper bound on chunk size;
-* ``restrict_to_cylindrical_fov`` -- STIR's Parallelproj behaviour (default True): the input
-  image is zeroed outside STIR's cylinder before forward projection (a copy; the caller's
-  image is untouched), the back projection after back projection;
-* ``units`` -- "stir" (line integrals in x-voxel units, like STIR's Parallelproj projector;
-  the default) or "mm";
-* ``numerics`` -- "stir" (the default with STIR units: STIR's float32 LOR endpoints and
-  libparallelproj 2.0.3's float32 Joseph arithmetic, so forward projections equal STIR's bit
-  for bit) or "exact" (float64 geometry: the exact Joseph integral of the exact LOR; the
-  default with ``units="mm"``; the tuned CUDA kernels).  docs/joseph.md, "Precision";
-* ``max_segment_num_to_process`` -- like STIR: only segments with ``|segment| <=`` this
-  (default all); other segments of an output are not touched;
-* ``num_slots`` -- chunks in flight per lane (default 3: one being read or written, one
-  computing, one queued, so per-chunk host work never leaves the GPU waiting; 2 is plain
-  double buffering and uses less memory).
-
-In-memory stores (``ProjDataInMemory``) used more than once by a GPU projector are
-page-locked, once, so that chunks go straight between them and the GPUs by DMA (no staging
-copy); a store used once (a fresh output) is not worth it and goes through the staging
-buffers.  The configuration's ``pin_host_memory`` ("reused", "always", "never") sets the
-policy (see docs/execution.md, "Direct transfers").  Its ``compute_streams`` (default 2) is
-the number of chunks a GPU may compute at once (their kernels overlap where one's last
-blocks leave SMs idle).
-
-The input image and its upload.  ``set_input(image)`` uploads ``image`` to every lane
-now (STIR's ``set_input``); a later call with ``image=None`` uses it as uploaded.  A call
-given ``image=`` re-uploads unless it is the very object of the last upload *and* that
-object carries a version stamp that has not changed (torch tensors' ``_version``, objects
-with a ``version`` attribute); numpy and cupy arrays carry none, since they can change in
-place without trace, so passing one always uploads it.  To project one unchanged image
-many times, call ``set_input`` once and pass ``image=None``.
+:class:`StreamingProjector` is what every stirgpu projector has: the options and the set-up
+(both the session's), the checks of a call's arguments against the set-up, running a chunk
+program on the session's engine, FOV truncation of back projections, output images, aborting
+new output stores, and the call's statistics (``last_stats``, ``last_plan``: the projector's
+own, never another's on the same session).  Options: see :mod:`stirgpu.projectors.session`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
-import weakref
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import get_config
 from ..errors import GeometryError, StirGpuError
-from ..execution import Engine, RunResult, resolve_backend, resolve_devices
-from ..execution.plan import Plan, parse_bytes
+from ..execution import RunResult
+from ..execution.plan import Plan
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
 from ..geometry import ImageInfo, ProjDataInfo
-from ..interop import (
-    as_image_array,
-    as_proj_data,
-    image_info_of,
-    is_stir_image,
-    is_stir_proj_data_info,
-    proj_data_info_from_stir,
-    store_image,
-    version_stamp,
-)
-from ..kernels import apply_cylindrical_fov, cylindrical_fov_mask, stir_rim, stir_scaled_geometry
+from ..interop import as_proj_data, image_info_of, is_stir_image, is_stir_proj_data, store_image
+from ..kernels import apply_cylindrical_fov
+from .adjoint import adjointness_test
+from .session import ProjectionSession
+
+if TYPE_CHECKING:
+    from .back import BackProjector
+    from .forward import ForwardProjector
+    from .pair import ProjectorPair
 
 __all__ = ["StreamingProjector"]
 
 
-class _Shared:
-    """State the projectors of one pair share: the engine and what input image it holds."""
-
-    def __init__(self):
-        self.engine: Engine | None = None
-        self.input_ref: Any = None  # weakref (or the object itself if not weak-referenceable)
-        self.input_stamp: Any = None
-        self.input_valid = False
-
-
-def _budget(value, name: str) -> int | None:
-    if value is None:
-        return None
-    v = parse_bytes(value)
-    if v <= 0:
-        raise StirGpuError(f"{name} must be positive")
-    return v
+def _option(name: str, doc: str) -> property:
+    """A read-only projector attribute: the session's option ``name``."""
+    return property(lambda self: getattr(self.session.options, name), doc=doc)
 
 
 class StreamingProjector:
-    """Base class: set-up, options and the machinery shared by forward and back projectors."""
+    """Base class: a projector's front end over a session (see the module docstring).
+
+    Keywords: the options of :mod:`stirgpu.projectors.session`, for a new session of this
+    projector's own; or ``session=`` (and no options) to project on an existing
+    :class:`~stirgpu.projectors.session.ProjectionSession`, shared with the projectors made
+    on it.  Subclasses say which directions they project (:meth:`_forward_and_back`).
+    """
 
     def __init__(
         self,
@@ -105,129 +61,84 @@ class StreamingProjector:
         max_segment_num_to_process: int | None = None,
         num_slots: int = 3,
         numerics: str | None = None,
+        *,
+        session: ProjectionSession | None = None,
     ):
-        cfg = get_config()
-        self.backend_requested = cfg.backend if backend is None else str(backend)
-        if self.backend_requested not in ("auto", "cpu", "cuda"):
-            raise StirGpuError(f"backend must be 'auto', 'cpu' or 'cuda', not {backend!r}")
-        self.devices_requested = cfg.devices if devices is None else tuple(int(d) for d in devices)
-        self.gpu_memory_budget = _budget(
-            cfg.gpu_memory_budget if gpu_memory_budget is None else gpu_memory_budget, "gpu_memory_budget"
+        options = dict(
+            backend=backend,
+            devices=devices,
+            gpu_memory_budget=gpu_memory_budget,
+            host_memory_budget=host_memory_budget,
+            max_views_per_chunk=max_views_per_chunk,
+            restrict_to_cylindrical_fov=restrict_to_cylindrical_fov,
+            units=units,
+            max_segment_num_to_process=max_segment_num_to_process,
+            num_slots=num_slots,
+            numerics=numerics,
         )
-        self.host_memory_budget = _budget(
-            cfg.host_memory_budget if host_memory_budget is None else host_memory_budget, "host_memory_budget"
-        )
-        mv = cfg.max_views_per_chunk if max_views_per_chunk is None else max_views_per_chunk
-        if mv is not None and int(mv) < 1:
-            raise StirGpuError(f"max_views_per_chunk must be >= 1, not {mv}")
-        self.max_views_per_chunk = None if mv is None else int(mv)
-        self.restrict_to_cylindrical_fov = bool(restrict_to_cylindrical_fov)
-        if units not in ("stir", "mm"):
-            raise StirGpuError(f"units must be 'stir' (x-voxel units, like STIR) or 'mm', not {units!r}")
-        self.units = units
-        numerics = cfg.numerics if numerics is None else numerics
-        if numerics is None:
-            numerics = "stir" if units == "stir" else "exact"
-        if numerics not in ("stir", "exact"):
-            raise StirGpuError(
-                f"numerics must be 'stir' (STIR's numbers) or 'exact' (float64 geometry), not {numerics!r}"
-            )
-        if numerics == "stir" and units != "stir":
-            raise StirGpuError("numerics='stir' gives STIR's numbers in STIR's units: it needs units='stir'")
-        self.numerics = numerics
-        if max_segment_num_to_process is not None and int(max_segment_num_to_process) < 0:
-            raise StirGpuError(f"max_segment_num_to_process must be >= 0, not {max_segment_num_to_process}")
-        self.max_segment_num_to_process = (
-            None if max_segment_num_to_process is None else int(max_segment_num_to_process)
-        )
-        if int(num_slots) < 1:
-            raise StirGpuError(f"num_slots must be >= 1, not {num_slots}")
-        self.num_slots = int(num_slots)
-        self.pin_host_memory = cfg.pin_host_memory
-        self.compute_streams = cfg.compute_streams
-        self._shared = _Shared()
-        self._pdi: ProjDataInfo | None = None
-        self._image_info: ImageInfo | None = None
-        self._geometry = None
-        self._fov_mask: np.ndarray | None = None
-        #: :class:`~stirgpu.execution.RunStats` of the last call (None before the first)
+        if session is None:
+            session = ProjectionSession(**options)
+        else:
+            _refuse_options_beside(session, options, type(self).__name__)
+        #: the :class:`~stirgpu.projectors.session.ProjectionSession` this projector projects on
+        self.session = session
+        #: :class:`~stirgpu.execution.RunStats` of this projector's last call (None before the first)
         self.last_stats: RunStats | None = None
-        #: :class:`~stirgpu.execution.Plan` of the last call
+        #: :class:`~stirgpu.execution.Plan` of this projector's last call
         self.last_plan: Plan | None = None
-        self._pending_upload = (0, 0.0)  # (bytes, seconds) of the upload the next call reports
 
-    # -- set-up --------------------------------------------------------------------------
+    backend_requested = _option("backend", 'The backend asked for ("auto", "cpu" or "cuda").')
+    devices_requested = _option("devices", "The devices asked for (None: the backend's default).")
+    gpu_memory_budget = _option("gpu_memory_budget", "Bytes per GPU (None: free memory less a reserve).")
+    host_memory_budget = _option("host_memory_budget", "Bytes of host memory (None: a quarter of the available).")
+    max_views_per_chunk = _option("max_views_per_chunk", "An upper bound on chunk size (None: none).")
+    restrict_to_cylindrical_fov = _option("restrict_to_cylindrical_fov", "STIR's cylindrical-FOV truncation.")
+    units = _option("units", '"stir" (x-voxel units) or "mm".')
+    numerics = _option("numerics", '"stir" or "exact".')
+    max_segment_num_to_process = _option("max_segment_num_to_process", "Segments with |segment| <= this (None: all).")
+    num_slots = _option("num_slots", "Chunks in flight per lane.")
+    pin_host_memory = _option("pin_host_memory", "When in-memory stores are page-locked.")
+    compute_streams = _option("compute_streams", "Chunks a GPU may compute at once.")
+
+    # -- set-up (the session's) ------------------------------------------------------------
     def set_up(self, proj_data_info, image_info) -> None:
-        """Fix the projection-data and image geometry (STIR's ``set_up``).
-
-        ``proj_data_info``: a stirgpu ``ProjDataInfo`` or a STIR ``ProjDataInfo`` (converted
-        exactly, :func:`~stirgpu.interop.proj_data_info_from_stir`); ``image_info``: an
-        ``ImageInfo``, or an image that knows its geometry (a ``stir.FloatVoxelsOnCartesianGrid``,
-        as STIR's own ``set_up`` takes, or a stirgpu image).
-        """
-        proj_data_info = _as_proj_data_info(proj_data_info)
-        image_info = _as_image_info(image_info)
-        _check_projectable(proj_data_info)
-        m = self.max_segment_num_to_process
-        if m is not None and m > max(-proj_data_info.get_min_segment_num(), proj_data_info.get_max_segment_num()):
-            m = None
-        self._pdi = proj_data_info
-        self._image_info = image_info
-        self._geometry = stir_scaled_geometry(
-            image_info, stir_units=self.units == "stir", numerics=self.numerics, proj_data_info=proj_data_info
-        )
-        self._fov_mask = (
-            cylindrical_fov_mask(
-                image_info, stir_rim(image_info.shape[2], proj_data_info.get_scanner().inner_ring_radius)
-            )
-            if self.restrict_to_cylindrical_fov
-            else None
-        )
-        self._shared.input_valid = False
-        if self._shared.engine is None:
-            backend = resolve_backend(self.backend_requested)
-            self._shared.engine = Engine(
-                backend,
-                resolve_devices(backend, self.devices_requested),
-                pin_host_memory=self.pin_host_memory,
-                compute_streams=self.compute_streams,
-            )
+        """Fix the projection-data and image geometry (STIR's ``set_up``) of the session: every
+        projector on it is set up.  See :meth:`ProjectionSession.set_up
+        <stirgpu.projectors.session.ProjectionSession.set_up>`."""
+        self.session.set_up(proj_data_info, image_info)
 
     def is_set_up(self) -> bool:
-        return self._pdi is not None
+        return self.session.is_set_up()
 
     def get_proj_data_info(self) -> ProjDataInfo:
         self._require_set_up()
-        return self._pdi
+        return self.session.proj_data_info
 
     def get_image_info(self) -> ImageInfo:
         self._require_set_up()
-        return self._image_info
+        return self.session.image_info
 
     @property
     def backend(self) -> str | None:
         """The backend in use ("cpu" or "cuda"), known after set-up."""
-        e = self._shared.engine
-        return None if e is None else e.backend
+        return self.session.backend
 
     @property
     def devices(self) -> tuple[int, ...] | None:
-        e = self._shared.engine
-        return None if e is None else e.devices
+        return self.session.devices
 
     def segments_to_process(self) -> tuple[int, ...]:
         self._require_set_up()
-        m = self.max_segment_num_to_process
-        return tuple(s for s in self._pdi.segment_nums if m is None or abs(s) <= m)
+        return self.session.segments_to_process()
 
     def _require_set_up(self) -> None:
-        if self._pdi is None:
+        if not self.session.is_set_up():
             raise StirGpuError(f"{type(self).__name__}: call set_up(proj_data_info, image_info) first")
 
     def _auto_set_up(self, store, image) -> None:
         """Set up from the arguments of the first call when possible (a stirgpu store and an
         image that knows its geometry)."""
-        if self._pdi is not None:
+        if self.session.is_set_up():
             return
         info = image_info_of(image) if image is not None else None
         if store is None or info is None:
@@ -238,9 +149,9 @@ class StreamingProjector:
         """``obj`` as a chunk store (STIR ProjData through their own, converted geometry),
         checked against the set-up."""
         store = as_proj_data(obj, name=name)
-        pdi = store.get_proj_data_info()
-        if pdi != self._pdi:
-            raise GeometryError(f"{name}: its geometry differs from the projector's set-up ({pdi!r} vs {self._pdi!r})")
+        pdi, own = store.get_proj_data_info(), self.session.proj_data_info
+        if pdi != own:
+            raise GeometryError(f"{name}: its geometry differs from the projector's set-up ({pdi!r} vs {own!r})")
         return store
 
     def _check_image(self, image, name: str) -> None:
@@ -248,61 +159,54 @@ class StreamingProjector:
         arrays carry no geometry and are checked by shape only."""
         if image is None or not is_stir_image(image):
             return
-        info = image_info_of(image, name)
-        if info != self._image_info:
-            raise GeometryError(
-                f"{name}: its geometry differs from the projector's set-up ({info!r} vs {self._image_info!r})"
-            )
+        info, own = image_info_of(image, name), self.session.image_info
+        if info != own:
+            raise GeometryError(f"{name}: its geometry differs from the projector's set-up ({info!r} vs {own!r})")
 
-    # -- the input image -----------------------------------------------------------------
+    # -- the input image (the session's) ---------------------------------------------------
     def set_input(self, image) -> None:
         """Upload ``image`` ((z, y, x): numpy, cupy, torch, stirgpu or stir image) to every lane
-        now, zeroed outside the cylindrical FOV when that option is on (on the copy)."""
+        now, zeroed outside the cylindrical FOV when that option is on (on the copy): the
+        input of every projector on the session."""
         self._require_set_up()
-        self._upload(image)
+        self.session.set_input(image)
 
-    def _upload(self, image) -> int:
-        arr = as_image_array(image, self._image_info.shape)
-        sh = self._shared
-        nbytes, seconds = sh.engine.set_image(arr, self._fov_mask)
-        try:
-            sh.input_ref = weakref.ref(image)
-        except TypeError:
-            sh.input_ref = None
-        sh.input_stamp = version_stamp(image)
-        sh.input_valid = True
-        self._pending_upload = (nbytes, seconds)
-        return nbytes
+    def _prepare_input(self, image) -> tuple[int, float]:
+        """The session's input for this call (``image``, or the current one for None); returns
+        the (bytes, seconds) of the upload this made, for the call's statistics."""
+        if image is None and not self.session.has_input():
+            raise StirGpuError(f"{type(self).__name__}: no input image; call set_input(image) or pass image=")
+        return self.session.use_input(image)
 
-    def _prepare_input(self, image) -> None:
-        sh = self._shared
-        self._pending_upload = (0, 0.0)
-        if image is None:
-            if not sh.input_valid:
-                raise StirGpuError(f"{type(self).__name__}: no input image; call set_input(image) or pass image=")
-            return
-        same = sh.input_ref is not None and sh.input_ref() is image
-        stamp = version_stamp(image)
-        if sh.input_valid and same and stamp is not None and stamp == sh.input_stamp:
-            return
-        self._upload(image)
+    # -- the adjoint pair ------------------------------------------------------------------
+    def _forward_and_back(self) -> tuple[ForwardProjector | ProjectorPair, BackProjector | ProjectorPair]:
+        """The forward and back projector this projector's adjointness is tested with: itself
+        for the direction(s) it projects, one on its session for the other."""
+        raise NotImplementedError(f"{type(self).__name__} projects in no direction")
+
+    def adjointness_test(self, seed: int = 0) -> float:
+        """Relative difference of ``<A x, y>`` and ``<x, B y>`` for random non-negative x, y,
+        with A and B this projector and its adjoint on the same session (0 for an exact
+        adjoint, float32 rounding in practice): :func:`stirgpu.projectors.adjoint.adjointness_test`.
+        Replaces the session's input image."""
+        forward, back = self._forward_and_back()
+        return adjointness_test(forward, back, seed)
 
     # -- running -------------------------------------------------------------------------
     def _views(self, subset_num: int, num_subsets: int, views=None) -> np.ndarray:
         """The views a call projects: subset ``subset_num`` of ``num_subsets`` (STIR's rule), or
         ``views`` itself when given (any distinct views, in ascending order)."""
         if views is None:
-            return self._pdi.subset_views(subset_num, num_subsets)
+            return self.session.proj_data_info.subset_views(subset_num, num_subsets)
         if (subset_num, num_subsets) != (0, 1):
             raise StirGpuError("give either views= or a subset (subset_num, num_subsets), not both")
         v = np.asarray(views)
         if v.ndim != 1 or v.size == 0 or v.dtype.kind not in "iu":
             raise GeometryError(f"views must be a non-empty 1-D sequence of integers, got {views!r}")
         v = v.astype(np.int64)
-        if np.any(np.diff(v) <= 0) or v[0] < 0 or v[-1] >= self._pdi.get_num_views():
-            raise GeometryError(
-                f"views must be distinct, ascending and in [0, {self._pdi.get_num_views() - 1}], got {v.tolist()}"
-            )
+        num_views = self.session.proj_data_info.get_num_views()
+        if np.any(np.diff(v) <= 0) or v[0] < 0 or v[-1] >= num_views:
+            raise GeometryError(f"views must be distinct, ascending and in [0, {num_views - 1}], got {v.tolist()}")
         return v
 
     def _result_target(self, image_out, accumulate: bool) -> dict:
@@ -319,7 +223,7 @@ class StreamingProjector:
             not accumulate
             and image_out.dtype == np.float32
             and image_out.flags.c_contiguous
-            and tuple(image_out.shape) == tuple(self._image_info.shape)
+            and tuple(image_out.shape) == tuple(self.session.image_info.shape)
         )
         return {"result_device": d, "result_out": image_out if fits else None}
 
@@ -333,24 +237,28 @@ class StreamingProjector:
         result_device: int | None = None,
         result_out=None,
         subset: tuple[int, int] = (0, 1),
+        upload: tuple[int, float] = (0, 0.0),
     ) -> RunResult:
-        """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of); the
-        statistics, ``last_stats``, name the operation and the subset)."""
+        """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of)) on
+        the session's engine.  The statistics, ``last_stats``, name the operation and the
+        subset, and count ``upload`` ((bytes, seconds): the call's upload of its input image)."""
         _check_stores(sources, sinks)
-        engine = self._shared.engine
-        segments = self.segments_to_process()
+        session = self.session
+        engine = session.engine
+        pdi, image_shape = session.proj_data_info, session.image_info.shape
+        segments = session.segments_to_process()
         # in-memory stores are page-locked once and copied straight to/from the GPUs
-        direct = engine.direct_io({**sources, **sinks}, self._pdi, segments)
+        direct = engine.direct_io({**sources, **sinks}, pdi, segments)
         plan = engine.make_plan(
             program,
-            self._pdi,
+            pdi,
             segments,
             views,
-            self._image_info.shape,
-            host_budget=self.host_memory_budget,
-            gpu_budget=self.gpu_memory_budget,
-            max_views_per_chunk=self.max_views_per_chunk,
-            depth=self.num_slots,
+            image_shape,
+            host_budget=session.options.host_memory_budget,
+            gpu_budget=session.options.gpu_memory_budget,
+            max_views_per_chunk=session.options.max_views_per_chunk,
+            depth=session.options.num_slots,
             direct=direct,
         )
         self.last_plan = plan
@@ -362,10 +270,10 @@ class StreamingProjector:
                 result = engine.run(
                     program,
                     plan,
-                    self._pdi,
+                    pdi,
                     sources,
                     sinks,
-                    image_shape=self._image_info.shape,
+                    image_shape=image_shape,
                     progress=update,
                     operation=operation,
                     result_device=result_device,
@@ -374,8 +282,7 @@ class StreamingProjector:
                     after_write=behind,
                     direct=direct,
                 )
-        up_bytes, up_seconds = self._pending_upload
-        self._pending_upload = (0, 0.0)
+        up_bytes, up_seconds = upload
         result.stats.bytes_uploaded += up_bytes
         result.stats.setup_seconds += up_seconds
         result.stats.wall_seconds += up_seconds
@@ -385,14 +292,15 @@ class StreamingProjector:
 
     def _finish_image(self, image):
         """STIR's back projector zeroes its result outside the cylindrical FOV (numpy or cupy)."""
-        if self._fov_mask is None:
+        mask = self.session.fov_mask
+        if mask is None:
             return image
         if isinstance(image, np.ndarray):
-            return apply_cylindrical_fov(image, self._fov_mask, out=image)
+            return apply_cylindrical_fov(image, mask, out=image)
         import cupy
 
         with cupy.cuda.Device(image.device.id):
-            return apply_cylindrical_fov(image, self._fov_mask, out=image)
+            return apply_cylindrical_fov(image, mask, out=image)
 
     @staticmethod
     def _abort_new_store(store) -> None:
@@ -408,8 +316,27 @@ class StreamingProjector:
         return store_image(image_out, values, accumulate)
 
     def __repr__(self) -> str:
-        where = "not set up" if self._pdi is None else f"{self.backend} {list(self.devices)}"
+        where = "not set up" if not self.session.is_set_up() else f"{self.backend} {list(self.devices or ())}"
         return f"{type(self).__name__}({where}, units={self.units!r}, numerics={self.numerics!r})"
+
+
+def _refuse_options_beside(session: ProjectionSession, options: dict, who: str) -> None:
+    """A projector made on a session takes the session's options: any other given is refused
+    (they would silently not apply)."""
+    defaults = inspect.signature(ProjectionSession).parameters
+    given = sorted(k for k, v in options.items() if v != defaults[k].default)
+    if given:
+        raise StirGpuError(
+            f"{who}(session=...) projects with the session's options; {', '.join(given)} cannot be given beside it"
+        )
+
+
+def _pdi_source(obj):
+    """``obj`` if it can say its geometry (a stirgpu store, a STIR ProjData; for automatic
+    set-up), else None."""
+    return (
+        obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None
+    )
 
 
 def _check_stores(sources: dict, sinks: dict) -> None:
@@ -421,36 +348,6 @@ def _check_stores(sources: dict, sinks: dict) -> None:
             method = getattr(store, check, None)  # (STIR adapters check as they go)
             if method is not None:
                 method()
-
-
-def _check_projectable(proj_data_info: ProjDataInfo) -> None:
-    """Raise GeometryError for projection data the stirgpu projectors cannot take (what
-    ``set_up`` refuses before computing anything)."""
-    ntof = proj_data_info.get_num_tof_poss()
-    if ntof > 1:
-        raise GeometryError(
-            f"TOF projection data ({ntof} timing positions) are not supported by the stirgpu projectors"
-        )
-
-
-def _as_proj_data_info(obj) -> ProjDataInfo:
-    if isinstance(obj, ProjDataInfo):
-        return obj
-    if is_stir_proj_data_info(obj):
-        return proj_data_info_from_stir(obj, "set_up: proj_data_info")
-    raise GeometryError(f"set_up: proj_data_info must be a stirgpu or STIR ProjDataInfo, not {type(obj).__name__}")
-
-
-def _as_image_info(obj) -> ImageInfo:
-    if isinstance(obj, ImageInfo):
-        return obj
-    info = image_info_of(obj, "set_up: image_info") if obj is not None else None
-    if info is None:
-        raise GeometryError(
-            f"set_up: image_info must be a stirgpu ImageInfo or an image that knows its "
-            f"geometry (a stir.FloatVoxelsOnCartesianGrid, a stirgpu image), not {type(obj).__name__}"
-        )
-    return info
 
 
 def _parallel_safe(store) -> bool:

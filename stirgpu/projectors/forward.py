@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from ..interop import is_stir_proj_data
-from .base import StreamingProjector
+from typing import TYPE_CHECKING
+
+from .base import StreamingProjector, _pdi_source
 from .programs import ForwardProgram
+
+if TYPE_CHECKING:
+    from .back import BackProjector
 
 __all__ = ["ForwardProjector"]
 
@@ -16,7 +20,8 @@ class ForwardProjector(StreamingProjector):
     >>> fp.set_up(proj_data_info, image_info)
     >>> fp.forward_project(proj_data_out, image, subset_num=0, num_subsets=21)
 
-    Options: see :class:`~stirgpu.projectors.base.StreamingProjector`.
+    Options: see :mod:`stirgpu.projectors.session`; ``session=`` projects on an existing
+    session (a :class:`~stirgpu.projectors.ProjectorPair`'s ``.forward`` is one).
     """
 
     def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1, *, views=None):
@@ -31,29 +36,33 @@ class ForwardProjector(StreamingProjector):
         of the set-up's geometry.  A new disk store whose projection fails is aborted (never
         committed).  Returns ``proj_data_out``.
         """
-        self._auto_set_up(_pdi_source(proj_data_out), image)
-        out = self._store(proj_data_out, "proj_data_out")
-        self._check_image(image, "image")
-        views = self._views(subset_num, num_subsets, views)
-        try:
-            self._prepare_input(image)
-            self._run(
-                ForwardProgram(self._geometry),
-                views,
-                {},
-                {"out": out},
-                "forward projection",
-                subset=(subset_num, num_subsets),
-            )
-        except BaseException:
-            self._abort_new_store(proj_data_out)
-            raise
-        return proj_data_out
+        return forward_project(self, proj_data_out, image, subset_num, num_subsets, views)
+
+    def _forward_and_back(self) -> tuple[ForwardProjector, BackProjector]:
+        from .back import BackProjector  # (here: back.py imports this module)
+
+        return self, BackProjector(session=self.session)
 
 
-def _pdi_source(obj):
-    """``obj`` if it can say its geometry (a stirgpu store, a STIR ProjData; for automatic
-    set-up), else None."""
-    return (
-        obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None
-    )
+def forward_project(projector: StreamingProjector, proj_data_out, image, subset_num: int, num_subsets: int, views):
+    """:meth:`ForwardProjector.forward_project` by ``projector`` (on its session, in its
+    statistics): what a ForwardProjector and a ProjectorPair run."""
+    projector._auto_set_up(_pdi_source(proj_data_out), image)
+    out = projector._store(proj_data_out, "proj_data_out")
+    projector._check_image(image, "image")
+    views = projector._views(subset_num, num_subsets, views)
+    try:
+        upload = projector._prepare_input(image)
+        projector._run(
+            ForwardProgram(projector.session.kernel_geometry),
+            views,
+            {},
+            {"out": out},
+            "forward projection",
+            subset=(subset_num, num_subsets),
+            upload=upload,
+        )
+    except BaseException:
+        projector._abort_new_store(proj_data_out)
+        raise
+    return proj_data_out

@@ -1,44 +1,70 @@
-"""The projector pair, with the fused per-chunk operations OSEM needs."""
+"""The projector pair: a forward and a back projector on one session, with the fused
+per-chunk operations OSEM needs."""
 
 from __future__ import annotations
 
-import numpy as np
+import functools
 
 from ..errors import renamed_arguments
-from .back import BackProjector
-from .forward import ForwardProjector, _pdi_source
+from .back import BackProjector, back_project
+from .base import StreamingProjector, _pdi_source
+from .forward import ForwardProjector, forward_project
 from .poisson import BACKGROUND_RENAMED
 from .programs import PoissonRatioProgram, SensitivityProgram
 
 __all__ = ["ProjectorPair"]
 
 
-class ProjectorPair(ForwardProjector, BackProjector):
-    """Forward and back projector sharing one engine (so one uploaded image, one set of
-    buffers), plus OSEM's fused steps:
+class ProjectorPair(StreamingProjector):
+    """A forward and a back projector on one :class:`~stirgpu.projectors.session.ProjectionSession`
+    (so one set-up, one uploaded image, one engine with its buffers), plus OSEM's fused steps:
 
     * :meth:`forward_back_ratio` -- ``B_s( y / ((A_s x)/f + b) / f )`` with STIR's division
       rule, and optionally the Poisson log-likelihood, chunk by chunk (``b``: the background
       in measured units);
     * :meth:`sensitivity` -- ``B_s(1/f)`` (``B_s(1)`` without factors).
 
-    Options: see :class:`~stirgpu.projectors.base.StreamingProjector`.
+    The pair projects in both directions itself (:meth:`forward_project`, :meth:`back_project`,
+    its own ``last_stats``); :attr:`forward` and :attr:`back` are its two directions as a
+    :class:`ForwardProjector` and a :class:`BackProjector` on the same session (STIR's
+    ``get_forward_projector_sptr()`` / ``get_back_projector_sptr()``), with statistics of their own.
+
+    Options: see :mod:`stirgpu.projectors.session`; ``session=`` makes a pair on an existing session.
     """
 
+    @functools.cached_property
+    def forward(self) -> ForwardProjector:
+        """The pair's forward projector: a ForwardProjector on the pair's session (one object,
+        made at first use)."""
+        return ForwardProjector(session=self.session)
+
+    @functools.cached_property
+    def back(self) -> BackProjector:
+        """The pair's back projector: a BackProjector on the pair's session (one object, made at
+        first use)."""
+        return BackProjector(session=self.session)
+
     def get_forward_projector(self) -> ForwardProjector:
-        """A ForwardProjector sharing this pair's engine, set-up and uploaded image."""
-        return self._view_as(ForwardProjector)
+        """:attr:`forward`: a ForwardProjector sharing this pair's session (engine, set-up,
+        uploaded image)."""
+        return self.forward
 
     def get_back_projector(self) -> BackProjector:
-        """A BackProjector sharing this pair's engine and set-up."""
-        return self._view_as(BackProjector)
+        """:attr:`back`: a BackProjector sharing this pair's session."""
+        return self.back
 
-    def _view_as(self, cls):
-        obj = cls.__new__(cls)
-        obj.__dict__.update(self.__dict__)  # same _shared engine state; own statistics
-        obj.last_stats = None
-        obj.last_plan = None
-        return obj
+    def _forward_and_back(self) -> tuple[ProjectorPair, ProjectorPair]:
+        return self, self
+
+    def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1, *, views=None):
+        """:meth:`ForwardProjector.forward_project`, by the pair."""
+        return forward_project(self, proj_data_out, image, subset_num, num_subsets, views)
+
+    def back_project(
+        self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1, accumulate: bool = False, *, views=None
+    ):
+        """:meth:`BackProjector.back_project`, by the pair."""
+        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views)
 
     @renamed_arguments(additive=BACKGROUND_RENAMED)
     def forward_back_ratio(
@@ -78,9 +104,9 @@ class ProjectorPair(ForwardProjector, BackProjector):
         self._check_image(image, "image")
         self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
-        self._prepare_input(image)
+        upload = self._prepare_input(image)
         program = PoissonRatioProgram(
-            self._geometry, background is not None, multiplicative is not None, bool(return_loglik)
+            self.session.kernel_geometry, background is not None, multiplicative is not None, bool(return_loglik)
         )
         result = self._run(
             program,
@@ -89,6 +115,7 @@ class ProjectorPair(ForwardProjector, BackProjector):
             {},
             "forward-back ratio",
             subset=(subset_num, num_subsets),
+            upload=upload,
             **self._result_target(out_image, accumulate),
         )
         out = self._output_image(out_image, self._finish_image(result.image), accumulate)
@@ -106,9 +133,8 @@ class ProjectorPair(ForwardProjector, BackProjector):
             sources["multiplicative"] = self._store(multiplicative, "multiplicative")
         self._check_image(out_image, "out_image")
         views = self._views(subset_num, num_subsets)
-        self._pending_upload = (0, 0.0)
         result = self._run(
-            SensitivityProgram(self._geometry, multiplicative is not None),
+            SensitivityProgram(self.session.kernel_geometry, multiplicative is not None),
             views,
             sources,
             {},
@@ -117,39 +143,3 @@ class ProjectorPair(ForwardProjector, BackProjector):
             **self._result_target(out_image, accumulate),
         )
         return self._output_image(out_image, self._finish_image(result.image), accumulate)
-
-    def adjointness_test(self, seed: int = 0) -> float:
-        """Relative difference of ``<A x, y>`` and ``<x, B y>`` for random non-negative x, y
-        (0 for an exact adjoint, float32 rounding in practice)."""
-        from ..formats import ProjDataInMemory
-
-        self._require_set_up()
-        rng = np.random.default_rng(seed)
-        x = rng.random(self._image_info.shape, dtype=np.float32)
-        y = ProjDataInMemory(self._pdi)
-        for s in self.segments_to_process():
-            y.write_views(
-                rng.random(
-                    (self._pdi.get_num_views(), self._pdi.get_num_axial_poss(s), self._pdi.get_num_tangential_poss()),
-                    dtype=np.float32,
-                ),
-                s,
-                np.arange(self._pdi.get_num_views()),
-            )
-        ax = ProjDataInMemory(self._pdi)
-        self.forward_project(ax, x)
-        bty = self.back_project(None, y)
-        segs = self.segments_to_process()
-        lhs = sum(
-            float(
-                np.dot(
-                    ax.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64),
-                    y.read_views(s, range(self._pdi.get_num_views())).ravel().astype(np.float64),
-                )
-            )
-            for s in segs
-        )
-        if self._fov_mask is not None:  # the FOV restriction is part of both operators
-            x = x * self._fov_mask
-        rhs = float(np.dot(x.ravel().astype(np.float64), bty.ravel().astype(np.float64)))
-        return abs(lhs - rhs) / max(abs(lhs), abs(rhs), 1e-30)
