@@ -19,8 +19,8 @@ Cases (full data, all segments, all views, data resident on the device):
 OpenMP build in the same run, on ``--cpu-views`` views of two segments: see
 ``benchmarks/kernels_cpu.py``.  The options below that name the GPU are refused there.
 
-GPU (``--backend cuda``, the default): the geometry-aware path (``forward_chunk`` / ``back_chunk``), one call per segment
-with the tables uploaded once, the image prepared once (``prepare_image``; the
+GPU (``--backend cuda``, the default): the geometry-aware path (``forward_chunk`` /
+``back_chunk``), one call per segment with the tables uploaded once, the image prepared once (``prepare_image``; the
 forward figure without it, re-copying the image in every call, is reported too) and the
 back projection's accumulators kept across segments (``prepare_back_accumulator``); each
 figure covers every segment, timed with CUDA events
@@ -40,7 +40,8 @@ aggregation of equal footprints, the default: ``back_segsum``; ``nosegsum`` leav
 merged atomics), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
 (64-bit offsets), ``axial`` / ``viewmajor`` / ``autoorder`` and ``baxial`` / ``bviewmajor`` /
-``bautoorder`` (block order of the forward / back chunk kernels); ``default`` is :data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
+``bautoorder`` (block order of the forward / back chunk kernels); ``default`` is
+:data:`stirgpu.kernels.cuda_backend.DEFAULT_OPTIONS`.
 
 ``--subsets K`` also times one subset of K (its views spread over the data, every segment)
 against the same number of consecutive views, with the first variant.
@@ -233,16 +234,21 @@ def _sweeps(cb, kg, opts, tables, outs, back_img):
     accumulators kept across the chunks and folded in once, as the projectors do."""
 
     def fwd(image):
-        for t, o in zip(tables, outs):
+        for t, o in zip(tables, outs, strict=True):
             cb.forward_chunk(t, image, kg.origin, kg.voxel_size, out=o, scale=kg.scale, options=opts)
 
     def back():
         acc = cb.prepare_back_accumulator(back_img, opts)
-        for t, o in zip(tables, outs):
+        for t, o in zip(tables, outs, strict=True):
             cb.back_chunk(t, o, acc, kg.origin, kg.voxel_size, scale=kg.scale, options=opts)
         acc.finish(opts)
 
     return fwd, back
+
+
+def _forward_preparing(cb, fwd, img, opts):
+    """A call of ``fwd`` that prepares ``img`` first, once per call, as the projectors do."""
+    return lambda: fwd(cb.prepare_image(img, opts))
 
 
 def bench_gpu(cp, cb, pdi, ii, kg, opts, repeats, tables, img):
@@ -274,14 +280,24 @@ def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> d
         tables = [cb.upload_tables(parts)] if one else [cb.upload_tables(t) for t in parts]
         outs = [cp.empty((t.num_lors,) if one else t.shape, cp.float32) for t in tables]
         fwd, back = _sweeps(cb, kg, opts, tables, outs, cp.zeros(ii.shape, cp.float32))
-        # the image is prepared once per call, as the projectors do
         out[label] = {
             "views": int(len(views)),
             "launches": len(tables),
-            "forward_s": time_gpu(cp, lambda: fwd(cb.prepare_image(img, opts)), repeats),
+            "forward_s": time_gpu(cp, _forward_preparing(cb, fwd, img, opts), repeats),
             "back_s": time_gpu(cp, back, repeats),
         }
     return out
+
+
+def tiled_overhead(cp, cb, ii, img, repeats: int) -> tuple[float, float]:
+    """Per-call seconds of the tiled path's image copies (forward) and of its accumulators
+    and their combining (back), default options."""
+    o = cb.DEFAULT_OPTIONS
+    dev = cp.cuda.Device().id
+    t_pad = time_gpu(cp, lambda: cb._padded_copies(cp, dev, o, img), repeats)
+    acc_img = cp.zeros(ii.shape, cp.float32)
+    t_acc = time_gpu(cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)), repeats)
+    return t_pad, t_acc
 
 
 def explicit_endpoints(cp, pdi, tables):
@@ -423,14 +439,7 @@ def run_gpu(args) -> tuple[dict, list[str]]:
             "tangential": pdi.get_num_tangential_poss(),
             "gpu": {},
         }
-        # per-call cost of the tiled path's image copies (forward) and accumulators (back)
-        o = cb.DEFAULT_OPTIONS
-        dev = cp.cuda.Device().id
-        t_pad = time_gpu(cp, lambda im=img: cb._padded_copies(cp, dev, o, im), args.repeats)
-        acc_img = cp.zeros(ii.shape, cp.float32)
-        t_acc = time_gpu(
-            cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)), args.repeats
-        )
+        t_pad, t_acc = tiled_overhead(cp, cb, ii, img, args.repeats)
         entry["tiled_overhead_per_call_s"] = {"forward_copies": t_pad, "back_accumulators": t_acc}
         _progress(
             lines,

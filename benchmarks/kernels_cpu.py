@@ -192,7 +192,8 @@ def bench_case(pdi, ii, img, cpu_views_: int, repeats: int, baseline: Libparalle
         )
     res = {"lors": n, "segments": segs, "views": views.tolist(), "paths": {}}
     t = _median_seconds(
-        {(name, way): fn for name, pair in calls.items() for way, fn in zip(("forward", "back"), pair)}, repeats
+        {(name, way): fn for name, pair in calls.items() for way, fn in zip(("forward", "back"), pair, strict=True)},
+        repeats,
     )
     for name in calls:
         tf, tb = t[name, "forward"], t[name, "back"]

@@ -15,6 +15,7 @@ Output: one JSON document, then one readable line per measurement.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -78,7 +79,7 @@ def run(args) -> dict:
     for _ in range(args.repeat):
         for name, call in calls.items():
             for numerics, (pp, out) in pairs.items():
-                times[name][numerics] = min(times[name][numerics], timed(lambda: call(pp, out), backend))
+                times[name][numerics] = min(times[name][numerics], timed(functools.partial(call, pp, out), backend))
     fwd = {n: pairs[n][1].as_array() for n in pairs}
     back = {n: np.asarray(pairs[n][0].back_project(None, data)) for n in pairs}
     agreement = {

@@ -11,12 +11,13 @@ One view-order Interfile file (written by stirgpu, random values) is projected t
 * **own**: stirgpu's disk store (``read_from_file``, ``ProjDataOnDisk.create``) of the same
   file, with numpy images,
 
-(both outputs created once, then updated in place) by the same ``ProjectorPair`` (``--backend``), for all views and for one subset of
-``--subsets``.  The two paths run in turn, their order swapped every round, ``--repeat`` rounds;
-the ratio reported is the median of the rounds' ratios (robust to other work on the machine),
-the seconds the best of each.  Also timed, for context: reading
-every viewgram alone through STIR (``get_viewgram(v, s).as_array()``) and through stirgpu's
-store (``read_views``).  The results of both paths are compared (identical on the CPU).
+(both outputs created once, then updated in place) by the same ``ProjectorPair``
+(``--backend``), for all views and for one subset of ``--subsets``.  The two paths run in
+turn, their order swapped every round, ``--repeat`` rounds; the ratio reported is the median
+of the rounds' ratios (robust to other work on the machine), the seconds the best of each.
+Also timed, for context: reading every viewgram alone through STIR
+(``get_viewgram(v, s).as_array()``) and through stirgpu's store (``read_views``).  The results
+of both paths are compared (identical on the CPU).
 
 Output: one JSON document, then one readable line: the time ratios stir / own (target <= 1.5),
 plus the seconds the lanes spent reading/writing chunks (the transport itself).

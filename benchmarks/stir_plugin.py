@@ -273,7 +273,8 @@ def main(argv=None) -> int:
         f"{args.backend}: one iteration in STIR's OSMAPOSL with stirgpu {per_iter['plugin']:.2f} s, with "
         f"Parallelproj {per_iter['stir']:.2f} s ({r['stir_parallelproj_over_plugin']:.1f} x faster), stirgpu osmaposl "
         f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
-        f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / {walls['stirgpu'][a]:.1f} s; "
+        f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / "
+        f"{walls['stirgpu'][a]:.1f} s; "
         f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum"
     )
     p = split["plugin"]

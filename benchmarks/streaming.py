@@ -29,8 +29,9 @@ Measurements (best of ``--repeat``):
    projection plus the copy.)  The streamed subset calls, ~20x shorter than the full ones,
    are timed 5x as often (best of ``5 * --repeat``), so that host jitter of a fraction of a
    millisecond weighs no more in them than in the full calls; full and subset calls
-   alternate, round after round, so that both see the same drifts of the machine.  On GPUs the same is reported with one compute stream per
-   GPU (``config(compute_streams=1)``: a chunk's kernels never overlap the last one's).
+   alternate, round after round, so that both see the same drifts of the machine.  On GPUs
+   the same is reported with one compute stream per GPU (``config(compute_streams=1)``: a
+   chunk's kernels never overlap the last one's).
 4. **lanes** -- forward + back on 1 vs 2 GPUs (``--multi-span`` data, default span 1, so
    the work is compute-bound).  Target: >= 1.8 x.
 
@@ -40,6 +41,7 @@ mashed, smaller image, fewer repeats) for CPU smoke runs.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -147,6 +149,22 @@ def best(fn, repeat: int, setup=None) -> float:
     return min(times)
 
 
+def staged_rounds(backend, pdi, info, img, data, repeat: int) -> tuple[float, float]:
+    """(forward, back) best seconds through pinned staging buffers (pin_host_memory "never":
+    the path disk stores and foreign ProjData take), for the direct path's gain.  Its own
+    function so that its projector and target are freed before the next measurement."""
+    with config(pin_host_memory="never"):
+        staged = ProjectorPair(
+            backend=backend, devices=[0] if backend == "cuda" else None, restrict_to_cylindrical_fov=False
+        )
+    staged.set_up(pdi, info)
+    staged_target = ProjDataInMemory(pdi)
+    staged.forward_project(staged_target, img), staged.back_project(None, data)  # warm-up
+    g_f = best(lambda: staged.forward_project(staged_target, img), repeat)
+    g_b = best(lambda: staged.back_project(None, data), repeat)
+    return g_f, g_b
+
+
 def subset_rounds(pp, target, data, dout, args) -> tuple[float, float, float, float]:
     """Best times of the full forward and back projection and of subset 0's, over
     ``--repeat`` rounds; each round runs the full calls once and the subset calls
@@ -159,7 +177,7 @@ def subset_rounds(pp, target, data, dout, args) -> tuple[float, float, float, fl
     ]
     times = [[] for _ in calls]
     for _ in range(args.repeat):
-        for (fn, n), got in zip(calls, times):
+        for (fn, n), got in zip(calls, times, strict=True):
             for _ in range(n):
                 t0 = time.perf_counter()
                 fn()
@@ -346,18 +364,7 @@ def run(args) -> dict:
     st_f = pp.last_stats
     s_b = best(lambda: pp.back_project(None, data), args.repeat)
     st_b = pp.last_stats
-    # the same through pinned staging buffers (pin_host_memory "never": the path disk stores and
-    # foreign ProjData take), for the direct path's gain
-    with config(pin_host_memory="never"):
-        staged = ProjectorPair(
-            backend=backend, devices=[0] if backend == "cuda" else None, restrict_to_cylindrical_fov=False
-        )
-    staged.set_up(pdi, info)
-    staged_target = ProjDataInMemory(pdi)
-    staged.forward_project(staged_target, img), staged.back_project(None, data)  # warm-up
-    g_f = best(lambda: staged.forward_project(staged_target, img), args.repeat)
-    g_b = best(lambda: staged.back_project(None, data), args.repeat)
-    del staged, staged_target
+    g_f, g_b = staged_rounds(backend, pdi, info, img, data, args.repeat)
     b_f = best(lambda: bridge_forward(d, pdi, info, img, target, all_views), args.repeat)
     b_b = best(lambda: bridge_back(d, pdi, info, data, all_views), args.repeat)
     res["in_memory"] = {
@@ -418,6 +425,7 @@ def run(args) -> dict:
             zip(
                 ("full_forward_s", "full_back_s", "subset_forward_s", "subset_back_s"),
                 subset_rounds(single, target, data, dout, args),
+                strict=True,
             )
         )
         one["subset_fraction"] = (one["subset_forward_s"] + one["subset_back_s"]) / (
@@ -534,8 +542,8 @@ def run(args) -> dict:
             p.forward_project(o, mimg)
             p.back_project(None, o)  # warm-up on every device
             times[len(devs)] = (
-                best(lambda: p.forward_project(o, mimg), args.repeat),
-                best(lambda: p.back_project(None, o), args.repeat),
+                best(functools.partial(p.forward_project, o, mimg), args.repeat),
+                best(functools.partial(p.back_project, None, o), args.repeat),
             )
             times[f"stats{len(devs)}"] = p.last_stats.as_dict()
             note(f"lanes {devs}: fwd {times[len(devs)][0]:.4f} back {times[len(devs)][1]:.4f}")
@@ -595,7 +603,8 @@ def readable(res: dict) -> str:
     lines = [
         f"{c['backend']}: mMR span {c['span']}, {c['num_views']} views, {c['data_bytes'] / 1e6:.0f} MB of data, "
         f"image {tuple(c['image_shape'])}",
-        f"in memory: forward stream {m['stream_forward_s']:.3f} s = {m['stream_forward_over_kernel']:.2f} x kernel-only "
+        f"in memory: forward stream {m['stream_forward_s']:.3f} s = "
+        f"{m['stream_forward_over_kernel']:.2f} x kernel-only "
         f"({m['kernel_only_forward_s']:.3f} s), bridge {m['bridge_forward_s']:.3f} s; back stream "
         f"{m['stream_back_s']:.3f} s = {m['stream_back_over_kernel']:.2f} x kernel ({m['kernel_only_back_s']:.3f} s), "
         f"bridge {m['bridge_back_s']:.3f} s; through staging buffers (no page-locking): forward "

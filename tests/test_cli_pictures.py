@@ -48,7 +48,7 @@ def test_slices_figure_panels(images):
     panels = _image_axes(fig)
     assert len(panels) == 9
     titles = [ax.get_title() for ax in panels]
-    by_title = dict(zip(titles, panels))
+    by_title = dict(zip(titles, panels, strict=True))
     z = 4.0 + 3.0 * 4  # centre plane k = 4
     y = -1.0 + 2.0 * 0  # centre row: index 6 - 6 = 0
     x = 1.5 + 2.5 * 0

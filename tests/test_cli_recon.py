@@ -169,7 +169,7 @@ def test_every_problem_of_a_par_in_one_run(workdir, capsys):
         (at("sbusets"), "unknown key"),
     ]
     assert len(err) == len(want) + 1, err
-    for line, (n, words) in zip(err, want):
+    for line, (n, words) in zip(err[:-1], want, strict=True):
         assert line.startswith(f"stirgpu osmaposl: error: osem.par:{n}: ") and words in line, line
     assert err[-1] == "stirgpu osmaposl: error: 4 problems in osem.par"
     assert sorted(p.name for p in workdir.iterdir()) == before

@@ -156,7 +156,7 @@ def test_plan_table_is_readable():
         lines[0].split("  ")[0] == "segment" and "axial positions" in lines[0] and "views per chunk (max)" in lines[0]
     )
     assert len(lines) == 2 + len(pdi.segment_nums) + 2
-    for seg, row in zip(sorted(pdi.segment_nums), lines[2:]):
+    for seg, row in zip(sorted(pdi.segment_nums), lines[2:-2], strict=True):
         parts = [p for c in plan.chunks for p in c.parts if p.segment == seg]
         assert [int(v) for v in row.split()] == [
             seg,

@@ -35,7 +35,7 @@ def test_every_projdata_header_matches_its_keys(stir_fixtures):
             rd_min = h.get_int_list("minimum ring difference per segment")
             rd_max = h.get_int_list("maximum ring difference per segment")
             axial = h.get_int_list("matrix size", axial_dim)
-            for seg, a, b, n in zip(pd.header.segment_sequence, rd_min, rd_max, axial):
+            for seg, a, b, n in zip(pd.header.segment_sequence, rd_min, rd_max, axial, strict=True):
                 assert (pdi.get_min_ring_difference(seg), pdi.get_max_ring_difference(seg)) == (a, b), f
                 assert pdi.get_num_axial_poss(seg) == n, f
             sc = pdi.get_scanner()

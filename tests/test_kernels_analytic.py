@@ -44,7 +44,7 @@ def test_axis_aligned_rays_give_box_lengths(backend):
     only, rel 1e-6).  Guards the principal-axis choice and the plane range for each axis."""
     shape, vox, org = (6, 7, 9), (2.0, 1.5, 0.75), (-5.0, 3.0, 1.0)
     img = _box(shape)
-    centre = [o + (n - 1) / 2 * v for o, n, v in zip(org, shape, vox)]
+    centre = [o + (n - 1) / 2 * v for o, n, v in zip(org, shape, vox, strict=True)]
     starts, ends, expected = [], [], []
     for a in range(3):
         p0, p1 = list(centre), list(centre)

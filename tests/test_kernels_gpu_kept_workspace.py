@@ -127,7 +127,7 @@ def test_chunk_launcher_back_is_back_chunk(cp):
         launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale, options=options)
         assert launch.back and launch.tiled == (options is None)
         assert (launch._raw is not None) == launch.tiled
-        for dt, v in zip(tables, values):
+        for dt, v in zip(tables, values, strict=True):
             back_chunk(dt, v, ref, g.origin, g.voxel_size, scale=g.scale, options=options)
             launch(dt, v)
         ref.finish(options)
@@ -200,7 +200,7 @@ def test_back_accumulator_finish_adds_or_overwrites(cp):
     for start, overwrite in ((0.0, False), (3.0, False), (np.nan, True)):
         acc = prepare_back_accumulator(cp.full(info.shape, start, dtype=cp.float32))
         launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale)
-        for dt, v in zip(tables, values):
+        for dt, v in zip(tables, values, strict=True):
             launch(dt, v)
         acc.finish(overwrite=overwrite)
         results[(start, overwrite)] = cp.asnumpy(acc.image)

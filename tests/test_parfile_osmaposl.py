@@ -294,7 +294,8 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
             "priors are not supported",
         ),
         (
-            "Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\nEnd Bin Normalisation From ECAT8 :=\n",
+            "Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\n"
+            "End Bin Normalisation From ECAT8 :=\n",
             "",
             "Bin Normalisation type",
             "'From ProjData'",
@@ -392,8 +393,8 @@ def test_projectors_other_than_parallelproj_are_refused(tmp_path, projector, wor
         (par(prefix=""), "needs 'output filename prefix :='"),
         ("OSMAPOSLParameters :=\nnumber of subsets := 2\nEND :=\n", "needs 'objective function type"),
         (
-            "OSMAPOSLParameters :=\nobjective function type := PoissonLogLikelihoodWithLinearModelForMeanAndListModeData\n"
-            "END :=\n",
+            "OSMAPOSLParameters :=\n"
+            "objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndListModeData\nEND :=\n",
             "PoissonLogLikelihoodWithLinearModelForMeanAndProjData' only",
         ),
         (
@@ -630,7 +631,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
         "unknown key 'number of sbusets'",
         "expects 0 or 1",
     ]
-    for (_, reason), w in zip(got, words):
+    for (_, reason), w in zip(got, words, strict=True):
         assert w in reason, (reason, w)
     lines = str(exc.value).splitlines()
     assert lines[:-1] == [f"{path}:{n}: {r}" for n, r in got]

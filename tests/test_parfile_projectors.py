@@ -127,7 +127,8 @@ def test_pre_data_processor_none_is_accepted(tmp_path):
         (
             "projector pair parameters :=\nprojector pair type := Separate Projectors\n"
             "Projector Pair Using Separate Projectors Parameters :=\nForward projector type := Parallelproj\n"
-            "Forward Projector Using Parallelproj Parameters :=\nEnd Forward Projector Using Parallelproj Parameters :=\n"
+            "Forward Projector Using Parallelproj Parameters :=\n"
+            "End Forward Projector Using Parallelproj Parameters :=\n"
             "End Projector Pair Using Separate Projectors Parameters :=\nEnd projector pair parameters :=\n",
             "needs 'Back projector type :='",
         ),

@@ -322,7 +322,7 @@ class CudaLane:
     def join(self) -> None:
         """Everything queued on the other compute streams so far precedes whatever is queued
         next on ``s_compute`` (a call's last step: folding accumulators)."""
-        for ev, s in zip(self._joins, self.computes[1:]):
+        for ev, s in zip(self._joins, self.computes[1:], strict=True):
             ev.record(s)
             self.s_compute.wait_event(ev)
 

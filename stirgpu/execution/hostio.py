@@ -13,6 +13,7 @@ interpreter from exiting.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import queue
 import threading
 import weakref
@@ -74,7 +75,7 @@ def split_ranges(n: int, item_bytes: int, max_pieces: int) -> list[tuple[int, in
     :data:`MIN_PIECE_BYTES` (unless there is only one)."""
     pieces = max(1, min(int(max_pieces), n, (n * int(item_bytes)) // MIN_PIECE_BYTES))
     edges = np.linspace(0, n, pieces + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
 
 
 def run_pieces(pool: DaemonPool | None, fn: Callable[[int, int], None], ranges: list[tuple[int, int]]) -> None:

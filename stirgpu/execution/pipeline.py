@@ -48,6 +48,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import functools
+import itertools
 import os
 import queue
 import threading
@@ -712,15 +714,15 @@ class Engine:
             with lane.device:  # the last image's FOV masking and layouts (compute stream) read it first
                 lane.s_in.wait_event(lane.record(lane.s_compute))
         edges = np.linspace(0, image.shape[0], min(self._UPLOAD_SLABS, max(image.shape[0], 1)) + 1).round()
-        for a, b in zip(edges[:-1].astype(int), edges[1:].astype(int)):
+        for a, b in itertools.pairwise(edges.astype(int)):
             if b <= a:
                 continue
             parallel_copy(self.io_pool, self._staging[a:b], image[a:b])
-            for lane, dst in zip(lanes, dsts):
+            for lane, dst in zip(lanes, dsts, strict=True):
                 with lane.device:
                     lane.to_device(dst[a:b], self._staging[a:b], self._staging[a:b].nbytes)
         self._uploads = []
-        for k, (lane, dst) in enumerate(zip(lanes, dsts)):
+        for k, (lane, dst) in enumerate(zip(lanes, dsts, strict=True)):
             with lane.device:
                 done = lane.record(lane.s_in)
                 lane.s_compute.wait_event(done)
@@ -1182,7 +1184,7 @@ class Engine:
                             put(done_q, (chunk, slot, enqueue(k, lane, chunk, slot)))
                         else:
                             data = chunk_data(k, lane, chunk, slot, tables)
-                            t0, t1 = lane.compute(lambda: device_step(data))
+                            t0, t1 = lane.compute(functools.partial(device_step, data))
                             rec.stage(lane.name, "compute", chunk.index, t0, t1)
                             put(done_q, (chunk, slot, None))
             except (_Stopped, Cancelled):  # (CPU kernels given cancel=stop raise Cancelled)

@@ -195,7 +195,7 @@ class Plan:
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+        lines = ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         most = max((len(c.parts) for c in self.chunks), default=0)
         lines.append(

@@ -83,16 +83,17 @@ class ChunkProgram(abc.ABC):
     #: names of float64 sums accumulated over chunks (and lanes)
     scalars: tuple[str, ...] = ()
 
-    def start_lane(self, lane, image, accum, kept: dict) -> None:
+    def start_lane(self, lane, image, accum, kept: dict) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Called once per lane before its first chunk, on its first compute stream (CPU: under
         the compute lock; the other compute streams wait for what it queues): may make the
         per-lane state the device step keeps across chunks from ``image`` (the lane's input
         image, None when the program uses none) and ``accum`` (the accumulation image, or
-        None: zeroed, or on GPU lanes of a ``fills_accumulation`` program uninitialised).  ``kept`` is a dict the engine keeps per lane from call to call (until its
-        ``release``), for device workspaces that later calls may use again instead of
-        allocating (counted as the engine's memory).  Default: nothing to do."""
+        None: zeroed, or on GPU lanes of a ``fills_accumulation`` program uninitialised).
+        ``kept`` is a dict the engine keeps per lane from call to call (until its ``release``),
+        for device workspaces that later calls may use again instead of allocating (counted as
+        the engine's memory).  Default: nothing to do."""
 
-    def finish_lane(self, lane, accum) -> None:
+    def finish_lane(self, lane, accum) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Called once per lane after its last chunk, on its compute stream (CPU: under the
         compute lock), before the lanes' images are reduced: completes ``accum`` from any
         per-lane state the program kept across chunks.  Default: nothing to do."""

@@ -138,10 +138,10 @@ def image_info_from_header(hdr: InterfileHeader) -> ImageInfo:
         # STIR (IO/interfile.cxx) looks at the z entry only: without it the origin is 0, whatever
         # the x and y entries say
         return ImageInfo(shape, vox_zyx, (0.0, 0.0, 0.0), min_idx)
-    for i, f in zip((3, 2, 1), fpo_zyx):
+    for i, f in zip((3, 2, 1), fpo_zyx, strict=True):
         if f is None:
             raise hdr.error(f"missing while '{fpo_key} [3]' is given (STIR would read an undefined value)", fpo_key, i)
-    origin = tuple(f - v * m for f, v, m in zip(fpo_zyx, vox_zyx, min_idx))
+    origin = tuple(f - v * m for f, v, m in zip(fpo_zyx, vox_zyx, min_idx, strict=True))
     return ImageInfo(shape, vox_zyx, origin, min_idx)
 
 

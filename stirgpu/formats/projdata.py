@@ -86,15 +86,15 @@ class ProjData(abc.ABC):
     def _write_box(self, segment: int, tof_index: int, v0: int, a0: int, data: np.ndarray) -> None:
         """Store ``data`` (float32, shape (nv, na, nt), maybe strided) at views v0.., axial a0.."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Release resources (files).  Further use is an error for file-backed stores."""
 
-    def check_readable(self) -> None:
+    def check_readable(self) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Raise a FormatError (naming the file) when the values cannot be read -- a template
         (a header without data), a closed file -- so that a caller can refuse before any work
         instead of failing in the middle of it.  Stores that always hold values do nothing."""
 
-    def check_writable(self) -> None:
+    def check_writable(self) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Like :meth:`check_readable`, for writing (a read-only store is also refused)."""
 
     def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray | None:

@@ -21,6 +21,7 @@ Writing (:func:`format_projdata_header`) produces the same layout STIR writes.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from pathlib import Path
 
@@ -273,7 +274,7 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
         raise hdr.error(f"axial sizes must be positive, got {axial}", "matrix size", axial_dim)
     rd_keys = ("minimum ring difference per segment", "maximum ring difference per segment")
     rd_min, rd_max = (hdr.get_int_list(k) for k in rd_keys)
-    for k, lst in zip(rd_keys, (rd_min, rd_max)):
+    for k, lst in zip(rd_keys, (rd_min, rd_max), strict=True):
         if len(lst) != num_segments:
             raise hdr.error(f"lists {len(lst)} segments but 'matrix size [4]' says {num_segments}", k)
 
@@ -281,16 +282,16 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     file_pos = sorted(range(num_segments), key=lambda i: (rd_min[i] + rd_max[i], rd_min[i]))
     s_min = [rd_min[i] for i in file_pos]
     s_max = [rd_max[i] for i in file_pos]
-    for a, b in zip(s_min, s_max):
+    for a, b in zip(s_min, s_max, strict=True):
         if a > b:
             raise hdr.error(f"minimum {a} > maximum {b} for a segment", rd_keys[0])
-    for (a0, b0), (a1, b1) in zip(zip(s_min, s_max), zip(s_min[1:], s_max[1:])):
+    for (a0, b0), (a1, b1) in itertools.pairwise(zip(s_min, s_max, strict=True)):
         if a1 != b0 + 1:
             raise hdr.error(
                 f"ring-difference ranges must be contiguous and not overlap: [{a0}, {b0}] is followed by [{a1}, {b1}]",
                 rd_keys[0],
             )
-    zero = [k for k, (a, b) in enumerate(zip(s_min, s_max)) if a <= 0 <= b]
+    zero = [k for k, (a, b) in enumerate(zip(s_min, s_max, strict=True)) if a <= 0 <= b]
     if not zero:
         raise hdr.error("no segment contains ring difference 0", rd_keys[0])
     seg_num_of_file_pos = {i: k - zero[0] for k, i in enumerate(file_pos)}

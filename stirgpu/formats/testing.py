@@ -273,7 +273,7 @@ class ProjDataContract:
         jobs = [(s, [v]) for s in pdi.segment_nums for v in range(pdi.get_num_views())]
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             results = list(pool.map(lambda j: store.read_views(j[0], j[1]), jobs))
-        for (s, views), got in zip(jobs, results):
+        for (s, views), got in zip(jobs, results, strict=True):
             np.testing.assert_array_equal(got, reference_segment(ref, pdi, s)[:, views, :].transpose(1, 0, 2))
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda j: store.write_views(-store.read_views(j[0], j[1]), j[0], j[1]), jobs))

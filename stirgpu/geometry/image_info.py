@@ -68,7 +68,7 @@ class ImageInfo:
     def first_pixel_offset(self) -> tuple[float, float, float]:
         """Physical position (STIR image frame) of array element [0, 0, 0]: origin + voxel * min_index.
         This is Interfile's ``first pixel offset (mm)``."""
-        return tuple(o + v * m for o, v, m in zip(self.origin, self.voxel_size, self.min_indices))
+        return tuple(o + v * m for o, v, m in zip(self.origin, self.voxel_size, self.min_indices, strict=True))
 
     @property
     def gantry_origin(self) -> tuple[float, float, float]:
@@ -100,7 +100,7 @@ class ImageInfo:
         return self.min_indices  # type: ignore[return-value]
 
     def get_max_indices(self) -> tuple[int, int, int]:
-        return tuple(m + n - 1 for m, n in zip(self.min_indices, self.shape))  # type: ignore[return-value]
+        return tuple(m + n - 1 for m, n in zip(self.min_indices, self.shape, strict=True))  # type: ignore[return-value]
 
     def replace(self, **changes) -> ImageInfo:
         if "shape" in changes and "min_indices" not in changes:
@@ -116,9 +116,9 @@ class ImageInfo:
             return NotImplemented
         if self.shape != other.shape or self.min_indices != other.min_indices:
             return False
-        if any(abs(a - b) > 1e-5 * max(abs(a), abs(b)) for a, b in zip(self.voxel_size, other.voxel_size)):
+        if any(abs(a - b) > 1e-5 * max(abs(a), abs(b)) for a, b in zip(self.voxel_size, other.voxel_size, strict=True)):
             return False
-        return all(abs(a - b) <= 1e-3 for a, b in zip(self.origin, other.origin))
+        return all(abs(a - b) <= 1e-3 for a, b in zip(self.origin, other.origin, strict=True))
 
     def __hash__(self) -> int:
         return hash((self.shape, self.min_indices))

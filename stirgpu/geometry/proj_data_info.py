@@ -56,7 +56,8 @@ def _stir_axial_poss(n_rings: int, rd_min: Sequence[int], rd_max: Sequence[int],
     if rd_min[i0] == rd_max[i0]:
         return [n_rings - abs(a) for a in rd_min]
     return [
-        2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b)) for a, b in zip(rd_min, rd_max)
+        2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b))
+        for a, b in zip(rd_min, rd_max, strict=True)
     ]
 
 
@@ -188,7 +189,7 @@ class ProjDataInfo:
                 f"equal length (got {len(rd_min)} and {len(rd_max)})"
             )
         n_rings = scanner.num_rings
-        for i, (a, b) in enumerate(zip(rd_min, rd_max)):
+        for i, (a, b) in enumerate(zip(rd_min, rd_max, strict=True)):
             if a > b:
                 raise GeometryError(
                     f"ProjDataInfo: segment {i} (in file order) has min ring difference {a} > max ring difference {b}"
@@ -203,10 +204,10 @@ class ProjDataInfo:
                     f"ring-difference order; [{rd_min[i - 1]}, {rd_max[i - 1]}] is followed "
                     f"by [{a}, {b}]"
                 )
-        zero = [i for i, (a, b) in enumerate(zip(rd_min, rd_max)) if a <= 0 <= b]
+        zero = [i for i, (a, b) in enumerate(zip(rd_min, rd_max, strict=True)) if a <= 0 <= b]
         if not zero:
             raise GeometryError(
-                f"ProjDataInfo: no segment contains ring difference 0 (ranges {list(zip(rd_min, rd_max))})"
+                f"ProjDataInfo: no segment contains ring difference 0 (ranges {list(zip(rd_min, rd_max, strict=True))})"
             )
         i0 = zero[0]
         num_views = int(num_views)
@@ -236,7 +237,7 @@ class ProjDataInfo:
                 raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(axial)} entries for {len(rd_min)} segments")
         spacing = scanner.ring_spacing
         segments = []
-        for i, (a, b, nax) in enumerate(zip(rd_min, rd_max, axial)):
+        for i, (a, b, nax) in enumerate(zip(rd_min, rd_max, axial, strict=True)):
             seg = i - i0
             # STIR: half the ring spacing where a segment combines ring differences, else full
             sampling = spacing if a == b else spacing / 2

@@ -39,10 +39,10 @@ def is_cuda_array(obj: Any) -> bool:
         return True
     if hasattr(obj, "__cuda_array_interface__"):
         try:
-            obj.__cuda_array_interface__
-            return True
-        except (AttributeError, RuntimeError):  # torch CPU tensors raise
+            _ = obj.__cuda_array_interface__  # read for its check: torch CPU tensors raise
+        except (AttributeError, RuntimeError):
             return False
+        return True
     dev = getattr(obj, "__dlpack_device__", None)
     return dev is not None and int(dev()[0]) in _DLPACK_CUDA
 

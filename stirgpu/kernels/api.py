@@ -189,7 +189,7 @@ def _tables_f64(tables) -> tuple[np.ndarray, ...]:
         arrays = [np.ascontiguousarray(getattr(tables, n), dtype=np.float64) for n in names]
     except AttributeError as e:
         raise GeometryError(f"tables: expected stirgpu.geometry.ChunkTables ({e})") from None
-    for n, a in zip(names, arrays):
+    for n, a in zip(names, arrays, strict=True):
         if a.ndim != 1:
             raise GeometryError(f"tables.{n}: expected a 1-D array, got shape {a.shape}")
         if not np.all(np.isfinite(a)):

@@ -3,8 +3,9 @@
 Same four entry points and semantics as :mod:`stirgpu.kernels.api` (which dispatches
 CUDA arrays here): :func:`joseph_forward`, :func:`joseph_back` (explicit endpoints) and
 :func:`forward_chunk`, :func:`back_chunk` (endpoints computed inside the kernel from the
-:class:`stirgpu.geometry.ChunkTables` of a chunk's parts, all parts in one launch).  ``docs/joseph.md`` is the specification,
-``cpu.py`` the reference; ``docs/kernel-tuning.md`` says how the kernels were tuned.
+:class:`stirgpu.geometry.ChunkTables` of a chunk's parts, all parts in one launch).
+``docs/joseph.md`` is the specification, ``cpu.py`` the reference; ``docs/kernel-tuning.md``
+says how the kernels were tuned.
 
 * The kernels are ``cuda/joseph.cu`` + ``cuda/joseph_common.cuh`` (package data),
   compiled on first use by :class:`cupy.RawModule` (NVRTC; cupy passes
@@ -518,7 +519,7 @@ def _fits_accumulators(pair, shape, device_id: int) -> bool:
         and getattr(x, "dtype", None) == np.float32
         and x.flags.c_contiguous
         and x.device.id == device_id
-        for x, w in zip(pair, _padded_shapes(shape))
+        for x, w in zip(pair, _padded_shapes(shape), strict=True)
     )
 
 
@@ -872,7 +873,9 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *, opti
 def _same_args(a, b) -> bool:
     """Equal geometry arguments (numbers, tuples or arrays of them), without raising; the
     very same objects (a projector's geometry, call after call) are equal at once."""
-    for x, y in zip(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
         if x is y:
             continue
         try:

@@ -109,7 +109,7 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
 
     flat, o = out.reshape(-1), 0
     dims = np.array(image.shape, np.int64)
-    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         for lo, hi in cpu.lor_ranges(k, cancel):
             cpu_stir.forward_stir(t, image.reshape(-1), dims, org, vs, rescale, flat[o : o + k], lo, hi)
@@ -141,7 +141,7 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
     flat, o = values.reshape(-1), 0
     dims = np.array(out_image.shape, np.int64)
     target = out_image.reshape(-1)
-    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes):
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         if k:
             extra = cpu.extra_slabs(target.shape[0], k)

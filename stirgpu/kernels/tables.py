@@ -59,7 +59,7 @@ def parts_shapes(parts: Sequence) -> tuple[tuple[int, int, int], ...]:
         except AttributeError as e:
             raise GeometryError(f"tables[{k}]: expected stirgpu.geometry.ChunkTables ({e})") from None
         nv, nt, na = len(arrays[0]), len(arrays[2]), len(arrays[5])
-        lengths = dict(zip(FIELDS, (len(a) for a in arrays)))
+        lengths = dict(zip(FIELDS, (len(a) for a in arrays), strict=True))
         if lengths["sin_phi"] != nv or lengths["half_chord"] != nt or lengths["tantheta"] != nt:
             raise GeometryError(f"tables[{k}]: inconsistent lengths {lengths}")
         shapes.append((nv, na, nt))
@@ -105,7 +105,7 @@ def pack_tables(parts: Sequence, out: np.ndarray | None = None) -> np.ndarray:
     packed = out[:n]
     o = HEADER * len(shapes)
     b = 0
-    for k, (t, shape) in enumerate(zip(parts, shapes)):
+    for k, (t, shape) in enumerate(zip(parts, shapes, strict=True)):
         packed[HEADER * k : HEADER * (k + 1)] = (o, b, shape[0], shape[1])
         for name in FIELDS:
             a = np.asarray(getattr(t, name), dtype=np.float64).reshape(-1)

@@ -148,7 +148,9 @@ class Sensitivities:
     ) -> list[Path]:
         """Write what STIR writes after computing: the subset images, or the total."""
         files = spec.files(self.num_subsets)
+        if not files:  # the parameter file names none: nothing to write
+            return files
         images = self._images if self.use_subset_sensitivities else [self.total]
-        for path, im in zip(files, images):
+        for path, im in zip(files, images, strict=True):
             write_image(path, VoxelsOnCartesianGrid(image_info, fill=to_host(im)), overwrite=overwrite)
         return files
