@@ -165,13 +165,10 @@ class PairSession:
 
     def report_calls(self, call: str, calls: int, waiting: float, copying: float, python: float) -> None:
         """One period of STIR's per-viewgram calls (C++ counters; see the module docstring)."""
-        if self._verbosity >= 2:
-            print(
-                f"stirgpu: {call}: {calls} calls, {1e3 * waiting:.1f} ms waiting for the lock, {1e3 * copying:.1f} ms "
-                f"copying, {1e3 * python:.1f} ms projecting (summed over threads)",
-                file=sys.stderr,
-                flush=True,
-            )
+        self._say(
+            f"{call}: {calls} calls, {1e3 * waiting:.1f} ms waiting for the lock, {1e3 * copying:.1f} ms "
+            f"copying, {1e3 * python:.1f} ms projecting (summed over threads)"
+        )
         self._trace(
             {
                 "kind": "viewgram calls",
@@ -183,18 +180,19 @@ class PairSession:
             }
         )
 
+    def _say(self, text: str) -> None:
+        """One line on stderr where the projector's ``verbosity`` key in STIR's parameter file
+        asks for it (2 or more).  The library prints nothing else: this is the plugin's own
+        output inside STIR's programs, which have no stirgpu CLI to print it."""
+        if self._verbosity >= 2:
+            print(f"stirgpu: {text}", file=sys.stderr, flush=True)  # noqa: T201 (asked for by STIR's verbosity key)
+
     def _log(self, call: str, views, t0: float) -> None:
         seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
         segments = list(self._pair.segments_to_process())
         bins = len(views) * self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
-        if self._verbosity >= 2:
-            print(
-                f"stirgpu: {call}: {len(views)} views x {len(segments)} segments ({bins} bins) in "
-                f"{1e3 * seconds:.1f} ms",
-                file=sys.stderr,
-                flush=True,
-            )
+        self._say(f"{call}: {len(views)} views x {len(segments)} segments ({bins} bins) in {1e3 * seconds:.1f} ms")
         self._trace(
             {
                 "kind": "projection",

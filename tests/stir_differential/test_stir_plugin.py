@@ -115,6 +115,23 @@ def test_forward_project_utility_equals_parallelproj(reference_stir, stir_plugin
     assert [(c["call"], len(c["views"])) for c in calls] == [("forward ProjData", 16)]
 
 
+def test_verbosity_key_prints_each_projection_on_stderr_and_nothing_without_it(
+    reference_stir, stir_plugin, inputs, tmp_path
+):
+    """The projector's ``verbosity := 2`` (STIR's parameter file) is the one place the library
+    prints: one line per projection on stderr; at the default verbosity, none."""
+    img, tpl = inputs / "phantom.hv", inputs / "template.hs"
+    said = {}
+    for verbosity in (None, 2):
+        keys = STIRGPU_CPU + ("" if verbosity is None else f"verbosity := {verbosity}\n")
+        (tmp_path / "sg.par").write_text(FORWARD_PAR.format(type="stirgpu", keys=keys))
+        proc = _with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        said[verbosity] = [line for line in proc.stderr.splitlines() if line.startswith("stirgpu: ")]
+    assert said[None] == []
+    assert len(said[2]) == 1 and said[2][0].startswith("stirgpu: forward ProjData: 16 views x 5 segments ("), said[2]
+
+
 def test_back_project_utility_equals_parallelproj_and_replaces_the_template(
     reference_stir, stir_plugin, inputs, tmp_path
 ):
