@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 __all__ = [
     "renamed_arguments",
@@ -32,7 +33,8 @@ def renamed_arguments(**new_names: str):
     code written for the old name stops rather than means something else or fails obscurely."""
 
     def decorate(obj):
-        target = obj.__init__ if isinstance(obj, type) else obj
+        cls: Any = obj  # (a class's __init__ is read and replaced below)
+        target = cls.__init__ if isinstance(obj, type) else obj
         where = obj.__qualname__
 
         @functools.wraps(target)
@@ -42,7 +44,7 @@ def renamed_arguments(**new_names: str):
             return target(*args, **kwargs)
 
         if isinstance(obj, type):
-            obj.__init__ = checked
+            cls.__init__ = checked
             return obj
         return checked
 
@@ -123,11 +125,13 @@ class ParFileProblems(ParFileError):
     followed by a count line when there is more than one.
     """
 
+    problems: tuple[ParFileError, ...]
+
     def __init__(self, problems):
         problems = tuple(problems)
         if not problems:
             raise ValueError("ParFileProblems needs at least one problem")
-        flat = []
+        flat: list[ParFileError] = []
         for p in problems:  # a nested collection contributes its own problems
             flat.extend(p.problems if isinstance(p, ParFileProblems) else (p,))
         self.problems = tuple(sorted(flat, key=lambda p: (p.path or "", p.line or 0)))

@@ -41,13 +41,18 @@ they were in ``out``); a subset backward projection uses only the subset's views
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .errors import GeometryError, StirGpuError
 from .formats import ProjData, ProjDataInMemory, VoxelsOnCartesianGrid
-from .geometry import ImageInfo
+from .geometry import ImageInfo, ProjDataInfo
 from .recon.objective import PoissonLogLikelihood
 from .recon.views import Product, Quotient, Reciprocal, Sum
+
+if TYPE_CHECKING:
+    from .projectors import ProjectorPair
 
 __all__ = [
     "AcquisitionModelUsingParallelproj",
@@ -73,6 +78,7 @@ class AcquisitionSensitivityModel:
     ``1 / ACF``), or ``AcquisitionSensitivityModel(asm1, asm2)`` for the product of two."""
 
     def __init__(self, src, other_src=None):
+        self._eff: ProjData
         if isinstance(src, AcquisitionSensitivityModel) and isinstance(other_src, AcquisitionSensitivityModel):
             self._eff = Product(src.efficiencies, other_src.efficiencies)
         elif isinstance(src, ProjData) and other_src is None:
@@ -135,7 +141,7 @@ class AcquisitionModelUsingParallelproj:
             max_views_per_chunk=max_views_per_chunk,
             restrict_to_cylindrical_fov=restrict_to_cylindrical_fov,
         )
-        self._projector = None
+        self._projector: ProjectorPair | None = None
         self.acq_templ: ProjData | None = None
         self.img_templ: ImageInfo | None = None
         self._a: ProjData | None = None
@@ -162,20 +168,26 @@ class AcquisitionModelUsingParallelproj:
             if term is not None:
                 _as_proj_data(name, term, self.pdi)
 
-    def _require_set_up(self) -> None:
+    def _require_set_up(self) -> ProjectorPair:
         if self._projector is None:
             raise StirGpuError("AcquisitionModel: call set_up(acq_templ, img_templ) first")
+        return self._projector
+
+    def _image_info(self) -> ImageInfo:
+        self._require_set_up()
+        assert self.img_templ is not None  # (set_up sets both)
+        return self.img_templ
 
     @property
-    def pdi(self):
+    def pdi(self) -> ProjDataInfo:
         self._require_set_up()
+        assert self.acq_templ is not None  # (set_up sets it)
         return self.acq_templ.get_proj_data_info()
 
     @property
-    def projector(self):
+    def projector(self) -> ProjectorPair:
         """The underlying :class:`~stirgpu.projectors.ProjectorPair` (after set_up)."""
-        self._require_set_up()
-        return self._projector
+        return self._require_set_up()
 
     # -- the terms ---------------------------------------------------------------------------
     def set_additive_term(self, at: ProjData) -> None:
@@ -256,8 +268,8 @@ class AcquisitionModelUsingParallelproj:
             return image.array
         arr = image
         shape = tuple(getattr(arr, "shape", ()))
-        if shape != self.img_templ.shape:
-            raise GeometryError(f"image: shape {shape} differs from the template's {self.img_templ.shape}")
+        if shape != self._image_info().shape:
+            raise GeometryError(f"image: shape {shape} differs from the template's {self._image_info().shape}")
         return arr
 
     # -- projections ------------------------------------------------------------------------------
@@ -305,7 +317,7 @@ class AcquisitionModelUsingParallelproj:
         d = _as_proj_data("backward: data", ad, self.pdi)
         if self._asm is not None:
             d = Product(d, self._asm.efficiencies)
-        res = out if out is not None else VoxelsOnCartesianGrid(self.img_templ)
+        res = out if out is not None else VoxelsOnCartesianGrid(self._image_info())
         if res.info != self.img_templ:
             raise GeometryError("backward: out has a different image geometry")
         self.projector.back_project(res.array, d, subset_num=k, num_subsets=n, accumulate=False)

@@ -24,7 +24,7 @@ from stirgpu.execution.stats import StatsRecorder
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.kernels import stir_scaled_geometry
 from stirgpu.projectors import ProjectorPair
-from stirgpu.projectors.programs import BackProgram
+from stirgpu.projectors.programs import BackProgram, ForwardProgram
 
 
 def _close(got, want):
@@ -148,6 +148,13 @@ def test_result_out_is_refused_where_it_cannot_be_used():
             result_device=0,
             result_out=np.zeros(info.shape, np.float32),
         )
+    # a program that accumulates nothing, called without an image shape (the message once
+    # failed on the missing shape with a TypeError)
+    fwd = ForwardProgram(stir_scaled_geometry(info))
+    eng.set_image(phantom(info), None)
+    plan = eng.make_plan(fwd, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
+    with pytest.raises(PipelineError, match="result_out must be .* of a program that accumulates an image"):
+        eng.run(fwd, plan, pdi, {}, {"out": ProjDataInMemory(pdi)}, result_out=np.zeros(info.shape, np.float32))
 
 
 # --------------------------------------------------------------------------------------

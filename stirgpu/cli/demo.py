@@ -374,16 +374,15 @@ def run(args) -> int:
         f"({s.subsets} subsets, {s.subiterations} subiterations)",
         recon_label=f"OSEM, subiteration {s.subiterations}",
     )
-    timeline = out / "timeline.png"
+    timeline: Path | None = None
     rec = last.get("record")
     if rec is not None and rec.stats is not None and rec.stats.events:
+        timeline = out / "timeline.png"
         render_timeline(
             rec.stats,
             timeline,
             context=f"stirgpu demo: OSEM subiteration {rec.subiteration} (update of subset {rec.subset})",
         )
-    else:
-        timeline = None
     print(f"reconstructed in {t_rec:.1f} s (sensitivities {result.setup_seconds:.1f} s)")
     for line in contrast_report(made["phantom"], made["info"], truth, recon):
         print("  " + line)

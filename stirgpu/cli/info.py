@@ -188,7 +188,7 @@ def describe_image(path) -> dict:
         "shape_zyx": list(info.shape),
         "voxel_size_zyx_mm": list(info.voxel_size),
         "origin_zyx_mm": list(info.origin),
-        "min_indices_zyx": list(info.min_indices),
+        "min_indices_zyx": list(info.get_min_indices()),
         "max_indices_zyx": list(info.get_max_indices()),
         "first_pixel_offset_zyx_mm": list(info.first_pixel_offset),
         "has_data": has_data,

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import config
@@ -118,7 +119,7 @@ def _check_timeline(pattern: str | None) -> None:
     checks.timeline_path(str(path), overwrite=True)
 
 
-def wrote_line(saved: list, sensitivity_files: list, pictures: list = ()) -> str:
+def wrote_line(saved: list, sensitivity_files: list, pictures: Sequence[Path | str] = ()) -> str:
     """``wrote osem_24.hv (+ osem_24.v, 1.9 MiB): the final estimate; 3 estimates in all
     (subiterations 8, 16, 24); 8 sensitivity images; timeline.png``."""
     extra = ([plural(len(sensitivity_files), "sensitivity image")] if sensitivity_files else []) + [

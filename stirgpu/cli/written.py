@@ -64,7 +64,8 @@ def wrote_folder(folder: str | os.PathLike, groups: dict[str, list]) -> str:
         for p in paths:
             p = Path(p)
             files.append(p)
-            if p.suffix.lower() in (".hs", ".hv"):
-                files.append(interfile_pair(p)[1])
+            data = interfile_pair(p)[1] if p.suffix.lower() in (".hs", ".hv") else None
+            if data is not None:
+                files.append(data)
     counts = ", ".join(plural(len(v), k) for k, v in groups.items() if v)
-    return f"wrote {folder}{os.sep}: {counts} ({format_bytes(_size(set(f for f in files if f is not None)))})"
+    return f"wrote {folder}{os.sep}: {counts} ({format_bytes(_size(set(files)))})"

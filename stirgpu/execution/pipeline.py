@@ -55,8 +55,8 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,6 +69,9 @@ from .pinning import HostPinning
 from .plan import Plan, default_gpu_budget, default_host_budget, make_plan
 from .program import ChunkData, ChunkProgram
 from .stats import RunStats, StatsRecorder
+
+if TYPE_CHECKING:
+    from ..array_types import Array
 
 __all__ = ["Engine", "RunResult"]
 
@@ -134,8 +137,10 @@ class _Slot:
     def __init__(self, lane, capacity: int, n_host: int, n_dev: int, table_capacity: int):
         self.capacity = int(capacity)
         self.table_capacity = int(table_capacity)
-        self.host = [lane.alloc_host(capacity) for _ in range(n_host)]
-        self.dev = self.host if lane.shares_host_buffers else [lane.alloc_device(capacity) for _ in range(n_dev)]
+        self.host: list[np.ndarray] = [lane.alloc_host(capacity) for _ in range(n_host)]
+        self.dev: Sequence[Array] = (
+            self.host if lane.shares_host_buffers else [lane.alloc_device(capacity) for _ in range(n_dev)]
+        )
         if lane.shares_host_buffers:
             self.tab_host = None
             self.events = None
@@ -144,9 +149,9 @@ class _Slot:
             # the stage events of the slot's chunk, recorded again for every chunk (the writer
             # has read them before it hands the slot back)
             self.events = {k: lane.new_event() for k in _EVENTS}
-        self._views: dict = {}
+        self._views: dict[tuple[int, int], Array] = {}
 
-    def dev_view(self, i: int, n: int):
+    def dev_view(self, i: int, n: int) -> Array:
         """The first ``n`` elements of device buffer ``i``, made once per size (slicing a cupy
         array costs microseconds of Python, several times per chunk)."""
         v = self._views.get((i, n))
@@ -218,7 +223,7 @@ class Engine:
         self._slots: dict[int, list[_Slot]] = {}
         self._slots_fit: dict[int, tuple] = {}  # per lane: the (plan, n_host, n_dev) its slots last fitted
         self._images: dict[int, Any] = {}
-        self._staging = None  # pinned copy of the input image (GPU)
+        self._staging: np.ndarray | None = None  # pinned copy of the input image (GPU)
         self._uploads: list = []  # CUDA events: the last upload's DMAs out of _staging
         self._io: DaemonPool | None = None
         self._lock = threading.Lock()  # one call at a time per engine
@@ -445,7 +450,7 @@ class Engine:
         images_per_lane = int(program.uses_image) + int(program.accumulates_image)
         # small first chunks (the device starts sooner) and small last ones (a short drain:
         # the last kernel, download and write); see make_plan
-        shape = dict(ramp_up=True, taper=True)
+        shape: dict[str, Any] = dict(ramp_up=True, taper=True)  # make_plan's chunk-size shaping
         if program.inputs and all(n in direct for n in program.inputs):
             # the first kernel waits for the first chunk's upload alone, and direct uploads
             # need no read: a smaller first chunk starts the device sooner (a subset's too)
@@ -788,6 +793,7 @@ class Engine:
         if result_out is not None:
             ok = (
                 program.accumulates_image
+                and image_shape is not None
                 and self.backend == "cuda"
                 and result_device in self.devices
                 and getattr(result_out, "device", None) is not None
@@ -798,7 +804,8 @@ class Engine:
             )
             if not ok:
                 raise PipelineError(
-                    f"{program.name}: result_out must be a C-contiguous float32 {tuple(image_shape)} "
+                    f"{program.name}: result_out must be a C-contiguous float32 "
+                    f"{'image' if image_shape is None else tuple(image_shape)} "
                     f"cupy array on result_device {result_device} (one of this engine's GPUs "
                     f"{list(self.devices)}) of a program that accumulates an image"
                 )
@@ -861,7 +868,10 @@ class Engine:
         io_pool = self.io_pool
         io_split = max(self.io_threads // len(lanes), 1)  # pieces per chunk; lanes share the pool
 
-        slots, accum, scalars, refs = {}, {}, {}, {}
+        slots: dict[int, list[_Slot]] = {}
+        accum: dict[int, Array | None] = {}  # per lane: its accumulation image
+        scalars: dict[int, Array | None] = {}  # per lane: its sums, one row per compute stream
+        refs: dict[int, Any] = {}  # per GPU lane: its time reference (event, perf_counter)
         all_direct = cuda and not staged
         n_streams = plan.concurrency  # compute streams taking this call's chunks (see _new_plan)
         turns = {k: 0 for k in range(len(lanes))}  # chunks queued per lane: their compute streams
@@ -992,7 +1002,7 @@ class Engine:
             run_io(chunk_pieces(chunk, flat, split), split, lambda seg, views, buf: store.write_views(buf, seg, views))
 
         def chunk_data(k, lane, chunk, slot, tables, turn=0):
-            n = chunk.num_bins
+            n, sums = chunk.num_bins, scalars[k]
             return ChunkData(
                 chunk=chunk,
                 tables=tables,
@@ -1001,7 +1011,7 @@ class Engine:
                 scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
                 image=self._prepared.get(k, self._images.get(k)),
                 accum=accum[k],
-                scalars=None if scalars[k] is None else scalars[k][turn % n_streams],
+                scalars=None if sums is None else sums[turn % n_streams],
                 xp=lane.xp,
                 lane=lane,
                 cancel=stop,
@@ -1251,7 +1261,9 @@ class Engine:
                 # the first lane runs in this thread, the others on kept threads: a call
                 # starts no thread
                 busy = [k for k in range(len(lanes)) if slots[k]]
-                futures = [self.lane_pool.submit(direct_lane, k, lanes[k]) for k in busy[1:]]
+                pool = self.lane_pool if len(busy) > 1 else None
+                assert pool is not None or len(busy) < 2  # (two busy lanes: two devices)
+                futures = [pool.submit(direct_lane, k, lanes[k]) for k in busy[1:]] if pool is not None else []
                 if busy:
                     direct_lane(busy[0], lanes[busy[0]])
                 concurrent.futures.wait(futures)

@@ -338,11 +338,11 @@ def make_plan(
     lanes, depth = int(lanes), int(depth)
     if lanes < 1 or depth < 1:
         raise PlanError(f"need at least one lane and one slot (got lanes={lanes}, depth={depth})")
-    views = np.unique(np.asarray(list(views), dtype=np.int64))
+    view_array = np.unique(np.asarray(list(views), dtype=np.int64))
     segments = sorted(int(s) for s in segments)
     nt = proj_data_info.get_num_tangential_poss()
     view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
-    if not segments or not len(views):
+    if not segments or not len(view_array):
         return Plan(
             (),
             lanes,
@@ -397,7 +397,7 @@ def make_plan(
             f"raise the budget or lower the number of lanes"
         )
 
-    total = sum(len(views) * view_bytes[s] for s in segments)
+    total = sum(len(view_array) * view_bytes[s] for s in segments)
     if target_chunk_bytes is None:
         target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
     else:
@@ -411,7 +411,7 @@ def make_plan(
     # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
     # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
     head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
-    chunks = _cut(views, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
+    chunks = _cut(view_array, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     buffer_bytes = max(c.nbytes for c in chunks)
     return Plan(
         tuple(chunks),

@@ -21,7 +21,17 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..array_types import Array
+    from ..kernels.cuda_backend import DeviceTables, PreparedImage
+    from ..kernels.tables import TablesLike
+    from .devices import CpuLane, CudaLane
+    from .plan import Chunk
 
 __all__ = ["ChunkProgram", "ChunkData"]
 
@@ -43,17 +53,20 @@ class ChunkData:
     the call is cancelled instead of finishing the chunk.
     """
 
-    chunk: Any
-    tables: Any
-    inputs: dict
-    outputs: dict
-    scratch: list
-    image: Any
-    accum: Any
-    scalars: Any
-    xp: Any
-    lane: Any
-    cancel: Any = None
+    chunk: Chunk
+    tables: Sequence[TablesLike] | DeviceTables
+    inputs: dict[str, Array]
+    outputs: dict[str, Array]
+    scratch: list[Array]
+    #: None when the program uses no image; on a GPU lane prepared for the tiled kernels
+    image: Array | PreparedImage | None
+    #: None when the program accumulates no image
+    accum: Array | None
+    #: None when the program sums no scalars
+    scalars: Array | None
+    xp: ModuleType
+    lane: CpuLane | CudaLane
+    cancel: threading.Event | None = None
 
 
 class ChunkProgram(abc.ABC):

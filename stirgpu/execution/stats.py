@@ -188,7 +188,7 @@ class StatsRecorder:
         self._lock = threading.Lock()
         self.t0 = t0
         self.lanes = tuple(lanes)
-        self.busy = {lane: {} for lane in self.lanes}
+        self.busy: dict[str, dict[str, float]] = {lane: {} for lane in self.lanes}
         self.events: list[StageEvent] = []
         self._ends: dict = {}  # (lane, stage) -> latest end recorded
         self.chunks_per_lane = {lane: 0 for lane in self.lanes}
@@ -234,6 +234,11 @@ class StatsRecorder:
                 events=sorted(self.events, key=lambda e: (e.start, e.lane)),
                 chunks_per_lane=dict(self.chunks_per_lane),
                 peak_rss_bytes=peak_rss_bytes(),
-                **self.counters,
+                bytes_read=self.counters["bytes_read"],
+                bytes_written=self.counters["bytes_written"],
+                bytes_uploaded=self.counters["bytes_uploaded"],
+                bytes_downloaded=self.counters["bytes_downloaded"],
+                chunks=self.counters["chunks"],
+                bins=self.counters["bins"],
                 **fields,
             )

@@ -144,6 +144,7 @@ class ProjDataFromFile(ProjData):
                     path=hdr.path,
                 )
             return cls(hdr, mode, None, template_reason=reason)
+        assert dp is not None  # (no reason: the data file exists)
         if mode == "r+" and hdr.dtype.kind != "f":
             raise FormatError(
                 f"writing {hdr.dtype} data in place is not supported (float only)", path=hdr.path, key="number format"
@@ -232,6 +233,7 @@ class ProjDataFromFile(ProjData):
         fd = self._fd()
         os.fsync(fd)
         h = self._header
+        assert h.data_file_name is not None  # (create names it)
         text = format_projdata_header(
             h.proj_data_info, h.data_file_name, h.storage_order, h.dtype, originating_system=h.originating_system
         )

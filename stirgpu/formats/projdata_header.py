@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def scanner_from_header(hdr: InterfileHeader) -> Scanner:
         if candidate and Scanner.is_known(candidate):
             base = Scanner.from_name(candidate)
             break
-    given: dict[str, object] = {}
+    given: dict[str, Any] = {}  # Scanner keyword arguments: int, float or str by field
     for field, (keys, factor, kind) in _SCANNER_KEYS.items():
         k = _first_key(hdr, keys)
         if k is None:

@@ -87,4 +87,6 @@ class ProjDataViewgrams(ProjData):
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         na = data.shape[1]
         for i in range(data.shape[0]):
-            self._viewgram(segment, v0 + i, writing=True)[a0 : a0 + na] = data[i]
+            arr = self._viewgram(segment, v0 + i, writing=True)
+            assert arr is not None  # (writing: a viewgram not held raises)
+            arr[a0 : a0 + na] = data[i]

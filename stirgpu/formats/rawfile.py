@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -45,7 +46,7 @@ _FORMATS = {
     ("signed integer", 4): "i4",
     ("unsigned integer", 2): "u2",
 }
-_BYTE_ORDERS = {"littleendian": "<", "bigendian": ">"}
+_BYTE_ORDERS: dict[str, Literal["<", ">"]] = {"littleendian": "<", "bigendian": ">"}
 SUPPORTED_DTYPES = tuple(np.dtype(v) for v in _FORMATS.values())
 
 
@@ -83,7 +84,7 @@ def keys_from_dtype(dtype) -> tuple[str, int, str]:
 
 def pread_into(fd: int, buf: np.ndarray, offset: int, path=None) -> None:
     """Fill the C-contiguous array ``buf`` with bytes from ``offset`` of ``fd``."""
-    mv = memoryview(buf.reshape(-1).view(np.uint8))
+    mv = buf.reshape(-1).view(np.uint8).data
     done = 0
     while done < len(mv):
         n = os.preadv(fd, [mv[done:]], offset + done)
@@ -96,7 +97,7 @@ def pread_into(fd: int, buf: np.ndarray, offset: int, path=None) -> None:
 
 def pwrite_from(fd: int, buf: np.ndarray, offset: int) -> None:
     """Write the C-contiguous array ``buf`` at ``offset`` of ``fd``."""
-    mv = memoryview(buf.reshape(-1).view(np.uint8))
+    mv = buf.reshape(-1).view(np.uint8).data
     done = 0
     while done < len(mv):
         done += os.pwrite(fd, mv[done:], offset + done)
@@ -160,7 +161,7 @@ _TEMP_TAG = ".tmp-{pid}-{token}"
 _TEMP_NAME = re.compile(r".+\.tmp-(?P<pid>[1-9][0-9]*)-[0-9a-f]{8}")
 
 
-def stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+def stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     """The temporaries of :class:`PendingFiles` in ``folder`` whose writing process no longer
     runs (``name.tmp-<pid>-<token>``), sorted: left by a writer killed before it could commit
     or abort.  Never removes anything.  A process id reused by another process hides its

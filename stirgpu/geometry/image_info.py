@@ -68,7 +68,8 @@ class ImageInfo:
     def first_pixel_offset(self) -> tuple[float, float, float]:
         """Physical position (STIR image frame) of array element [0, 0, 0]: origin + voxel * min_index.
         This is Interfile's ``first pixel offset (mm)``."""
-        return tuple(o + v * m for o, v, m in zip(self.origin, self.voxel_size, self.min_indices, strict=True))
+        (oz, oy, ox), (vz, vy, vx), (mz, my, mx) = self.origin, self.voxel_size, self.get_min_indices()
+        return (oz + vz * mz, oy + vy * my, ox + vx * mx)
 
     @property
     def gantry_origin(self) -> tuple[float, float, float]:
@@ -97,10 +98,13 @@ class ImageInfo:
         return self.origin
 
     def get_min_indices(self) -> tuple[int, int, int]:
-        return self.min_indices  # type: ignore[return-value]
+        mi = self.min_indices
+        assert mi is not None  # (__post_init__ sets the default)
+        return mi
 
     def get_max_indices(self) -> tuple[int, int, int]:
-        return tuple(m + n - 1 for m, n in zip(self.min_indices, self.shape, strict=True))  # type: ignore[return-value]
+        (mz, my, mx), (nz, ny, nx) = self.get_min_indices(), self.shape
+        return (mz + nz - 1, my + ny - 1, mx + nx - 1)
 
     def replace(self, **changes) -> ImageInfo:
         if "shape" in changes and "min_indices" not in changes:

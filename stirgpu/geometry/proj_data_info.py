@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -320,7 +321,7 @@ class ProjDataInfo:
 
     def replace(self, **changes) -> ProjDataInfo:
         """A copy with constructor arguments changed."""
-        kw = dict(
+        kw: dict[str, Any] = dict(
             scanner=self._scanner,
             min_ring_diff=[s.min_ring_diff for s in self._segments],
             max_ring_diff=[s.max_ring_diff for s in self._segments],

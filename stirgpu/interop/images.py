@@ -122,7 +122,7 @@ def version_stamp(image: Any):
     return None if v is None or callable(v) else v
 
 
-def store_image(image_out: Any, values: np.ndarray, accumulate: bool = False) -> Any:
+def store_image(image_out: Any, values: Any, accumulate: bool = False) -> Any:
     """Put (or add, with ``accumulate``) ``values`` (numpy, or cupy) into ``image_out``; returns
     ``image_out``.  GPU values go into a cupy ``image_out`` without visiting host memory."""
     if _module(values) == "cupy":

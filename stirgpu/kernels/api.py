@@ -211,7 +211,7 @@ def _tables_shape(t64: tuple[np.ndarray, ...]) -> tuple[int, int, int]:
     return (t64[0].shape[0], t64[5].shape[0], t64[2].shape[0])
 
 
-def _chunk_parts(tables) -> tuple[list, list, tuple | None]:
+def _chunk_parts(tables) -> tuple[Sequence[Any], list[tuple[np.ndarray, ...]], tuple[int, int, int] | None]:
     """The parts of a chunk argument: (host ChunkTables per part, their validated float64
     arrays, the (nv, na, nt) result shape of a single ChunkTables or None for a sequence,
     whose results are the parts' bins one after the other, flat)."""

@@ -909,7 +909,8 @@ class ChunkLauncher:
                 f"ChunkLauncher: target must be a PreparedImage or a BackAccumulator, not {type(target).__name__}"
             )
         self.options = options = options or DEFAULT_OPTIONS
-        self.target = target
+        #: None between calls (:meth:`without_target`)
+        self.target: PreparedImage | BackAccumulator | None = target
         self.back = isinstance(target, BackAccumulator)
         self.origin = _triple("origin", origin, positive=False)
         self.voxel_size = _triple("voxel_size", voxel_size, positive=True)
@@ -958,6 +959,8 @@ class ChunkLauncher:
 
     def __call__(self, tables, values) -> None:
         t = self.target
+        if t is None:
+            raise StirGpuError("ChunkLauncher: no target (a launcher kept between calls needs one set)")
         if not (self.tiled and isinstance(tables, DeviceTables) and tables.device_id == t.device_id):
             if self.back:
                 back_chunk(tables, values, t, self.origin, self.voxel_size, self.scale, options=self.options)

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .stir_api import DevicePart
 
 __all__ = ["forward", "back", "upload_part"]
 
@@ -33,7 +37,7 @@ def _kernel(device_id: int, name: str):
         return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
 
 
-def upload_part(tables) -> tuple:
+def upload_part(tables: tuple[np.ndarray, ...]) -> DevicePart:
     """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) on the
     current device, in the layout of ``joseph_stir.cu``."""
     import cupy as cp

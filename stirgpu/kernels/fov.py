@@ -27,6 +27,8 @@ image after the last ``back_chunk``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
@@ -90,9 +92,11 @@ def apply_cylindrical_fov(image, mask: np.ndarray, out=None):
         )
     module = "numpy" if isinstance(image, np.ndarray) else type(image).__module__.split(".")[0]
     if module in ("numpy", "cupy"):
-        xp = np
+        xp: Any = np
         if module == "cupy":
-            import cupy as xp
+            import cupy
+
+            xp = cupy
         if out is None:
             result = xp.array(image, copy=True)
         else:

@@ -14,9 +14,14 @@ centre of array element [0, 0, 0] at :attr:`stirgpu.geometry.ImageInfo.gantry_or
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..errors import GeometryError
+
+if TYPE_CHECKING:
+    from ..geometry import ProjDataInfo
 
 __all__ = ["KernelGeometry", "stir_scaled_geometry", "NUMERICS"]
 
@@ -38,8 +43,9 @@ class KernelGeometry:
     voxel_size: tuple[float, float, float]
     scale: float
     numerics: str = "exact"
-    proj_data_info: Any = field(default=None, compare=False, repr=False)
-    stir_frame: Any = field(default=None, compare=False, repr=False)
+    proj_data_info: ProjDataInfo | None = field(default=None, compare=False, repr=False)
+    #: (origin, voxel size, rescale), float32 (:func:`stirgpu.kernels.stir_lors.stir_image_frame`)
+    stir_frame: tuple[np.ndarray, np.ndarray, np.float32] | None = field(default=None, compare=False, repr=False)
 
     def as_kwargs(self) -> dict:
         return {"origin": self.origin, "voxel_size": self.voxel_size, "scale": self.scale}

@@ -13,12 +13,20 @@ Results are in STIR's units (x voxels), like STIR's Parallelproj projector's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import GeometryError
 from .tables import chunk_parts, parts_shapes
 
+if TYPE_CHECKING:
+    from ..array_types import Array
+
 __all__ = ["forward_chunk_stir", "back_chunk_stir", "StirChunk"]
+
+#: one part's tables on a GPU: (T, H, nv, na, nt) (:func:`stirgpu.kernels.cuda_stir.upload_part`)
+DevicePart = tuple["Array", "Array", np.int32, np.int32, np.int32]
 
 
 class StirChunk:
@@ -31,14 +39,15 @@ class StirChunk:
         from .stir_lors import stir_chunk_tables
 
         parts, single = chunk_parts(tables)
-        self.shapes = parts_shapes(parts)
+        self.shapes: tuple[tuple[int, int, int], ...] = parts_shapes(parts)
         #: result shape of a single part, or None (the parts' bins one after the other, flat)
         self.single_shape = self.shapes[0] if single else None
         self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
-        self.host = [stir_chunk_tables(proj_data_info, p) for p in parts]
-        self._device: dict[int, list] = {}
+        #: per part, its float32 host tables ``(x1, y1, dx, dy, l1, l2, hit, m, max_a tan)``
+        self.host: list[tuple[np.ndarray, ...]] = [stir_chunk_tables(proj_data_info, p) for p in parts]
+        self._device: dict[int, list[DevicePart]] = {}
 
-    def device(self, device_id: int) -> list:
+    def device(self, device_id: int) -> list[DevicePart]:
         """Per part ``(T, H, nv, na, nt)`` on GPU ``device_id`` (layout: ``cuda/joseph_stir.cu``)."""
         got = self._device.get(device_id)
         if got is None:

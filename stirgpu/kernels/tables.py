@@ -17,6 +17,7 @@ into a fresh array.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ..errors import GeometryError
 __all__ = [
     "FIELDS",
     "HEADER",
+    "TablesLike",
     "table_length",
     "packed_length",
     "pack_tables",
@@ -35,6 +37,31 @@ __all__ = [
 
 #: the ChunkTables arrays in packed order
 FIELDS = ("cos_phi", "sin_phi", "s", "half_chord", "tantheta", "m")
+
+
+class TablesLike(Protocol):
+    """What the kernels read of a :class:`stirgpu.geometry.ChunkTables` (duck-typed: the
+    kernels and the engine do not import the geometry package): float64 host arrays."""
+
+    @property
+    def cos_phi(self) -> np.ndarray: ...
+
+    @property
+    def sin_phi(self) -> np.ndarray: ...
+
+    @property
+    def s(self) -> np.ndarray: ...
+
+    @property
+    def half_chord(self) -> np.ndarray: ...
+
+    @property
+    def tantheta(self) -> np.ndarray: ...
+
+    @property
+    def m(self) -> np.ndarray: ...
+
+
 #: header doubles per part
 HEADER = 4
 

@@ -181,6 +181,10 @@ class Choice:
     read: Callable[[Block, Context], Any] | None = None
     refuse: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.read is not None and self.block is None:
+            raise ValueError(f"Choice {self.name!r}: 'read' reads a block, but no block is named")
+
 
 @dataclasses.dataclass(frozen=True)
 class TypeKey:
@@ -224,17 +228,18 @@ def _unknown_key(e: Entry, block: Block, specs: Iterable[Spec], hints: Mapping[s
     )
 
 
-def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tuple[bool, Found | None]:
-    """A type key's value: ``(the next block belongs to it, Found or None)``; problems go to ``ctx``.
-    A block right after an unknown or refused type is taken as its own (not reported again)."""
-    choice = spec.choice(c.value)
+def _read_type(c: Entry, type_name: str, spec: TypeKey, nxt: Block | None, ctx: Context) -> tuple[bool, Found | None]:
+    """A type key's value (``type_name``, the entry's value): ``(the next block belongs to it,
+    Found or None)``; problems go to ``ctx``.  A block right after an unknown or refused type
+    is taken as its own (not reported again)."""
+    choice = spec.choice(type_name)
     if choice is None:
         if spec.other is None:
             known = ", ".join(ch.name for ch in spec.choices if ch.refuse is None)
             ctx.report(f"'{c.raw_key} := {c.value}': unknown or unsupported type; stirgpu supports: {known}", c.line)
             return nxt is not None, None
         try:
-            value, used = spec.other(c.value, c.line, nxt, ctx)
+            value, used = spec.other(type_name, c.line, nxt, ctx)
         except Problem as exc:
             ctx.report(f"'{c.raw_key} := {c.value}': {exc}", c.line)
             return nxt is not None, None
@@ -242,8 +247,8 @@ def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tupl
     if choice.refuse is not None:
         ctx.report(f"'{c.raw_key} := {c.value}' is not supported by stirgpu: {choice.refuse}", c.line)
         return nxt is not None, None
-    if choice.block is None:
-        return False, Found(None if choice.read is None else choice.read(None, ctx), c.line)
+    if choice.block is None:  # (then there is no 'read' either)
+        return False, Found(None, c.line)
     if nxt is None or nxt.key != canonical_key(choice.block):
         found = f"'{nxt.raw_key}' (line {nxt.line})" if nxt is not None else "nothing"
         ctx.report(
@@ -252,7 +257,7 @@ def _read_type(c: Entry, spec: TypeKey, nxt: Block | None, ctx: Context) -> tupl
             c.line,
         )
         return False, None
-    return True, Found(choice.read(nxt, ctx), c.line)
+    return True, Found(None if choice.read is None else choice.read(nxt, ctx), c.line)
 
 
 def read_block(
@@ -276,7 +281,8 @@ def read_block(
                     c.line,
                 )
             continue
-        nxt = children[i + 1] if i + 1 < len(children) and isinstance(children[i + 1], Block) else None
+        following = children[i + 1] if i + 1 < len(children) else None
+        nxt = following if isinstance(following, Block) else None
         spec = by_key.get(c.key)
         if spec is None:
             ctx.report(_unknown_key(c, block, specs, hints, ctx), c.line)
@@ -303,7 +309,7 @@ def read_block(
                 ctx.report(f"'{c.raw_key}' {exc}", c.line)
                 ctx.failed.add(spec.field)
             continue
-        used, found = _read_type(c, spec, nxt, ctx)
+        used, found = _read_type(c, c.value, spec, nxt, ctx)
         if used:
             consumed.add(i + 1)
         if found is not None:

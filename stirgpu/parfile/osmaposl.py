@@ -716,7 +716,7 @@ def osmaposl_settings_from_block(
     ctx.check()
     path = None if ctx.path is None else Path(ctx.path)
     values["projectors"] = dataclasses.replace(values["projectors"], path=path, line=lines["projectors"])
-    return OsmaposlSettings(**values, path=path, lines=lines)
+    return OsmaposlSettings(**values, path=path, lines=tuple(lines.items()))
 
 
 def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:

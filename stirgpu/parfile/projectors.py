@@ -138,26 +138,27 @@ class ProjectorSettings:
         if self.pair_type not in (None, PARALLELPROJ, STIRGPU, SEPARATE):
             raise ValueError(f"ProjectorSettings.pair_type {self.pair_type!r} is not supported")
         if self.pair_type in (PARALLELPROJ, STIRGPU) and not (
-            self.forward == self.back and self.forward.type == self.pair_type
+            self.forward is not None and self.forward == self.back and self.forward.type == self.pair_type
         ):
             raise ValueError(f"a {self.pair_type} pair has one set of options of that type for both projectors")
 
     def pair_lines(self) -> list[str]:
         """``projector pair type := ...`` and its block (for an OSMAPOSL file)."""
-        if self.role != "pair":
+        fwd, back = self.forward, self.back
+        if self.role != "pair" or fwd is None or back is None:  # (a pair has both: __post_init__)
             raise ValueError("pair_lines() needs a projector pair")
         lines = [f"projector pair type := {self.pair_type}"]
         if self.pair_type == SEPARATE:
             name = "Projector Pair Using Separate Projectors Parameters"
             inner = [
-                f"Forward projector type := {self.forward.type}",
-                *self.forward.block_lines("Forward Projector"),
-                f"Back projector type := {self.back.type}",
-                *self.back.block_lines("Back Projector"),
+                f"Forward projector type := {fwd.type}",
+                *fwd.block_lines("Forward Projector"),
+                f"Back projector type := {back.type}",
+                *back.block_lines("Back Projector"),
             ]
             lines += [f"{name} :="] + ["  " + s for s in inner] + [f"End {name} :="]
         else:
-            lines += self.forward.block_lines("Projector Pair")
+            lines += fwd.block_lines("Projector Pair")
         return lines
 
     def to_par(self) -> str:
@@ -166,6 +167,7 @@ class ProjectorSettings:
             body, head, end = self.pair_lines(), "projector pair parameters", "End projector pair parameters"
         else:
             opts = self.forward if self.role == "forward" else self.back
+            assert opts is not None  # (a forward or back projector's own: __post_init__)
             role = "Forward Projector" if self.role == "forward" else "Back Projector"
             body, head, end = [f"type := {opts.type}", *opts.block_lines(role)], f"{role} parameters", "End"
         return "\n".join([f"{head} :=", *("  " + s for s in body), f"{end} :=", ""])
@@ -279,7 +281,7 @@ BACK_TYPE = TypeKey(
 )
 
 
-def _separate(block: Block, ctx: Context) -> ProjectorSettings:
+def _separate(block: Block, ctx: Context) -> ProjectorSettings | None:
     found = read_block(block, (FORWARD_TYPE, BACK_TYPE), ctx)
     missing = [spec for spec in (FORWARD_TYPE, BACK_TYPE) if found.get(spec.field) is None]
     for spec in missing:

@@ -217,7 +217,7 @@ class StreamingProjector:
         if self.backend != "cuda" or image_out is None or type(image_out).__module__.split(".")[0] != "cupy":
             return {}
         d = int(image_out.device.id)
-        if d not in self.devices:
+        if d not in (self.devices or ()):  # (a cuda backend: set up, its devices known)
             return {}
         fits = (
             not accumulate

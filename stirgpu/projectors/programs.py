@@ -12,6 +12,7 @@ Each is a few lines: the engine does the reading, moving, writing and reducing.
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from ..execution.program import ChunkData, ChunkProgram
 from ..kernels import back_chunk, back_chunk_stir, forward_chunk, forward_chunk_stir
 from ..kernels.stir_api import StirChunk
 from .poisson import inverse_factors, poisson_quotient
+
+if TYPE_CHECKING:
+    from ..kernels.cuda_backend import ChunkLauncher
 
 __all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
 
@@ -40,7 +44,7 @@ class _Geometric(ChunkProgram):
         # first chunk.  Without them the CUDA backend would copy the image (or fold its
         # accumulators) for every chunk, or fall back to its slower kernels for small
         # chunks such as a subset's, and check every argument of every chunk again.
-        self._lane_state: dict[int, dict] = {}
+        self._lane_state: dict[int, dict[str, ChunkLauncher]] = {}
 
     def _launcher(self, target, kept: dict | None = None):
         """A kernel launcher for ``target``; with ``kept`` (the engine's per-lane dict) the
@@ -120,7 +124,10 @@ class _Geometric(ChunkProgram):
         if "back" in state:
             # no re-zeroing here: the engine keeps the accumulators and the next call's
             # start_lane zeroes them (on its compute stream, while its first upload runs)
+            from ..kernels.cuda_backend import BackAccumulator
+
             acc = state["back"].target
+            assert isinstance(acc, BackAccumulator)  # (what start_lane made the back launcher for)
             acc.finish(reuse=False, overwrite=True)  # the image's values are replaced (fills_accumulation)
             acc.image = None  # the kept accumulator holds no image between calls (the fold is queued)
         for launcher in state.values():

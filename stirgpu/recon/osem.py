@@ -384,12 +384,12 @@ class OSEM:
                 return f"{where}; no estimate is written by this run (no output filename prefix)"
             first = next((p for p in self.save_points() if p >= subiteration_num), None)
             return f"{where}: no estimate written yet" + (f" (the first after subiteration {first})" if first else "")
-        last = saved[-1]
+        last, paths = saved[-1], [r.saved for r in saved if r.saved is not None]
         if last.subiteration == self.num_subiterations:
-            return f"the run had finished: every estimate is complete ({_names([r.saved for r in saved])})"
+            return f"the run had finished: every estimate is complete ({_names(paths)})"
         return (
             f"{where}: estimates up to subiteration {last.subiteration} are complete "
-            f"({_names([r.saved for r in saved])}); to continue: 'initial estimate := {last.saved}' and "
+            f"({_names(paths)}); to continue: 'initial estimate := {last.saved}' and "
             f"'start at subiteration number := {last.subiteration + 1}'"
         )
 

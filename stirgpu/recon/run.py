@@ -184,6 +184,7 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
             except ParFileError as exc:
                 check.problems.append(exc)
         check.done()
+        assert objective is not None  # (without an input file check.done() has raised)
         prefix = None if s.disable_output else s.output_filename_prefix
         try:
             osem = OSEM(

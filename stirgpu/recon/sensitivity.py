@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..array_types import Array
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, read_image, write_image
 from ..geometry import ImageInfo
@@ -76,7 +77,9 @@ class Sensitivities:
 
     With ``use_subset_sensitivities`` False all subsets share ``total / K``."""
 
-    def __init__(self, images: list, num_subsets: int, use_subset_sensitivities: bool, total=None):
+    def __init__(
+        self, images: list[Array], num_subsets: int, use_subset_sensitivities: bool, total: Array | None = None
+    ):
         self._images = images
         self.num_subsets = int(num_subsets)
         self.use_subset_sensitivities = bool(use_subset_sensitivities)
@@ -101,8 +104,8 @@ class Sensitivities:
         cls,
         num_subsets: int,
         use_subset_sensitivities: bool,
-        subset_sensitivity: Callable[[object, int, int], object],
-        zeros: Callable[[], object],
+        subset_sensitivity: Callable[[Array, int, int], Array],
+        zeros: Callable[[], Array],
         progress: Callable[[str], None] | None = None,
     ) -> Sensitivities:
         """``subset_sensitivity(out, k, K)`` fills ``out`` with ``B_k(1/f)``; ``zeros()`` makes
@@ -122,7 +125,7 @@ class Sensitivities:
 
     @classmethod
     def read(
-        cls, spec: SensitivitySpec, num_subsets: int, image_info: ImageInfo, to_device: Callable[[np.ndarray], object]
+        cls, spec: SensitivitySpec, num_subsets: int, image_info: ImageInfo, to_device: Callable[[np.ndarray], Array]
     ) -> Sensitivities:
         """Read the file(s) of ``spec`` (geometry checked against ``image_info``)."""
         files = spec.files(num_subsets)
@@ -143,7 +146,7 @@ class Sensitivities:
         self,
         spec: SensitivitySpec,
         image_info: ImageInfo,
-        to_host: Callable[[object], np.ndarray],
+        to_host: Callable[[Array], np.ndarray],
         overwrite: bool = True,
     ) -> list[Path]:
         """Write what STIR writes after computing: the subset images, or the total."""

@@ -21,6 +21,8 @@ Views never write (``write_views`` raises) and never copy whole data sets.
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
@@ -68,6 +70,10 @@ class SegmentRange(_ReadOnly):
         self._source._read_box(segment, tof_index, view_range, axial_range, out)
 
 
+@overload
+def restrict_segments(source: ProjData, max_abs_segment: int | None) -> ProjData: ...
+@overload
+def restrict_segments(source: None, max_abs_segment: int | None) -> None: ...
 def restrict_segments(source: ProjData | None, max_abs_segment: int | None) -> ProjData | None:
     """``source`` itself when nothing is removed, else a :class:`SegmentRange` (None stays None)."""
     if source is None or max_abs_segment is None:

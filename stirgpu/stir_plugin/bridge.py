@@ -31,12 +31,17 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
 from ..formats import ProjDataViewgrams
 from ..interop import image_info_from_stir, proj_data_info_from_stir
+
+if TYPE_CHECKING:
+    from ..array_types import Array
+    from ..projectors import ProjectorPair
 
 __all__ = ["PairSession", "TRACE_ENV"]
 
@@ -76,33 +81,35 @@ class PairSession:
         if self._pdi.get_num_tof_poss() > 1:
             raise GeometryError("TOF projection data are not supported by the stirgpu projectors")
         self._image_info = image_info_from_stir(image, "STIR's image")
-        self._pair = ProjectorPair(**kwargs)
+        self._pair: ProjectorPair | None = ProjectorPair(**kwargs)  # None once closed
         self._pair.set_up(self._pdi, self._image_info)
         #: bytes the C++ side may keep in its forward cache and back-projection buffers
         self.cache_bytes = int(kwargs["host_memory_budget"] or default_host_budget())
         self._verbosity = int(options["verbosity"])
-        self._accum = None
+        self._accum: Array | None = None
         self._trace_lock = threading.Lock()
 
     # -- the image in -------------------------------------------------------------------
     def set_input(self, image: np.ndarray) -> None:
         """Upload STIR's image (a read-only view of its memory) to every GPU."""
-        self._pair.set_input(image)
+        self._live_pair().set_input(image)
 
     # -- per-viewgram calls, batched by the C++ side -------------------------------------
     def forward(self, views, outputs: dict) -> None:
         """Forward project ``views`` of every segment into ``outputs`` ({(segment, view): array})."""
         t0 = time.perf_counter()
         store = ProjDataViewgrams(self._pdi, outputs)
-        self._pair.forward_project(store, None, views=np.asarray(views, dtype=np.int64))
+        self._live_pair().forward_project(store, None, views=np.asarray(views, dtype=np.int64))
         self._log("forward", views, t0)
 
     def start_accumulating(self) -> None:
         if self._accum is None:
-            if self._pair.backend == "cuda":
+            if self._live_pair().backend == "cuda":
                 import cupy
 
-                with cupy.cuda.Device(self._pair.devices[0]):
+                devices = self._live_pair().devices
+                assert devices is not None  # (set up: the engine and its devices exist)
+                with cupy.cuda.Device(devices[0]):
                     self._accum = cupy.zeros(self._image_info.shape, dtype=cupy.float32)
             else:
                 self._accum = np.zeros(self._image_info.shape, dtype=np.float32)
@@ -114,7 +121,7 @@ class PairSession:
         them to the accumulated image (viewgrams not given count as zeros)."""
         t0 = time.perf_counter()
         store = ProjDataViewgrams(self._pdi, inputs, missing_as_zeros=True)
-        self._pair.back_project(
+        self._live_pair().back_project(
             self._require_accumulating(), store, views=np.asarray(views, dtype=np.int64), accumulate=True
         )
         self._log("back", views, t0)
@@ -130,12 +137,12 @@ class PairSession:
     # -- whole-ProjData calls -------------------------------------------------------------
     def forward_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
         t0 = time.perf_counter()
-        self._pair.forward_project(self._lent(access, "output projection data"), None, subset_num, num_subsets)
+        self._live_pair().forward_project(self._lent(access, "output projection data"), None, subset_num, num_subsets)
         self._log("forward ProjData", self._pdi.subset_views(subset_num, num_subsets), t0)
 
     def back_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
         t0 = time.perf_counter()
-        self._pair.back_project(
+        self._live_pair().back_project(
             self._require_accumulating(),
             self._lent(access, "projection data"),
             subset_num,
@@ -150,6 +157,11 @@ class PairSession:
         self._pair = None
 
     # -- helpers ----------------------------------------------------------------------------
+    def _live_pair(self) -> ProjectorPair:
+        if self._pair is None:
+            raise StirGpuError("the stirgpu projector was used after STIR destroyed it")
+        return self._pair
+
     def _require_accumulating(self):
         if self._accum is None:
             raise StirGpuError("back projection before start_accumulating_in_new_target")
@@ -190,7 +202,7 @@ class PairSession:
     def _log(self, call: str, views, t0: float) -> None:
         seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
-        segments = list(self._pair.segments_to_process())
+        segments = list(self._live_pair().segments_to_process())
         bins = len(views) * self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
         self._say(f"{call}: {len(views)} views x {len(segments)} segments ({bins} bins) in {1e3 * seconds:.1f} ms")
         self._trace(

@@ -328,4 +328,7 @@ def build(stir: str | os.PathLike | None = None, *, jobs: int | None = None, reb
         )
         shutil.rmtree(folder, ignore_errors=True)
         work.rename(folder)
-    return _read_manifest(folder)
+    built = _read_manifest(folder)
+    if built is None:
+        raise PluginBuildError(f"{folder}: the build finished, but its {_MANIFEST} or its plugin library is missing")
+    return built
