@@ -97,7 +97,7 @@ class ReferenceStir:
         return stir
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     env = os.environ.get("STIRGPU_TEST_CACHE")
     if env:
         return Path(env)
@@ -109,7 +109,7 @@ def _extracted(tarball: Path) -> Path:
     """The STIR prefix inside the cache, extracting ``tarball`` there once (under a file lock,
     into a temporary folder renamed into place, so an interrupted extraction never counts)."""
     st = tarball.stat()
-    target = _cache_root() / f"reference-stir-{st.st_size}-{int(st.st_mtime)}"
+    target = cache_root() / f"reference-stir-{st.st_size}-{int(st.st_mtime)}"
     prefix = target / "stir"
     if (prefix / "bin").is_dir():
         return prefix
@@ -157,7 +157,7 @@ def find() -> ReferenceStir | str:
             return _from_prefix(p, f"STIRGPU_REFERENCE_STIR={env}")
         return f"STIRGPU_REFERENCE_STIR={env} is neither a STIR tarball nor a folder with bin/"
     if SHARED_TARBALL.is_file():
-        return _from_prefix(_extracted(SHARED_TARBALL), f"{SHARED_TARBALL} (extracted into {_cache_root()})")
+        return _from_prefix(_extracted(SHARED_TARBALL), f"{SHARED_TARBALL} (extracted into {cache_root()})")
     has_exe = shutil.which("OSMAPOSL") is not None
     try:
         has_module = importlib.util.find_spec("stir") is not None
