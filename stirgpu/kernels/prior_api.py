@@ -1,0 +1,126 @@
+"""Entry points of the prior kernels: validate, then dispatch by where the arrays live.
+
+The maths of STIR's Quadratic, Relative Difference and Logcosh priors over a weighted
+neighbourhood (``docs/priors.md``): :func:`prior_value`, :func:`prior_gradient` and
+:func:`prior_hessian_times`.  ``kind`` is :data:`QUADRATIC`, :data:`RELATIVE_DIFFERENCE`
+(``p1`` = gamma, ``p2`` = epsilon) or :data:`LOGCOSH` (``p1`` = scalar).  ``weights`` is a
+host (numpy) array of odd sizes (wz, wy, wx), centred; ``kappa`` (optional) an image like
+``image``.  Images are C-ordered (z, y, x), float32 or float64.
+
+numpy arrays go to the numba kernels (:mod:`.prior_cpu`, loaded on first use); cupy arrays to
+the array-generic path (:mod:`.prior_xp`), so a GPU image stays on its device.
+``path="xp"`` forces the generic path for numpy arrays too (tests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GeometryError, StirGpuError
+
+__all__ = [
+    "QUADRATIC",
+    "RELATIVE_DIFFERENCE",
+    "LOGCOSH",
+    "KINDS",
+    "prior_value",
+    "prior_gradient",
+    "prior_hessian_times",
+]
+
+QUADRATIC = 0
+RELATIVE_DIFFERENCE = 1
+LOGCOSH = 2
+KINDS = {QUADRATIC: "Quadratic", RELATIVE_DIFFERENCE: "Relative Difference Prior", LOGCOSH: "Logcosh"}
+_PATHS = ("auto", "numba", "xp")
+
+
+def _is_gpu(a) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def _check_image(name: str, a, shape=None, gpu=None):
+    nd = getattr(a, "ndim", None)
+    if nd != 3:
+        raise GeometryError(f"{name}: expected a 3-D (z, y, x) array, got {type(a).__name__} with ndim {nd}")
+    if str(a.dtype) not in ("float32", "float64"):
+        raise GeometryError(f"{name}: expected float32 or float64, got {a.dtype}")
+    if shape is not None and tuple(a.shape) != tuple(shape):
+        raise GeometryError(f"{name}: shape {tuple(a.shape)} differs from the image's {tuple(shape)}")
+    if gpu is not None and _is_gpu(a) != gpu:
+        raise StirGpuError(f"{name}: must live where the image lives ({'GPU' if gpu else 'host'})")
+    if not a.flags.c_contiguous:
+        raise GeometryError(f"{name}: must be C-contiguous")
+
+
+def _check_weights(weights) -> np.ndarray:
+    w = np.asarray(weights)
+    if w.ndim != 3 or any(n % 2 == 0 for n in w.shape) or w.size == 0:
+        raise GeometryError(f"weights: expected a 3-D array of odd sizes, got shape {w.shape}")
+    if not np.isfinite(w).all():
+        raise GeometryError("weights: must be finite")
+    return np.ascontiguousarray(w, dtype=np.float32)
+
+
+def _check(image, weights, kind, kappa, path, extra=()):
+    if kind not in KINDS:
+        raise StirGpuError(f"prior kind {kind!r}: expected one of {sorted(KINDS)}")
+    if path not in _PATHS:
+        raise StirGpuError(f"path {path!r}: expected one of {_PATHS}")
+    _check_image("image", image)
+    gpu = _is_gpu(image)
+    if kappa is not None:
+        _check_image("kappa", kappa, image.shape, gpu)
+    for name, a in extra:
+        _check_image(name, a, image.shape, gpu)
+    if gpu and path == "numba":
+        raise StirGpuError("path 'numba' runs on the host; the image is a GPU array")
+    return _check_weights(weights), ("xp" if gpu or path == "xp" else "numba")
+
+
+def _module(which: str):
+    if which == "xp":
+        from . import prior_xp
+
+        return prior_xp
+    from . import prior_cpu
+
+    return prior_cpu
+
+
+def _output(out, image, name="out"):
+    if out is None:
+        if _is_gpu(image):
+            import cupy
+
+            return cupy.zeros(image.shape, dtype=image.dtype)
+        return np.zeros(image.shape, dtype=image.dtype)
+    _check_image(name, out, image.shape, _is_gpu(image))
+    if out.dtype != image.dtype:
+        raise GeometryError(f"{name}: dtype {out.dtype} differs from the image's {image.dtype}")
+    return out
+
+
+def prior_value(image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, kappa=None, path="auto") -> float:
+    """The prior's value at ``image`` for a penalisation factor of 1 (float64 sum)."""
+    w, which = _check(image, weights, kind, kappa, path)
+    return _module(which).value(image, w, kind, float(p1), float(p2), kappa)
+
+
+def prior_gradient(
+    image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None, path="auto"
+):
+    """``scale`` times the prior's gradient at ``image``, into ``out`` (overwritten; new if None)."""
+    w, which = _check(image, weights, kind, kappa, path)
+    out = _output(out, image)
+    return _module(which).gradient(image, w, kind, float(p1), float(p2), float(scale), out, kappa)
+
+
+def prior_hessian_times(
+    image, vector, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None, path="auto"
+):
+    """``out += scale * H(image) vector`` (STIR's ``accumulate_Hessian_times_input``; ``out`` new
+    and zero if None)."""
+    w, which = _check(image, weights, kind, kappa, path, extra=(("vector", vector),))
+    out = _output(out, image)
+    return _module(which).hessian_times(image, vector, w, kind, float(p1), float(p2), float(scale), out, kappa)
