@@ -1,0 +1,25 @@
+"""STIR's priors (penalties) for OSMAPOSL and SIRF-style loops.
+
+* :class:`QuadraticPrior`, :class:`RelativeDifferencePrior`, :class:`LogcoshPrior` -- STIR's
+  ``Quadratic``, ``Relative Difference Prior`` and ``Logcosh`` with STIR's parameters, defaults
+  and numbers (``docs/priors.md``);
+* :func:`make_prior` / :data:`PRIORS` -- by STIR's registered name;
+* :func:`stir_default_weights` -- STIR's default 3x3x3 (or 1x3x3) neighbourhood weights.
+
+Nothing happens at import: the kernels compile on first use.
+"""
+
+from .base import NeighbourhoodPrior
+from .neighbourhood import centred_weights, stir_default_weights
+from .stir_priors import PRIORS, LogcoshPrior, QuadraticPrior, RelativeDifferencePrior, make_prior
+
+__all__ = [
+    "NeighbourhoodPrior",
+    "QuadraticPrior",
+    "RelativeDifferencePrior",
+    "LogcoshPrior",
+    "PRIORS",
+    "make_prior",
+    "stir_default_weights",
+    "centred_weights",
+]

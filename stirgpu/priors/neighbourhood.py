@@ -1,0 +1,51 @@
+"""The neighbourhood weights of STIR's priors.
+
+* :func:`stir_default_weights` -- what STIR's ``compute_weights`` fills in when no weights are
+  given: a 3x3x3 neighbourhood (1x3x3 with ``only 2D``), weight ``vx / |d|`` for the offset
+  ``d`` in mm (``vx`` the x voxel size, so the in-plane x neighbours weigh 1 whatever the
+  voxel size), 0 at the centre, all in float32 arithmetic as STIR (bit for bit).
+* :func:`centred_weights` -- weights as a user gives them (``weights := {{{...}}}`` or
+  ``set_weights``): STIR puts index 0 of each axis at ``-(n // 2)``, so an even size ``n``
+  reaches one voxel less far forward than back; this appends that missing zero, giving the odd,
+  centred array the kernels take.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GeometryError
+
+__all__ = ["stir_default_weights", "centred_weights"]
+
+
+def stir_default_weights(voxel_size, only_2d: bool = False) -> np.ndarray:
+    """STIR's default weights for voxel sizes ``(vz, vy, vx)`` mm: shape (3, 3, 3), or (1, 3, 3)
+    with ``only_2d``; float32."""
+    vz, vy, vx = (np.float32(v) for v in voxel_size)
+    dzs = (0,) if only_2d else (-1, 0, 1)
+    w = np.zeros((len(dzs), 3, 3), dtype=np.float32)
+    for a, dz in enumerate(dzs):
+        for b, dy in enumerate((-1, 0, 1)):
+            for c, dx in enumerate((-1, 0, 1)):
+                if dz == dy == dx == 0:
+                    continue
+                # float32 throughout, as STIR's float CartesianCoordinate3D arithmetic
+                sq = (np.float32(dx) * vx) ** 2 + (np.float32(dy) * vy) ** 2 + (np.float32(dz) * vz) ** 2
+                w[a, b, c] = vx / np.sqrt(np.float32(sq))
+    return w
+
+
+def centred_weights(weights) -> np.ndarray:
+    """User weights (a regular nested sequence or array, (z, y, x)) as an odd-sized centred float32
+    array (STIR's index convention, see the module docstring)."""
+    try:
+        w = np.asarray(weights, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise GeometryError("weights: expected a regular 3-D array of numbers (every row of the same length)") from None
+    if w.ndim != 3 or w.size == 0:
+        raise GeometryError(f"weights: expected a non-empty 3-D (z, y, x) array, got shape {w.shape}")
+    if not np.isfinite(w).all():
+        raise GeometryError("weights: every weight must be a finite number")
+    pad = [(0, 1 - n % 2) for n in w.shape]
+    return np.ascontiguousarray(np.pad(w, pad))

@@ -1,0 +1,100 @@
+"""STIR's three neighbourhood priors, with STIR's registered names, parameters and defaults.
+
+=============================  ============================  ====================================
+STIR (``prior type :=``)       stirgpu                       parameters (STIR's defaults)
+=============================  ============================  ====================================
+``Quadratic``                  :class:`QuadraticPrior`       --
+``Relative Difference Prior``  :class:`RelativeDifferencePrior`  ``gamma`` (2), ``epsilon`` (0)
+``Logcosh``                    :class:`LogcoshPrior`         ``scalar`` (1)
+=============================  ============================  ====================================
+
+All take ``penalisation_factor`` (0), ``only_2D`` (False), ``kappa``, ``weights`` and
+``gradient_filename_prefix`` (:class:`~.base.NeighbourhoodPrior`).  :func:`make_prior` builds
+one from STIR's registered name.
+"""
+
+from __future__ import annotations
+
+from ..errors import StirGpuError
+from ..kernels.prior_api import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
+from .base import NeighbourhoodPrior, float32_parameter
+
+__all__ = ["QuadraticPrior", "RelativeDifferencePrior", "LogcoshPrior", "PRIORS", "make_prior"]
+
+
+class QuadraticPrior(NeighbourhoodPrior):
+    """STIR's ``QuadraticPrior``: ``phi(x_j, x_k) = (x_j - x_k)^2 / 4`` per ordered pair."""
+
+    registered_name = "Quadratic"
+    _kind = QUADRATIC
+
+
+class RelativeDifferencePrior(NeighbourhoodPrior):
+    """STIR's ``RelativeDifferencePrior``: ``phi = (x_j - x_k)^2 / (2 (x_j + x_k + gamma |x_j - x_k| +
+    epsilon))`` per ordered pair; 0 (and a zero gradient) where ``x_j = x_k = 0`` and ``epsilon = 0``."""
+
+    registered_name = "Relative Difference Prior"
+    _kind = RELATIVE_DIFFERENCE
+
+    def __init__(self, penalisation_factor: float = 0.0, *, gamma: float = 2.0, epsilon: float = 0.0, **kw):
+        super().__init__(penalisation_factor, **kw)
+        self.set_gamma(gamma)
+        self.set_epsilon(epsilon)
+
+    def get_gamma(self) -> float:
+        return self._gamma
+
+    def set_gamma(self, value: float) -> None:
+        g = float32_parameter(value, "gamma value")
+        if g < 0:
+            raise StirGpuError(f"gamma value {value!r}: must be >= 0 (the Relative Difference Prior's edge parameter)")
+        self._gamma = g
+
+    def get_epsilon(self) -> float:
+        return self._epsilon
+
+    def set_epsilon(self, value: float) -> None:
+        e = float32_parameter(value, "epsilon value")
+        if e < 0:
+            raise StirGpuError(f"epsilon value {value!r}: must be >= 0 (STIR: 'a small non-negative value')")
+        self._epsilon = e
+
+    def _potential(self) -> tuple[float, float]:
+        return self._gamma, self._epsilon
+
+
+class LogcoshPrior(NeighbourhoodPrior):
+    """STIR's ``LogcoshPrior``: ``phi = log(cosh(s (x_j - x_k))) / (2 s^2)`` per ordered pair,
+    ``s`` the ``scalar``."""
+
+    registered_name = "Logcosh"
+    _kind = LOGCOSH
+
+    def __init__(self, penalisation_factor: float = 0.0, *, scalar: float = 1.0, **kw):
+        super().__init__(penalisation_factor, **kw)
+        self.set_scalar(scalar)
+
+    def get_scalar(self) -> float:
+        return self._scalar
+
+    def set_scalar(self, value: float) -> None:
+        s = float32_parameter(value, "scalar")
+        if s <= 0:
+            raise StirGpuError(f"scalar {value!r}: must be > 0 (the Logcosh prior divides by it)")
+        self._scalar = s
+
+    def _potential(self) -> tuple[float, float]:
+        return self._scalar, 0.0
+
+
+#: STIR's registered names -> classes
+PRIORS = {cls.registered_name: cls for cls in (QuadraticPrior, RelativeDifferencePrior, LogcoshPrior)}
+
+
+def make_prior(registered_name: str, **parameters) -> NeighbourhoodPrior:
+    """The prior STIR registers as ``registered_name`` (exact spelling, as in :data:`PRIORS`)."""
+    try:
+        cls = PRIORS[registered_name]
+    except KeyError:
+        raise StirGpuError(f"prior {registered_name!r}: stirgpu has {', '.join(map(repr, PRIORS))}") from None
+    return cls(**parameters)
