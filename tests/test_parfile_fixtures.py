@@ -13,6 +13,7 @@ import pytest
 
 from stirgpu.errors import ParFileError
 from stirgpu.parfile import ProjectorOptions, ProjectorSettings, parse_par_file, read_osmaposl_par, read_projector_par
+from stirgpu.parfile.priors import PriorSettings
 
 # variables the recon_test_pack scripts export before running these files
 ENV = {
@@ -34,10 +35,6 @@ OSMAPOSL_REFUSED = {
     ),
     "stir_recon_test_pack/OSMAPOSL_test.par": ("forward projector type := Ray Tracing", "ray-tracing"),
     "stir_recon_test_pack/OSMAPOSL_test_proj.par": ("projector pair type := Matrix", "projection-matrix"),
-    "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par": (
-        "prior type := Relative Difference",
-        "priors are not supported",
-    ),
 }
 PROJECTOR_FILES = {
     "stir_recon_test_pack/forward_projector_parallelproj.par": ProjectorSettings(
@@ -51,7 +48,7 @@ PROJECTOR_FILES = {
     ),
 }
 OTHER_FILES = {"stir_recon_test_pack/generate_uniform_cylinder.par"}  # generate_image, not recon/projector
-OSMAPOSL_OK = {"stir_reference/osem953.par"}
+OSMAPOSL_OK = {"stir_reference/osem953.par", "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par"}
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -116,6 +113,22 @@ def test_osem953_par_parses_into_the_settings_stir_ran_with(stir_fixtures):
     assert s.output_filename_prefix == d / "osem953_osem"
     assert s.initial_estimate == 1.0 and s.enforce_initial_positivity
     s.check_input_files()  # prompts, additive and norm are all there
+
+
+def test_rdp_test_pack_par_parses_with_its_prior(stir_fixtures):
+    """The test pack's OSMAPOSL file with a Relative Difference Prior (named CUDARDP, but it asks
+    for STIR's CPU 'Relative Difference Prior') parses with STIR's values: penalisation factor 0.5,
+    3-D default weights, gamma 2 and epsilon 0 (STIR's defaults), additive MAP model (the default);
+    the rest as written (28 subiterations, 91 pixels, zoom 0.5).  The file's own run against STIR
+    is in tests/stir_differential/test_osmaposl_priors_vs_stir.py."""
+    path = stir_fixtures / "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par"
+    s = read_osmaposl_par(path, base_dir=path.parent, env=ENV)
+    assert s.prior == PriorSettings("Relative Difference Prior", penalisation_factor=0.5)
+    assert (s.prior.gamma, s.prior.epsilon, s.prior.only_2d, s.prior.weights) == (2.0, 0.0, False, None)
+    assert s.line("prior") == line_of(path, "prior type := Relative Difference Prior")
+    assert s.line("prior.penalisation_factor") == line_of(path, "penalisation factor := 0.5")
+    assert s.map_model == "additive"
+    assert (s.num_subiterations, s.xy_output_image_size, s.zoom, s.num_subsets) == (28, 91, 0.5, 4)
 
 
 @pytest.mark.parametrize("name", sorted(PROJECTOR_FILES))

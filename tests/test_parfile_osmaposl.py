@@ -287,11 +287,11 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
     "objective, top, needle, words",
     [
         (
-            "prior type := Quadratic\nQuadratic Prior Parameters :=\npenalisation factor := 1\n"
-            "End Quadratic Prior Parameters :=\n",
+            "prior type := FilterRootPrior\nFilterRootPrior Parameters :=\npenalisation factor := 1\n"
+            "End FilterRootPrior Parameters :=\n",
             "",
             "prior type",
-            "priors are not supported",
+            "prior 'FilterRootPrior' is not implemented",
         ),
         (
             "Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\n"
@@ -601,7 +601,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     all, each at its line and in file order, and a str() of one line per problem plus a count
     line.  Before, a user fixed one problem per run."""
     text = par(
-        objective="prior type := Quadratic\nzoom := -2\n",
+        objective="prior type := PLS\nzoom := -2\n",
         top=(
             "number of subiterations := 2\nsave estimates at subiteration intervals := 3\n"
             "number of sbusets := 4\nenforce initial positivity condition := yes\n"
@@ -624,7 +624,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     assert [line for line, _ in got] == want_lines, got
     words = [
         "file not found: " + str(tmp_path / "prompts.hs"),
-        "priors are not supported",
+        "prior 'PLS' is not implemented",
         "must be positive",
         f"output folder {tmp_path / 'nowhere'} does not exist",
         "must not exceed 'number of subiterations' (2)",

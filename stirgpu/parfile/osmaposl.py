@@ -3,8 +3,10 @@
 The accepted keys are those of STIR's ``OSMAPOSLReconstruction``, ``IterativeReconstruction``,
 ``Reconstruction`` and ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` (and its
 ``PoissonLogLikelihoodWithLinearModelForMean`` / ``GeneralisedObjectiveFunction`` bases), with
-STIR's defaults.  What stirgpu cannot reproduce is refused with the file and line *before any
-work*: other objective functions, priors, enabled inter-update / inter-iteration filters,
+STIR's defaults; ``prior type`` and its block are read by :mod:`.priors` (STIR's Quadratic,
+Relative Difference and Logcosh priors).  What stirgpu cannot reproduce is refused with the file
+and line *before any work*: other objective functions, other priors, enabled inter-update /
+inter-iteration filters,
 post-filters, projectors other than Parallelproj/stirgpu, normalisations other than
 ``From ProjData``, random subset order, update images, non-float output.  Keys that do not
 change the result (``verbosity``, ``disable output``, ``report objective function values
@@ -42,6 +44,7 @@ from .keymap import (
     int_at_least,
     read_block,
 )
+from .priors import PRIOR_TYPE, PriorSettings, prior_input_files, prior_output_folders
 from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
 
 __all__ = [
@@ -137,6 +140,8 @@ class OsmaposlSettings:
     recompute_sensitivity: bool = False
     #: STIR 6.5's default is 1 (``PoissonLogLikelihoodWithLinearModelForMean::set_defaults``)
     use_subset_sensitivities: bool = True
+    #: 'prior type' and its block; None: 'prior type := None' (OSEM)
+    prior: PriorSettings | None = None
     # --- the iterations (IterativeReconstruction, OSMAPOSLReconstruction) ---
     num_subsets: int = 1
     num_subiterations: int = 1
@@ -312,7 +317,7 @@ class OsmaposlSettings:
         obj += [
             f"recompute sensitivity := {fmt(self.recompute_sensitivity)}",
             f"use subset sensitivities := {fmt(self.use_subset_sensitivities)}",
-            "prior type := None",
+            *(["prior type := None"] if self.prior is None else self.prior.par_lines()),
         ]
         top = [
             f"objective function type := {self.objective_function}",
@@ -369,7 +374,7 @@ def _sensitivity_files(get) -> tuple[str, list[Path]]:
 
 
 def _input_files(get) -> dict[str, list[Path]]:
-    out: dict[str, list[Path]] = {}
+    out: dict[str, list[Path]] = dict(prior_input_files(get("prior")))
     for f in ("input_file", "additive_sinogram", "normalisation", "time_frame_definition_filename"):
         if get(f) is not None:
             out[f] = [get(f)]
@@ -382,7 +387,7 @@ def _input_files(get) -> dict[str, list[Path]]:
 
 
 def _output_folders(get) -> dict[str, list[Path]]:
-    out: dict[str, list[Path]] = {}
+    out: dict[str, list[Path]] = dict(prior_output_folders(get("prior")))
     if get("output_filename_prefix") is not None and not get("disable_output"):
         out["output_filename_prefix"] = [Path(get("output_filename_prefix")).parent]
     if _sensitivity_computed(get):
@@ -465,8 +470,9 @@ def _non_negative_float(text: str, ctx: Context) -> float:
 
 
 def _map_model(text: str, ctx: Context) -> str:
-    v = text.strip().lower()
-    if v not in ("additive", "multiplicative"):
+    # kept as written: with a non-zero prior STIR wants the exact lower-case words (_check_map_model)
+    v = text.strip()
+    if v.lower() not in ("additive", "multiplicative"):
         raise Problem(f"must be 'additive' or 'multiplicative', got {text!r}")
     return v
 
@@ -589,15 +595,7 @@ _OBJECTIVE_KEYS = (
         "use_tof_sensitivities",
         _refuse_true("TOF sensitivities are not implemented"),
     ),
-    TypeKey(
-        "prior type",
-        "prior",
-        (Choice("None"),),
-        other=_refuse(
-            "priors are not supported by stirgpu (it runs OSEM, i.e. OSMAPOSL without a prior); "
-            "use 'prior type := None'"
-        ),
-    ),
+    PRIOR_TYPE,
 )
 
 # OSMAPOSLParameters keys other than 'objective function type' (added below, with its reader)
@@ -740,8 +738,9 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
                 f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
                 f"interval to 0 or the type to None",
             )
+    _prior_lines(values, lines)
+    _check_map_model(values, report)
     for unused in (
-        "prior",
         "post_filter",
         "output_file_format",
         "randomise_subset_order",
@@ -778,6 +777,29 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
             "output_filename_prefix", f"'{root.raw_key}' needs 'output filename prefix :=' (or 'disable output := 1')"
         )
     values["output_filename_prefix"] = ctx.resolve(prefix) if prefix else None
+
+
+def _check_map_model(values: dict, report) -> None:
+    """STIR's ``set_MAP_model`` (called only when the prior is not zero) compares exactly, so
+    'Multiplicative' is an error there, and one here; without a prior the key does nothing."""
+    model = values.get("map_model")
+    if model is None:
+        return
+    prior = values.get("prior")
+    if prior is not None and not prior.is_zero and model not in ("additive", "multiplicative"):
+        report(
+            "map_model",
+            f"'MAP model := {model}': with a prior STIR accepts only 'additive' or 'multiplicative', "
+            f"spelt exactly so (lower case)",
+        )
+    values["map_model"] = model.lower()
+
+
+def _prior_lines(values: dict, lines: dict) -> None:
+    """The lines of the prior block's keys, as ``prior.<field>`` (for ``OsmaposlSettings.error``)."""
+    prior = values.get("prior")
+    if prior is not None:
+        lines.update({f"prior.{k}": v for k, v in prior.lines})
 
 
 def read_osmaposl_par(
