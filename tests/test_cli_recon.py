@@ -150,7 +150,7 @@ def test_every_problem_of_a_par_in_one_run(workdir, capsys):
     text = (
         PAR.format(prefix="osem", subiterations=4, extra="number of sbusets := 3\n")
         .replace("additive.hs", "nothere.hs")
-        .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n")
+        .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := PLS\n")
         .replace("save estimates at subiteration intervals := 2", "save estimates at subiteration intervals := 0")
     )
     (workdir / "osem.par").write_text(text)
@@ -215,13 +215,13 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
 
 
 def test_unsupported_feature_is_refused(workdir, capsys):
-    """A prior (OSMAPOSL with MAP) is refused with the line of 'prior type'."""
+    """A prior stirgpu does not implement (STIR's PLS) is refused with the line of 'prior type'."""
     text = PAR.format(prefix="osem", subiterations=4, extra="").replace(
-        "  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := Quadratic\n"
+        "  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := PLS\n"
     )
     (workdir / "osem.par").write_text(text)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
-    assert "prior" in capsys.readouterr().err
+    assert "osem.par:" in (err := capsys.readouterr().err) and "prior 'PLS' is not implemented" in err
     assert not (workdir / "osem_2.hv").exists()
 
 

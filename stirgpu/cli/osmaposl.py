@@ -164,6 +164,8 @@ def run(args) -> int:
             ll = "" if rec.log_likelihood is None else f", log-likelihood (subset) {rec.log_likelihood:.8g}"
             if rec.objective_function_value is not None:  # STIR's "Objective function without penalty"
                 ll += f", objective function {rec.objective_function_value:.8g}"
+            if rec.penalty is not None:  # STIR's "Penalty" (the objective is the difference)
+                ll += f", penalty {rec.penalty:.8g}"
             saved = f" -> {shown(rec.saved)}" if rec.saved else ""
             print(f"  subiteration {rec.subiteration} (subset {rec.subset}): {rec.seconds:.2f} s{ll}{saved}")
             if rec.stats is None:

@@ -17,7 +17,12 @@ STIR's rules reproduced here (facts from ``OSMAPOSLReconstruction.cxx``,
   positive, all become ``1e-6``;
 * :func:`clip_update` -- from the second subiteration on, the multiplicative update is
   clipped to ``[minimum relative change, maximum relative change]`` (0 and the largest
-  float32 by default, which only removes negative or infinite factors).
+  float32 by default, which only removes negative or infinite factors);
+* :func:`osl_denominator` -- the One-Step-Late denominator of OSMAPOSL with a prior, for its
+  two ``MAP model`` values (``update_estimate``, in float32 as STIR): *additive*
+  ``clamp(g / K + s, s / 10, 10 s)``, *multiplicative* ``clamp(g + 1, 0.1, 10) s``, with ``g``
+  the prior's gradient at the current estimate, ``s`` the subset sensitivity and ``K`` the
+  number of subsets (the multiplicative model does not divide ``g`` by ``K``).
 """
 
 from __future__ import annotations
@@ -31,12 +36,16 @@ __all__ = [
     "stir_divide",
     "threshold_min_to_small_positive",
     "clip_update",
+    "osl_denominator",
+    "MAP_MODELS",
     "SMALL_NUM",
     "FLOAT32_MAX",
 ]
 
 #: STIR's ``small_num`` of OSMAPOSL's divisions and positivity threshold
 SMALL_NUM = 1e-6
+#: OSMAPOSL's ``MAP model`` values
+MAP_MODELS = ("additive", "multiplicative")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -91,3 +100,23 @@ def clip_update(update, minimum: float = 0.0, maximum: float = FLOAT32_MAX):
     xp = array_module(update)
     xp.clip(update, update.dtype.type(minimum), update.dtype.type(maximum), out=update)
     return update
+
+
+def osl_denominator(prior_gradient, sensitivity, num_subsets: int, map_model: str):
+    """STIR's OSL denominator, computed in place in ``prior_gradient`` (float32, see the module
+    docstring) and returned."""
+    xp = array_module(prior_gradient)
+    f32 = np.float32
+    d, s = prior_gradient, sensitivity
+    if map_model == "additive":
+        d /= f32(num_subsets)
+        d += s
+        xp.minimum(d, s * f32(10), out=d)
+        xp.maximum(d, s / f32(10), out=d)
+    elif map_model == "multiplicative":
+        d += f32(1)
+        xp.clip(d, f32(1) / f32(10), f32(10), out=d)
+        d *= s
+    else:
+        raise ValueError(f"MAP model {map_model!r}: expected one of {MAP_MODELS}")
+    return d

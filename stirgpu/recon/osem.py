@@ -1,4 +1,4 @@
-"""OSEM, equivalent to STIR's OSMAPOSL without a prior.
+"""OSEM and OSMAPOSL with a prior (One-Step-Late), as STIR's ``OSMAPOSL`` runs them.
 
 One *subiteration* ``n`` (numbered from 1, as STIR does) updates the estimate with
 subset ``k = (n + start_subset - 1) mod K``::
@@ -6,6 +6,13 @@ subset ``k = (n + start_subset - 1) mod K``::
     update = B_k(y / (A_k x + a)) / s_k          (STIR's divide, threshold 0: only 0/0 -> 0)
     update = clip(update, min_rel, max_rel)     (from subiteration 2 on; STIR)
     x     *= update
+
+With a prior whose penalisation factor is not 0 (STIR's ``prior_is_zero``), the division is by
+the One-Step-Late denominator instead, computed from the prior's gradient ``g`` at ``x`` before
+the update (:func:`~.arrays.osl_denominator`: ``MAP model`` additive ``clamp(g / K + s_k,
+s_k / 10, 10 s_k)`` or multiplicative ``clamp(g + 1, 0.1, 10) s_k``), with STIR's 1e-6
+threshold of ``divide`` (0 where both the numerator and the denominator are at most 1e-6 of
+the numerator's maximum).
 
 where ``s_k`` is subset ``k``'s sensitivity (see :mod:`.sensitivity`) and the model is
 :class:`~.objective.PoissonLogLikelihood`'s.  Subsets are STIR's: subset ``k`` holds the
@@ -42,7 +49,17 @@ from ..config import get_config
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
-from .arrays import FLOAT32_MAX, array_module, clip_update, stir_divide, threshold_min_to_small_positive, to_numpy
+from .arrays import (
+    FLOAT32_MAX,
+    MAP_MODELS,
+    SMALL_NUM,
+    array_module,
+    clip_update,
+    osl_denominator,
+    stir_divide,
+    threshold_min_to_small_positive,
+    to_numpy,
+)
 from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
 from .sensitivity import Sensitivities, SensitivitySpec
@@ -67,6 +84,9 @@ class SubiterationRecord:
     #: STIR's report (``report objective function values interval``): the objective function
     #: (log-likelihood of all data, no prior) at the estimate *after* this subiteration
     objective_function_value: float | None = None
+    #: with a prior, STIR's "Penalty" of the same report (the prior's value there; the
+    #: objective function is ``objective_function_value - penalty``)
+    penalty: float | None = None
 
 
 @dataclasses.dataclass
@@ -85,7 +105,8 @@ class OSEMResult:
 
 
 class OSEM:
-    """OSMAPOSL without a prior, driving a streaming :class:`~stirgpu.projectors.ProjectorPair`.
+    """OSMAPOSL (OSEM, or One-Step-Late with a prior), driving a streaming
+    :class:`~stirgpu.projectors.ProjectorPair`.
 
     Parameters
     ----------
@@ -111,6 +132,10 @@ class OSEM:
         multiples of it, and after the last one, record the objective function at the new
         estimate, the number STIR prints as "Objective function without penalty" (one more pass
         over all data each time); 0: never.
+    prior, map_model
+        STIR's ``prior type`` (a :mod:`stirgpu.priors` prior, or anything with ``is_zero``,
+        ``set_up(image_info)``, ``get_value`` and ``get_gradient``; None: OSEM) and ``MAP model``
+        (``"additive"``, STIR's default, or ``"multiplicative"``).
     """
 
     def __init__(
@@ -132,6 +157,8 @@ class OSEM:
         report_log_likelihood: bool = False,
         report_objective_interval: int = 0,
         overwrite: bool = True,
+        prior=None,
+        map_model: str = "additive",
     ):
         if not isinstance(objective, PoissonLogLikelihood):
             raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
@@ -153,6 +180,8 @@ class OSEM:
         self.report_log_likelihood = bool(report_log_likelihood)
         self.report_objective_interval = int(report_objective_interval)
         self.overwrite = bool(overwrite)
+        self.prior = prior
+        self.map_model = map_model
         self.sensitivities: Sensitivities | None = None
         self.sensitivity_files: list[Path] = []
         self._check()
@@ -180,12 +209,25 @@ class OSEM:
             )
         if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
+        self._check_prior()
         if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
             raise StirGpuError(
                 f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
                 f"OSMAPOSL refuses this unless subset sensitivities are used: set 'use subset "
                 f"sensitivities := 1' or choose a number of subsets that divides {nv}"
             )
+
+    def _check_prior(self) -> None:
+        if self.map_model not in MAP_MODELS:
+            raise StirGpuError(f"MAP model {self.map_model!r}: must be 'additive' or 'multiplicative'")
+        missing = [m for m in ("is_zero", "set_up", "get_value", "get_gradient") if not hasattr(self.prior, m)]
+        if self.prior is not None and missing:
+            raise StirGpuError(f"OSEM: prior {type(self.prior).__name__} has no {', '.join(missing)}")
+
+    @property
+    def prior_is_zero(self) -> bool:
+        """STIR's ``prior_is_zero``: no prior, or a penalisation factor of 0 (plain OSEM)."""
+        return self.prior is None or bool(self.prior.is_zero)
 
     # -- helpers ----------------------------------------------------------------------------
     def subset_num(self, subiteration_num: int) -> int:
@@ -224,6 +266,8 @@ class OSEM:
         """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds."""
         t0 = time.perf_counter()
         self.objective.set_up(self.projector, self.image_info)
+        if self.prior is not None:
+            self.prior.set_up(self.image_info)  # STIR: the objective function sets up its prior
         spec = self.sensitivity_spec
         try:
             self._sensitivities(spec)
@@ -282,21 +326,32 @@ class OSEM:
             loglik = float(loglik)
         elif res is not None:
             upd = res
-        # OSMAPOSL without a prior divides with a threshold of 0 (update_estimate passes 0.F):
-        # only exact 0/0 gives 0; tiny sensitivities still divide (see docs/conventions.md)
-        stir_divide(upd, self.sensitivities[k], small_num=0.0)
+        self._divide_update(upd, image, k)
         if int(subiteration_num) != 1:
             clip_update(upd, self.minimum_relative_change, self.maximum_relative_change)
         image *= upd
         return image, loglik
 
-    def _objective_report(self, image, subiteration_num: int) -> float | None:
-        """STIR's ``end_of_iteration_processing`` report: the objective function after
-        subiterations that are multiples of the interval, and after the last one."""
+    def _divide_update(self, upd, image, subset_num: int) -> None:
+        """``upd /= s_k`` (OSEM) or ``upd /= OSL denominator`` (a non-zero prior), in place."""
+        sens = self.sensitivities[subset_num]
+        if self.prior_is_zero:
+            # OSMAPOSL without a prior divides with a threshold of 0 (update_estimate passes 0.F):
+            # only exact 0/0 gives 0; tiny sensitivities still divide (see docs/conventions.md)
+            stir_divide(upd, sens, small_num=0.0)
+            return
+        denominator = osl_denominator(self.prior.get_gradient(image), sens, self.num_subsets, self.map_model)
+        stir_divide(upd, denominator, small_num=SMALL_NUM)
+
+    def _objective_report(self, image, subiteration_num: int) -> tuple[float | None, float | None]:
+        """STIR's ``end_of_iteration_processing`` report: (objective function without penalty,
+        penalty or None without a prior) after subiterations that are multiples of the interval,
+        and after the last one; (None, None) elsewhere."""
         k = self.report_objective_interval
         if k <= 0 or (subiteration_num % k and subiteration_num != self.num_subiterations):
-            return None
-        return self.objective.log_likelihood(self.projector, image)
+            return None, None
+        penalty = None if self.prior is None else (0.0 if self.prior_is_zero else self.prior.get_value(image))
+        return self.objective.log_likelihood(self.projector, image), penalty
 
     def log_likelihood(self, image) -> float:
         """The Poisson log-likelihood of all data at ``image`` (after :meth:`set_up`)."""
@@ -349,7 +404,7 @@ class OSEM:
                 x, loglik = self.update(x, n)
                 # the update's own call (the objective report below is another, over all views)
                 stats = getattr(self.projector, "last_stats", None)
-                objective = self._objective_report(x, n)
+                objective, penalty = self._objective_report(x, n)
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)
@@ -358,7 +413,7 @@ class OSEM:
                     )
                     saved.append(path)
                 rec = SubiterationRecord(
-                    n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats, objective
+                    n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats, objective, penalty
                 )
                 records.append(rec)
                 if bar is not None:

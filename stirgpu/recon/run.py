@@ -178,6 +178,7 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
         )
         if not spec.computes:
             _check_sensitivities(s, check, spec, info)
+        prior = _prior(s, check, info)
         if projector is None:
             try:
                 projector = make_projector(s.projectors)
@@ -202,6 +203,8 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                 maximum_relative_change=s.maximum_relative_change,
                 sensitivity=spec,
                 report_objective_interval=s.report_objective_function_values_interval,
+                prior=prior,
+                map_model=s.map_model,
             )
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
@@ -281,6 +284,29 @@ def _check_sensitivities(s: OsmaposlSettings, check: _Check, spec: SensitivitySp
         sens = check.image(field, f)
         if sens is not None and info is not None and sens.info != info:
             check.add(field, f"{f}: geometry {sens.info!r} differs from the reconstruction's {info!r}")
+
+
+def _prior(s: OsmaposlSettings, check: _Check, info):
+    """The parameter file's prior (None: 'prior type := None'), its kappa image read and checked
+    against the reconstruction's geometry (STIR's check: the same characteristics)."""
+    if s.prior is None:
+        return None
+    from ..priors import make_prior
+
+    kappa = None
+    if s.prior.kappa_filename is not None:
+        kappa = check.image("prior.kappa_filename", s.prior.kappa_filename)
+        if kappa is not None and info is not None and kappa.info != info:
+            check.add(
+                "prior.kappa_filename",
+                f"{s.prior.kappa_filename}: the kappa image's geometry {kappa.info!r} differs from the "
+                f"reconstruction's {info!r} (STIR refuses this too)",
+            )
+    try:
+        return make_prior(s.prior.type, kappa=kappa, **s.prior.parameters())
+    except StirGpuError as exc:
+        check.add("prior", str(exc))
+        return None
 
 
 def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None) -> OSEMResult:
