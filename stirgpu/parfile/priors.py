@@ -28,7 +28,7 @@ from pathlib import Path
 from .grammar import Block, canonical_key
 from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_float, as_path, read_block
 
-__all__ = ["PriorSettings", "PRIOR_TYPE", "parse_weights", "prior_input_files", "prior_output_folders"]
+__all__ = ["PriorSettings", "PRIOR_TYPE", "block_name", "parse_weights", "prior_input_files", "prior_output_folders"]
 
 QUADRATIC = "Quadratic"
 RELATIVE_DIFFERENCE = "Relative Difference Prior"
@@ -88,7 +88,7 @@ class PriorSettings:
 
     def par_lines(self) -> list[str]:
         """``prior type := ...`` and its block, as STIR reads them."""
-        block = _block_name(self.type)
+        block = block_name(self.type)
         body = [f"penalisation factor := {self.penalisation_factor!r}", f"only 2D := {int(self.only_2d)}"]
         if self.kappa_filename is not None:
             body.append(f"kappa filename := {self.kappa_filename}")
@@ -212,7 +212,8 @@ def _reader(name: str):
     return read
 
 
-def _block_name(name: str) -> str:
+def block_name(name: str) -> str:
+    """The block a registered prior's keys go in (STIR's ``add_start_key``)."""
     return f"{name} Parameters" if name == RELATIVE_DIFFERENCE else f"{name} Prior Parameters"
 
 
@@ -231,7 +232,7 @@ def _other(value: str, line: int, nxt: Block | None, ctx: Context):
 PRIOR_TYPE = TypeKey(
     "prior type",
     "prior",
-    (Choice("None"), *(Choice(n, _block_name(n), _reader(n)) for n in (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH))),
+    (Choice("None"), *(Choice(n, block_name(n), _reader(n)) for n in (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH))),
     other=_other,
 )
 
