@@ -1,9 +1,10 @@
-"""OSEM reconstruction, equivalent to STIR's OSMAPOSL without a prior.
+"""OSEM and OSMAPOSL with a prior (One-Step-Late), as STIR's OSMAPOSL runs them.
 
 * :class:`PoissonLogLikelihood` -- STIR's ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData``:
   measured data, additive sinogram, ``Bin Normalisation From ProjData`` factors;
   mean = (A x + a) / f;
-* :class:`OSEM` -- the subiterations, sensitivities (:class:`SensitivitySpec`), saved estimates;
+* :class:`OSEM` -- the subiterations (with ``prior=``: STIR's OSL update), sensitivities
+  (:class:`SensitivitySpec`), saved estimates;
 * :func:`run_osmaposl` / :func:`prepare_osmaposl` -- from an OSMAPOSL ``.par`` file (all checks first);
 * :mod:`.simulate` -- phantoms and simulated data (demo, examples, tests).
 
