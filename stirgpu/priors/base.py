@@ -235,7 +235,7 @@ class NeighbourhoodPrior:
 
     def _write_gradient(self, gradient) -> None:
         """STIR's ``gradient filename prefix``: ``<prefix><n>.v`` for the n-th gradient computed."""
-        if self._gradient_prefix is None:
+        if self._gradient_prefix is None or self._info is None:
             return
         self._gradient_count += 1
         host = gradient.get() if _is_gpu(gradient) else np.asarray(gradient)

@@ -326,15 +326,14 @@ class OSEM:
             loglik = float(loglik)
         elif res is not None:
             upd = res
-        self._divide_update(upd, image, k)
+        self._divide_update(upd, image, self.sensitivities[k])
         if int(subiteration_num) != 1:
             clip_update(upd, self.minimum_relative_change, self.maximum_relative_change)
         image *= upd
         return image, loglik
 
-    def _divide_update(self, upd, image, subset_num: int) -> None:
+    def _divide_update(self, upd, image, sens) -> None:
         """``upd /= s_k`` (OSEM) or ``upd /= OSL denominator`` (a non-zero prior), in place."""
-        sens = self.sensitivities[subset_num]
         if self.prior_is_zero:
             # OSMAPOSL without a prior divides with a threshold of 0 (update_estimate passes 0.F):
             # only exact 0/0 gives 0; tiny sensitivities still divide (see docs/conventions.md)
