@@ -138,7 +138,8 @@ def _nested(tokens: list[str], i: int):
         if not _NUMBER.fullmatch(tokens[i]):
             raise Problem(f"expects numbers, got {tokens[i]!r}")
         return float(tokens[i]), i + 1
-    items, i = [], i + 1
+    items: list = []
+    i += 1
     while True:
         if i >= len(tokens):
             raise Problem("unbalanced braces")

@@ -189,7 +189,7 @@ class NeighbourhoodPrior:
         return self._kappa_on_device
 
     def _wrap(self, image, result):
-        return VoxelsOnCartesianGrid(self._info, fill=result) if isinstance(image, VoxelsOnCartesianGrid) else result
+        return VoxelsOnCartesianGrid(image.info, fill=result) if isinstance(image, VoxelsOnCartesianGrid) else result
 
     # -- the operations ---------------------------------------------------------------------
     def get_value(self, image) -> float:
