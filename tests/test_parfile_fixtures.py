@@ -150,3 +150,37 @@ def test_other_files_are_not_osmaposl_files(stir_fixtures, name):
     if name in OTHER_FILES:
         with pytest.raises(ParFileError, match="not a projector parameter file"):
             read_projector_par(path, env={})
+
+
+def test_test_pack_filters_are_read_and_only_the_projectors_refused(stir_fixtures, tmp_path):
+    """OSMAPOSL_test.par, the test-pack file with filters (an inter-update and an inter-iteration
+    Separable Cartesian Metz, interval 4): its only problems are its ray-tracing forward and
+    interpolation back projectors (the refusal above); with a Parallelproj pair instead, the file reads, and the
+    filters carry the values written there, in (z, y, x) order."""
+    from stirgpu.errors import ParFileProblems
+    from stirgpu.filters import SeparableCartesianMetzFilter
+
+    path = stir_fixtures / "stir_recon_test_pack/OSMAPOSL_test.par"
+    with pytest.raises(ParFileProblems) as exc:
+        read_osmaposl_par(path, base_dir=path.parent, env=ENV)
+    projector_lines = [line_of(path, "forward projector type := Ray"), line_of(path, "back projector type := Interp")]
+    assert [p.line for p in exc.value.problems] == projector_lines
+    text = path.read_text()
+    start = text.lower().index("projector pair type")
+    end = text.lower().index("end projector pair using separate projectors parameters")
+    end = text.index("\n", end)
+    pair = (
+        "projector pair type := Parallelproj\nProjector Pair Using Parallelproj Parameters :=\n"
+        "End Projector Pair Using Parallelproj Parameters :="
+    )
+    copy = tmp_path / "OSMAPOSL_test.par"
+    copy.write_text(text[:start] + pair + text[end:])
+    s = read_osmaposl_par(copy, base_dir=path.parent, env=ENV)
+    assert (s.inter_update_filter_interval, s.inter_iteration_filter_interval) == (4, 4)
+    assert s.inter_update_filter == SeparableCartesianMetzFilter(
+        fwhm=(8, 5, 5), metz_power=(1, 1, 1), max_kernel_size=(31, 129, 129)
+    )
+    assert s.inter_iteration_filter == SeparableCartesianMetzFilter(
+        fwhm=(6, 6, 6), metz_power=(2, 2, 2), max_kernel_size=(31, 129, 129)
+    )
+    assert s.post_filter is None

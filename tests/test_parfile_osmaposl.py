@@ -102,6 +102,11 @@ def test_minimal_file_gets_stirs_defaults(tmp_path):
         disable_output=False,
         verbosity=None,
         report_objective_function_values_interval=0,
+        inter_update_filter=None,
+        inter_update_filter_interval=0,
+        inter_iteration_filter=None,
+        inter_iteration_filter_interval=0,
+        post_filter=None,
         objective_function="PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
     )
     assert {k: getattr(s, k) for k in expected} == expected
@@ -305,7 +310,7 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
             "inter-iteration filter subiteration interval := 2\ninter-iteration filter type := Median\n"
             "Median Filter Parameters :=\nEnd Median Filter Parameters :=\n",
             "inter-iteration filter type",
-            "filters are not supported",
+            "stirgpu implements the filters 'Separable Cartesian Metz' and 'Separable Gaussian'",
         ),
         (
             "",
@@ -314,7 +319,12 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
             "inter-update filter type",
             "is enabled by",
         ),
-        ("", "post-filter type := Separable Gaussian\n", "post-filter", "post-filtering is not supported"),
+        (
+            "",
+            "post-filter type := Median\nMedian Filter Parameters :=\nEnd Median Filter Parameters :=\n",
+            "post-filter",
+            "stirgpu implements the filters",
+        ),
         ("", "uniformly randomise subset order := 1\n", "randomise", "irreproducible"),
         ("", "write update image := 1\n", "write update image", "update images"),
         ("", "output file format type := ITK\n", "output file format", "Interfile images only"),

@@ -4,11 +4,12 @@ The accepted keys are those of STIR's ``OSMAPOSLReconstruction``, ``IterativeRec
 ``Reconstruction`` and ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` (and its
 ``PoissonLogLikelihoodWithLinearModelForMean`` / ``GeneralisedObjectiveFunction`` bases), with
 STIR's defaults; ``prior type`` and its block are read by :mod:`.priors` (STIR's Quadratic,
-Relative Difference and Logcosh priors).  What stirgpu cannot reproduce is refused with the file
-and line *before any work*: other objective functions, other priors, enabled inter-update /
-inter-iteration filters,
-post-filters, projectors other than Parallelproj/stirgpu, normalisations other than
-``From ProjData``, random subset order, update images, non-float output.  Keys that do not
+Relative Difference and Logcosh priors), the filters by :mod:`.filters` (STIR's ``Separable
+Cartesian Metz`` and ``Separable Gaussian``).  What stirgpu cannot reproduce is refused with the
+file and line *before any work*: other objective functions, other priors, filters of other
+types (an inter-update / inter-iteration filter only where its interval enables it),
+projectors other than Parallelproj/stirgpu, normalisations other than ``From ProjData``, random
+subset order, update images, non-float output.  Keys that do not
 change the result (``verbosity``, ``disable output``, ``report objective function values
 interval``) are accepted.
 
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParFileError, ParFileProblems
+from ..filters import SeparableImageFilter
+from .filters import check_filter_intervals, filter_par_lines, filter_type_key
 from .grammar import Block, canonical_key, parse_par_file
 from .keymap import (
     Choice,
@@ -155,6 +158,16 @@ class OsmaposlSettings:
     #: the multiplicative update is clipped into [minimum, maximum] from subiteration 2 on (STIR)
     maximum_relative_change: float = FLOAT32_MAX
     minimum_relative_change: float = 0.0
+    # --- filters (STIR's OSMAPOSLReconstruction, IterativeReconstruction, Reconstruction) ---
+    #: applied to the estimate before the update multiplies it, at subiterations that are
+    #: multiples of the interval (0: never)
+    inter_update_filter: SeparableImageFilter | None = None
+    inter_update_filter_interval: int = 0
+    #: applied after the update, at subiterations that are multiples of the interval (0: never)
+    inter_iteration_filter: SeparableImageFilter | None = None
+    inter_iteration_filter_interval: int = 0
+    #: applied to the estimate after the last subiteration (before it is written)
+    post_filter: SeparableImageFilter | None = None
     # --- output and reporting (Reconstruction) ---
     output_filename_prefix: Path | None = None
     disable_output: bool = False
@@ -198,6 +211,17 @@ class OsmaposlSettings:
             (
                 self.output_filename_prefix is not None or self.disable_output,
                 "output_filename_prefix is required unless disable_output",
+            ),
+            (
+                self.inter_update_filter_interval >= 0 and self.inter_iteration_filter_interval >= 0,
+                "filter subiteration intervals must be >= 0",
+            ),
+            (
+                all(
+                    f is None or isinstance(f, SeparableImageFilter)
+                    for f in (self.inter_update_filter, self.inter_iteration_filter, self.post_filter)
+                ),
+                "filters must be stirgpu.filters objects or None",
             ),
         ]
         for ok, message in checks:
@@ -345,6 +369,11 @@ class OsmaposlSettings:
             f"maximum relative change := {fmt(self.maximum_relative_change)}",
             f"minimum relative change := {fmt(self.minimum_relative_change)}",
             f"report objective function values interval := {self.report_objective_function_values_interval}",
+            *filter_par_lines("inter_update_filter", self.inter_update_filter, self.inter_update_filter_interval),
+            *filter_par_lines(
+                "inter_iteration_filter", self.inter_iteration_filter, self.inter_iteration_filter_interval
+            ),
+            *filter_par_lines("post_filter", self.post_filter),
         ]
         return "\n".join(["OSMAPOSLParameters :=", *("  " + s for s in top), "END :=", ""])
 
@@ -497,18 +526,6 @@ def _refuse(what: str):
     return other
 
 
-@dataclasses.dataclass(frozen=True)
-class _Filter:
-    """An inter-update / inter-iteration filter: accepted only while its interval is 0 (then
-    STIR never applies it either)."""
-
-    name: str
-
-
-def _filter(value: str, line: int, nxt: Block | None, ctx: Context) -> tuple[_Filter, bool]:
-    return _Filter(value), nxt is not None  # its block (if any) belongs to it
-
-
 def _norm_block(block: Block, ctx: Context) -> Path | None:
     found = read_block(block, (Key("normalisation projdata filename", "file", _file),), ctx)
     if "file" not in found:
@@ -607,12 +624,7 @@ _TOP_PLAIN_KEYS = (
         (Choice("Interfile", "Interfile Output File Format Parameters", _interfile_block),),
         other=_refuse("stirgpu writes Interfile images only"),
     ),
-    TypeKey(
-        "post-filter type",
-        "post_filter",
-        (Choice("None"),),
-        other=_refuse("post-filtering is not supported by stirgpu; filter the output image afterwards"),
-    ),
+    filter_type_key("post-filter type", "post_filter", always_applied=True),
     Key("disable output", "disable_output", as_bool),
     Key("verbosity", "verbosity", _int_any),
     Key("number of subiterations", "num_subiterations", int_at_least(1)),
@@ -627,11 +639,11 @@ _TOP_PLAIN_KEYS = (
         _refuse_true("a random subset order makes results irreproducible"),
     ),
     Key("inter-iteration filter subiteration interval", "inter_iteration_filter_interval", int_at_least(0)),
-    TypeKey("inter-iteration filter type", "inter_iteration_filter", (Choice("None"),), other=_filter),
+    filter_type_key("inter-iteration filter type", "inter_iteration_filter", always_applied=False),
     Key("report objective function values interval", "report_objective_function_values_interval", int_at_least(0)),
     Key("enforce initial positivity condition", "enforce_initial_positivity", as_bool),
     Key("inter-update filter subiteration interval", "inter_update_filter_interval", int_at_least(0)),
-    TypeKey("inter-update filter type", "inter_update_filter", (Choice("None"),), other=_filter),
+    filter_type_key("inter-update filter type", "inter_update_filter", always_applied=False),
     Key("MAP_model", "map_model", _map_model),
     Key("maximum relative change", "maximum_relative_change", _positive_float),
     Key("minimum relative change", "minimum_relative_change", _non_negative_float),
@@ -727,21 +739,10 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
     def readable(*fields: str) -> bool:
         return not ctx.failed.intersection(fields)
 
-    for kind in ("inter_update", "inter_iteration"):
-        filt = values.pop(f"{kind}_filter", None)
-        interval = values.pop(f"{kind}_filter_interval", 0)
-        if filt is not None and interval > 0:
-            report(
-                f"{kind}_filter",
-                f"the {kind.replace('_', '-')} filter '{filt.name}' is enabled by "
-                f"'{kind.replace('_', '-')} filter subiteration interval := {interval}' (line "
-                f"{lines[f'{kind}_filter_interval']}): filters are not supported by stirgpu; set the "
-                f"interval to 0 or the type to None",
-            )
+    check_filter_intervals(values, lines, report)
     _prior_lines(values, lines)
     _check_map_model(values, report)
     for unused in (
-        "post_filter",
         "output_file_format",
         "randomise_subset_order",
         "write_update_image",

@@ -5,12 +5,15 @@
   mean = (A x + a) / f;
 * :class:`OSEM` -- the subiterations (with ``prior=``: STIR's OSL update), sensitivities
   (:class:`SensitivitySpec`), saved estimates;
+* :class:`FilterSchedule` -- STIR's inter-update, inter-iteration and post-filters, where and when
+  STIR applies them (:mod:`.filtering`);
 * :func:`run_osmaposl` / :func:`prepare_osmaposl` -- from an OSMAPOSL ``.par`` file (all checks first);
 * :mod:`.simulate` -- phantoms and simulated data (demo, examples, tests).
 
 Nothing happens at import.
 """
 
+from .filtering import FilterSchedule
 from .objective import PoissonLogLikelihood
 from .osem import OSEM, OSEMResult, SubiterationRecord
 from .run import PreparedRun, make_projector, prepare_osmaposl, run_osmaposl
@@ -21,6 +24,7 @@ __all__ = [
     "OSEM",
     "OSEMResult",
     "SubiterationRecord",
+    "FilterSchedule",
     "SensitivitySpec",
     "Sensitivities",
     "run_osmaposl",

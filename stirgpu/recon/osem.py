@@ -25,6 +25,10 @@ multiples of ``save estimates at subiteration intervals`` and after the last one
 ``<prefix>_<n>.hv``.  Restarting from such a file with ``start at subiteration
 number := n+1`` continues the same subset sequence.
 
+STIR's inter-update, inter-iteration and post-filters (``filters=``, a
+:class:`~.filtering.FilterSchedule`) are applied where and when STIR applies them; the
+order within a subiteration is in :mod:`.filtering`.
+
 The estimate, the sensitivities and the update stay on the projector's device
 between subiterations (cupy arrays on the CUDA backend).
 
@@ -60,6 +64,7 @@ from .arrays import (
     threshold_min_to_small_positive,
     to_numpy,
 )
+from .filtering import FilterSchedule, PreparedSchedule
 from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
 from .sensitivity import Sensitivities, SensitivitySpec
@@ -136,6 +141,9 @@ class OSEM:
         STIR's ``prior type`` (a :mod:`stirgpu.priors` prior, or anything with ``is_zero``,
         ``set_up(image_info)``, ``get_value`` and ``get_gradient``; None: OSEM) and ``MAP model``
         (``"additive"``, STIR's default, or ``"multiplicative"``).
+    filters
+        :class:`~.filtering.FilterSchedule`: STIR's inter-update, inter-iteration and post-filters
+        (default: none).
     """
 
     def __init__(
@@ -159,6 +167,7 @@ class OSEM:
         overwrite: bool = True,
         prior=None,
         map_model: str = "additive",
+        filters: FilterSchedule | None = None,
     ):
         if not isinstance(objective, PoissonLogLikelihood):
             raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
@@ -182,6 +191,10 @@ class OSEM:
         self.overwrite = bool(overwrite)
         self.prior = prior
         self.map_model = map_model
+        self.filters = filters if filters is not None else FilterSchedule()
+        if not isinstance(self.filters, FilterSchedule):
+            raise StirGpuError(f"OSEM: filters must be a FilterSchedule, not {type(self.filters).__name__}")
+        self._prepared_filters: PreparedSchedule | None = None
         self.sensitivities: Sensitivities | None = None
         self.sensitivity_files: list[Path] = []
         self._check()
@@ -268,6 +281,7 @@ class OSEM:
         self.objective.set_up(self.projector, self.image_info)
         if self.prior is not None:
             self.prior.set_up(self.image_info)  # STIR: the objective function sets up its prior
+        self._prepared_filters = self.filters.prepare(self.image_info.voxel_size)
         spec = self.sensitivity_spec
         try:
             self._sensitivities(spec)
@@ -327,6 +341,7 @@ class OSEM:
         elif res is not None:
             upd = res
         self._divide_update(upd, image, self.sensitivities[k])
+        self._inter_update_filter(image, int(subiteration_num))
         if int(subiteration_num) != 1:
             clip_update(upd, self.minimum_relative_change, self.maximum_relative_change)
         image *= upd
@@ -341,6 +356,17 @@ class OSEM:
             return
         denominator = osl_denominator(self.prior.get_gradient(image), sens, self.num_subsets, self.map_model)
         stir_divide(upd, denominator, small_num=SMALL_NUM)
+
+    def _inter_update_filter(self, image, subiteration_num: int) -> None:
+        """STIR's inter-update filter: the estimate, before the update multiplies it."""
+        if self._prepared_filters is not None:
+            self._prepared_filters.before_multiplying(image, subiteration_num)
+
+    def _end_of_subiteration_filters(self, image, subiteration_num: int) -> None:
+        """STIR's inter-iteration filter, then (after the last subiteration) its post-filter."""
+        if self._prepared_filters is not None:
+            last = subiteration_num == self.num_subiterations
+            self._prepared_filters.end_of_subiteration(image, subiteration_num, last)
 
     def _objective_report(self, image, subiteration_num: int) -> tuple[float | None, float | None]:
         """STIR's ``end_of_iteration_processing`` report: (objective function without penalty,
@@ -404,6 +430,7 @@ class OSEM:
                 # the update's own call (the objective report below is another, over all views)
                 stats = getattr(self.projector, "last_stats", None)
                 objective, penalty = self._objective_report(x, n)
+                self._end_of_subiteration_filters(x, n)
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)

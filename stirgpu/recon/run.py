@@ -22,6 +22,7 @@ from ..config import config, get_config
 from ..errors import FormatError, GeometryError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_from_file, read_image
 from ..parfile import OsmaposlSettings, read_osmaposl_par
+from .filtering import FilterSchedule
 from .objective import PoissonLogLikelihood
 from .osem import OSEM, OSEMResult
 from .sensitivity import SensitivitySpec
@@ -205,6 +206,7 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                 report_objective_interval=s.report_objective_function_values_interval,
                 prior=prior,
                 map_model=s.map_model,
+                filters=FilterSchedule.from_settings(s),
             )
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
