@@ -123,3 +123,48 @@ def test_restarted_schedule_counts_stir_subiterations(reference_stir, data, tmp_
     par = oc.osmaposl_par(OBJECTIVE, top, extra_top=extra)
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, par, inputs=data)
     oc.assert_agree(s_dir, g_dir)
+
+
+def test_stirs_parameter_listing_of_filters_reads_back(reference_stir, data, tmp_path):
+    """STIR's OSMAPOSL prints its parameters (every filter key with its value, defaults spelt
+    out, in its own spelling); that listing is read by stirgpu into the same filters, intervals
+    included, as the file it came from; and our ``to_par()`` of them is a file STIR runs.  Guards
+    the key names, their x/y/z order and the defaults against STIR's own parser."""
+    from stirgpu.parfile import read_osmaposl_par
+
+    extra = "\n".join(
+        [
+            "inter-update filter subiteration interval := 2",
+            f"inter-update filter type := Separable Cartesian Metz\n{METZ}",
+            "inter-iteration filter subiteration interval := 3",
+            f"inter-iteration filter type := Separable Gaussian\n{GAUSSIAN}",
+            "post-filter type := Separable Gaussian",
+            GAUSSIAN.replace("z-dir maximum kernel size := 5", "Normalise filter to 1 := 0"),
+        ]
+    )
+    top = {**TOP, "number of subiterations": 1, "save estimates at subiteration intervals": 1}
+    (tmp_path / "in").symlink_to(data, target_is_directory=True)
+    proc = oc.run_stir(reference_stir, tmp_path / "stir", oc.osmaposl_par(OBJECTIVE, top, extra_top=extra))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    text = proc.stdout + proc.stderr
+    start = text.lower().index("osmaposlparameters :=")
+    end = text.lower().index("end osmaposlparameters :=", start)
+    listing = [ln.removeprefix("INFO: ") for ln in text[start:end].splitlines()]
+    listing = [ln for ln in listing if ln.strip().lower() != "end :="] + ["END :="]
+    base = tmp_path / "stir"
+    (base / "listing.par").write_text("\n".join(listing) + "\n")
+    ours = read_osmaposl_par(base / "recon.par", base_dir=base, env={})
+    theirs = read_osmaposl_par(base / "listing.par", base_dir=base, env={})
+    fields = [
+        "inter_update_filter",
+        "inter_update_filter_interval",
+        "inter_iteration_filter",
+        "inter_iteration_filter_interval",
+        "post_filter",
+    ]
+    assert [getattr(theirs, f) for f in fields] == [getattr(ours, f) for f in fields]
+    assert not ours.post_filter.normalise and ours.inter_iteration_filter.max_kernel_size == (5, -1, -1)
+    # and the other way round: the file stirgpu writes runs in STIR with the same result
+    (base / "written.par").write_text(ours.to_par().replace(str(base / "out"), str(base / "again")))
+    assert reference_stir.run("OSMAPOSL", "written.par", cwd=base, check=False).returncode == 0
+    assert oc.relative_difference(base / "again_1.hv", base / "out_1.hv") <= RUN_TO_RUN
