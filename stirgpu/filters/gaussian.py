@@ -51,7 +51,7 @@ def fwhm_in_voxels(fwhm_mm, voxel_size) -> tuple[np.float32, np.float32, np.floa
     return _F(divide_newton(fz, vz)), _F(divide_newton(fy, vy)), _F(fx / vx)
 
 
-def gaussian_kernel(fwhm_voxels: float, max_kernel_size: int = -1, normalise: bool = True) -> np.ndarray:
+def gaussian_kernel(fwhm_voxels: float | np.floating, max_kernel_size: int = -1, normalise: bool = True) -> np.ndarray:
     """STIR's Gaussian kernel (float32, odd length, centre in the middle) for a FWHM given in
     voxels; empty for a FWHM of 0 (no filtering)."""
     if max_kernel_size == 0:
@@ -99,10 +99,11 @@ class SeparableGaussianFilter(SeparableImageFilter):
 
     def kernels(self, voxel_size) -> tuple[AxisKernel, AxisKernel, AxisKernel]:
         """The (z, y, x) kernels for ``voxel_size`` ((z, y, x) mm)."""
-        return tuple(
+        z, y, x = (
             AxisKernel(gaussian_kernel(f, m, self.normalise), "general")
             for f, m in zip(fwhm_in_voxels(self.fwhm, voxel_size), self.max_kernel_size, strict=True)
         )
+        return z, y, x
 
     def par_lines(self) -> list[str]:
         lines = [f"{self.block_name} :="]

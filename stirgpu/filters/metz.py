@@ -88,10 +88,10 @@ def metz_kernel(fwhm: float, power: float, voxel_size: float, max_kernel_size: i
     """STIR's Metz half kernel (float32, index 0 the centre) for one axis: the underlying
     Gaussian's ``fwhm`` (mm), the Metz ``power``, the ``voxel_size`` (mm) along that axis and the
     maximum kernel size (-1: none).  A FWHM of 0 gives ``[1]`` (no filtering)."""
-    fwhm, power, mm = _F(fwhm), _F(power), _F(voxel_size)
-    if not fwhm > 0:
+    fw, p, mm = _F(fwhm), _F(power), _F(voxel_size)
+    if not fw > 0:
         return np.ones(1, dtype=np.float32)
-    s2 = _F(fwhm * fwhm / _F(_F(8) * _F(math.log(2.0))))
+    s2 = _F(fw * fw / _F(_F(8) * _F(math.log(2.0))))
     root = _F(math.sqrt(float(_F(_F(_F(_F(2) * _F(math.log(10.0))) * _F(_N_CUTOFF)) / s2))))
     spv = int(float(_F(mm * _F(2)) * root) / _TWO_PI + 1)
     dx = _F(mm / _F(spv))
@@ -102,7 +102,7 @@ def metz_kernel(fwhm: float, power: float, voxel_size: float, max_kernel_size: i
     res = 2**exponent
     cutoff = int(_F(_F(dx * _F(res)) / _F(_F(2) * mm))) if stretch > 0 else None
     spectrum = np.fft.rfft(_fine_gaussian(res, s2, dx))
-    fine = np.fft.irfft(_metz_transform(spectrum, power, cutoff), n=res)[: res // 2 + 1 : spv]
+    fine = np.fft.irfft(_metz_transform(spectrum, p, cutoff), n=res)[: res // 2 + 1 : spv]
     coefficients = (fine.astype(np.float32) * mm / dx).astype(np.float32)
     keep = np.flatnonzero(np.abs(coefficients.astype(np.float64)) >= 0.0001 * float(coefficients[0]))
     length = int(keep[-1]) + 1 if keep.size else 0
@@ -145,10 +145,11 @@ class SeparableCartesianMetzFilter(SeparableImageFilter):
 
     def kernels(self, voxel_size) -> tuple[AxisKernel, AxisKernel, AxisKernel]:
         """The (z, y, x) half kernels for ``voxel_size`` ((z, y, x) mm)."""
-        return tuple(
+        z, y, x = (
             AxisKernel(metz_kernel(f, p, v, m), "symmetric")
             for f, p, v, m in zip(self.fwhm, self.metz_power, voxel_size, self.max_kernel_size, strict=True)
         )
+        return z, y, x
 
     def par_lines(self) -> list[str]:
         lines = [f"{self.block_name} :="]
