@@ -1,4 +1,4 @@
-"""Shared test helpers.
+"""Fixtures and collection hooks (plain helper functions are in ``helpers.py``).
 
 * ``stir_fixtures`` -- the one way tests reach ``../shared/fixtures`` (STIR-written
   files).  They exist beside the checkout and in CI, not in a user's clone, so
@@ -11,17 +11,17 @@
 * ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
+* ``gpu`` / ``multi_gpu`` tests are skipped at collection where
+  :func:`helpers.cuda_device_count` finds too few GPUs.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from helpers import REPO_ROOT, cuda_device_count
 
 
 def fixtures_dir() -> Path | None:
@@ -43,18 +43,6 @@ def stir_fixtures() -> Path:
             "STIR fixtures not found (expected ../shared/fixtures beside the checkout, or set STIRGPU_FIXTURES)"
         )
     return d
-
-
-@functools.cache
-def cuda_device_count() -> int:
-    """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing)."""
-    try:
-        import cupy  # noqa: F401
-        from cupy.cuda import runtime
-
-        return int(runtime.getDeviceCount())
-    except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
-        return 0
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import REPO_ROOT
 
 from stirgpu.cli import main as cli_main
 from stirgpu.formats import ProjDataFromFile, StorageOrder, VoxelsOnCartesianGrid, write_image
 from stirgpu.formats.testing import small_proj_data_info, small_tof_proj_data_info
 from stirgpu.geometry import ImageInfo
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -116,9 +114,9 @@ def test_errors_exit_2_naming_file_without_traceback(tmp_path, capsys, content):
 def test_console_entry_point_in_a_subprocess(projdata, tmp_path):
     """The real process: exit code 2 and a one-line message for a data file given as header."""
     cmd = [sys.executable, "-m", "stirgpu.cli.main", "info", str(projdata.with_suffix(".s"))]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     assert r.returncode == 2 and "p.s" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run(cmd[:-1] + [str(projdata)], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(cmd[:-1] + [str(projdata)], capture_output=True, text=True, cwd=REPO_ROOT)
     assert r.returncode == 0 and "Projection data" in r.stdout
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from stirgpu.cli.main import main
 from stirgpu.formats import ProjDataOnDisk, VoxelsOnCartesianGrid, read_image, stale_temporaries, write_image

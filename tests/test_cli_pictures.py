@@ -147,7 +147,7 @@ def test_timeline_of_all_views_and_refusal(tmp_path):
 def test_projector_statistics_carry_operation_and_subset():
     """The data the timeline draws from: a projector call's statistics name its operation and the
     subset it ran (and as_dict keeps them)."""
-    from test_projectors_streaming import small_geometry
+    from helpers import small_geometry
 
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.projectors import BackProjector, ForwardProjector

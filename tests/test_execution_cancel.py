@@ -17,7 +17,7 @@ import threading
 import time
 
 import pytest
-from test_projectors_streaming import random_proj_data, small_geometry
+from helpers import random_proj_data, small_geometry
 
 from stirgpu.errors import PipelineError
 from stirgpu.execution import ChunkProgram, Engine

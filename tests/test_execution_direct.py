@@ -14,7 +14,7 @@ import gc
 
 import numpy as np
 import pytest
-from test_projectors_streaming import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
+from helpers import BACK_RTOL, phantom, random_proj_data, same_data, small_geometry
 
 from stirgpu import config
 from stirgpu.execution import Engine

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_projectors_streaming import assert_same_back, phantom, random_proj_data, same_data, small_geometry
+from helpers import assert_same_back, phantom, random_proj_data, same_data, small_geometry
 
 from stirgpu.errors import PipelineError
 from stirgpu.execution import ChunkProgram, Engine

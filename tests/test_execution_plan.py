@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_projectors_streaming import small_geometry
+from helpers import small_geometry
 
 from stirgpu.errors import PlanError
 from stirgpu.execution import format_bytes, make_plan, parse_bytes, partition

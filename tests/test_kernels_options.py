@@ -4,14 +4,12 @@ the benchmark's variant tokens (CPU only: nothing here imports cupy or compiles)
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT
 
 from stirgpu.errors import StirGpuError
 from stirgpu.kernels import cuda_backend as cb
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_defaults():
@@ -51,7 +49,7 @@ def test_kernel_source_has_the_variants():
 
 
 def _benchmark_module():
-    spec = importlib.util.spec_from_file_location("stirgpu_bench_kernels", REPO / "benchmarks" / "kernels.py")
+    spec = importlib.util.spec_from_file_location("stirgpu_bench_kernels", REPO_ROOT / "benchmarks" / "kernels.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

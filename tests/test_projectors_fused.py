@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from test_projectors_streaming import BACK_RTOL, all_views, phantom, random_proj_data, small_geometry
+from helpers import BACK_RTOL, all_views, phantom, random_proj_data, small_geometry
 
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.projectors import BackProjector, ProjectorPair

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_projectors_streaming import assert_same_back, phantom, random_proj_data, small_geometry
+from helpers import assert_same_back, phantom, random_proj_data, small_geometry
 
 from stirgpu.errors import StirGpuError
 from stirgpu.formats import ProjDataInMemory

@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import cuda_device_count
+from helpers import (
+    BACK_RTOL,
+    all_views,
+    assert_same_back,
+    cuda_device_count,
+    phantom,
+    random_proj_data,
+    same_data,
+    small_geometry,
+)
 
 from stirgpu.errors import GeometryError, StirGpuError
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, StorageOrder, VoxelsOnCartesianGrid, read_from_file
-from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+from stirgpu.geometry import ImageInfo
 from stirgpu.kernels import (
     apply_cylindrical_fov,
     back_chunk,
@@ -28,53 +37,6 @@ from stirgpu.kernels import (
     stir_scaled_geometry,
 )
 from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
-
-#: back-projection tolerance across chunk plans / lanes: float32 summation order
-BACK_RTOL = 2e-6
-
-
-def assert_same_back(got, want, backend):
-    """Back projections of the same plan: bitwise on the CPU (deterministic slabs); on CUDA the
-    kernels add with atomics, whose order varies run to run, so float32 summation order."""
-    if backend == "cpu":
-        assert np.array_equal(got, want)
-    else:
-        np.testing.assert_allclose(got, want, rtol=0, atol=BACK_RTOL * float(np.max(want)))
-
-
-def small_geometry():
-    """ECAT 953, span 1, max ring difference 2 (5 segments of 16/15/14 axial positions),
-    24 views (mashed), 32 tangential positions; a 15 x 33 x 33 image with a shifted origin."""
-    pdi = ProjDataInfo.construct(
-        Scanner.from_name("ECAT 953"), span=1, max_ring_diff=2, num_views=24, num_tangential_poss=32
-    )
-    info = ImageInfo((15, 33, 33), (6.75, 5.0, 5.0), origin=(1.0, 2.0, -3.0))
-    return pdi, info
-
-
-def phantom(info, seed=1):
-    """A smooth blob plus noise, positive inside the FOV."""
-    rng = np.random.default_rng(seed)
-    z, y, x = np.meshgrid(*[np.linspace(-1, 1, n) for n in info.shape], indexing="ij")
-    img = np.exp(-(x**2 + (y - 0.2) ** 2 + z**2) * 3) + 0.1 * rng.random(info.shape)
-    return img.astype(np.float32)
-
-
-def random_proj_data(pdi, seed=2, low=0.0):
-    rng = np.random.default_rng(seed)
-    pd = ProjDataInMemory(pdi)
-    for s in pdi.segment_nums:
-        shape = (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
-        pd.write_views((low + rng.random(shape)).astype(np.float32), s, range(pdi.get_num_views()))
-    return pd
-
-
-def all_views(pd, s):
-    return pd.read_views(s, range(pd.get_num_views()))
-
-
-def same_data(a, b, pdi):
-    return all(np.array_equal(all_views(a, s), all_views(b, s)) for s in pdi.segment_nums)
 
 
 def projector(cls, backend, **kw):
@@ -500,7 +462,6 @@ def test_explicit_views_project_exactly_those_views():
     from stirgpu.errors import GeometryError, StirGpuError
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.formats.testing import small_proj_data_info
-    from stirgpu.geometry import ImageInfo
     from stirgpu.projectors import ProjectorPair
 
     pdi = small_proj_data_info()

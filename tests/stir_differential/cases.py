@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
+from importlib import resources
 
 import numpy as np
 import pytest
 
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
-from stirgpu.geometry.scanner import _raw_table
 
 __all__ = [
     "Case",
@@ -126,6 +127,13 @@ class Case:
 
 
 # -- STIR's scanners --------------------------------------------------------------------------
+@functools.cache
+def _raw_table() -> dict:
+    """stirgpu's published table of STIR's scanners (``stirgpu/geometry/data/stir_scanners.json``),
+    every scanner with all its parameters, as STIR 6.5 reports them."""
+    return json.loads(resources.files("stirgpu.geometry").joinpath("data/stir_scanners.json").read_text())
+
+
 def _params(name: str) -> dict:
     return _raw_table()[name]
 

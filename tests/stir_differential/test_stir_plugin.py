@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import osmaposl_cases as oc
 import pytest
+from helpers import REPO_ROOT
 
 from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
 from stirgpu.stir_plugin.building import PluginBuildError, build
 
 pytestmark = pytest.mark.stir
 
-REPO = Path(__file__).resolve().parents[2]
 FORWARD_PAR = """Forward Projector parameters :=
 type := {type}
 Forward Projector Using {type} Parameters :=
@@ -63,7 +63,7 @@ def inputs(reference_stir, stir, tmp_path_factory):
 
 def _env(reference_stir, trace: Path | None = None) -> dict:
     env = reference_stir.env()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("STIRGPU_STIR_PLUGIN_TRACE", None)
     if trace is not None:
         env["STIRGPU_STIR_PLUGIN_TRACE"] = str(trace)

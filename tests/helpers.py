@@ -1,0 +1,98 @@
+"""Helpers shared by several test modules (test modules import from here, never from each other).
+
+* ``REPO_ROOT`` -- the checkout (for subprocesses that run the tree's ``stirgpu``);
+* :func:`cuda_device_count` -- usable CUDA devices through cupy (0 without cupy or a GPU); the
+  ``gpu`` / ``multi_gpu`` markers of ``conftest.py`` skip on it;
+* the streaming projectors' small problem: :func:`small_geometry`, :func:`phantom`,
+  :func:`random_proj_data`, and the comparisons :func:`all_views`, :func:`same_data`,
+  :func:`assert_same_back` with its tolerance ``BACK_RTOL``.
+
+Fixtures stay in ``conftest.py``; the STIR differential suite's case builders are in
+``stir_differential/cases.py`` and ``stir_differential/osmaposl_cases.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from stirgpu.formats import ProjDataInMemory
+from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+
+__all__ = [
+    "REPO_ROOT",
+    "cuda_device_count",
+    "BACK_RTOL",
+    "assert_same_back",
+    "small_geometry",
+    "phantom",
+    "random_proj_data",
+    "all_views",
+    "same_data",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: back-projection tolerance across chunk plans / lanes: float32 summation order
+BACK_RTOL = 2e-6
+
+
+@functools.cache
+def cuda_device_count() -> int:
+    """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing)."""
+    try:
+        import cupy  # noqa: F401
+        from cupy.cuda import runtime
+
+        return int(runtime.getDeviceCount())
+    except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
+        return 0
+
+
+def assert_same_back(got, want, backend):
+    """Back projections of the same plan: bitwise on the CPU (deterministic slabs); on CUDA the
+    kernels add with atomics, whose order varies run to run, so float32 summation order."""
+    if backend == "cpu":
+        assert np.array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=BACK_RTOL * float(np.max(want)))
+
+
+def small_geometry():
+    """ECAT 953, span 1, max ring difference 2 (5 segments of 16/15/14 axial positions),
+    24 views (mashed), 32 tangential positions; a 15 x 33 x 33 image with a shifted origin."""
+    pdi = ProjDataInfo.construct(
+        Scanner.from_name("ECAT 953"), span=1, max_ring_diff=2, num_views=24, num_tangential_poss=32
+    )
+    info = ImageInfo((15, 33, 33), (6.75, 5.0, 5.0), origin=(1.0, 2.0, -3.0))
+    return pdi, info
+
+
+def phantom(info, seed=1):
+    """A smooth blob plus noise, positive inside the FOV."""
+    rng = np.random.default_rng(seed)
+    z, y, x = np.meshgrid(*[np.linspace(-1, 1, n) for n in info.shape], indexing="ij")
+    img = np.exp(-(x**2 + (y - 0.2) ** 2 + z**2) * 3) + 0.1 * rng.random(info.shape)
+    return img.astype(np.float32)
+
+
+def random_proj_data(pdi, seed=2, low=0.0):
+    """In-memory projection data of ``pdi``, uniform in [low, low + 1) (seeded)."""
+    rng = np.random.default_rng(seed)
+    pd = ProjDataInMemory(pdi)
+    for s in pdi.segment_nums:
+        shape = (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
+        pd.write_views((low + rng.random(shape)).astype(np.float32), s, range(pdi.get_num_views()))
+    return pd
+
+
+def all_views(pd, s):
+    """Segment ``s`` of the store ``pd``, every view: (views, axial, tangential)."""
+    return pd.read_views(s, range(pd.get_num_views()))
+
+
+def same_data(a, b, pdi):
+    """Whether two stores of ``pdi`` hold the same numbers, bit for bit."""
+    return all(np.array_equal(all_views(a, s), all_views(b, s)) for s in pdi.segment_nums)
