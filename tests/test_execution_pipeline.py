@@ -236,3 +236,32 @@ def test_engine_builds_each_parts_tables_once_per_geometry_object(monkeypatch):
     assert other == pdi and other is not pdi
     eng.run(Fill(), plan, other, {}, {"out": ProjDataInMemory(other)})
     assert len(made) == 2 * parts and {i for i, _ in made[parts:]} == {id(other)}
+
+
+def test_kept_workspaces_are_a_read_only_view_until_release():
+    """What a program keeps per lane through ``start_lane`` is the same object on the next call,
+    shown by ``kept_workspaces`` (read-only), and gone after ``release``."""
+    import numpy as np
+
+    class Keeping(ChunkProgram):
+        name = "keeping"
+        outputs = ("out",)
+
+        def start_lane(self, lane, image, accum, kept):
+            kept.setdefault("marker", np.zeros(4, np.float32))
+
+        def compute(self, d):
+            d.outputs["out"][...] = np.float32(1.0)
+
+    pdi, info = small_geometry()
+    eng = Engine("cpu", (0, 1))
+    assert not eng.kept_workspaces(0)
+    plan = eng.make_plan(Keeping(), pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26, gpu_budget=None)
+    eng.run(Keeping(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
+    first = [eng.kept_workspaces(k)["marker"] for k in range(2)]
+    eng.run(Keeping(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
+    assert all(eng.kept_workspaces(k)["marker"] is first[k] for k in range(2)) and first[0] is not first[1]
+    with pytest.raises(TypeError):
+        eng.kept_workspaces(0)["marker"] = None
+    eng.release()
+    assert not any(eng.kept_workspaces(k) for k in range(2))

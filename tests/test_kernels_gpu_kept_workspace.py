@@ -103,7 +103,7 @@ def test_chunk_launcher_forward_is_forward_chunk(cp, index64):
     prepared = prepare_image(cp.asarray(image), options)
     launch = ChunkLauncher(prepared, g.origin, g.voxel_size, g.scale, options=options)
     assert launch.tiled and not launch.back
-    assert launch._raw is not None  # this cupy has the driver launch: the path under test
+    assert launch.kernel_set_up.argument_block is not None  # this cupy has the driver launch: the path under test
     for dt in _device_chunks(cp, pdi, chunks):
         want = cb.forward_chunk(dt, prepared, g.origin, g.voxel_size, scale=g.scale, options=options)
         got = cp.full(dt.num_lors, -1.0, dtype=cp.float32)
@@ -126,7 +126,7 @@ def test_chunk_launcher_back_is_back_chunk(cp):
         acc = prepare_back_accumulator(cp.zeros(info.shape, dtype=cp.float32), options)
         launch = ChunkLauncher(acc, g.origin, g.voxel_size, g.scale, options=options)
         assert launch.back and launch.tiled == (options is None)
-        assert (launch._raw is not None) == launch.tiled
+        assert (launch.kernel_set_up.argument_block is not None) == launch.tiled
         for dt, v in zip(tables, values, strict=True):
             back_chunk(dt, v, ref, g.origin, g.voxel_size, scale=g.scale, options=options)
             launch(dt, v)
@@ -168,8 +168,8 @@ def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
     assert kept.target is None
     other = prepare_image(cp.asarray(2 * image))
     twin = kept.for_target(other, g.origin, g.voxel_size, g.scale)
-    assert twin.target is other and twin._kernel is first._kernel and kept.target is None
-    assert twin.setup_id is first.setup_id and twin._raw is first._raw
+    assert twin.target is other and twin.kernel_set_up.kernel is first.kernel_set_up.kernel and kept.target is None
+    assert twin.setup_id is first.setup_id and twin.kernel_set_up.argument_block is first.kernel_set_up.argument_block
     # twins share one argument block, written afresh by every launch: interleaved launches
     # of the two targets (and of chunks of different sizes) each project their own image
     tables = _device_chunks(cp, pdi, chunks)
@@ -182,8 +182,9 @@ def test_chunk_launcher_set_up_is_shared_where_it_fits(cp):
         want_first = forward_chunk(dt, first.target, g.origin, g.voxel_size, scale=g.scale)
         np.testing.assert_array_equal(cp.asnumpy(got_first), cp.asnumpy(want_first))
     moved = kept.for_target(other, tuple(o + 1.0 for o in g.origin), g.voxel_size, g.scale)
-    assert moved._grid != first._grid and moved.origin != first.origin
-    assert moved.setup_id is not first.setup_id and moved._raw is not first._raw
+    assert moved.kernel_set_up.grid_args != first.kernel_set_up.grid_args and moved.origin != first.origin
+    assert moved.setup_id is not first.setup_id
+    assert moved.kernel_set_up.argument_block is not first.kernel_set_up.argument_block
 
 
 def test_back_accumulator_finish_adds_or_overwrites(cp):

@@ -54,6 +54,7 @@ import os
 import queue
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -649,6 +650,13 @@ class Engine:
             self._prepared.clear()
             self._kept.clear()
             self._staging = None
+
+    def kept_workspaces(self, lane: int) -> Mapping[str, Any]:
+        """What lane ``lane`` (an index into :attr:`devices`) keeps on its device from call to call,
+        by name: the accumulation image, and what programs keep through ``ChunkProgram.start_lane``
+        (device arrays, launchers, or tuples of them).  A read-only view for tests and diagnostics,
+        meaningful between calls; empty before the lane's first call and after :meth:`release`."""
+        return types.MappingProxyType(self._kept.get(lane, {}))
 
     # -- the input image -----------------------------------------------------------------
     def set_image(self, image, fov_mask: np.ndarray | None) -> tuple[int, float]:

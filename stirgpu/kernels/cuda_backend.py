@@ -34,7 +34,7 @@ import functools
 import importlib.resources
 import math
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from . import tables as _tables
 __all__ = [
     "BackAccumulator",
     "ChunkLauncher",
+    "LaunchSetUp",
     "prepare_back_accumulator",
     "joseph_forward",
     "joseph_back",
@@ -888,6 +889,17 @@ def _same_args(a, b) -> bool:
     return True
 
 
+class LaunchSetUp(NamedTuple):
+    """What a :class:`ChunkLauncher` launches with, shared by the twins :meth:`~ChunkLauncher.for_target`
+    makes: the compiled tiled kernel, its geometry arguments (origin and voxel size, image shape),
+    and the argument block it launches from straight through the driver (None where this cupy
+    has no driver launch).  All None where the tiled kernels do not apply."""
+
+    kernel: Any
+    grid_args: tuple | None
+    argument_block: Any
+
+
 class ChunkLauncher:
     """Launches the chunk kernels of one device for a sweep over many chunks, with the
     per-sweep Python work done once: argument checks, kernel look-up, geometry arguments.
@@ -921,7 +933,7 @@ class ChunkLauncher:
         self.shape = shape = tuple(target.image.shape)
         self.tiled = target.a is not None and options.variant != "simple"
         self.setup_id = object()  # shared by the twins of for_target / without_target
-        self._raw = None
+        self._kernel = self._grid = self._raw = None
         if self.tiled:
             idx = _index_type(shape, options)
             self._kernel = _kernel(
@@ -932,6 +944,11 @@ class ChunkLauncher:
             self._grid = _grid_args(self.origin, self.voxel_size, shape)
             with self._device:
                 self._raw = _RawLaunch.make(cp, self._kernel, self.scale, self._grid)
+
+    @property
+    def kernel_set_up(self) -> LaunchSetUp:
+        """The kernel set-up this launcher launches with (read-only; for tests and diagnostics)."""
+        return LaunchSetUp(self._kernel, self._grid, self._raw)
 
     def for_target(self, target, origin, voxel_size, scale=1.0) -> ChunkLauncher:
         """A launcher for another ``target`` with these arguments: this one's kernel set-up
