@@ -55,35 +55,27 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 import arguments  # noqa: E402
 from mmr_inputs import write_phantom_and_prompts  # noqa: E402
 
-PAIRS = {
-    "stir": (
-        "projector pair type := Parallelproj\n"
-        "  Projector Pair Using Parallelproj Parameters :=\n"
-        "  End Projector Pair Using Parallelproj Parameters :="
-    ),
-    "plugin": (
-        "projector pair type := stirgpu\n"
-        "  Projector Pair Using stirgpu Parameters :=\n"
-        "    backend := {backend}\n"
-        "  End Projector Pair Using stirgpu Parameters :="
-    ),
-}
-OSMAPOSL_PAR = """OSMAPOSLParameters :=
-objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-input file := ../prompts.hs
-zero end planes of segment 0 := 0
-{pair}
-use subset sensitivities := 1
-subset sensitivity filenames := sens_%d.hv
-recompute sensitivity := 1
-end PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-output filename prefix := out
-number of subsets := {subsets}
-number of subiterations := {subiterations}
-save estimates at subiteration intervals := {subiterations}
-END :=
-"""
+from stirgpu.parfile import ProjectorOptions, ProjectorSettings, osmaposl_par  # noqa: E402
+
+
+def recon_par(who: str, args, iterations: int) -> str:
+    """The run's OSMAPOSL file: STIR's Parallelproj pair for ``stir``, the plugin's ``stirgpu``
+    pair (with ``--backend``) for the others; estimates saved only at the end."""
+    projectors = None
+    if who != "stir":
+        options = ProjectorOptions(type="stirgpu", backend=args.backend)
+        projectors = ProjectorSettings("pair", options, options, "stirgpu")
+    n = args.subsets * iterations
+    return osmaposl_par(
+        "../prompts.hs",
+        zero_end_planes_of_segment_0=False,
+        projectors=projectors,
+        subset_sensitivity_filenames="sens_%d.hv",
+        output_filename_prefix="out",
+        num_subsets=args.subsets,
+        num_subiterations=n,
+        save_interval=n,
+    )
 
 
 def stir_env(prefix: Path, threads: int | None) -> dict:
@@ -114,10 +106,7 @@ def run(who: str, d: Path, prefix: Path, env: dict, args, iterations: int) -> tu
     env = dict(env)
     if who == "plugin":
         env["STIRGPU_STIR_PLUGIN_TRACE"] = str(folder / "trace.jsonl")
-    pair = PAIRS["stir" if who == "stir" else "plugin"].format(backend=args.backend)
-    (folder / "recon.par").write_text(
-        OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets, subiterations=args.subsets * iterations)
-    )
+    (folder / "recon.par").write_text(recon_par(who, args, iterations))
     t0 = time.perf_counter()
     r = subprocess.run(command(who, prefix), cwd=folder, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0

@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 
 import arguments  # noqa: E402
 from mmr_inputs import write_phantom_and_prompts  # noqa: E402
-from stir_plugin import OSMAPOSL_PAR, PAIRS, command, stir_env  # noqa: E402
+from stir_plugin import command, recon_par, stir_env  # noqa: E402
 
 LOOP_TIMES = re.compile(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s")
 
@@ -51,8 +51,7 @@ def one_run(who: str, folder: Path, prefix: Path, env: dict, args) -> dict:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    pair = PAIRS[who].format(backend=args.backend)
-    (folder / "recon.par").write_text(OSMAPOSL_PAR.format(pair=pair, subsets=args.subsets, subiterations=args.subsets))
+    (folder / "recon.par").write_text(recon_par(who, args, iterations=1))
     env = dict(env)
     trace = folder / "trace.jsonl"
     if who == "plugin":

@@ -49,6 +49,8 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 import arguments  # noqa: E402
 from mmr_inputs import write_phantom_and_prompts  # noqa: E402
 
+from stirgpu.parfile import osmaposl_par  # noqa: E402
+
 FORWARD_PAR = """Forward Projector parameters:=
 type := Parallelproj
 Forward Projector Using Parallelproj Parameters:=
@@ -57,22 +59,6 @@ End Forward Projector Using Parallelproj Parameters:=
 End:=
 """
 BACK_PAR = FORWARD_PAR.replace("Forward", "Back")
-OSMAPOSL_PAR = """OSMAPOSLParameters :=
-objective function type:= PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters:=
-input file := prompts.hs
-zero end planes of segment 0:= 0
-projector pair type := Parallelproj
-  Projector Pair Using Parallelproj Parameters:=
-  End Projector Pair Using Parallelproj Parameters:=
-recompute sensitivity:=1
-end PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters:=
-output filename prefix := {prefix}
-number of subsets:= {subsets}
-number of subiterations:= {subsets}
-save estimates at subiteration intervals:= {subsets}
-END :=
-"""
 
 
 def find_stir(prefix: str | None = None):
@@ -106,7 +92,16 @@ def make_inputs(d: Path, args) -> dict:
     (d / "forward.par").write_text(FORWARD_PAR)
     (d / "back.par").write_text(BACK_PAR)
     for who in ("stir", "stirgpu"):
-        (d / f"osem_{who}.par").write_text(OSMAPOSL_PAR.format(prefix=f"osem_{who}", subsets=args.subsets))
+        n = args.subsets  # one iteration, its estimate saved
+        par = osmaposl_par(
+            "prompts.hs",
+            zero_end_planes_of_segment_0=False,
+            output_filename_prefix=f"osem_{who}",
+            num_subsets=n,
+            num_subiterations=n,
+            save_interval=n,
+        )
+        (d / f"osem_{who}.par").write_text(par)
     return geometry
 
 

@@ -1,7 +1,8 @@
 """OSEM from a STIR OSMAPOSL parameter file, as ``OSMAPOSL osem.par`` (or ``stirgpu osmaposl``).
 
 Writes simulated data as Interfile (prompts, STIR additive sinogram, correction factors)
-and an OSMAPOSL ``.par`` into a folder, then runs it with ``stirgpu.recon.run_osmaposl``:
+and an OSMAPOSL ``.par`` (``stirgpu.parfile.osmaposl_par``; printed, to show what such a file
+holds) into a folder, then runs it with ``stirgpu.recon.run_osmaposl``:
 every check happens before any work, and the outputs are STIR's (``osem_N.hv``,
 ``sens_K.hv``).  Then it restarts from a saved estimate, as a STIR user would with
 ``initial estimate`` and ``start at subiteration number``.
@@ -15,32 +16,30 @@ from pathlib import Path
 
 import stirgpu
 from stirgpu.formats import ProjDataOnDisk, read_image
+from stirgpu.parfile import osmaposl_par
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import run_osmaposl
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
 
-PAR = """OSMAPOSLParameters :=
-objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-  input file := prompts.hs
-  projector pair type := Parallelproj
-    Projector Pair Using Parallelproj Parameters :=
-    End Projector Pair Using Parallelproj Parameters :=
-  Bin Normalisation type := From ProjData
-    Bin Normalisation From ProjData :=
-      normalisation projdata filename := acf.hs
-    End Bin Normalisation From ProjData :=
-  additive sinogram := additive.hs
-  use subset sensitivities := 1
-  subset sensitivity filenames := sens_%d.hv
-  recompute sensitivity := 1
-End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-output filename prefix := osem
-number of subsets := 6
-number of subiterations := {last}
-save estimates at subiteration intervals := 6
-{restart}END :=
-"""
+
+def par(last: int, restart_from: str | None = None) -> str:
+    """The OSMAPOSL file: 6 subsets, estimates saved every 6 subiterations up to ``last``, the
+    sensitivities written as sens_0.hv ... sens_5.hv; ``restart_from``: continue from that
+    estimate at subiteration 13.  ``osmaposl_par`` writes it in STIR's syntax, only the keys
+    given here (every other key keeps STIR's default)."""
+    return osmaposl_par(
+        "prompts.hs",
+        normalisation="acf.hs",
+        additive_sinogram="additive.hs",
+        subset_sensitivity_filenames="sens_%d.hv",
+        output_filename_prefix="osem",
+        num_subsets=6,
+        num_subiterations=last,
+        save_interval=6,
+        initial_estimate=restart_from,
+        start_subiteration_num=None if restart_from is None else 13,
+    )
+
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--output", default=None, help="folder (default: a temporary one)")
@@ -57,16 +56,15 @@ with stirgpu.config(backend=args.backend):
     )
     for name, data in (("prompts", sim.prompts), ("additive", sim.additive), ("acf", sim.normalisation)):
         ProjDataOnDisk.create(folder / f"{name}.hs", pdi, fill=data, overwrite=True).close()
-    (folder / "osem.par").write_text(PAR.format(last=12, restart=""))
+    (folder / "osem.par").write_text(par(last=12))
+    print("osem.par, as STIR's OSMAPOSL reads it:\n" + (folder / "osem.par").read_text())
 
     # relative names in the .par are taken from base_dir (STIR: the working directory)
     result = run_osmaposl(folder / "osem.par", base_dir=folder)
     print("estimates:", [p.name for p in result.saved], " sensitivities:", [p.name for p in result.sensitivity_files])
 
     # restart: 6 more subiterations from osem_12.hv
-    (folder / "more.par").write_text(
-        PAR.format(last=18, restart="initial estimate := osem_12.hv\nstart at subiteration number := 13\n")
-    )
+    (folder / "more.par").write_text(par(last=18, restart_from="osem_12.hv"))
     more = run_osmaposl(folder / "more.par", base_dir=folder)
     print("after the restart:", [p.name for p in more.saved])
 

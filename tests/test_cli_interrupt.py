@@ -30,27 +30,11 @@ from helpers import REPO_ROOT
 from stirgpu.cli.main import main
 from stirgpu.formats import ProjDataOnDisk, VoxelsOnCartesianGrid, read_image, stale_temporaries, write_image
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+from stirgpu.parfile import osmaposl_par
 from stirgpu.recon.simulate import demo_geometry
 
 STOP_SECONDS = 3.0
 TEMP = re.compile(r".+\.tmp-\d+-[0-9a-f]{8}")
-
-OSEM_PAR = """\
-OSMAPOSLParameters :=
-objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-  input file := prompts.hs
-  projector pair type := Parallelproj
-    Projector Pair Using Parallelproj Parameters :=
-    End Projector Pair Using Parallelproj Parameters :=
-  recompute sensitivity := 1
-End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-output filename prefix := {prefix}
-number of subsets := 4
-number of subiterations := {subiterations}
-save estimates at subiteration intervals := 1
-END :=
-"""
 
 
 def _env() -> dict:
@@ -223,7 +207,9 @@ def recon_data(tmp_path_factory):
 def _recon_dir(recon_data, tmp_path, prefix, subiterations) -> Path:
     for f in recon_data.iterdir():
         os.symlink(f, tmp_path / f.name)
-    (tmp_path / "osem.par").write_text(OSEM_PAR.format(prefix=prefix, subiterations=subiterations))
+    (tmp_path / "osem.par").write_text(
+        osmaposl_par("prompts.hs", output_filename_prefix=prefix, num_subsets=4, num_subiterations=subiterations)
+    )
     return tmp_path
 
 

@@ -18,33 +18,26 @@ import stirgpu
 from stirgpu.cli.main import main
 from stirgpu.execution import format_bytes
 from stirgpu.formats import ProjDataOnDisk, read_image
+from stirgpu.parfile import osmaposl_par
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import run_osmaposl
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
 
-PAR = """\
-OSMAPOSLParameters :=
-objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-  input file := prompts.hs
-  projector pair type := Parallelproj
-    Projector Pair Using Parallelproj Parameters :=
-    End Projector Pair Using Parallelproj Parameters :=
-  Bin Normalisation type := From ProjData
-    Bin Normalisation From ProjData :=
-      normalisation projdata filename := acf.hs
-    End Bin Normalisation From ProjData :=
-  additive sinogram := additive.hs
-  use subset sensitivities := 1
-  subset sensitivity filenames := sens_%d.hv
-  recompute sensitivity := 1
-End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-output filename prefix := {prefix}
-number of subsets := 3
-number of subiterations := {subiterations}
-save estimates at subiteration intervals := 2
-{extra}END :=
-"""
+
+def par_text(prefix="osem", subiterations=4, extra=""):
+    """The CLI tests' OSMAPOSL file (3 subsets, saved every 2 subiterations, subset sensitivities
+    sens_%d.hv), ``extra`` lines (keys, or mistakes) added before its last line."""
+    text = osmaposl_par(
+        "prompts.hs",
+        normalisation="acf.hs",
+        additive_sinogram="additive.hs",
+        subset_sensitivity_filenames="sens_%d.hv",
+        output_filename_prefix=prefix,
+        num_subsets=3,
+        num_subiterations=subiterations,
+        save_interval=2,
+    )
+    return text.replace("END :=\n", f"{extra}END :=\n")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +61,7 @@ def workdir(data_dir, tmp_path, monkeypatch):
 
 
 def _write_par(path, prefix="osem", subiterations=4, extra=""):
-    path.write_text(PAR.format(prefix=prefix, subiterations=subiterations, extra=extra))
+    path.write_text(par_text(prefix, subiterations, extra))
     return path
 
 
@@ -132,7 +125,7 @@ def test_osmaposl_restart_from_saved_estimate(workdir):
 def test_bad_par_is_refused_before_any_work(workdir, capsys, change, message):
     """A missing input file, a mistyped key, a value of the wrong type, or subsets STIR would
     refuse: exit code 2, one line on stderr naming the file and line, and no file written."""
-    text = PAR.format(prefix="osem", subiterations=4, extra="")
+    text = par_text()
     if change[0] == "number of subsets := 3" and change[1].endswith("5"):
         text = text.replace("use subset sensitivities := 1", "use subset sensitivities := 0")
     assert change[0] in text
@@ -150,7 +143,7 @@ def test_every_problem_of_a_par_in_one_run(workdir, capsys):
     unsupported feature, an out-of-range value -- are all reported in one run: exit code 2, one
     line per problem naming file:line, then a count line; nothing is written."""
     text = (
-        PAR.format(prefix="osem", subiterations=4, extra="number of sbusets := 3\n")
+        par_text(extra="number of sbusets := 3\n")
         .replace("additive.hs", "nothere.hs")
         .replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := PLS\n")
         .replace("save estimates at subiteration intervals := 2", "save estimates at subiteration intervals := 0")
@@ -192,7 +185,7 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
     )
     (workdir / "sens_0.hv").write_text("")
     text = (
-        PAR.format(prefix="osem", subiterations=4, extra="initial estimate := est.hv\n")
+        par_text(extra="initial estimate := est.hv\n")
         .replace("additive.hs", "other.hs")
         .replace(
             "recompute sensitivity := 1",
@@ -218,8 +211,11 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
 
 def test_unsupported_feature_is_refused(workdir, capsys):
     """A prior stirgpu does not implement (STIR's PLS) is refused with the line of 'prior type'."""
-    text = PAR.format(prefix="osem", subiterations=4, extra="").replace(
-        "  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := PLS\n"
+    text = par_text().replace(
+        "  recompute sensitivity := 1
+", "  recompute sensitivity := 1
+  prior type := PLS
+"
     )
     (workdir / "osem.par").write_text(text)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
@@ -342,7 +338,7 @@ def test_osmaposl_command_runs_a_prior(workdir, capsys):
         "    gradient filename prefix := grad_\n"
         "  END Relative Difference Prior Parameters :=\n"
     )
-    text = PAR.format(
+    text = par_text(
         prefix="map",
         subiterations=4,
         extra="MAP model := multiplicative\nreport objective function values interval := 2\n",

@@ -34,40 +34,12 @@ __all__ = [
     "run",
     "DemoSettings",
     "write_demo_inputs",
-    "OSMAPOSL_PAR",
+    "demo_par",
     "slices_figure",
     "draw_slices",
     "voxel_centres_mm",
     "ACTIVITY_CMAP",
 ]
-
-#: the OSMAPOSL parameter file the demo writes (STIR syntax; relative names)
-OSMAPOSL_PAR = """\
-OSMAPOSLParameters :=
-; written by 'stirgpu demo': run it with STIR's OSMAPOSL or with 'stirgpu osmaposl', in this folder
-objective function type := PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-  input file := prompts.hs
-  zero end planes of segment 0 := 0
-  projector pair type := Parallelproj
-    Projector Pair Using Parallelproj Parameters :=
-    End Projector Pair Using Parallelproj Parameters :=
-  Bin Normalisation type := From ProjData
-    Bin Normalisation From ProjData :=
-      normalisation projdata filename := acf.hs
-    End Bin Normalisation From ProjData :=
-  additive sinogram := additive.hs
-  use subset sensitivities := 1
-  subset sensitivity filenames := sens_%d.hv
-  recompute sensitivity := 1
-End PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
-output filename prefix := osem
-number of subsets := {subsets}
-number of subiterations := {subiterations}
-save estimates at subiteration intervals := {save}
-END :=
-"""
-
 
 #: inputs the demo writes (outputs of the reconstruction are replaced like STIR's)
 DEMO_FILES = (
@@ -141,6 +113,24 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
+def demo_par(s=DemoSettings) -> str:
+    """The OSMAPOSL parameter file the demo writes (STIR's syntax; names relative to its folder)."""
+    from ..parfile import osmaposl_par
+
+    return osmaposl_par(
+        "prompts.hs",
+        comment="written by 'stirgpu demo': run it with STIR's OSMAPOSL or with 'stirgpu osmaposl', in this folder",
+        zero_end_planes_of_segment_0=False,
+        normalisation="acf.hs",
+        additive_sinogram="additive.hs",
+        subset_sensitivity_filenames="sens_%d.hv",
+        output_filename_prefix="osem",
+        num_subsets=s.subsets,
+        num_subiterations=s.subiterations,
+        save_interval=s.save,
+    )
+
+
 def write_demo_inputs(out: Path, projector, s=DemoSettings, overwrite: bool = False) -> dict:
     """Simulate the data (see the module docstring) and write inputs + ``osem.par`` into ``out``."""
     from ..formats import ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
@@ -167,7 +157,7 @@ def write_demo_inputs(out: Path, projector, s=DemoSettings, overwrite: bool = Fa
     files["truth"] = out / "truth.hv"
     write_image(files["truth"], VoxelsOnCartesianGrid(info, fill=sim.truth), overwrite=overwrite)
     par = out / "osem.par"
-    par.write_text(OSMAPOSL_PAR.format(subsets=s.subsets, subiterations=s.subiterations, save=s.save))
+    par.write_text(demo_par(s))
     files["par"] = par
     return {"files": files, "sim": sim, "phantom": phantom, "pdi": pdi, "info": info}
 

@@ -1,5 +1,6 @@
-"""STIR parameter files: the grammar (:mod:`.grammar`) and typed, validated settings for
-OSMAPOSL (:mod:`.osmaposl`) and projectors (:mod:`.projectors`).
+"""STIR parameter files: the grammar (:mod:`.grammar`), typed, validated settings for
+OSMAPOSL (:mod:`.osmaposl`) and projectors (:mod:`.projectors`), and the text of an OSMAPOSL
+file for a plain OSEM run (:func:`osmaposl_par`, :mod:`.writing`).
 
 >>> from stirgpu.parfile import read_osmaposl_par, read_projector_par
 >>> settings = read_osmaposl_par("osem.par")          # doctest: +SKIP
@@ -19,6 +20,7 @@ from .osmaposl import (
     read_osmaposl_par,
 )
 from .projectors import ProjectorOptions, ProjectorSettings, projector_settings_from_block, read_projector_par
+from .writing import osmaposl_par
 
 __all__ = [
     "Block",
@@ -36,4 +38,5 @@ __all__ = [
     "ProjectorSettings",
     "read_projector_par",
     "projector_settings_from_block",
+    "osmaposl_par",
 ]

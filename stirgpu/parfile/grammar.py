@@ -42,6 +42,7 @@ __all__ = [
     "parse_par_file",
     "parse_par_string",
     "split_list",
+    "format_value",
 ]
 
 #: refuse to treat something bigger than this as a parameter file (a data file passed by mistake)
@@ -120,6 +121,21 @@ def split_list(value: str) -> list[str]:
     if any(not s for s in items):
         raise ValueError(f"empty item in list {value!r}")
     return items
+
+
+def format_value(value, path: str | os.PathLike | None = None) -> str:
+    """``value`` as the text after ``:=`` in a file written for STIR: booleans as 0/1, floats
+    as ``repr`` (they read back equal), anything else (ints, names, paths) as ``str``.  Text the
+    grammar would read otherwise -- a ``;`` (a comment), ``${`` (a substitution), a newline, a
+    final ``\\`` (which joins the next line) -- is refused with a
+    :class:`~stirgpu.errors.ParFileError` naming ``path`` (the file written)."""
+    s = str(int(value)) if isinstance(value, bool) else repr(value) if isinstance(value, float) else str(value)
+    if ";" in s or "${" in s or "\n" in s or s.endswith("\\"):
+        raise ParFileError(
+            f"cannot write {s!r} into a parameter file (';', '${{', newlines and a final '\\' have a meaning there)",
+            path,
+        )
+    return s
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ParFileError, ParFileProblems
 from ..filters import SeparableImageFilter
 from .filters import check_filter_intervals, filter_par_lines, filter_type_key
-from .grammar import Block, canonical_key, parse_par_file
+from .grammar import Block, canonical_key, format_value, parse_par_file
 from .keymap import (
     Choice,
     Context,
@@ -302,13 +302,7 @@ class OsmaposlSettings:
         :func:`read_osmaposl_par` reads back into equal settings."""
 
         def fmt(v: Any) -> str:
-            s = str(int(v)) if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
-            if ";" in s or "${" in s or "\n" in s:
-                raise ParFileError(
-                    f"cannot write {s!r} into a parameter file (';', '${{' and newlines have a meaning there)",
-                    self.path,
-                )
-            return s
+            return format_value(v, self.path)
 
         obj = [
             f"input file := {fmt(self.input_file)}",
