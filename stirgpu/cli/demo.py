@@ -26,7 +26,7 @@ import numpy as np
 
 from ..config import config
 from .checks import check_folder
-from .osmaposl import add_execution_options, config_changes
+from .options import add_execution_options, config_changes
 from .written import wrote_folder
 
 __all__ = [

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,12 +25,11 @@ from ..config import config
 from ..errors import StirGpuError
 from ..execution.plan import plural
 from . import checks
-from .checks import memory_size
 from .leftovers import warn_about_leftovers
-from .project import DEVICES_HELP, add_backend_option, add_numerics_option, execution_config, parse_devices
+from .options import add_execution_options, config_changes
 from .written import describe_interfile, shown
 
-__all__ = ["register", "run", "add_execution_options", "config_changes", "timeline_path", "wrote_line"]
+__all__ = ["register", "run", "timeline_path", "wrote_line"]
 
 DESCRIPTION = """\
 OSEM reconstruction from a STIR OSMAPOSL parameter file, like STIR's
@@ -75,30 +73,6 @@ def register(subparsers) -> None:
         "(e.g. timeline_%%d.png) gets one picture per subiteration",
     )
     p.set_defaults(run=run)
-
-
-def add_execution_options(p, what: str, backend_note: str = "") -> None:
-    """``--backend``, ``--devices``, ``--memory-budget``, ``--numerics``, ``--quiet`` (shared with
-    ``demo``; ``what`` says what runs on the backend, ``backend_note`` what overrides it)."""
-    add_numerics_option(p)
-    add_backend_option(p, what, backend_note)
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
-    p.add_argument(
-        "--memory-budget",
-        type=memory_size,
-        default=None,
-        metavar="SIZE",
-        help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
-        "(default: from the free memory)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-
-
-def config_changes(args) -> dict:
-    """The ``stirgpu.config`` overrides asked for by :func:`add_execution_options`."""
-    out = execution_config(args)
-    out["progress"] = not args.quiet and sys.stderr.isatty()
-    return out
 
 
 def timeline_path(pattern: str, subiteration: int) -> Path:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..config import config as scoped_config
 from ..config import get_config
 from ..execution.plan import plural
-from .checks import memory_size, positive_int, set_up_projector
-from .project import DEVICES_HELP, add_backend_option, execution_config, parse_devices
+from .checks import positive_int, set_up_projector
+from .options import add_backend_option, add_devices_option, add_memory_budget_option, execution_config
 
 __all__ = ["register", "run", "plans_for", "LEGEND"]
 
@@ -67,15 +67,8 @@ def register(subparsers) -> None:
         help="image header (default: STIR's default image for the data)",
     )
     add_backend_option(p, "plan for")
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
-    p.add_argument(
-        "--memory-budget",
-        type=memory_size,
-        default=None,
-        metavar="SIZE",
-        help="most memory each projection may use on each GPU and on the host, e.g. 512M, 2G "
-        "(default: from the free memory)",
-    )
+    add_devices_option(p)
+    add_memory_budget_option(p)
     p.add_argument(
         "--subsets",
         type=int,

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from ..config import config as scoped_config
 from ..errors import StirGpuError
-from ..execution.plan import parse_bytes
 from ..formats.naming import IMAGE, PROJDATA
-from .checks import memory_size, non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
+from .checks import non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
+from .options import (
+    add_backend_option,
+    add_devices_option,
+    add_memory_budget_option,
+    add_numerics_option,
+    execution_config,
+)
 from .written import wrote_interfile
 
 __all__ = [
@@ -24,34 +30,7 @@ __all__ = [
     "run_forward",
     "run_back",
     "parse_subset",
-    "parse_devices",
-    "execution_config",
-    "add_numerics_option",
-    "add_backend_option",
-    "NUMERICS_HELP",
-    "DEVICES_HELP",
 ]
-
-
-NUMERICS_HELP = (
-    "stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
-    "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)"
-)
-DEVICES_HELP = "GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids (default 2)"
-
-
-def add_numerics_option(p) -> None:
-    p.add_argument("--numerics", choices=("stir", "exact"), default=None, help=NUMERICS_HELP)
-
-
-def add_backend_option(p, what: str, par_note: str = "") -> None:
-    """``--backend``: ``what`` says what runs there (``"project"``, ``"reconstruct"``...)."""
-    p.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "cuda"),
-        default=None,
-        help=f"where to {what}: cuda (GPU), cpu, or auto (default: cuda when a GPU is usable){par_note}",
-    )
 
 
 FORWARD_DESCRIPTION = """\
@@ -88,7 +67,7 @@ def _common(p, role: str) -> None:
     """The options of forward-project (``role`` "forward") and back-project ("back")."""
     add_backend_option(p, "project")
     add_numerics_option(p)
-    p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
+    add_devices_option(p)
     if role == "forward":
         subset = (
             "only the views of subset K of N (STIR's subsets: views v with v %% N == K); OUTPUT's other views are 0"
@@ -97,14 +76,7 @@ def _common(p, role: str) -> None:
         subset = "back project only the views of subset K of N (STIR's subsets: views v with v %% N == K)"
     p.add_argument("--subset", type=parse_subset, default=None, metavar="K/N", help=subset)
     same = "the same numbers" if role == "forward" else "the same image to float32 rounding"
-    p.add_argument(
-        "--memory-budget",
-        type=memory_size,
-        default=None,
-        metavar="SIZE",
-        help="most memory the projection may use on each GPU and on the host, e.g. 512M, 2G "
-        f"(default: from the free memory); a smaller budget means more, smaller chunks, {same}",
-    )
+    add_memory_budget_option(p, f"; a smaller budget means more, smaller chunks, {same}")
     p.add_argument(
         "--max-segment",
         type=non_negative_int,
@@ -184,19 +156,6 @@ def parse_subset(text: str) -> tuple[int, int]:
     return k, n
 
 
-def parse_devices(text: str) -> tuple[int, ...]:
-    """``"0,1"`` -> (0, 1)."""
-    import argparse
-
-    try:
-        ids = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--devices: expected ids like 0,1, got {text!r}") from None
-    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
-        raise argparse.ArgumentTypeError(f"--devices: expected distinct ids >= 0 like 0,1, got {text!r}")
-    return ids
-
-
 # -- running -----------------------------------------------------------------------------
 def _projector_settings(par: str | None, role: str):
     """(config changes, projector keywords) from a projector .par (role 'forward' or 'back')."""
@@ -209,22 +168,6 @@ def _projector_settings(par: str | None, role: str):
     if opts is None:
         raise StirGpuError(f"{par}: it describes a {settings.role} projector, but a {role} projector is needed")
     return opts.config_changes(), {"restrict_to_cylindrical_fov": opts.restrict_to_cylindrical_fov}
-
-
-def execution_config(args) -> dict:
-    """The ``stirgpu.config`` overrides of the command lines' shared options ``--backend``,
-    ``--devices``, ``--memory-budget`` (one size, per GPU and on the host) and ``--numerics``,
-    where given."""
-    out: dict = {}
-    if getattr(args, "numerics", None) is not None:
-        out["numerics"] = args.numerics
-    if args.backend is not None:
-        out["backend"] = args.backend
-    if args.devices is not None:
-        out["devices"] = args.devices
-    if args.memory_budget is not None:
-        out["gpu_memory_budget"] = out["host_memory_budget"] = parse_bytes(args.memory_budget)
-    return out
 
 
 def _config_changes(args, from_par: dict) -> dict:
