@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stirgpu import execution
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
@@ -41,14 +42,9 @@ BACK_RTOL = 2e-6
 
 @functools.cache
 def cuda_device_count() -> int:
-    """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing)."""
-    try:
-        import cupy  # noqa: F401
-        from cupy.cuda import runtime
-
-        return int(runtime.getDeviceCount())
-    except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
-        return 0
+    """Number of usable CUDA devices through cupy (0 where cupy or a GPU is missing): stirgpu's
+    own count (:func:`stirgpu.execution.cuda_device_count`), asked once per session."""
+    return execution.cuda_device_count()
 
 
 def assert_same_back(got, want, backend):

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DeviceError
+from ..kernels.arrays import import_cupy as _cupy
 
 __all__ = [
     "resolve_backend",
@@ -39,20 +40,11 @@ __all__ = [
     "CpuLane",
     "CudaLane",
     "make_lanes",
-    "array_module",
     "DEFAULT_CPU_LANES",
 ]
 
 #: CPU lanes by default: two, so that reading/writing one chunk overlaps computing another
 DEFAULT_CPU_LANES = 2
-
-
-def _cupy():
-    try:
-        import cupy
-    except ImportError as e:
-        raise DeviceError(f"the CUDA backend needs cupy (pip install cupy-cuda12x or cupy-cuda13x): {e}") from e
-    return cupy
 
 
 def cuda_device_count() -> int:
@@ -108,16 +100,6 @@ def gpu_memory(device: int) -> tuple[int, int]:
         free, total = cp.cuda.runtime.memGetInfo()
         pool = cp.get_default_memory_pool()
         return int(free) + int(pool.free_bytes()), int(total)
-
-
-def array_module(a: Any):
-    """numpy or cupy, whichever ``a`` belongs to."""
-    if isinstance(a, np.ndarray):
-        return np
-    mod = type(a).__module__.split(".")[0]
-    if mod == "cupy":
-        return _cupy()
-    return np
 
 
 class _Fence:

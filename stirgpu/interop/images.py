@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
+from ..kernels.arrays import DLPACK_CUDA
 
 __all__ = ["as_image_array", "is_cuda_array", "image_info_of", "store_image", "version_stamp", "coordinate_triple"]
-
-_DLPACK_CUDA = (2, 13)
 
 
 def _module(obj: Any) -> str:
@@ -44,7 +43,7 @@ def is_cuda_array(obj: Any) -> bool:
             return False
         return True
     dev = getattr(obj, "__dlpack_device__", None)
-    return dev is not None and int(dev()[0]) in _DLPACK_CUDA
+    return dev is not None and int(dev()[0]) in DLPACK_CUDA
 
 
 def as_image_array(image: Any, shape: tuple[int, int, int] | None = None, name: str = "image"):

@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import DeviceError, GeometryError, StirGpuError
+from .arrays import DLPACK_CUDA
+from .frames import checked_triple as _triple
 from .tables import chunk_parts, parts_shapes
 
 __all__ = ["joseph_forward", "joseph_back", "forward_chunk", "back_chunk"]
 
-# DLPack device types that mean CUDA device memory: kDLCUDA (2) and kDLCUDAManaged (13)
-_DLPACK_CUDA = (2, 13)
 _DLPACK_CPU = 1
 
 
@@ -75,7 +75,7 @@ def _facts(name: str, a: Any) -> _ArrayFacts:
         writable = not cai["data"][1]
         return _ArrayFacts(True, _dlpack_device_id(a), shape, dt.name, contiguous, writable)
     dev = _dlpack_device(a)
-    if dev is not None and dev[0] in _DLPACK_CUDA:
+    if dev is not None and dev[0] in DLPACK_CUDA:
         # a CUDA array without the CUDA array interface: the backend inspects it
         shape = tuple(int(s) for s in getattr(a, "shape", ()))
         return _ArrayFacts(True, int(dev[1]), shape, _dtype_name(getattr(a, "dtype", None)), True, True)
@@ -147,20 +147,6 @@ def _same_place(named: dict[str, _ArrayFacts]) -> bool:
         if f.gpu and first.device is not None and f.device is not None and f.device != first.device:
             raise DeviceError(f"{name} is on CUDA device {f.device} but {first_name} on device {first.device}")
     return first.gpu
-
-
-def _triple(name: str, value: Any, positive: bool) -> tuple[float, float, float]:
-    try:
-        t = tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
-    except (TypeError, ValueError):
-        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {value!r}") from None
-    if len(t) != 3:
-        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {len(t)}")
-    if not all(math.isfinite(v) for v in t):
-        raise GeometryError(f"{name}: must be finite, got {t}")
-    if positive and not all(v > 0 for v in t):
-        raise GeometryError(f"{name}: must be positive, got {t}")
-    return t
 
 
 def _scale(scale: Any) -> float:

@@ -32,7 +32,6 @@ import copy
 import dataclasses
 import functools
 import importlib.resources
-import math
 import types
 from typing import Any, NamedTuple
 
@@ -40,6 +39,9 @@ import numpy as np
 
 from ..errors import DeviceError, GeometryError, StirGpuError
 from . import tables as _tables
+from .arrays import DLPACK_CUDA
+from .arrays import import_cupy as _cupy
+from .frames import checked_triple as _triple
 
 __all__ = [
     "BackAccumulator",
@@ -59,8 +61,6 @@ __all__ = [
     "device_arch",
 ]
 
-# DLPack device types meaning CUDA device memory: kDLCUDA, kDLCUDAManaged
-_DLPACK_CUDA = (2, 13)
 _INT32_LIMIT = 2**31 - 1
 _GRID_YZ_LIMIT = 65535
 
@@ -180,14 +180,6 @@ DEFAULT_OPTIONS = KernelOptions()
 # --------------------------------------------------------------------------------------
 # compilation (lazy, memoised per device and options)
 # --------------------------------------------------------------------------------------
-def _cupy():
-    try:
-        import cupy
-    except ImportError as e:
-        raise DeviceError("the CUDA backend needs cupy (pip install 'stirgpu[cuda12]' or 'stirgpu[cuda13]')") from e
-    return cupy
-
-
 _E_TYPES = ("float", "double")
 _I_TYPES = ("int", "long long")
 
@@ -264,7 +256,7 @@ def _as_cupy(cp, name: str, a: Any):
     if hasattr(a, "__cuda_array_interface__"):
         return cp.asarray(a)
     dev = getattr(a, "__dlpack_device__", None)
-    if dev is not None and int(dev()[0]) in _DLPACK_CUDA:
+    if dev is not None and int(dev()[0]) in DLPACK_CUDA:
         return cp.from_dlpack(a)
     if isinstance(a, np.ndarray):
         raise DeviceError(
@@ -298,18 +290,6 @@ def _one_device(named: dict) -> int:
                 f"all arrays of one projection must be on the same device"
             )
     return ids[first]
-
-
-def _triple(name: str, value, positive: bool) -> tuple[float, float, float]:
-    try:
-        t = tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
-    except (TypeError, ValueError):
-        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {value!r}") from None
-    if len(t) != 3 or not all(math.isfinite(v) for v in t):
-        raise GeometryError(f"{name}: expected 3 finite numbers (z, y, x), got {value!r}")
-    if positive and not all(v > 0 for v in t):
-        raise GeometryError(f"{name}: must be positive, got {t}")
-    return t
 
 
 def _like_input(result, reference):

@@ -13,8 +13,11 @@ centre of array element [0, 0, 0] at :attr:`stirgpu.geometry.ImageInfo.gantry_or
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 import numpy as np
 
@@ -29,6 +32,22 @@ __all__ = ["KernelGeometry", "stir_scaled_geometry", "NUMERICS"]
 #: (STIR's numbers, forward bit for bit); ``"exact"``: float64 geometry (the exact Joseph
 #: integral of the exact LOR). docs/joseph.md, "Precision".
 NUMERICS = ("stir", "exact")
+
+
+def checked_triple(name: str, value: Any, positive: bool) -> tuple[float, float, float]:
+    """A kernel argument ``name`` (origin, voxel size) as 3 finite floats (z, y, x), positive
+    where asked; a GeometryError naming it otherwise."""
+    try:
+        t = tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
+    except (TypeError, ValueError):
+        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {value!r}") from None
+    if len(t) != 3:
+        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {len(t)}")
+    if not all(math.isfinite(v) for v in t):
+        raise GeometryError(f"{name}: must be finite, got {t}")
+    if positive and not all(v > 0 for v in t):
+        raise GeometryError(f"{name}: must be positive, got {t}")
+    return t
 
 
 @dataclass(frozen=True)

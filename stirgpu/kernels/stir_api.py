@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import GeometryError
+from .arrays import import_cupy as _cupy
 from .tables import chunk_parts, parts_shapes
 
 if TYPE_CHECKING:
@@ -160,9 +161,3 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
                 cpu.reduce_slabs(extra, target)
         o += k
     return out_image
-
-
-def _cupy():
-    import cupy
-
-    return cupy

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.arrays import array_module
+from ..parfile.osmaposl import FLOAT32_MAX  # STIR's default 'maximum relative change'
+
 __all__ = [
     "array_module",
     "is_gpu_array",
@@ -46,20 +49,10 @@ __all__ = [
 SMALL_NUM = 1e-6
 #: OSMAPOSL's ``MAP model`` values
 MAP_MODELS = ("additive", "multiplicative")
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def is_gpu_array(a) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
-
-
-def array_module(a):
-    """numpy or cupy, whichever ``a`` belongs to."""
-    if is_gpu_array(a):
-        import cupy
-
-        return cupy
-    return np
 
 
 def to_numpy(a) -> np.ndarray:
