@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from ..errors import GeometryError, StirGpuError
+from .images import coordinate_triple
 
 __all__ = [
     "scanner_from_stir",
@@ -202,12 +203,6 @@ def _check_same_geometry(stir_pdi: Any, pdi, name: str) -> None:
                     differ(f"tan(theta) {where}", stir_pdi.get_tantheta(b), pdi.get_tantheta(seg, t), _ANGLE_TOL)
 
 
-def _triple(c: Any, cast) -> tuple:
-    from .images import coordinate_triple
-
-    return coordinate_triple(c, cast)
-
-
 def image_info_from_stir(image: Any, name: str = "image"):
     """The :class:`~stirgpu.geometry.ImageInfo` of a STIR ``VoxelsOnCartesianGrid``.
 
@@ -221,10 +216,10 @@ def image_info_from_stir(image: Any, name: str = "image"):
     from ..geometry import ImageInfo
 
     try:
-        shape = _triple(image.get_lengths(), int)
-        voxel = _triple(image.get_voxel_size(), float)
-        origin = _triple(image.get_origin(), float)
-        mi = _triple(image.get_min_indices(), int)
+        shape = coordinate_triple(image.get_lengths(), int)
+        voxel = coordinate_triple(image.get_voxel_size(), float)
+        origin = coordinate_triple(image.get_origin(), float)
+        mi = coordinate_triple(image.get_min_indices(), int)
     except (AttributeError, TypeError, GeometryError) as e:
         raise GeometryError(f"{name}: cannot read the geometry of a STIR image ({e})") from None
     if not all(math.isfinite(v) for v in voxel + origin):
