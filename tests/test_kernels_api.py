@@ -42,8 +42,8 @@ def test_import_does_no_work():
 def test_array_module_and_a_missing_cupy(monkeypatch):
     """numpy arrays and anything not cupy's are numpy's; where cupy cannot be imported, asking for
     it (a cupy array seen, the CUDA backend) is a DeviceError naming the install extras."""
+    from stirgpu.arrays import array_module, import_cupy
     from stirgpu.errors import DeviceError
-    from stirgpu.kernels.arrays import array_module, import_cupy
 
     assert array_module(np.zeros(2)) is np and array_module([1.0]) is np
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import import_cupy as _cupy
 from ..errors import DeviceError
-from ..kernels.arrays import import_cupy as _cupy
 
 __all__ = [
     "resolve_backend",

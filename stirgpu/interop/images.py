@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import DLPACK_CUDA
 from ..errors import GeometryError, StirGpuError
-from ..kernels.arrays import DLPACK_CUDA
 
 __all__ = ["as_image_array", "is_cuda_array", "image_info_of", "store_image", "version_stamp", "coordinate_triple"]
 

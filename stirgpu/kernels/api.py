@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import DLPACK_CUDA
 from ..errors import DeviceError, GeometryError, StirGpuError
-from .arrays import DLPACK_CUDA
 from .frames import checked_triple as _triple
 from .tables import chunk_parts, parts_shapes
 

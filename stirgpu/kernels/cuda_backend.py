@@ -37,10 +37,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..arrays import DLPACK_CUDA
+from ..arrays import import_cupy as _cupy
 from ..errors import DeviceError, GeometryError, StirGpuError
 from . import tables as _tables
-from .arrays import DLPACK_CUDA
-from .arrays import import_cupy as _cupy
 from .frames import checked_triple as _triple
 
 __all__ = [

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import numpy as np
-
 from ..errors import GeometryError
 
 if TYPE_CHECKING:
@@ -34,7 +32,7 @@ __all__ = ["KernelGeometry", "stir_scaled_geometry", "NUMERICS"]
 NUMERICS = ("stir", "exact")
 
 
-def checked_triple(name: str, value: Any, positive: bool) -> tuple[float, float, float]:
+def checked_triple(name: str, value: object, positive: bool) -> tuple[float, float, float]:
     """A kernel argument ``name`` (origin, voxel size) as 3 finite floats (z, y, x), positive
     where asked; a GeometryError naming it otherwise."""
     try:

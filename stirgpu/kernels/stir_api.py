@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..arrays import import_cupy as _cupy
 from ..errors import GeometryError
-from .arrays import import_cupy as _cupy
 from .tables import chunk_parts, parts_shapes
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.arrays import array_module
+from ..arrays import array_module
 from ..parfile.osmaposl import FLOAT32_MAX  # STIR's default 'maximum relative change'
 
 __all__ = [

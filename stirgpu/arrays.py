@@ -6,7 +6,7 @@
 * :func:`array_module` -- numpy or cupy, whichever an array belongs to (the ``xp`` of code
   written once for both).
 
-Used by the kernels, the execution layer, interop and recon (everything above the kernels).
+Any package may import it (it imports numpy and :mod:`stirgpu.errors` only; cupy on first use).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DeviceError
+from .errors import DeviceError
 
 __all__ = ["DLPACK_CUDA", "import_cupy", "array_module"]
 
