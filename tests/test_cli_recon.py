@@ -211,12 +211,7 @@ def test_every_problem_with_the_data_in_one_run(workdir, capsys):
 
 def test_unsupported_feature_is_refused(workdir, capsys):
     """A prior stirgpu does not implement (STIR's PLS) is refused with the line of 'prior type'."""
-    text = par_text().replace(
-        "  recompute sensitivity := 1
-", "  recompute sensitivity := 1
-  prior type := PLS
-"
-    )
+    text = par_text().replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n  prior type := PLS\n")
     (workdir / "osem.par").write_text(text)
     assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
     assert "osem.par:" in (err := capsys.readouterr().err) and "prior 'PLS' is not implemented" in err
