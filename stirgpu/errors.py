@@ -16,6 +16,8 @@ __all__ = [
     "StirGpuError",
     "FormatError",
     "GeometryError",
+    "StoreAbilityError",
+    "FileStoreAbilityError",
     "PlanError",
     "DeviceError",
     "PipelineError",
@@ -76,6 +78,18 @@ class FormatError(StirGpuError, ValueError):
 
 class GeometryError(StirGpuError, ValueError):
     """Geometry parameters that STIR would refuse, or a request outside the geometry."""
+
+
+class StoreAbilityError(StirGpuError):
+    """A projection-data store was asked for something its declared abilities
+    (``store.abilities``, :class:`~stirgpu.formats.StoreAbilities`) say it cannot do -- read a
+    template, write a read-only store, abort data already committed, ... -- and refused it
+    without reading or changing a value.  The message names the store and what it cannot do."""
+
+
+class FileStoreAbilityError(FormatError, StoreAbilityError):
+    """A :class:`StoreAbilityError` of a store on disk; as a :class:`FormatError`, its ``path``
+    is the store's file."""
 
 
 class PlanError(StirGpuError):

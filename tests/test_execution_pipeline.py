@@ -8,6 +8,7 @@ are generous (10 s) against a call that normally takes well under a second.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from helpers import assert_same_back, phantom, random_proj_data, same_data, smal
 
 from stirgpu.errors import PipelineError
 from stirgpu.execution import ChunkProgram, Engine
-from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
+from stirgpu.formats import ProjData, ProjDataInMemory, ProjDataOnDisk, read_from_file
 from stirgpu.projectors import BackProjector, ForwardProjector, ProjectorPair
 
 
@@ -23,14 +24,20 @@ class Boom(RuntimeError):
     pass
 
 
-class FailingStore:
-    """Delegates to ``inner`` but raises Boom on the ``after``-th read_views / write_views."""
+class FailingStore(ProjData):
+    """Delegates to ``inner`` but raises Boom on the ``after``-th read_views / write_views; its
+    abilities are the inner store's, less host memory (so every chunk goes through read_views /
+    write_views, staged, where it fails)."""
 
     def __init__(self, inner, fail_read_after=None, fail_write_after=None):
         self._inner = inner
         self._reads = self._writes = 0
         self._fail_read_after = fail_read_after
         self._fail_write_after = fail_write_after
+
+    proj_data_info = property(lambda self: self._inner.proj_data_info)
+    storage_order = property(lambda self: self._inner.storage_order)
+    abilities = property(lambda self: dataclasses.replace(self._inner.abilities, host_memory=False))
 
     def read_views(self, *args, **kw):
         self._reads += 1
@@ -44,11 +51,14 @@ class FailingStore:
             raise Boom(f"write number {self._writes} failed")
         return self._inner.write_views(*args, **kw)
 
-    def host_array(self, segment, timing_pos=0):
-        return None  # every chunk goes through read_views / write_views (staged), where it fails
+    def _read_box(self, *args) -> None:
+        self._inner._read_box(*args)
 
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
+    def _write_box(self, *args) -> None:
+        self._inner._write_box(*args)
+
+    def abort(self) -> None:
+        self._inner.abort()
 
 
 def _timed(fn):

@@ -3,11 +3,13 @@
 * :mod:`.interfile` -- the keyword layer (parse/write ``key := value`` with STIR's rules)
 * :mod:`.projdata_header` -- ``.hs`` headers <-> :class:`~stirgpu.geometry.ProjDataInfo`
 * :mod:`.projdata` -- the :class:`ProjData` protocol (STIR's names + chunk access)
+* :mod:`.abilities` -- :class:`StoreAbilities`: what a store declares it can do
 * :mod:`.projdata_disk`, :mod:`.projdata_memory`, :mod:`.projdata_viewgrams` -- the stores
 * :mod:`.image` -- :class:`VoxelsOnCartesianGrid`, ``.hv`` read/write
 * :mod:`.testing` -- the contract every store passes
 """
 
+from .abilities import Residence, StoreAbilities
 from .image import VoxelsOnCartesianGrid, read_image, write_image
 from .interfile import InterfileHeader, parse_header, read_header
 from .projdata import ProjData, read_from_file
@@ -24,6 +26,8 @@ __all__ = [
     "ProjDataOnDisk",
     "ProjDataInMemory",
     "ProjDataViewgrams",
+    "StoreAbilities",
+    "Residence",
     "StorageOrder",
     "read_from_file",
     "ProjDataHeader",

@@ -32,11 +32,20 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import GeometryError
+from ..errors import GeometryError, StoreAbilityError
 from ..geometry import ProjDataInfo
+from .abilities import StoreAbilities
 from .storage_order import StorageOrder
 
 __all__ = ["ProjData", "StorageOrder", "view_runs", "read_from_file"]
+
+#: what a store lacking an ability (a StoreAbilities field) cannot do, for refusals
+_CANNOT = {
+    "readable": "cannot be read",
+    "writable": "cannot be written",
+    "write_behind": "has no write-behind (start_writeback)",
+    "abortable": "holds no new data that abort() could discard",
+}
 
 #: bytes of float32 data handled per step by bulk operations (fill, copy)
 _STEP_BYTES = 32 * 1024 * 1024
@@ -61,8 +70,10 @@ class ProjData(abc.ABC):
     """Projection data of one :class:`~stirgpu.geometry.ProjDataInfo` (a store).
 
     Stores: :class:`~stirgpu.formats.ProjDataFromFile` (Interfile on disk, view or
-    sinogram order) and :class:`~stirgpu.formats.ProjDataInMemory`.  Use as a
-    context manager (or call :meth:`close`) to release files.
+    sinogram order), :class:`~stirgpu.formats.ProjDataInMemory`,
+    :class:`~stirgpu.formats.ProjDataViewgrams`, the computed views of :mod:`stirgpu.recon.views`,
+    :class:`~stirgpu.interop.StirProjDataAdapter` (a STIR ProjData).  Each declares what it can
+    do in :attr:`abilities`.  Use as a context manager (or call :meth:`close`) to release files.
     """
 
     # -- what a store provides -----------------------------------------------------------
@@ -86,16 +97,43 @@ class ProjData(abc.ABC):
     def _write_box(self, segment: int, tof_index: int, v0: int, a0: int, data: np.ndarray) -> None:
         """Store ``data`` (float32, shape (nv, na, nt), maybe strided) at views v0.., axial a0.."""
 
+    @property
+    @abc.abstractmethod
+    def abilities(self) -> StoreAbilities:
+        """What the store can do now (:class:`~stirgpu.formats.StoreAbilities`: readable,
+        writable, parallel reads and writes, write-behind, abortable, template, host memory,
+        where the bins are).  Callers decide by it, never by the store's type or attributes."""
+
     def close(self) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Release resources (files).  Further use is an error for file-backed stores."""
 
-    def check_readable(self) -> None:  # noqa: B027 (optional hook; default: nothing)
-        """Raise a FormatError (naming the file) when the values cannot be read -- a template
-        (a header without data), a closed file -- so that a caller can refuse before any work
-        instead of failing in the middle of it.  Stores that always hold values do nothing."""
+    def check_readable(self) -> None:
+        """Raise :class:`~stirgpu.errors.StoreAbilityError` naming the store (and its file) when
+        it is not ``abilities.readable`` -- a template (a header without data), a closed file --
+        so that a caller can refuse before any work instead of failing in the middle of it."""
+        if not self.abilities.readable:
+            raise self._refusal("readable")
 
-    def check_writable(self) -> None:  # noqa: B027 (optional hook; default: nothing)
-        """Like :meth:`check_readable`, for writing (a read-only store is also refused)."""
+    def check_writable(self) -> None:
+        """Like :meth:`check_readable`, for ``abilities.writable`` (a read-only store, a
+        computed view, ... are refused too)."""
+        if not self.abilities.writable:
+            raise self._refusal("writable")
+
+    def start_writeback(self) -> None:
+        """Start writing what was written so far to the disk now, for stores with
+        ``abilities.write_behind``; the others raise StoreAbilityError."""
+        raise self._refusal("write_behind")
+
+    def abort(self) -> None:
+        """Discard new, uncommitted data and close, for stores with ``abilities.abortable``;
+        the others raise StoreAbilityError."""
+        raise self._refusal("abortable")
+
+    def _refusal(self, ability: str) -> StoreAbilityError:
+        """The error refusing what needs ``ability`` (a StoreAbilities field) the store lacks.
+        Stores override it to say why (and name their file)."""
+        return StoreAbilityError(f"{self!r} {_CANNOT.get(ability, 'is not ' + ability)} (it is: {self.abilities})")
 
     def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray | None:
         """The store's own memory for one segment and timing position, when the store keeps

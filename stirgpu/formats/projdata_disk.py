@@ -14,10 +14,16 @@ Safety:
 * a store opened with ``mode="r"`` refuses every write; the file is opened read-only;
 * :meth:`ProjDataFromFile.create` writes the data under a temporary name and puts data
   and header (last) in place only on :meth:`~ProjDataFromFile.commit` / ``close()``; a
-  ``with`` block that ends in an exception, or a writer that dies, leaves no ``.hs``;
+  ``with`` block that ends in an exception, :meth:`~ProjDataFromFile.abort`, or a writer that
+  dies, leaves no ``.hs`` (and a file it was to replace as it was);
 * a header whose data file is absent or empty is a *template* (geometry only): asking it
   for values is a FormatError, and ``open(..., allow_template=False)`` refuses it at once,
   naming the header and the missing data file;
+* what a store can do at a given moment is in its ``abilities``
+  (:class:`~stirgpu.formats.StoreAbilities`: readable unless a template or closed, writable
+  unless also opened read-only, parallel reads and writes through positioned I/O, write-behind
+  when writable, abortable from ``create`` until committed); refusals are
+  :class:`~stirgpu.errors.FileStoreAbilityError` (a FormatError naming the file);
 * a data file of another size than the header describes (``data offset in bytes`` plus the
   bins) is a FormatError naming both sizes: shorter cannot be read, and longer means the
   header does not describe the file (STIR 6.5 reads the first bytes of a longer file without
@@ -32,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, GeometryError
+from ..errors import FileStoreAbilityError, FormatError, GeometryError
 from ..geometry import ProjDataInfo
+from .abilities import Residence, StoreAbilities
 from .naming import PROJDATA, output_names
 from .projdata import ProjData
 from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
@@ -45,6 +52,8 @@ __all__ = ["ProjDataFromFile", "ProjDataOnDisk"]
 #: bytes converted per step when the file's number format is not native float32
 _STEP_BYTES = 16 * 1024 * 1024
 _NATIVE_F32 = np.dtype(np.float32)
+#: write-behind needs posix_fadvise (Linux, most POSIX systems)
+_CAN_FADVISE = hasattr(os, "posix_fadvise")
 
 
 class _Handle:
@@ -251,14 +260,21 @@ class ProjDataFromFile(ProjData):
     def start_writeback(self) -> None:
         """Start writing the data file's dirty pages to disk now (asynchronously) and drop pages
         already written from the page cache (``posix_fadvise(DONTNEED)``), so a streaming writer
-        overlaps disk time with compute; a no-op where unsupported or closed."""
-        if self._handle.fd >= 0 and hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(self._handle.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        overlaps disk time with compute (``abilities.write_behind``: a writable store where the
+        system has posix_fadvise; otherwise a FileStoreAbilityError)."""
+        if not self.abilities.write_behind:
+            raise self._refusal("write_behind")
+        os.posix_fadvise(self._handle.fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def abort(self) -> None:
-        """Forget new, uncommitted data (temporary files removed) and close."""
-        if self._pending is not None:
-            self._pending.abort()
+        """Forget new data not yet committed (the temporary files removed: nothing appears under
+        the final names, and a file they were to replace stays as it was) and close.  For a
+        store made by :meth:`create` until :meth:`commit` (``abilities.abortable``); again
+        after an abort it does nothing.  A store of existing or committed data refuses
+        (FileStoreAbilityError): writes in place cannot be undone."""
+        if self._pending is None or self._mode != "w":
+            raise self._refusal("abortable")
+        self._pending.abort()
         self._handle.close()
 
     def close(self) -> None:
@@ -315,26 +331,49 @@ class ProjDataFromFile(ProjData):
     def closed(self) -> bool:
         return self._handle.fd < 0 and not self.is_template
 
-    def check_readable(self) -> None:
-        if self._template_reason is not None or self._handle.fd < 0:
-            self._fd()
-
-    def check_writable(self) -> None:
-        self.check_readable()
-        if self._mode == "r":
-            self._refuse_write()
-
-    def _refuse_write(self) -> None:
-        raise FormatError(
-            "was opened read-only (mode 'r'); open it with mode 'r+' to modify it", path=self._header.path
+    @property
+    def abilities(self) -> StoreAbilities:
+        """Readable unless a template or closed; writable unless also opened with mode 'r';
+        parallel reads and writes (positioned I/O on one descriptor); write-behind when
+        writable; abortable from :meth:`create` until committed; on disk."""
+        has_values = self._template_reason is None and self._handle.fd >= 0
+        writable = has_values and self._mode != "r"
+        return StoreAbilities(
+            readable=has_values,
+            writable=writable,
+            parallel_reads=has_values,
+            parallel_writes=writable,
+            write_behind=writable and _CAN_FADVISE,
+            abortable=writable and self._mode == "w" and self._pending is not None and not self._pending.done,
+            template=self._template_reason is not None,
+            host_memory=False,
+            residence=Residence.DISK,
         )
+
+    def _refusal(self, ability: str) -> FileStoreAbilityError:
+        if self._template_reason is not None:
+            why = f"has no values: it is a template ({self._template_reason})"
+        elif self._handle.fd < 0:
+            why = "is closed"
+        elif ability in ("writable", "write_behind") and self._mode == "r":
+            why = "was opened read-only (mode 'r'); open it with mode 'r+' to modify it"
+        elif ability == "abortable":
+            what = (
+                "were committed" if self._pending is not None else f"were opened as existing data (mode {self._mode!r})"
+            )
+            why = (
+                f"holds no new data that abort() could discard: its values {what}, and writes in place cannot be undone"
+            )
+        elif ability == "write_behind":
+            why = "has no write-behind here (this system has no os.posix_fadvise)"
+        else:
+            why = f"cannot do what needs {ability}"
+        return FileStoreAbilityError(why, path=self._header.path)
 
     # -- the two primitives --------------------------------------------------------------
     def _fd(self) -> int:
-        if self._template_reason is not None:
-            raise FormatError(f"has no values: it is a template ({self._template_reason})", path=self._header.path)
-        if self._handle.fd < 0:
-            raise FormatError("is closed", path=self._header.path)
+        if self._template_reason is not None or self._handle.fd < 0:
+            raise self._refusal("readable")
         return self._handle.fd
 
     def _pieces(self, segment: int, tof_index: int, view_range, axial_range):
@@ -379,7 +418,7 @@ class ProjDataFromFile(ProjData):
 
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         if self._mode == "r":
-            self._refuse_write()
+            raise self._refusal("writable")
         fd = self._fd()
         nv, na = data.shape[:2]
         box = self._in_file_order(data)

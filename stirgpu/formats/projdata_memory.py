@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import GeometryError
 from ..geometry import ProjDataInfo
+from .abilities import Residence, StoreAbilities
 from .projdata import ProjData, view_runs
 from .storage_order import StorageOrder
 
@@ -14,6 +15,19 @@ __all__ = ["ProjDataInMemory"]
 
 #: a view set with at most this many runs of consecutive views is copied run by run
 _RUNS_AS_SLICES = 2
+
+#: numpy arrays: read and written from any number of threads at once; host_array is the data
+_ABILITIES = StoreAbilities(
+    readable=True,
+    writable=True,
+    parallel_reads=True,
+    parallel_writes=True,
+    write_behind=False,
+    abortable=False,
+    template=False,
+    host_memory=True,
+    residence=Residence.MEMORY,
+)
 
 
 class ProjDataInMemory(ProjData):
@@ -56,6 +70,11 @@ class ProjDataInMemory(ProjData):
     @property
     def storage_order(self) -> StorageOrder:
         return StorageOrder.VIEW
+
+    @property
+    def abilities(self) -> StoreAbilities:
+        """Readable, writable, in parallel, in host memory (:meth:`host_array`)."""
+        return _ABILITIES
 
     def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray:
         """The segment's bins themselves, (views, axial, tangential) float32 (see

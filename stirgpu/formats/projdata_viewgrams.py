@@ -6,8 +6,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import GeometryError
+from ..errors import GeometryError, StoreAbilityError
 from ..geometry import ProjDataInfo
+from .abilities import Residence, StoreAbilities
 from .projdata import ProjData
 from .storage_order import StorageOrder
 
@@ -22,7 +23,7 @@ class ProjDataViewgrams(ProjData):
     ``ProjDataViewgrams(proj_data_info, {(segment, view): array})``.  Reading a viewgram that
     is not held gives zeros when ``missing_as_zeros`` (a back projection of the viewgrams
     given: the others contribute nothing), else a GeometryError; writing one is always an
-    error.  Non-TOF only.
+    error.  Writable when every array given is (numpy's ``writeable`` flag).  Non-TOF only.
     """
 
     def __init__(
@@ -57,6 +58,19 @@ class ProjDataViewgrams(ProjData):
                     f"{getattr(arr, 'dtype', type(arr).__name__)} {getattr(arr, 'shape', '')}"
                 )
             self._viewgrams[(seg, view)] = arr
+        # separate arrays: any number of threads read (or write disjoint views) at once
+        writable = all(a.flags.writeable for a in self._viewgrams.values())
+        self._abilities = StoreAbilities(
+            readable=True,
+            writable=writable,
+            parallel_reads=True,
+            parallel_writes=writable,
+            write_behind=False,
+            abortable=False,
+            template=False,
+            host_memory=False,
+            residence=Residence.MEMORY,
+        )
 
     @property
     def proj_data_info(self) -> ProjDataInfo:
@@ -65,6 +79,15 @@ class ProjDataViewgrams(ProjData):
     @property
     def storage_order(self) -> StorageOrder:
         return StorageOrder.VIEW
+
+    @property
+    def abilities(self) -> StoreAbilities:
+        return self._abilities
+
+    def _refusal(self, ability: str) -> StoreAbilityError:
+        if ability == "writable":
+            return StoreAbilityError(f"{self!r} cannot be written: the caller gave some of its viewgrams read-only")
+        return super()._refusal(ability)
 
     def holds(self, segment: int, view: int) -> bool:
         return (int(segment), int(view)) in self._viewgrams
@@ -85,6 +108,8 @@ class ProjDataViewgrams(ProjData):
                 out[i] = arr[a0:a1]
 
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        if not self._abilities.writable:
+            raise self._refusal("writable")
         na = data.shape[1]
         for i in range(data.shape[0]):
             arr = self._viewgram(segment, v0 + i, writing=True)

@@ -1,4 +1,4 @@
-"""STIR's ``ProjData`` (``ProjDataInterfile``, ``ProjDataInMemory``, ...) as a chunk store
+"""STIR's ``ProjData`` (``ProjDataInterfile``, ``ProjDataInMemory``, ...) as a stirgpu store
 (duck-typed; ``stir`` is never imported here).
 
 :class:`StirProjDataAdapter` gives any object with STIR's ``ProjData`` API
@@ -9,7 +9,9 @@ reads without touching other views (a segment or a sinogram holds every view, an
 needs only some): ``get_viewgram(v, s).as_array()`` is one positioned read of a view-order
 file plus one copy into numpy, and ``fill(numpy array)`` + ``set_viewgram`` one copy and one
 write.  So only the chunk's views are read or written, never a full copy of the data; the
-calls are serialised (a file-backed STIR ProjData shares one stream).
+calls are serialised (a file-backed STIR ProjData shares one stream).  The adapter is a
+:class:`~stirgpu.formats.ProjData`: STIR's Python names, and ``abilities`` saying what it can
+do (readable; writable, as far as anyone can tell before STIR refuses; one call at a time).
 
 The geometry is the STIR object's own, converted exactly
 (:func:`~stirgpu.interop.stir_geometry.proj_data_info_from_stir`); the projectors compare it
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeometryError, StirGpuError
+from ..formats import ProjData, Residence, StorageOrder, StoreAbilities
 from .stir_geometry import (
     image_info_from_stir,
     is_stir_image,
@@ -51,15 +54,15 @@ _WRITABLE = (
 
 
 def is_stir_proj_data(obj: Any) -> bool:
-    """True for objects with STIR's ProjData API but not stirgpu's chunk calls."""
-    return hasattr(obj, "get_viewgram") and hasattr(obj, "get_proj_data_info") and not hasattr(obj, "read_views")
+    """True for objects with STIR's ProjData API that are not stirgpu stores."""
+    return not isinstance(obj, ProjData) and hasattr(obj, "get_viewgram") and hasattr(obj, "get_proj_data_info")
 
 
-def as_proj_data(obj: Any, proj_data_info=None, name: str = "proj_data"):
-    """A store with ``read_views``/``write_views``: stirgpu stores (and adapters) as they are,
-    STIR-like objects wrapped in :class:`StirProjDataAdapter` (``proj_data_info``, when given,
-    is taken as the object's geometry instead of converting STIR's)."""
-    if hasattr(obj, "read_views") and hasattr(obj, "write_views") and hasattr(obj, "get_proj_data_info"):
+def as_proj_data(obj: Any, proj_data_info=None, name: str = "proj_data") -> ProjData:
+    """A stirgpu store: stirgpu stores (:class:`~stirgpu.formats.ProjData`, adapters included)
+    as they are, STIR-like objects wrapped in :class:`StirProjDataAdapter` (``proj_data_info``,
+    when given, is taken as the object's geometry instead of converting STIR's)."""
+    if isinstance(obj, ProjData):
         return obj
     if is_stir_proj_data(obj):
         return StirProjDataAdapter(obj, proj_data_info, name=name)
@@ -69,8 +72,27 @@ def as_proj_data(obj: Any, proj_data_info=None, name: str = "proj_data"):
     )
 
 
-class StirProjDataAdapter:
-    """``read_views`` / ``write_views`` on top of STIR's viewgram API (see the module docstring)."""
+#: what a STIR ProjData can do, as far as its Python API tells
+_ABILITIES = StoreAbilities(
+    readable=True,
+    # STIR does not say whether a file's stream was opened for writing: the adapter tries, and a
+    # refused set_viewgram is a StirGpuError before any value changes (never lost data)
+    writable=True,
+    # one STIR call at a time (a file-backed ProjData shares one stream)
+    parallel_reads=False,
+    parallel_writes=False,
+    write_behind=False,
+    abortable=False,
+    template=False,
+    host_memory=False,
+    residence=Residence.FOREIGN,
+)
+
+
+class StirProjDataAdapter(ProjData):
+    """A STIR ProjData as a stirgpu store, one viewgram per STIR call (see the module
+    docstring).  Its abilities: readable and writable (see :data:`_ABILITIES`), one call at a
+    time, held by STIR.  Non-TOF only."""
 
     def __init__(self, stir_proj_data: Any, proj_data_info=None, name: str = "proj_data"):
         if not is_stir_proj_data(stir_proj_data):
@@ -90,55 +112,60 @@ class StirProjDataAdapter:
     def proj_data_info(self):
         return self._pdi
 
-    def get_proj_data_info(self):
-        return self._pdi
+    @property
+    def storage_order(self) -> StorageOrder:
+        return StorageOrder.VIEW  # (its unit: STIR's own layout is not visible through its API)
 
-    def _check(self, segment: int, views, timing_pos: int) -> tuple[list[int], int, int]:
-        if int(timing_pos) != 0:
-            raise GeometryError(f"{self.name}: only non-TOF data (timing_pos 0) are supported")
-        seg = self._pdi.segment(segment).segment_num  # validates the segment
-        return [int(v) for v in views], self._pdi.get_num_axial_poss(seg), self._pdi.get_num_tangential_poss()
+    @property
+    def abilities(self) -> StoreAbilities:
+        return _ABILITIES
 
-    def read_views(self, segment: int, views, out: np.ndarray | None = None, timing_pos: int = 0) -> np.ndarray:
-        views, na, nt = self._check(segment, views, timing_pos)
-        if out is None:
-            out = np.empty((len(views), na, nt), dtype=np.float32)
-        elif out.shape != (len(views), na, nt):
-            raise GeometryError(f"read_views: out has shape {out.shape}, expected {(len(views), na, nt)}")
-        get = self.stir_proj_data.get_viewgram
-        seg = int(segment)
+    def _check_non_tof(self) -> None:
+        if self._pdi.get_num_tof_poss() != 1:
+            raise GeometryError(f"{self.name}: only non-TOF STIR projection data are supported")
+
+    def _viewgram(self, view: int, segment: int) -> np.ndarray:
+        """STIR's viewgram (axial, tangential) as numpy (a copy); the caller holds the lock."""
+        vg = self.stir_proj_data.get_viewgram(view, segment).as_array()
+        shape = (self._pdi.get_num_axial_poss(segment), self._pdi.get_num_tangential_poss())
+        if vg.shape != shape:
+            raise GeometryError(
+                f"{self.name}: STIR viewgram (view {view}, segment {segment}) has shape {vg.shape}, expected {shape}"
+            )
+        return vg
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._check_non_tof()
+        (v0, v1), (a0, a1) = view_range, axial_range
         with self._lock:
-            for i, v in enumerate(views):
-                vg = get(v, seg).as_array()
-                if vg.shape != (na, nt):
-                    raise GeometryError(
-                        f"{self.name}: STIR viewgram (view {v}, segment {segment}) has shape "
-                        f"{vg.shape}, expected {(na, nt)}"
-                    )
-                out[i] = vg
-        return out
+            for i, v in enumerate(range(v0, v1)):
+                out[i] = self._viewgram(v, segment)[a0:a1]
 
-    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
-        views, na, nt = self._check(segment, views, timing_pos)
-        a = np.asarray(array, dtype=np.float32)
-        if a.shape != (len(views), na, nt):
-            raise GeometryError(f"write_views: array has shape {a.shape}, expected {(len(views), na, nt)}")
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        self._check_non_tof()
+        nv, na = data.shape[:2]
+        whole = a0 == 0 and na == self._pdi.get_num_axial_poss(segment)
+        with self._lock:
+            for i, v in enumerate(range(v0, v0 + nv)):
+                if whole:
+                    values = data[i]
+                else:  # part of a viewgram (a sinogram): STIR writes whole viewgrams only
+                    values = self._viewgram(v, segment)
+                    values[a0 : a0 + na] = data[i]
+                self._set_viewgram(v, segment, values)
+
+    def _set_viewgram(self, view: int, segment: int, values: np.ndarray) -> None:
         pd = self.stir_proj_data
-        seg = int(segment)
-        with self._lock:
-            for i, v in enumerate(views):
-                vg = pd.get_empty_viewgram(v, seg)
-                vg.fill(np.ascontiguousarray(a[i]))  # a numpy array: one copy in C++ (not .flat's iterator)
-                try:
-                    ok = pd.set_viewgram(vg)
-                except RuntimeError as e:  # STIR's error(): e.g. a file opened read-only
-                    raise StirGpuError(
-                        f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed: {e} ({_WRITABLE})"
-                    ) from None
-                if hasattr(ok, "succeeded") and not ok.succeeded():
-                    raise StirGpuError(
-                        f"{self.name}: STIR's set_viewgram(view {v}, segment {seg}) failed ({_WRITABLE})"
-                    )
+        vg = pd.get_empty_viewgram(view, segment)
+        vg.fill(np.ascontiguousarray(values, dtype=np.float32))  # a numpy array: one copy in C++ (not .flat's iterator)
+        try:
+            ok = pd.set_viewgram(vg)
+        except RuntimeError as e:  # STIR's error(): e.g. a file opened read-only
+            raise StirGpuError(
+                f"{self.name}: STIR's set_viewgram(view {view}, segment {segment}) failed: {e} ({_WRITABLE})"
+            ) from None
+        if hasattr(ok, "succeeded") and not ok.succeeded():
+            raise StirGpuError(f"{self.name}: STIR's set_viewgram(view {view}, segment {segment}) failed ({_WRITABLE})")
 
     def __repr__(self) -> str:
         return f"StirProjDataAdapter({type(self.stir_proj_data).__name__}, {self.name})"

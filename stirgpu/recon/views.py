@@ -16,7 +16,9 @@ streaming projector sees exactly the numbers STIR's objective function sees:
 * :class:`Product`, :class:`Sum`, :class:`Reciprocal` -- bin-wise arithmetic (the
   SIRF-style acquisition model builds its terms from them).
 
-Views never write (``write_views`` raises) and never copy whole data sets.
+Views never write (``write_views`` raises StoreAbilityError) and never copy whole data sets.
+Their ``abilities`` are their sources': readable (in parallel) when every source is, never
+writable, computed.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ from typing import overload
 
 import numpy as np
 
-from ..errors import GeometryError, StirGpuError
-from ..formats import ProjData, StorageOrder
+from ..errors import GeometryError, StoreAbilityError
+from ..formats import ProjData, StorageOrder, StoreAbilities
 from ..geometry import ProjDataInfo
 
 __all__ = ["SegmentRange", "EndPlanes", "Quotient", "Constant", "Product", "Sum", "Reciprocal", "restrict_segments"]
 
 
 class _ReadOnly(ProjData):
-    """Shared parts of the adapters: read-only, storage order of the source."""
+    """Shared parts of the adapters: read-only, storage order of the source, abilities computed
+    from the sources'."""
 
     _source: ProjData
 
@@ -41,8 +44,23 @@ class _ReadOnly(ProjData):
     def storage_order(self) -> StorageOrder:
         return self._source.storage_order
 
+    def _sources(self) -> tuple[ProjData, ...]:
+        return (self._source,)
+
+    @property
+    def abilities(self) -> StoreAbilities:
+        return StoreAbilities.computed_from(*(s.abilities for s in self._sources()))
+
+    def _refusal(self, ability: str) -> StoreAbilityError:
+        if ability == "writable":
+            return StoreAbilityError(f"{type(self).__name__} is a read-only view of projection data (not writable)")
+        unreadable = [s for s in self._sources() if not s.abilities.readable]
+        if ability == "readable" and unreadable:
+            return unreadable[0]._refusal("readable")  # the source says why (and names its file)
+        return super()._refusal(ability)
+
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
-        raise StirGpuError(f"{type(self).__name__} is a read-only view of projection data")
+        raise self._refusal("writable")
 
     def close(self) -> None:
         """Views own nothing; closing the source is its owner's job."""
@@ -117,6 +135,9 @@ class Quotient(_ReadOnly):
         self._source = numerator
         self._den = denominator
 
+    def _sources(self) -> tuple[ProjData, ...]:
+        return (self._source, self._den)
+
     @property
     def proj_data_info(self) -> ProjDataInfo:
         return self._source.get_proj_data_info()
@@ -130,8 +151,8 @@ class Quotient(_ReadOnly):
         out[~nz] = 0
 
 
-class Constant(ProjData):
-    """Every bin equal to ``value`` (nothing stored)."""
+class Constant(_ReadOnly):
+    """Every bin equal to ``value`` (nothing stored; no sources: readable in parallel)."""
 
     def __init__(self, proj_data_info: ProjDataInfo, value: float):
         self._pdi = proj_data_info
@@ -145,11 +166,11 @@ class Constant(ProjData):
     def storage_order(self) -> StorageOrder:
         return StorageOrder.VIEW
 
+    def _sources(self) -> tuple[ProjData, ...]:
+        return ()
+
     def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
         out[...] = self._value
-
-    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
-        raise StirGpuError("Constant is a read-only view of projection data")
 
 
 class _Binary(_ReadOnly):
@@ -158,6 +179,9 @@ class _Binary(_ReadOnly):
             raise GeometryError(f"{type(self).__name__}: the two operands have different geometries")
         self._source = left
         self._right = right
+
+    def _sources(self) -> tuple[ProjData, ...]:
+        return (self._source, self._right)
 
     @property
     def proj_data_info(self) -> ProjDataInfo:

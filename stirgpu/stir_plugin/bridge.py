@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import GeometryError, StirGpuError
-from ..formats import ProjDataViewgrams
+from ..errors import GeometryError, StirGpuError, StoreAbilityError
+from ..formats import ProjData, ProjDataViewgrams, Residence, StorageOrder, StoreAbilities
 from ..interop import image_info_from_stir, proj_data_info_from_stir
 
 if TYPE_CHECKING:
@@ -137,14 +137,15 @@ class PairSession:
     # -- whole-ProjData calls -------------------------------------------------------------
     def forward_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
         t0 = time.perf_counter()
-        self._live_pair().forward_project(self._lent(access, "output projection data"), None, subset_num, num_subsets)
+        out = self._lent(access, "output projection data", writable=True)
+        self._live_pair().forward_project(out, None, subset_num, num_subsets)
         self._log("forward ProjData", self._pdi.subset_views(subset_num, num_subsets), t0)
 
     def back_proj_data(self, access, subset_num: int, num_subsets: int) -> None:
         t0 = time.perf_counter()
         self._live_pair().back_project(
             self._require_accumulating(),
-            self._lent(access, "projection data"),
+            self._lent(access, "projection data", writable=False),
             subset_num,
             num_subsets,
             accumulate=True,
@@ -167,13 +168,13 @@ class PairSession:
             raise StirGpuError("back projection before start_accumulating_in_new_target")
         return self._accum
 
-    def _lent(self, access, name: str) -> _LentProjData:
+    def _lent(self, access, name: str, writable: bool) -> _LentProjData:
         pdi = proj_data_info_from_stir(access.get_proj_data_info(), f"STIR's {name}")
         if pdi != self._pdi:
             raise GeometryError(
                 f"STIR's {name} has another geometry than the projector's set-up ({pdi!r} vs {self._pdi!r})"
             )
-        return _LentProjData(access, self._pdi)
+        return _LentProjData(access, self._pdi, writable)
 
     def report_calls(self, call: str, calls: int, waiting: float, copying: float, python: float) -> None:
         """One period of STIR's per-viewgram calls (C++ counters; see the module docstring)."""
@@ -224,38 +225,78 @@ class PairSession:
                 f.write(line + "\n")
 
 
-class _LentProjData:
-    """A STIR ProjData lent by the plugin for one call, as a chunk store: each viewgram goes
-    through STIR's own get_viewgram / set_viewgram (memory, disk, any ProjData type) straight
-    into or out of the engine's buffers; one call at a time (a file-backed ProjData shares one
-    stream)."""
+#: a STIR ProjData lent for one call: one call at a time, held by STIR; writable when lent as output
+_LENT_ABILITIES = {
+    writable: StoreAbilities(
+        readable=True,
+        writable=writable,
+        parallel_reads=False,
+        parallel_writes=False,
+        write_behind=False,
+        abortable=False,
+        template=False,
+        host_memory=False,
+        residence=Residence.FOREIGN,
+    )
+    for writable in (False, True)
+}
 
-    def __init__(self, access, pdi):
+
+class _LentProjData(ProjData):
+    """A STIR ProjData lent by the plugin for one call, as a store: each viewgram goes through
+    STIR's own get_viewgram / set_viewgram (memory, disk, any ProjData type) straight into or
+    out of the engine's buffers; one call at a time (a file-backed ProjData shares one stream).
+    Writable only when lent as an output (``writable``: the C++ side lends inputs read-only)."""
+
+    def __init__(self, access, pdi, writable: bool):
         self._access = access
         self._pdi = pdi
+        self._abilities = _LENT_ABILITIES[bool(writable)]
         self._lock = threading.Lock()
 
-    def get_proj_data_info(self):
+    @property
+    def proj_data_info(self):
         return self._pdi
 
-    def read_views(self, segment: int, views, out: np.ndarray | None = None, timing_pos: int = 0) -> np.ndarray:
-        views = [int(v) for v in views]
-        shape = (len(views), self._pdi.get_num_axial_poss(segment), self._pdi.get_num_tangential_poss())
-        if out is None:
-            out = np.empty(shape, dtype=np.float32)
+    @property
+    def storage_order(self) -> StorageOrder:
+        return StorageOrder.VIEW  # (its unit: viewgrams)
+
+    @property
+    def abilities(self) -> StoreAbilities:
+        return self._abilities
+
+    def _refusal(self, ability: str) -> StoreAbilityError:
+        if ability == "writable":
+            return StoreAbilityError("STIR's projection data were lent as input: they cannot be written")
+        return super()._refusal(ability)
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        (v0, v1), (a0, a1) = view_range, axial_range
+        whole = a0 == 0 and a1 == self._pdi.get_num_axial_poss(segment)
         with self._lock:
-            for i, v in enumerate(views):
+            for i, v in enumerate(range(v0, v1)):
                 row = out[i]
-                if row.flags.c_contiguous:  # STIR's viewgram copied straight into the engine's buffer
+                if whole and row.flags.c_contiguous:  # STIR's viewgram copied straight into the engine's buffer
                     self._access.read_viewgram(int(segment), v, row)
                 else:
-                    tmp = np.empty(row.shape, dtype=np.float32)
-                    self._access.read_viewgram(int(segment), v, tmp)
-                    row[...] = tmp
-        return out
+                    row[...] = self._viewgram(segment, v)[a0:a1]
 
-    def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
-        a = np.asarray(array, dtype=np.float32)
+    def _viewgram(self, segment: int, view: int) -> np.ndarray:
+        vg = np.empty((self._pdi.get_num_axial_poss(segment), self._pdi.get_num_tangential_poss()), np.float32)
+        self._access.read_viewgram(int(segment), int(view), vg)
+        return vg
+
+    def _write_box(self, segment, tof_index, v0, a0, data) -> None:
+        if not self._abilities.writable:
+            raise self._refusal("writable")
+        nv, na = data.shape[:2]
+        whole = a0 == 0 and na == self._pdi.get_num_axial_poss(segment)
         with self._lock:
-            for i, v in enumerate(views):
-                self._access.write_viewgram(int(segment), int(v), np.ascontiguousarray(a[i]))
+            for i, v in enumerate(range(v0, v0 + nv)):
+                if whole:
+                    values = np.ascontiguousarray(data[i])
+                else:  # part of a viewgram (a sinogram): STIR writes whole viewgrams only
+                    values = self._viewgram(segment, v)
+                    values[a0 : a0 + na] = data[i]
+                self._access.write_viewgram(int(segment), v, values)
