@@ -3,8 +3,9 @@
 Copies between host buffers and in-memory stores, and positioned reads/writes of disk
 stores, release the GIL; one thread copies at a few GB/s, so a chunk's reads and writes
 are split by views over a few threads to keep up with a GPU.  Only stores the caller
-declares safe for concurrent access to *disjoint* views are split (stirgpu's memory and
-disk stores are; a STIR ProjData adapter serialises its calls anyway).
+declares safe for concurrent access to *disjoint* views are split (the projectors pass the
+stores' ``abilities.parallel_reads`` / ``parallel_writes``: stirgpu's memory and disk stores
+have them; a STIR ProjData adapter serialises its calls anyway).
 
 The pool's threads are daemons: a store call that never returns cannot keep the
 interpreter from exiting.

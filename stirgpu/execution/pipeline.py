@@ -593,9 +593,9 @@ class Engine:
     def _host_arrays(self, store, pdi, segments, register: bool) -> dict | None:
         """``{segment: host_array(segment)}`` when every one fits and is page-locked (by this
         call when ``register``, else already), or None."""
-        get = getattr(store, "host_array", None)
-        if not callable(get):
+        if not store.abilities.host_memory:
             return None
+        get = store.host_array
         nt, nv = pdi.get_num_tangential_poss(), pdi.get_num_views()
         arrays = {}
         for seg in segments:

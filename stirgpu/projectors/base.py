@@ -21,6 +21,7 @@ from ..execution import RunResult
 from ..execution.plan import Plan
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
+from ..formats import ProjData
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import as_proj_data, image_info_of, is_stir_image, is_stir_proj_data, store_image
 from ..kernels import apply_cylindrical_fov
@@ -265,7 +266,7 @@ class StreamingProjector:
         with progress_bar(len(plan.chunks), operation) as update:
             with contextlib.ExitStack() as stack:
                 behind = {
-                    n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if _WriteBehind.applies(st)
+                    n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if st.abilities.write_behind
                 }
                 result = engine.run(
                     program,
@@ -278,7 +279,7 @@ class StreamingProjector:
                     operation=operation,
                     result_device=result_device,
                     result_out=result_out,
-                    parallel_io={n: _parallel_safe(st) for n, st in {**sources, **sinks}.items()},
+                    parallel_io=_parallel_io(sources, sinks),
                     after_write=behind,
                     direct=direct,
                 )
@@ -304,9 +305,10 @@ class StreamingProjector:
 
     @staticmethod
     def _abort_new_store(store) -> None:
-        """A new, uncommitted disk store whose filling failed is discarded, never committed
-        (stores opened for update in place keep what was written; see docs/execution.md)."""
-        if getattr(store, "mode", None) == "w" and hasattr(store, "abort"):
+        """A store of new, uncommitted data (``abilities.abortable``: a new disk store) whose
+        filling failed is discarded, never committed (stores updated in place keep what was
+        written; see docs/execution.md)."""
+        if store.abilities.abortable:
             store.abort()
 
     @staticmethod
@@ -334,32 +336,32 @@ def _refuse_options_beside(session: ProjectionSession, options: dict, who: str) 
 def _pdi_source(obj):
     """``obj`` if it can say its geometry (a stirgpu store, a STIR ProjData; for automatic
     set-up), else None."""
-    return (
-        obj if (hasattr(obj, "read_views") or is_stir_proj_data(obj)) and hasattr(obj, "get_proj_data_info") else None
-    )
+    return obj if isinstance(obj, ProjData) or is_stir_proj_data(obj) else None
 
 
 def _check_stores(sources: dict, sinks: dict) -> None:
-    """Refuse, before any work, stores whose values cannot be read (a template: a header whose
-    data file is missing) or written (read-only): the store's own error names the file.
-    Without this, the pipeline's reader or writer thread would fail mid-call."""
-    for stores, check in ((sources, "check_readable"), (sinks, "check_writable")):
-        for store in stores.values():
-            method = getattr(store, check, None)  # (STIR adapters check as they go)
-            if method is not None:
-                method()
+    """Refuse, before any work, inputs that are not ``abilities.readable`` (a template: a header
+    whose data file is missing) and outputs that are not ``abilities.writable`` (read-only): a
+    StoreAbilityError, the store's own, names it (and its file).  Without this, the pipeline's
+    reader or writer thread would fail mid-call."""
+    for store in sources.values():
+        store.check_readable()
+    for store in sinks.values():
+        store.check_writable()
 
 
-def _parallel_safe(store) -> bool:
-    """stirgpu's own stores allow concurrent reads/writes of disjoint views (positioned I/O,
-    numpy slices); anything else is accessed from one thread at a time."""
-    from ..formats import ProjData
-
-    return isinstance(store, ProjData)
+def _parallel_io(sources: dict, sinks: dict) -> dict[str, bool]:
+    """Which stores' chunk reads (inputs) and writes (outputs) the engine splits over its I/O
+    threads: those whose abilities say such calls run in parallel."""
+    return {
+        **{n: st.abilities.parallel_reads for n, st in sources.items()},
+        **{n: st.abilities.parallel_writes for n, st in sinks.items()},
+    }
 
 
 class _WriteBehind:
-    """Starts the write-back of a disk output while the projection still runs.
+    """Starts the write-back of an output with ``abilities.write_behind`` (a disk store) while
+    the projection still runs.
 
     Linux keeps written pages in the page cache until memory pressure, a timer or ``fsync``
     (at commit) writes them; for a file smaller than the dirty-page thresholds nothing
@@ -375,10 +377,6 @@ class _WriteBehind:
         self._store = store
         self._pending = 0
         self._lock = threading.Lock()
-
-    @staticmethod
-    def applies(store) -> bool:
-        return callable(getattr(store, "start_writeback", None)) and getattr(store, "mode", "r") != "r"
 
     def __enter__(self):
         return self

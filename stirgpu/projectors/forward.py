@@ -63,6 +63,6 @@ def forward_project(projector: StreamingProjector, proj_data_out, image, subset_
             upload=upload,
         )
     except BaseException:
-        projector._abort_new_store(proj_data_out)
+        projector._abort_new_store(out)
         raise
     return proj_data_out
