@@ -11,13 +11,13 @@ Use it from a pytest module::
 Every test checks a store against a plain numpy model of the data in STIR's
 ``as_array()`` order, so a store that mixes up views, axial positions, segments,
 timing positions or orders fails with the bin that is wrong.  Values are exact
-(float32 in, float32 out): tolerances are zero.  Needs pytest (imported here, so
+(float32 in, float32 out): tolerances are zero.  The contract includes the abilities
+contract (:mod:`.testing_abilities`: the store's declared abilities match what it does), which
+stores that are not writable pass on their own.  Needs pytest (imported here, so
 ``import stirgpu.formats`` never imports it).
 """
 
 from __future__ import annotations
-
-import concurrent.futures
 
 import numpy as np
 import pytest
@@ -26,6 +26,7 @@ from ..errors import GeometryError
 from ..geometry import ProjDataInfo, Scanner
 from .projdata import ProjData
 from .projdata_memory import ProjDataInMemory
+from .testing_abilities import StoreAbilitiesContract
 
 __all__ = ["ProjDataContract", "small_proj_data_info", "small_tof_proj_data_info", "reference_segment"]
 
@@ -81,22 +82,14 @@ def _random_like(store: ProjData, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(store.shape).astype(np.float32)
 
 
-class ProjDataContract:
-    """Tests every store must pass; subclass (named ``Test...``) and define :meth:`make_store`."""
+class ProjDataContract(StoreAbilitiesContract):
+    """Tests every writable store must pass; subclass (named ``Test...``) and define
+    :meth:`make_store`.  Fixtures ``pdi`` (non-TOF and TOF; override it for a non-TOF store)
+    and ``store`` come from :class:`~.testing_abilities.StoreAbilitiesContract`."""
 
     def make_store(self, proj_data_info: ProjDataInfo, tmp_path) -> ProjData:  # pragma: no cover
         """A new, writable store of that geometry whose values are all 0."""
         raise NotImplementedError
-
-    @pytest.fixture(params=["non_tof", "tof"])
-    def pdi(self, request) -> ProjDataInfo:
-        return small_proj_data_info() if request.param == "non_tof" else small_tof_proj_data_info()
-
-    @pytest.fixture
-    def store(self, pdi, tmp_path):
-        s = self.make_store(pdi, tmp_path)
-        yield s
-        s.close()
 
     @pytest.fixture
     def filled(self, store):
@@ -265,42 +258,6 @@ class ProjDataContract:
             )
         for t in self._timing_poss(pdi):
             assert np.all(store.get_segment_by_sinogram(0, timing_pos=t) == t + 10)
-
-    def test_concurrent_reads_and_disjoint_writes(self, filled, pdi):
-        """Threads reading different chunks, then writing disjoint views, give the serial
-        result (the engine's reader and writer threads share one store)."""
-        store, ref = filled
-        jobs = [(s, [v]) for s in pdi.segment_nums for v in range(pdi.get_num_views())]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(lambda j: store.read_views(j[0], j[1]), jobs))
-        for (s, views), got in zip(jobs, results, strict=True):
-            np.testing.assert_array_equal(got, reference_segment(ref, pdi, s)[:, views, :].transpose(1, 0, 2))
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda j: store.write_views(-store.read_views(j[0], j[1]), j[0], j[1]), jobs))
-        expected = ref.copy()
-        for s in pdi.segment_nums:
-            reference_segment(expected, pdi, s, 0)[...] *= -1
-        np.testing.assert_array_equal(store.as_array(), expected)
-
-    def test_host_array_is_the_data_or_none(self, filled, pdi):
-        """A store that hands out its host memory (``host_array``) hands out the data itself:
-        (views, axial, tangential) float32, C-contiguous, writable, and a write through it is
-        what read_views then returns.  Stores without one return None."""
-        store, ref = filled
-        t = self._timing_poss(pdi)[-1]
-        s = pdi.get_min_segment_num()
-        a = store.host_array(s, timing_pos=t)
-        if a is None:
-            return
-        shape = (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
-        assert a.shape == shape and a.dtype == np.float32
-        assert a.flags.c_contiguous and a.flags.writeable
-        assert store.host_array(s, timing_pos=t).ctypes.data == a.ctypes.data  # the same memory each time
-        np.testing.assert_array_equal(a, store.read_views(s, range(pdi.get_num_views()), timing_pos=t))
-        a[1] = 7.0
-        assert np.all(store.read_views(s, [1], timing_pos=t) == 7.0)
-        with pytest.raises(GeometryError, match="segment"):
-            store.host_array(pdi.get_max_segment_num() + 1)
 
     # -- bad requests --------------------------------------------------------------------
     def test_out_of_range_requests_are_geometry_errors(self, store, pdi):

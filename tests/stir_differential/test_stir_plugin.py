@@ -303,6 +303,64 @@ def test_whole_projdata_subset_calls_touch_only_the_subset(
     assert all(c["bins"] == 4 * bins_per_view for c in calls)
 
 
+def test_lent_proj_data_declares_what_stirs_access_object_does(stir, stir_plugin, inputs, monkeypatch):
+    """The plugin's lent ProjData on STIR's real access object, inside STIR's own calls: lent as
+    output it declares writable and a viewgram written reads back (and is in STIR's ProjData
+    afterwards); lent as input it declares not writable, a write is a StoreAbilityError (the
+    store's own refusal, before the C++ side's), and reads are STIR's viewgrams; neither
+    declares parallel I/O (one STIR call at a time) or anything of a file."""
+    import stirgpu.stir_plugin as sp
+    from stirgpu.errors import StoreAbilityError
+    from stirgpu.formats import Residence
+    from stirgpu.stir_plugin import bridge
+
+    seen = {}
+    forward, back = bridge.PairSession.forward_proj_data, bridge.PairSession.back_proj_data
+
+    def check(name, store):
+        seen[name] = {"abilities": store.abilities, "view 3": store.get_viewgram(3, 0)}
+        if store.abilities.writable:
+            store.set_viewgram(np.full(seen[name]["view 3"].shape, 4.0, np.float32), 3, 0)
+            seen[name]["written"] = store.get_viewgram(3, 0)
+        else:
+            try:
+                store.set_viewgram(np.zeros_like(seen[name]["view 3"]), 3, 0)
+            except StoreAbilityError as e:
+                seen[name]["refused"] = str(e)
+
+    def checked_forward(self, access, subset_num, num_subsets):
+        check("output", self._lent(access, "output projection data", writable=True))
+        forward(self, access, subset_num, num_subsets)
+
+    def checked_back(self, access, subset_num, num_subsets):
+        check("input", self._lent(access, "projection data", writable=False))
+        back(self, access, subset_num, num_subsets)
+
+    monkeypatch.setattr(bridge.PairSession, "forward_proj_data", checked_forward)
+    monkeypatch.setattr(bridge.PairSession, "back_proj_data", checked_back)
+    sp.load()
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    pdi = prompts.get_proj_data_info()
+    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
+    fp, bp = sp.forward_projector(backend="cpu"), sp.back_projector(backend="cpu")
+    fp.set_up(pdi, image)
+    bp.set_up(pdi, image)
+    out = stir.ProjDataInMemory(prompts.get_exam_info(), pdi)
+    out.fill(1.0)
+    fp.forward_project(out, image, 0, 4)  # subset 0: views 0, 4, 8, 12 (view 3 is not projected)
+    bp.back_project(image.get_empty_copy(), prompts, 0, 4)
+    for name, writable in (("output", True), ("input", False)):
+        a = seen[name]["abilities"]
+        assert a.readable and a.writable is writable
+        assert not (a.parallel_reads or a.parallel_writes or a.write_behind or a.abortable or a.host_memory)
+        assert a.residence is Residence.FOREIGN
+    # (STIR zeroes an output before its projector writes the subset)
+    assert np.all(seen["output"]["view 3"] == 0.0) and np.all(seen["output"]["written"] == 4.0)
+    assert np.all(out.get_viewgram(3, 0).as_array() == 4.0)
+    assert "lent as input" in seen["input"]["refused"]
+    np.testing.assert_array_equal(seen["input"]["view 3"], prompts.get_viewgram(3, 0).as_array())
+
+
 # -- errors and Ctrl-C ------------------------------------------------------------------------
 
 
