@@ -19,7 +19,15 @@ class BackProjector(StreamingProjector):
     """
 
     def back_project(
-        self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1, accumulate: bool = False, *, views=None
+        self,
+        image_out,
+        proj_data,
+        subset_num: int = 0,
+        num_subsets: int = 1,
+        accumulate: bool = False,
+        *,
+        views=None,
+        multiplicative=None,
     ):
         """Back project the views of subset ``subset_num`` of ``num_subsets`` of ``proj_data``.
 
@@ -32,27 +40,38 @@ class BackProjector(StreamingProjector):
         ``image_out`` of the image's layout on one of the projector's GPUs receives the result
         in place, with no copy (if the call fails, its values are then undefined; not so with
         ``accumulate``).  ``views`` (instead of a subset): exactly these views (distinct,
-        ascending).
+        ascending).  ``multiplicative`` (projection data like ``proj_data``: factors f) back
+        projects ``proj_data / f`` instead (0 where f == 0), divided chunk by chunk on the device:
+        SIRF's backward ``G' S y`` with ``S = 1 / f``.
         """
-        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views)
+        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views, multiplicative)
 
     def _forward_and_back(self) -> tuple[ForwardProjector, BackProjector]:
         return ForwardProjector(session=self.session), self
 
 
 def back_project(
-    projector: StreamingProjector, image_out, proj_data, subset_num: int, num_subsets: int, accumulate: bool, views
+    projector: StreamingProjector,
+    image_out,
+    proj_data,
+    subset_num: int,
+    num_subsets: int,
+    accumulate: bool,
+    views,
+    multiplicative=None,
 ):
     """:meth:`BackProjector.back_project` by ``projector`` (on its session, in its
     statistics): what a BackProjector and a ProjectorPair run."""
     projector._auto_set_up(_pdi_source(proj_data), image_out)
-    src = projector._store(proj_data, "proj_data")
+    sources = {"data": projector._store(proj_data, "proj_data")}
+    if multiplicative is not None:
+        sources["multiplicative"] = projector._store(multiplicative, "multiplicative")
     projector._check_image(image_out, "image_out")
     views = projector._views(subset_num, num_subsets, views)
     result = projector._run(
-        BackProgram(projector.session.kernel_geometry),
+        BackProgram(projector.session.kernel_geometry, multiplicative is not None),
         views,
-        {"data": src},
+        sources,
         {},
         "back projection",
         subset=(subset_num, num_subsets),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import StreamingProjector, _pdi_source
-from .programs import ForwardProgram
+from .programs import ForwardProgram, ModelForwardProgram
 
 if TYPE_CHECKING:
     from .back import BackProjector
@@ -24,7 +24,18 @@ class ForwardProjector(StreamingProjector):
     session (a :class:`~stirgpu.projectors.ProjectorPair`'s ``.forward`` is one).
     """
 
-    def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1, *, views=None):
+    def forward_project(
+        self,
+        proj_data_out,
+        image=None,
+        subset_num: int = 0,
+        num_subsets: int = 1,
+        *,
+        views=None,
+        additive=None,
+        multiplicative=None,
+        background=None,
+    ):
         """Write the forward projection of ``image`` (default: the one of :meth:`set_input`)
         into ``proj_data_out`` -- only the views of subset ``subset_num`` of ``num_subsets``
         (and segments up to ``max_segment_num_to_process``); nothing else of it is touched.
@@ -35,8 +46,16 @@ class ForwardProjector(StreamingProjector):
         ``image``: numpy/cupy/torch (z, y, x), a stirgpu image or a ``stir.FloatVoxelsOnCartesianGrid``
         of the set-up's geometry.  A new disk store whose projection fails is aborted (never
         committed).  Returns ``proj_data_out``.
+
+        ``additive`` (a), ``multiplicative`` (f) and ``background`` (b), projection data like
+        ``proj_data_out``, make it the model ``(A x + a) / f + b`` instead of ``A x``, in the same
+        streaming pass (:class:`~stirgpu.projectors.programs.ModelForwardProgram`; where f == 0
+        the bin is ``b``): SIRF's ``S (G x + a) + b`` with ``S = 1 / f``, STIR's mean of
+        ``PoissonLogLikelihoodWithLinearModelForMeanAndProjData`` with ``b = 0``.
         """
-        return forward_project(self, proj_data_out, image, subset_num, num_subsets, views)
+        return forward_project(
+            self, proj_data_out, image, subset_num, num_subsets, views, additive, multiplicative, background
+        )
 
     def _forward_and_back(self) -> tuple[ForwardProjector, BackProjector]:
         from .back import BackProjector  # (here: back.py imports this module)
@@ -44,19 +63,40 @@ class ForwardProjector(StreamingProjector):
         return self, BackProjector(session=self.session)
 
 
-def forward_project(projector: StreamingProjector, proj_data_out, image, subset_num: int, num_subsets: int, views):
+def forward_project(
+    projector: StreamingProjector,
+    proj_data_out,
+    image,
+    subset_num: int,
+    num_subsets: int,
+    views,
+    additive=None,
+    multiplicative=None,
+    background=None,
+):
     """:meth:`ForwardProjector.forward_project` by ``projector`` (on its session, in its
     statistics): what a ForwardProjector and a ProjectorPair run."""
     projector._auto_set_up(_pdi_source(proj_data_out), image)
     out = projector._store(proj_data_out, "proj_data_out")
+    terms = {
+        name: projector._store(term, name)
+        for name, term in (("additive", additive), ("multiplicative", multiplicative), ("background", background))
+        if term is not None
+    }
     projector._check_image(image, "image")
     views = projector._views(subset_num, num_subsets, views)
+    geometry = projector.session.kernel_geometry
+    program = (
+        ModelForwardProgram(geometry, additive is not None, multiplicative is not None, background is not None)
+        if terms
+        else ForwardProgram(geometry)
+    )
     try:
         upload = projector._prepare_input(image)
         projector._run(
-            ForwardProgram(projector.session.kernel_geometry),
+            program,
             views,
-            {},
+            terms,
             {"out": out},
             "forward projection",
             subset=(subset_num, num_subsets),

@@ -56,15 +56,36 @@ class ProjectorPair(StreamingProjector):
     def _forward_and_back(self) -> tuple[ProjectorPair, ProjectorPair]:
         return self, self
 
-    def forward_project(self, proj_data_out, image=None, subset_num: int = 0, num_subsets: int = 1, *, views=None):
+    def forward_project(
+        self,
+        proj_data_out,
+        image=None,
+        subset_num: int = 0,
+        num_subsets: int = 1,
+        *,
+        views=None,
+        additive=None,
+        multiplicative=None,
+        background=None,
+    ):
         """:meth:`ForwardProjector.forward_project`, by the pair."""
-        return forward_project(self, proj_data_out, image, subset_num, num_subsets, views)
+        return forward_project(
+            self, proj_data_out, image, subset_num, num_subsets, views, additive, multiplicative, background
+        )
 
     def back_project(
-        self, image_out, proj_data, subset_num: int = 0, num_subsets: int = 1, accumulate: bool = False, *, views=None
+        self,
+        image_out,
+        proj_data,
+        subset_num: int = 0,
+        num_subsets: int = 1,
+        accumulate: bool = False,
+        *,
+        views=None,
+        multiplicative=None,
     ):
         """:meth:`BackProjector.back_project`, by the pair."""
-        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views)
+        return back_project(self, image_out, proj_data, subset_num, num_subsets, accumulate, views, multiplicative)
 
     @renamed_arguments(additive=BACKGROUND_RENAMED)
     def forward_back_ratio(

@@ -3,7 +3,9 @@
 Each is a few lines: the engine does the reading, moving, writing and reducing.
 
 * :class:`ForwardProgram`      -- ``out = A x``                       (image in, data out)
-* :class:`BackProgram`         -- ``image += B data``                 (data in, image accumulated)
+* :class:`ModelForwardProgram` -- ``out = (A x + a) / f + b``         (image and terms in, data out:
+  SIRF's ``S (G x + a) + b`` with ``S = 1 / f``)
+* :class:`BackProgram`         -- ``image += B data``, or ``B (data / f)`` (data in, image accumulated)
 * :class:`SensitivityProgram`  -- ``image += B (1/f)`` or ``B 1``     (f in, image accumulated)
 * :class:`PoissonRatioProgram` -- ``image += B(quotient(y, (A x)/f + b) / f)`` and the
   log-likelihood, with no full-size intermediate (OSEM's fused step)
@@ -24,7 +26,10 @@ from .poisson import inverse_factors, poisson_quotient
 if TYPE_CHECKING:
     from ..kernels.cuda_backend import ChunkLauncher
 
-__all__ = ["ForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
+__all__ = ["ForwardProgram", "ModelForwardProgram", "BackProgram", "SensitivityProgram", "PoissonRatioProgram"]
+
+_F0 = np.float32(0.0)
+_F1 = np.float32(1.0)
 
 
 class _Geometric(ChunkProgram):
@@ -179,13 +184,60 @@ class ForwardProgram(_Geometric):
         self._forward(d, d.outputs["out"])
 
 
-class BackProgram(_Geometric):
-    name = "back projection"
-    inputs = ("data",)
-    accumulates_image = True
+class ModelForwardProgram(_Geometric):
+    """``out = (A x + a) / f + b`` per chunk, each term optional (``a``: STIR's additive sinogram,
+    normalised units; ``f``: the multiplicative correction factors, divided by as STIR's
+    ``BinNormalisation::undo`` does; ``b``: the background, measured units).  Where ``f == 0``
+    the bin is left out, as everywhere in stirgpu: its value is ``b`` (0 without one)."""
+
+    name = "forward projection"
+    outputs = ("out",)
+    uses_image = True
+    #: chunk-sized temporaries of the element-wise step (the mask and the guarded divisor)
+    workspace = 3
+
+    def __init__(self, geometry, with_additive: bool, with_multiplicative: bool, with_background: bool):
+        super().__init__(geometry)
+        self.inputs = (
+            (("additive",) if with_additive else ())
+            + (("multiplicative",) if with_multiplicative else ())
+            + (("background",) if with_background else ())
+        )
 
     def compute(self, d: ChunkData) -> None:
-        self._back(d, d.inputs["data"])
+        out = d.outputs["out"]
+        self._forward(d, out)
+        xp, terms = d.xp, d.inputs
+        if "additive" in terms:
+            out += terms["additive"]
+        if "multiplicative" in terms:
+            f = terms["multiplicative"]
+            ok = f != _F0
+            out[...] = xp.where(ok, out / xp.where(ok, f, _F1), _F0)
+        if "background" in terms:
+            out += terms["background"]
+
+
+class BackProgram(_Geometric):
+    """``image += B data``, or ``B (data / f)`` with the factors ``f`` (``multiplicative``; 0
+    where f == 0): SIRF's backward ``G' S y`` with ``S = 1 / f``."""
+
+    name = "back projection"
+    accumulates_image = True
+
+    def __init__(self, geometry, with_multiplicative: bool = False):
+        super().__init__(geometry)
+        self.inputs = ("data", "multiplicative") if with_multiplicative else ("data",)
+        self.scratch = 1 if with_multiplicative else 0
+
+    def compute(self, d: ChunkData) -> None:
+        data = d.inputs["data"]
+        if "multiplicative" in d.inputs:
+            xp, f, values = d.xp, d.inputs["multiplicative"], d.scratch[0]
+            ok = f != _F0
+            values[...] = xp.where(ok, data / xp.where(ok, f, _F1), _F0)
+            data = values
+        self._back(d, data)
 
 
 class SensitivityProgram(_Geometric):
