@@ -1,9 +1,12 @@
-"""The SIRF-style acquisition model: y = S (G x + a) + b forward, G' S y backward.
+"""SIRF's acquisition model on stirgpu: y = S (G x + a) + b forward, G' S y backward.
 
-Each identity is checked against the projector pair used directly (the same float32
-operations in the same order), so agreement is to float32 rounding of the extra
-element-wise steps (1e-6 relative); the adjointness test compares two float64-summed inner
-products of float32 projections (1e-5).
+Each identity is checked against the projector pair used directly (the same float32 operations
+in the same order, so to float32 rounding of the element-wise steps: 1e-6 relative); the
+adjointness test compares two float64-summed inner products of float32 projections (1e-5).
+Subsets follow SIRF's rule, read from its source (``PETAcquisitionModel::forward``): the
+projection of subset k (views ``v % n == k``) into data zeroed first, then a, S and b applied to
+all views, so the other views hold ``S a + b``; ``tests/test_sirf_stir.py`` checks the same
+against STIR's own subset projection.
 """
 
 from __future__ import annotations
@@ -11,16 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stirgpu.formats import ProjDataInMemory, VoxelsOnCartesianGrid
+import stirgpu.sirf as pet
+from stirgpu.formats import ProjDataInMemory
+from stirgpu.kernels import cylindrical_fov_mask
 from stirgpu.projectors import ProjectorPair
-from stirgpu.recon import OSEM, PoissonLogLikelihood
+from stirgpu.recon import PoissonLogLikelihood
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
-from stirgpu.sirf import (
-    AcquisitionModel,
-    AcquisitionModelUsingParallelproj,
-    AcquisitionSensitivityModel,
-    make_Poisson_loglikelihood,
-)
+from stirgpu.sirf.errors import ConstModelError, InputError
 
 
 @pytest.fixture(scope="module")
@@ -30,160 +30,261 @@ def setup():
     pp = ProjectorPair(backend="cpu")
     sim = simulate(pp, pdi, info, ph.activity(info), ph.mu_map(info), counts=5e5, seed=11)
     rng = np.random.default_rng(0)
-    eff = ProjDataInMemory(pdi, fill=(1.0 / sim.normalisation.as_array()).astype(np.float32))
-    a = ProjDataInMemory(pdi, fill=rng.random(sim.prompts.shape, dtype=np.float32))
-    b = ProjDataInMemory(pdi, fill=rng.random(sim.prompts.shape, dtype=np.float32))
-    x = VoxelsOnCartesianGrid(info, fill=sim.truth)
-    return pdi, info, pp, sim, eff, a, b, x
+    shape = sim.prompts.shape
+    eff = (1.0 / sim.normalisation.as_array()).astype(np.float32)
+    a = rng.random(shape, dtype=np.float32)
+    b = rng.random(shape, dtype=np.float32)
+    return dict(pdi=pdi, info=info, pp=pp, sim=sim, eff=eff, a=a, b=b, mu=ph.mu_map(info), truth=sim.truth)
 
 
-def _model(setup, additive=True, background=True, sensitivity=True) -> AcquisitionModelUsingParallelproj:
-    pdi, info, pp, sim, eff, a, b, x = setup
-    am = AcquisitionModel(backend="cpu")
+def _acq(setup, values) -> pet.AcquisitionData:
+    return pet.AcquisitionData(ProjDataInMemory(setup["pdi"], fill=values))
+
+
+def _img(setup, values) -> pet.ImageData:
+    return pet.ImageData.from_array(np.ascontiguousarray(values, dtype=np.float32), setup["info"])
+
+
+def _model(setup, additive=True, background=True, sensitivity=True):
+    am = pet.AcquisitionModelUsingParallelproj(backend="cpu")
     if additive:
-        am.set_additive_term(a)
+        am.set_additive_term(_acq(setup, setup["a"]))
     if background:
-        am.set_background_term(b)
+        am.set_background_term(_acq(setup, setup["b"]))
     if sensitivity:
-        am.set_acquisition_sensitivity(AcquisitionSensitivityModel(eff))
-    am.set_up(sim.prompts, x)
+        am.set_acquisition_sensitivity(pet.AcquisitionSensitivityModel(_acq(setup, setup["eff"])))
+    am.set_up(_acq(setup, setup["sim"].prompts.as_array()), _img(setup, setup["truth"]))
     return am
 
 
-def _gx(setup, subset=(0, 1)) -> np.ndarray:
-    pdi, info, pp, sim, eff, a, b, x = setup
-    pp.set_up(pdi, info)
-    out = ProjDataInMemory(pdi)
-    pp.forward_project(out, x.array, subset_num=subset[0], num_subsets=subset[1])
-    return out.as_array()
+def _gx(setup, x, subset=(0, 1)) -> np.ndarray:
+    pp = setup["pp"]
+    pp.set_up(setup["pdi"], setup["info"])
+    out = ProjDataInMemory(setup["pdi"])
+    pp.forward_project(out, x, subset_num=subset[0], num_subsets=subset[1])
+    return out.as_array()[None]
+
+
+def _f(setup) -> np.ndarray:
+    """SIRF's normalisation factors f = 1 / max(e, 1e-20) (float64, then float32): S = 1 / f."""
+    f = (1.0 / np.maximum(setup["eff"], np.float32(1e-20)).astype(np.float64)).astype(np.float32)
+    return f[None]
 
 
 def test_forward_is_S_times_Gx_plus_a_plus_b(setup):
-    """forward(x) = S (G x + a) + b, bin by bin."""
-    pdi, info, pp, sim, eff, a, b, x = setup
-    y = _model(setup).forward(x).as_array()
-    expected = eff.as_array() * (_gx(setup) + a.as_array()) + b.as_array()
-    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6 * expected.max())
+    """forward(x) = (G x + a) / f + b, bin by bin, in SIRF's order of operations."""
+    y = _model(setup).forward(_img(setup, setup["truth"])).as_array()
+    expected = (_gx(setup, setup["truth"]) + setup["a"][None]) / _f(setup) + setup["b"][None]
+    np.testing.assert_array_equal(y, expected)
 
 
 def test_backward_is_Gt_S_y(setup):
-    """backward(y) = G' (S y)."""
-    pdi, info, pp, sim, eff, a, b, x = setup
-    got = _model(setup).backward(sim.prompts).array
-    pp.set_up(pdi, info)
-    sy = ProjDataInMemory(pdi, fill=eff.as_array() * sim.prompts.as_array())
-    expected = pp.back_project(None, sy)
+    """backward(y) = G' (y / f)."""
+    y = setup["sim"].prompts.as_array()
+    got = _model(setup).backward(_acq(setup, y)).as_array()
+    pp = setup["pp"]
+    pp.set_up(setup["pdi"], setup["info"])
+    expected = pp.back_project(None, ProjDataInMemory(setup["pdi"], fill=y / _f(setup)[0]))
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * expected.max())
 
 
-def test_linear_part_and_backward_are_adjoint(setup):
-    """<S G x, y> = <x, G' S y> for the linear part (float32 projections: 1e-5)."""
-    pdi, info, pp, sim, eff, a, b, x = setup
+def test_linear_part_and_its_adjoint(setup):
+    """<S G x, y> = <x, G' S y> for the linear part (float32 projections: 1e-5); direct and adjoint
+    are refused on the affine model, as in SIRF."""
     am = _model(setup)
     lin = am.get_linear_acquisition_model()
-    assert lin.is_linear() and not am.is_linear()
+    assert lin.is_linear() and not am.is_linear() and am.is_affine()
     rng = np.random.default_rng(4)
-    xr = VoxelsOnCartesianGrid(info, fill=rng.random(info.shape, dtype=np.float32))
-    yr = ProjDataInMemory(pdi, fill=rng.random(sim.prompts.shape, dtype=np.float32))
-    lhs = float(np.dot(lin.direct(xr).as_array().ravel().astype(np.float64), yr.as_array().ravel()))
-    bty = am.adjoint(yr).array
-    # the projector restricts images to STIR's cylindrical FOV in both directions
-    from stirgpu.kernels import cylindrical_fov_mask
+    x = _img(setup, rng.random(setup["info"].shape, dtype=np.float32))
+    y = _acq(setup, rng.random(setup["sim"].prompts.shape, dtype=np.float32))
+    lhs = lin.direct(x).dot(y)
+    xm = x.get_uniform_copy(0).fill(x.as_array() * cylindrical_fov_mask(setup["info"]))  # the FOV restriction
+    rhs = xm.dot(lin.adjoint(y))
+    assert abs(float(lhs) - float(rhs)) <= 1e-5 * abs(float(lhs))
+    with pytest.raises(pet.error, match="not linear"):
+        am.direct(x)
+    with pytest.raises(pet.error, match="not linear"):
+        am.adjoint(y)
+    with pytest.raises(ConstModelError):
+        lin.set_additive_term(y)
+    with pytest.raises(RuntimeError):
+        lin.set_up(y, x)
+    # zero terms make a model linear again (SIRF tests their norms)
+    zero = _model(setup, sensitivity=False)
+    zero.set_additive_term(y * 0)
+    zero.set_background_term(y * 0)
+    assert zero.is_linear()
 
-    xm = xr.array * cylindrical_fov_mask(info)
-    rhs = float(np.dot(xm.ravel().astype(np.float64), bty.ravel()))
-    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
 
-
-def test_subsets(setup):
-    """A subset forward projection holds the full one's values on the subset's views and 0
-    elsewhere; subset backward projections add up to the full one (float32 sums: 1e-5)."""
-    pdi, info, pp, sim, eff, a, b, x = setup
+def test_subsets_follow_sirf(setup):
+    """Subset k of n: the projected views are v % n == k and hold S (G x + a) + b; the others hold
+    S a + b (new data, or ``out``: overwritten there too); a subset backward projection reads its
+    views only, and subsets add up to the whole."""
     am = _model(setup)
+    x = _img(setup, setup["truth"])
+    k, n = 1, 3
+    views = np.arange(setup["pdi"].get_num_views()) % n == k
     full = am.forward(x).as_array()
-    views = pdi.subset_views(1, 3)
-    sub = am.forward(x, subset_num=1, num_subsets=3).as_array()
-    np.testing.assert_allclose(sub[:, views, :], full[:, views, :], rtol=1e-6, atol=1e-6 * full.max())
-    others = np.setdiff1d(np.arange(pdi.get_num_views()), views)
-    assert not np.any(sub[:, others, :])
-    am.num_subsets = 3
-    total = sum(am.backward(sim.prompts, subset_num=k).array for k in range(3))
-    whole = am.backward(sim.prompts, num_subsets=1).array
-    assert np.abs(total - whole).max() <= 1e-5 * whole.max()
-    am.subset_num = 2  # the defaults of later calls (chunks may be summed in another order: 1e-6)
-    np.testing.assert_allclose(
-        am.backward(sim.prompts).array,
-        am.backward(sim.prompts, subset_num=2, num_subsets=3).array,
-        rtol=1e-6,
-        atol=1e-6 * whole.max(),
-    )
+    sub = am.forward(x, subset_num=k, num_subsets=n).as_array()
+    np.testing.assert_array_equal(sub[:, :, views], full[:, :, views])
+    constant = am.get_constant_term().as_array()
+    np.testing.assert_allclose(sub[:, :, ~views], constant[:, :, ~views], rtol=1e-6)
+    np.testing.assert_array_equal(constant, setup["a"][None] / _f(setup) + setup["b"][None])
+    out = am.forward(x).get_uniform_copy(-5.0)
+    assert am.forward(x, k, n, out=out) is None
+    np.testing.assert_array_equal(out.as_array(), sub)
+    # without terms the other views are 0 (STIR zeroes them)
+    plain = _model(setup, additive=False, background=False, sensitivity=False)
+    p = plain.forward(x, k, n).as_array()
+    assert not p[:, :, ~views].any() and p[:, :, views].any()
+    y = _acq(setup, setup["sim"].prompts.as_array())
+    total = am.backward(y, 0, n) + am.backward(y, 1, n) + am.backward(y, 2, n)
+    whole = am.backward(y)
+    assert (total - whole).abs().max() <= 1e-5 * whole.max()
+    masked = y.get_uniform_copy(0)
+    masked.fill(np.where(views[None, None, :, None], y.as_array(), np.float32(1e6)))
+    np.testing.assert_array_equal(am.backward(masked, k, n).as_array(), am.backward(y, k, n).as_array())
 
 
-def test_constant_term_and_linearity(setup):
-    """get_constant_term() = S a + b; a model without a and b is linear."""
-    pdi, info, pp, sim, eff, a, b, x = setup
+def test_subset_members(setup):
+    """num_subsets / subset_num: SIRF's checks; num_subsets resets subset_num; they are the defaults
+    of forward, backward, direct and adjoint."""
     am = _model(setup)
-    np.testing.assert_allclose(
-        am.get_constant_term().as_array(), eff.as_array() * a.as_array() + b.as_array(), rtol=1e-6
-    )
-    assert _model(setup, additive=False, background=False).is_linear()
-    assert not _model(setup, additive=False, background=True).is_linear()
+    am.num_subsets = 4
+    am.subset_num = 3
+    x = _img(setup, setup["truth"])
+    np.testing.assert_array_equal(am.forward(x).as_array(), am.forward(x, 3, 4).as_array())
+    lin = am.get_linear_acquisition_model()
+    lin.num_subsets, lin.subset_num = 4, 2
+    np.testing.assert_array_equal(lin.direct(x).as_array(), lin.forward(x, 2, 4).as_array())
+    am.num_subsets = 2
+    assert am.subset_num == 0
+    for bad in ({"subset_num": 2}, {"subset_num": 1.0}, {"num_subsets": 0}):
+        with pytest.raises(ValueError):
+            setattr(am, *bad.popitem())
+    with pytest.raises(pet.error, match="subset"):
+        am.forward(x, subset_num=5, num_subsets=3)
 
 
-def test_poisson_loglikelihood_of_the_model_matches_stir_convention(setup):
-    """OSEM on make_Poisson_loglikelihood(y, am) with S = 1/f and a = STIR's additive sinogram is
-    OSMAPOSL's reconstruction with those files (equal to float32 rounding of 1/(1/f): 1e-5); a
-    background b is the same as STIR's additive a + b / S."""
-    pdi, info, pp, sim, eff, a, b, x = setup
-    am = AcquisitionModel(backend="cpu")
-    am.set_acquisition_sensitivity(AcquisitionSensitivityModel(eff))
-    am.set_additive_term(sim.additive)
-    am.set_up(sim.prompts, x)
-    stir = PoissonLogLikelihood(sim.prompts, additive=sim.additive, normalisation=sim.normalisation)
-    x1 = (
-        OSEM(
-            make_Poisson_loglikelihood(sim.prompts, am),
-            ProjectorPair(backend="cpu"),
-            info,
-            num_subsets=3,
-            num_subiterations=3,
+def test_terms_and_geometries(setup):
+    am = _model(setup)
+    assert (am.get_additive_term().as_array() == setup["a"][None]).all()
+    bare = _model(setup, additive=False, background=False)
+    assert bare.get_additive_term().norm() == 0 and bare.get_background_term().norm() == 0
+    assert bare.range_geometry().dimensions() == am.acq_templ.dimensions()
+    assert bare.domain_geometry().dimensions() == setup["info"].shape
+    with pytest.raises(pet.error, match="image data processor"):
+        am.set_image_data_processor(object())
+    with pytest.raises(pet.error, match="set_up"):
+        pet.AcquisitionModelUsingParallelproj().forward(_img(setup, setup["truth"]))
+    with pytest.raises(InputError):
+        am.forward(pet.ImageData.from_array(np.zeros((3, 4, 5), np.float32), setup["info"].replace(shape=(3, 4, 5))))
+    with pytest.raises(TypeError):
+        am.set_acquisition_sensitivity(_acq(setup, setup["eff"]))
+    assert pet.AcquisitionModel is pet.AcquisitionModelUsingStirgpu is pet.AcquisitionModelUsingParallelproj
+
+
+def test_norm_estimate(setup):
+    """norm() approaches ||S G|| from below: it grows with iterations, and its square is at least
+    the Rayleigh quotient of any image."""
+    am = _model(setup)
+    n2, n6 = am.norm(num_iter=2), am.norm(num_iter=6)
+    assert 0 < n2 <= n6 * (1 + 1e-6)
+    lin = am.get_linear_acquisition_model()
+    x = _img(setup, setup["truth"])
+    assert lin.forward(x).norm() / x.norm() <= n6 * (1 + 1e-4)
+    assert am.norm(0, 3) < n6  # a subset's part is smaller
+
+
+# -- the sensitivity model -------------------------------------------------------------------------
+def test_sensitivity_from_bin_efficiencies(setup):
+    """forward / invert / unnormalise / normalise multiply and divide by S = 1 / f, f = 1 / max(e, 1e-20)."""
+    e = setup["eff"].copy()
+    e.flat[:5] = 0  # SIRF's MIN_BIN_EFFICIENCY keeps these finite
+    asm = pet.AcquisitionSensitivityModel(_acq(setup, e))
+    y = _acq(setup, setup["a"])
+    asm.set_up(y)
+    f = (1.0 / np.maximum(e, np.float32(1e-20)).astype(np.float64)).astype(np.float32)[None]
+    np.testing.assert_array_equal(asm.forward(y).as_array(), setup["a"][None] / f)
+    np.testing.assert_array_equal(asm.invert(y).as_array(), setup["a"][None] * f)
+    z = y.clone()
+    asm.unnormalise(z)
+    np.testing.assert_array_equal(z.as_array(), setup["a"][None] / f)
+    asm.normalise(z)
+    np.testing.assert_allclose(z.as_array(), setup["a"][None], rtol=1e-6)
+    assert np.isfinite(asm.normalisation_factors().as_array()).all()
+
+
+def test_sensitivity_from_attenuation_and_chained(setup, tmp_path):
+    """From an attenuation image: f = exp(G mu) with the model's projector (STIR's
+    BinNormalisationFromAttenuationImage); two models chained: their product."""
+    y = _acq(setup, setup["sim"].prompts.as_array())
+    mu_per_voxel = setup["mu"] * np.float32(setup["info"].voxel_size[2])  # the projector's unit: x voxels
+    am = pet.AcquisitionModelUsingParallelproj(backend="cpu")
+    attn = pet.AcquisitionSensitivityModel(_img(setup, mu_per_voxel), am)
+    with pytest.raises(pet.error, match="set_up"):
+        attn.normalisation_factors()
+    attn.set_up(y)
+    acf = setup["sim"].normalisation.as_array()  # simulate's exp(G mu vx)
+    np.testing.assert_allclose(attn.normalisation_factors().as_array(), acf, rtol=1e-6)
+    af, acf2 = pet.AcquisitionSensitivityModel.compute_attenuation_factors(y, _img(setup, mu_per_voxel))
+    np.testing.assert_allclose(acf2.as_array()[0], acf, rtol=1e-6)
+    np.testing.assert_allclose(af.as_array()[0], 1 / acf, rtol=1e-6)
+    eff = pet.AcquisitionSensitivityModel(_acq(setup, setup["eff"]))
+    chained = pet.AcquisitionSensitivityModel(attn, eff)
+    chained.set_up(y)
+    np.testing.assert_allclose(chained.normalisation_factors().as_array(), acf * _f(setup)[0], rtol=1e-6)
+    with pytest.raises(pet.error, match="second argument"):
+        pet.AcquisitionSensitivityModel(_img(setup, mu_per_voxel))
+    with pytest.raises(pet.error, match="normalisation files"):
+        pet.AcquisitionSensitivityModel(str(tmp_path / "norm.n.hdr"))
+    readonly = pet.AcquisitionData(str(_write(setup, tmp_path)))
+    with pytest.raises(pet.error, match="read-only"):
+        eff.unnormalise(readonly)
+
+
+def _write(setup, tmp_path):
+    from stirgpu.formats import ProjDataFromFile
+
+    with ProjDataFromFile.create(tmp_path / "ro", setup["pdi"], fill=1.0) as store:
+        return store.path
+
+
+def test_the_old_stirgpu_calls_still_work_with_a_warning(setup):
+    """The stirgpu 0.1 forms (ProjData, VoxelsOnCartesianGrid, ImageInfo, arrays; the model as
+    second positional argument of make_Poisson_loglikelihood) warn and give the same numbers."""
+    from stirgpu.formats import VoxelsOnCartesianGrid
+
+    sim, info = setup["sim"], setup["info"]
+    new = _model(setup, additive=True, background=False, sensitivity=True)
+    old = pet.AcquisitionModel(backend="cpu")
+    with pytest.warns(DeprecationWarning):
+        old.set_additive_term(ProjDataInMemory(setup["pdi"], fill=setup["a"]))
+    with pytest.warns(DeprecationWarning):
+        old.set_acquisition_sensitivity(
+            pet.AcquisitionSensitivityModel(ProjDataInMemory(setup["pdi"], fill=setup["eff"]))
         )
-        .reconstruct()
-        .image
-    )
-    x2 = OSEM(stir, ProjectorPair(backend="cpu"), info, num_subsets=3, num_subiterations=3).reconstruct().image
-    assert np.abs(x1 - x2).max() <= 1e-5 * x2.max()
-    # background b (measured units): same as STIR's additive a + b f
-    bg = ProjDataInMemory(pdi, fill=(sim.additive.as_array() / sim.normalisation.as_array()).astype(np.float32))
-    am2 = AcquisitionModel(backend="cpu")
-    am2.set_acquisition_sensitivity(AcquisitionSensitivityModel(eff))
-    am2.set_background_term(bg)
-    am2.set_up(sim.prompts, x)
-    x3 = (
-        OSEM(
-            make_Poisson_loglikelihood(sim.prompts, am2),
-            ProjectorPair(backend="cpu"),
-            info,
-            num_subsets=3,
-            num_subiterations=3,
-        )
-        .reconstruct()
-        .image
-    )
-    assert np.abs(x3 - x2).max() <= 1e-4 * x2.max()
+    with pytest.warns(DeprecationWarning):
+        old.set_up(sim.prompts, info)
+    x = VoxelsOnCartesianGrid(info, fill=sim.truth)
+    with pytest.warns(DeprecationWarning):
+        y_old = old.forward(x)
+    np.testing.assert_array_equal(y_old.as_array(), new.forward(_img(setup, sim.truth)).as_array())
+    with pytest.warns(DeprecationWarning):
+        b_old = old.backward(sim.prompts.as_array())
+    np.testing.assert_array_equal(b_old.as_array(), new.backward(_acq(setup, sim.prompts.as_array())).as_array())
+    with pytest.warns(DeprecationWarning):
+        objective = pet.make_Poisson_loglikelihood(sim.prompts, old)
+    assert isinstance(objective, PoissonLogLikelihood)
 
 
-def test_bad_use_is_refused(setup):
-    """Calls before set_up, wrong shapes and wrong subset numbers raise stirgpu errors."""
+def test_errors_are_sirf_errors_and_stirgpu_errors(setup):
+    """What SIRF scripts catch (``except error``) catches every error here, with its message as
+    ``value``; stirgpu's own classes still match."""
     from stirgpu.errors import GeometryError, StirGpuError
 
-    pdi, info, pp, sim, eff, a, b, x = setup
-    with pytest.raises(StirGpuError, match="set_up"):
-        AcquisitionModel().forward(x)
     am = _model(setup)
-    with pytest.raises(GeometryError):
-        am.forward(np.zeros((3, 4, 5), np.float32))
-    with pytest.raises(StirGpuError, match="subset"):
-        am.forward(x, subset_num=3, num_subsets=3)
-    with pytest.raises(StirGpuError):
-        am.set_acquisition_sensitivity(eff)
+    with pytest.raises(GeometryError) as exc:
+        am.forward(_img(setup, setup["truth"]), subset_num=0, num_subsets=99)
+    assert isinstance(exc.value, pet.error) and isinstance(exc.value, StirGpuError) and "99" in exc.value.value
+    assert issubclass(pet.error, StirGpuError) and pet.error is pet.errors.error

@@ -14,7 +14,7 @@ streaming projector sees exactly the numbers STIR's objective function sees:
   fused OSEM call takes a background in measured units (mean = A x / f + b); b = a / f;
 * :class:`Constant` -- every bin the same value, without storing it;
 * :class:`Product`, :class:`Sum`, :class:`Reciprocal` -- bin-wise arithmetic (the
-  SIRF-style acquisition model builds its terms from them).
+  SIRF layer builds its objective function's terms from them).
 
 Views never write (``write_views`` raises StoreAbilityError) and never copy whole data sets.
 Their ``abilities`` are their sources': readable (in parallel) when every source is, never
