@@ -223,8 +223,8 @@ def test_construction_from_scanner_and_errors(tmp_path):
 
 def test_disk_arithmetic_streams_in_chunks(geometry, tmp_path, monkeypatch):
     """On data on disk, ``a + b``, ``norm`` and ``dot`` read each file once, in pieces of at most
-    a quarter of the host memory budget, and allocate a small fraction of the data's size: no
-    full in-memory copy is made."""
+    an eighth of the host memory budget, and allocate no more than the budget (a small fraction
+    of the data's size): no full in-memory copy is made."""
     pdi, _ = demo_geometry(num_views=96, num_tangential_poss=128)
     nbytes = 4 * pdi.total_num_bins
     for name, seed in (("a", 1), ("b", 2)):
@@ -246,9 +246,9 @@ def test_disk_arithmetic_streams_in_chunks(geometry, tmp_path, monkeypatch):
             result = op()
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-            assert max(reads) <= budget // 4, what
+            assert max(reads) <= budget // 8, what
             assert sum(reads) == (1 if what == "norm" else 2) * nbytes, what  # every bin read once per operand
-            assert peak < nbytes / 8, f"{what}: peak allocation {peak} bytes for {nbytes} bytes of data"
+            assert peak <= budget, f"{what}: peak allocation {peak} bytes for {nbytes} bytes of data"
     assert is_on_disk(result.proj_data if hasattr(result, "proj_data") else (a + b).proj_data)
 
 
@@ -359,3 +359,25 @@ def test_image_data_on_a_gpu(cp, geometry):
         assert isinstance(d.as_array(), np.ndarray) and not hasattr(d, "__array_interface__")
         np.testing.assert_array_equal((d * 2 + img).as_array(), x * np.float32(2) + x)
         assert (d * img).norm() == pytest.approx((img * img).norm(), rel=1e-6)
+
+
+def test_copies_and_views_of_acquisition_data(pair):
+    """AcquisitionData are not one array: asarray copies (refused with copy=False); copy, axpby
+    (deprecated, as in SIRF) and the size methods."""
+    kind, a, b, va, vb = pair
+    assert not a.supports_array_view
+    np.testing.assert_array_equal(a.asarray(), va)
+    with pytest.raises(InputError, match="copy"):
+        a.asarray(copy=False)
+    np.testing.assert_array_equal(a.copy().as_array(), va)
+    with pytest.warns(DeprecationWarning, match="sapyb"):
+        c = a.axpby(2.0, 3.0, b)
+    np.testing.assert_array_equal(c.as_array(), va * np.float32(2) + vb * np.float32(3))
+    assert pet.AcquisitionData(a).same_object().__class__ is pet.AcquisitionData
+    assert repr(pet.AcquisitionData()) == "AcquisitionData()" and not a.is_empty()
+
+
+def test_image_spacing_and_info(images):
+    a, b, x, y = images
+    assert a.spacing == a.voxel_sizes() and a.same_object().__class__ is pet.ImageData
+    assert repr(pet.ImageData()) == "ImageData()" and "ImageInfo" in repr(a)

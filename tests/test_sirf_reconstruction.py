@@ -353,3 +353,44 @@ def test_reconstruction_on_a_gpu_is_the_cpus(sim):
             recon.reconstruct(image)
             results.append(image.as_array())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-4 * results[0].max())
+
+
+def test_remaining_settings(sim, tmp_path, capsys):
+    """The objective function read from its file name; the relative-change limits (from
+    subiteration 2 on: a maximum of 1 makes the estimate non-increasing); output switched on and
+    off; the getters; Hessian products of a zero prior; messages to stdout."""
+    pdi, info, data = sim
+    obj, am, image = _objective(sim)
+    path = tmp_path / "prompts"
+    pet.AcquisitionData(data.prompts).write(str(path))
+    from_file = pet.PoissonLogLikelihoodWithLinearModelForMeanAndProjData()
+    from_file.set_input_filename(str(path) + ".hs")
+    from_file.set_acquisition_model(am)
+    from_file.set_num_subsets(3)
+    from_file.set_recompute_sensitivity(True)
+    from_file.set_up(image)
+    obj.set_up(image)
+    assert from_file.value(image) == obj.value(image)
+    recon = _reconstructor(obj, num_subiterations=3)
+    assert (recon.get_num_subsets(), recon.get_num_subiterations()) == (3, 3)
+    assert recon.get_objective_function() is obj
+    recon.set_maximum_relative_change(1.0)
+    recon.set_minimum_relative_change(0.0)
+    recon.set_output_filename_prefix(str(tmp_path / "est"))
+    recon.enable_output()
+    recon.disable_output()
+    x = image.clone()
+    recon.set_up(x)
+    recon.update(x)
+    after_1 = x.as_array()
+    with pet.MessageRedirector("stdout", None, None):
+        recon.update(x)
+    assert (x.as_array() <= after_1).all() and "subiteration #2 completed" in capsys.readouterr().out
+    assert not list(tmp_path.glob("est_*"))
+    recon.enable_output()
+    recon.update(x)
+    assert [p.name for p in tmp_path.glob("est_*.hv")] == ["est_3.hv"]
+    q = pet.QuadraticPrior()
+    assert (
+        q.multiply_with_Hessian(image, image).norm() == 0 and q.accumulate_Hessian_times_input(image, image).norm() == 0
+    )

@@ -69,6 +69,9 @@ class _StoreBacking:
     def fill(self, values: np.ndarray) -> None:
         self.store.fill(values if self.store.get_num_tof_poss() > 1 else values[0])
 
+    def fill_value(self, value: np.float32) -> None:
+        self.store.fill(value)  # written chunk by chunk, nothing read
+
 
 class _SubsetBacking:
     """Values of some views of other data, in memory (STIR's ``ProjData::get_subset``)."""
@@ -107,6 +110,9 @@ class _SubsetBacking:
 
     def fill(self, values: np.ndarray) -> None:
         self.values[...] = values
+
+    def fill_value(self, value: np.float32) -> None:
+        self.values[...] = value
 
 
 def _scanner_geometry(name: str, span: int, max_ring_diff: int, view_mash_factor: int) -> ProjDataInfo:
@@ -257,7 +263,8 @@ class AcquisitionData(DataContainer):
         if isinstance(value, AcquisitionData):
             return self._apply(lambda xp, x, y: y, (self._operand(value, "fill"),), self, "fill")
         if isinstance(value, (Number, np.number)) and not isinstance(value, bool):
-            return self._apply(lambda xp, x, v: np.full_like(x, v), (np.float32(value),), self, "fill")
+            b.fill_value(np.float32(value))
+            return self
         if hasattr(value, "shape"):
             arr = np.asarray(value.get() if hasattr(value, "get") else value, dtype=np.float32)
             if arr.shape != b.dimensions:

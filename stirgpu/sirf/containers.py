@@ -67,6 +67,12 @@ _UNARY = {
 }
 
 
+def _dot64(xp, x, y) -> float:
+    """``sum(x * y)`` with products and sums in float64 (SIRF's), one float64 copy of each."""
+    x64 = x.reshape(-1).astype(xp.float64)
+    return float(xp.dot(x64, x64 if y is x else y.reshape(-1).astype(xp.float64)))
+
+
 def _scalar(value) -> np.float32:
     if isinstance(value, complex) or np.iscomplexobj(value):
         raise InputTypeError(f"stirgpu data are real (float32): cannot combine them with the complex number {value!r}")
@@ -275,13 +281,11 @@ class DataContainer(abc.ABC):
         return float(np.sqrt(self.squared_norm()))
 
     def squared_norm(self) -> float:
-        return self._reduce(lambda xp, x, _: float((x.astype(xp.float64) ** 2).sum()), sum)
+        return self._reduce(lambda xp, x, _: _dot64(xp, x, x), sum)
 
     def dot(self, other) -> np.float32:
         """``sum(self * other)`` (float64 sums, a float32 result as SIRF)."""
-        return _F32(
-            self._reduce(lambda xp, x, y: float((x.astype(xp.float64) * y.astype(xp.float64)).sum()), sum, other)
-        )
+        return _F32(self._reduce(lambda xp, x, y: _dot64(xp, x, y), sum, other))
 
     def sum(self) -> np.float32:
         return _F32(self._reduce(lambda xp, x, _: float(x.astype(xp.float64).sum()), sum))

@@ -11,9 +11,10 @@ name in a folder of its own (``tempfile.mkdtemp``, ``STIRGPU_SCRATCH_DIR`` or th
 temporary folder); it never appears under a final name, and the folder goes when the data are
 garbage-collected or the interpreter exits (``weakref.finalize``).
 
-Element-wise work on projection data goes chunk by chunk (:func:`chunk_bytes`): a quarter of
-``stirgpu.config(host_memory_budget=...)`` per array, else 32 MiB, so that an operation on data
-on disk never holds more than a few chunks, whatever the data's size.
+Element-wise work on projection data goes chunk by chunk (:func:`chunk_bytes`): an eighth of
+``stirgpu.config(host_memory_budget=...)`` per float32 chunk array, else 32 MiB, so that an
+operation on data on disk -- its operands, result and float64 temporaries -- stays within the
+budget, whatever the data's size.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def is_on_disk(store: ProjData) -> bool:
     return isinstance(store, ProjDataFromFile)
 
 
-def chunk_bytes(num_arrays: int = 4) -> int:
+def chunk_bytes(num_arrays: int = 8) -> int:
     """Bytes of float32 per array for element-wise work holding ``num_arrays`` chunk arrays."""
     budget = get_config().host_memory_budget
     if budget is None:
