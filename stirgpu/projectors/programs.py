@@ -229,6 +229,7 @@ class BackProgram(_Geometric):
         super().__init__(geometry)
         self.inputs = ("data", "multiplicative") if with_multiplicative else ("data",)
         self.scratch = 1 if with_multiplicative else 0
+        self.workspace = 3 if with_multiplicative else 0  # the mask, the guarded divisor, the quotient
 
     def compute(self, d: ChunkData) -> None:
         data = d.inputs["data"]
