@@ -15,7 +15,7 @@ data have no stirgpu geometry (they cannot be projected or written).
 from __future__ import annotations
 
 import os
-from numbers import Number
+from numbers import Real
 
 import numpy as np
 
@@ -145,7 +145,7 @@ class AcquisitionData(DataContainer):
     """
 
     def __init__(self, src=None, span=1, max_ring_diff=-1, view_mash_factor=1, tof_mash_factor=1):
-        self._backing = None
+        self._backing: _StoreBacking | _SubsetBacking | None = None
         self.name = "AcquisitionData"
         self.src = None
         if int(tof_mash_factor) != 1:
@@ -189,7 +189,7 @@ class AcquisitionData(DataContainer):
     def same_object(self) -> AcquisitionData:
         return AcquisitionData()
 
-    def _require(self):
+    def _require(self) -> _StoreBacking | _SubsetBacking:
         if self._backing is None:
             raise error("AcquisitionData: empty object (give a file, a scanner name or a template)")
         return self._backing
@@ -210,10 +210,10 @@ class AcquisitionData(DataContainer):
         return self._require().pieces(chunk_bytes())
 
     def _read(self, key):
-        return self._backing.read(key)
+        return self._require().read(key)
 
     def _write(self, key, values) -> None:
-        self._backing.write(key, np.asarray(values, dtype=np.float32))
+        self._require().write(key, np.asarray(values, dtype=np.float32))
 
     def _new_like(self) -> AcquisitionData:
         b = self._require()
@@ -262,8 +262,8 @@ class AcquisitionData(DataContainer):
         self._check_writable()
         if isinstance(value, AcquisitionData):
             return self._apply(lambda xp, x, y: y, (self._operand(value, "fill"),), self, "fill")
-        if isinstance(value, (Number, np.number)) and not isinstance(value, bool):
-            b.fill_value(np.float32(value))
+        if isinstance(value, (Real, np.number)) and not isinstance(value, bool):
+            b.fill_value(np.float32(float(value)))
             return self
         if hasattr(value, "shape"):
             arr = np.asarray(value.get() if hasattr(value, "get") else value, dtype=np.float32)

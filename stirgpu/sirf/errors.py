@@ -87,14 +87,10 @@ def translate_class_errors(cls):
     class itself (public methods and operators alike)."""
     for name, member in list(vars(cls).items()):
         if isinstance(member, property):
-            setattr(
-                cls,
-                name,
-                property(
-                    *(translate_errors(f) if f is not None else None for f in (member.fget, member.fset, member.fdel)),
-                    member.__doc__,
-                ),
+            fget, fset, fdel = (
+                None if f is None else translate_errors(f) for f in (member.fget, member.fset, member.fdel)
             )
+            setattr(cls, name, property(fget, fset, fdel, member.__doc__))
         elif isinstance(member, staticmethod):
             setattr(cls, name, staticmethod(translate_errors(member.__func__)))
         elif isinstance(member, classmethod):

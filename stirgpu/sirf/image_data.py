@@ -19,7 +19,8 @@ first supine: LPS = (x, y, -z) of STIR's coordinates).
 from __future__ import annotations
 
 import os
-from numbers import Number
+from numbers import Real
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class ImageData(DataContainer):
 
     def __init__(self, arg=None):
         self._info: ImageInfo | None = None
-        self._array = None
+        self._array: Any = None  # numpy or cupy (z, y, x) float32, once there is an image
         self.name = "ImageData"
         if arg is None:
             return
@@ -215,8 +216,8 @@ class ImageData(DataContainer):
         if isinstance(value, ImageData):
             self._check_compatible(value, "fill")
             self._write(None, value._array)
-        elif isinstance(value, (Number, np.number)) and not isinstance(value, bool):
-            self._array.fill(np.float32(value))
+        elif isinstance(value, (Real, np.number)) and not isinstance(value, bool):
+            self._array.fill(np.float32(float(value)))
         elif hasattr(value, "shape") and hasattr(value, "dtype"):
             if tuple(value.shape) != info.shape:
                 raise InputError(f"cannot fill ImageData of size {info.shape} with data of size {tuple(value.shape)}")

@@ -64,8 +64,11 @@ class MessageRedirector:
     """``MessageRedirector(info=None, warn='stdout', errr='stderr')`` (see the module docstring)."""
 
     def __init__(self, info=None, warn="stdout", errr="stderr"):
-        specs = ((info, 0, logging.WARNING, "info"), (warn, logging.WARNING, logging.ERROR, "warn"))
-        specs += ((errr, logging.ERROR, logging.CRITICAL + 1, "errr"),)
+        specs = [
+            (info, 0, logging.WARNING, "info"),
+            (warn, logging.WARNING, logging.ERROR, "warn"),
+            (errr, logging.ERROR, logging.CRITICAL + 1, "errr"),
+        ]
         handlers = []
         try:
             for destination, low, high, what in specs:

@@ -90,7 +90,7 @@ class AcquisitionSensitivityModel:
         if self._chain is not None:
             for part in self._chain:
                 part.set_up(ad)
-            f1, f2 = (part._factors.proj_data for part in self._chain)
+            f1, f2 = (part.normalisation_factors() for part in self._chain)
             self._factors = AcquisitionData(Product(f1, f2))
         elif self._attenuation is not None:
             if self._factors is None or self._factors.get_proj_data_info() != pdi:
