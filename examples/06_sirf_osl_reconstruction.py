@@ -2,11 +2,12 @@
 ``osl_reconstruction.py``), with ``import stirgpu.sirf as pet`` in place of
 ``import sirf.STIR as pet``.
 
-stirgpu has no prior implementation yet: until it has, ``recon.set_up`` refuses the prior with a
-stirgpu error naming what is missing, and this script prints that message (SIRF's
-``except error as err: print(err.value)``) instead of reconstructing.  With a penalisation factor
-of 0 it is OSEM.  Run: ``python examples/06_sirf_osl_reconstruction.py [--backend cpu|cuda]
-[--penalisation-factor 0.5]``.
+The prior is stirgpu's (STIR's quadratic prior, its numbers); each subiteration is STIR's
+One-Step-Late update (``MAP model := additive``).  The penalisation factor 0.1 smooths visibly
+(the image maximum drops from 9.4 with OSEM to 6.5, the 4:1 sphere's contrast from 3.69 to 3.44)
+and keeps OSL stable; with 0.5 OSL diverges on these data, as One-Step-Late does with strong
+penalties (docs/priors.md).  With a factor of 0 it is OSEM.  Runs in seconds on a CPU.
+Run: ``python examples/06_sirf_osl_reconstruction.py [--backend cpu|cuda] [--penalisation-factor 0.1]``.
 """
 
 import argparse
@@ -18,7 +19,7 @@ import stirgpu.sirf as pet
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-parser.add_argument("--penalisation-factor", type=float, default=0.5)
+parser.add_argument("--penalisation-factor", type=float, default=0.1)
 args = parser.parse_args()
 
 
@@ -44,6 +45,7 @@ def main():
     recon.set_up(image)
     print("reconstructing...")
     recon.reconstruct(image)
+    print(f"image max {image.max():.4g}, objective function {obj_fun.value(image):.8g}")
     report_contrast(image, cylinder, spheres)
 
 

@@ -8,7 +8,7 @@ every 4 -- reproduces STIR's subset sensitivities and estimates to 1e-4 of their
 (measured on the CPU: sensitivities <= 8.9e-7, estimates <= 1.4e-6 of the maximum; the bins'
 efficiencies go through SIRF's float32 1 / (1 / f), which is f to an ulp).  Elsewhere the reconstructor is held
 to stirgpu's OSEM (the same operations: equal), the objective's gradient to its definition and to
-finite differences of its value, and the OSL step to STIR's formula with a stand-in prior.
+finite differences of its value, and OSL with a prior to stirgpu's OSMAPOSL with that prior.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from stirgpu.formats import ProjDataInMemory, read_image
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import OSEM
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
-from stirgpu.sirf import priors as priors_module
 
 OSEM953_TOL = 1e-4
 
@@ -228,93 +227,85 @@ def test_make_poisson_loglikelihood_forms(sim):
 
 
 # -- priors ---------------------------------------------------------------------------------------------
-def test_prior_settings_and_the_missing_implementation(sim):
-    """SIRF's setters with STIR's defaults; a zero penalisation factor is STIR's "no prior" (value 0,
-    gradient 0, OSEM); any other is refused by name until stirgpu has the prior."""
+def test_prior_settings(sim):
+    """SIRF's setters on stirgpu's priors, with STIR 6.5's defaults (factor 0, RDP gamma 2, epsilon 0);
+    values, gradients and Hessian products are stirgpu's prior's on the image's array."""
+    import stirgpu.priors as sp
+
     obj, am, image = _objective(sim)
     q, r = pet.QuadraticPrior(), pet.RelativeDifferencePrior()
-    assert q.get_penalisation_factor() == 0 and r.get_gamma() == 2 and r.get_epsilon() == pytest.approx(1e-7)
-    assert q.set_penalisation_factor(0) is q
+    assert q.get_penalisation_factor() == 0 and q.is_zero() and (r.get_gamma(), r.get_epsilon()) == (2, 0)
+    assert q.set_penalisation_factor(0.5) is q and q.get_penalisation_factor() == 0.5
     r.set_gamma(1.5)
-    r.set_epsilon(1e-5)
-    assert r.get_gamma() == 1.5 and r.get_epsilon() == pytest.approx(1e-5)
-    q.set_kappa(image)
-    assert (q.get_kappa() - image).norm() == 0
-    q.set_up(image)
-    assert (
-        q.value(image) == q(image) == 0
-        and q.gradient(image).norm() == 0
-        and r.compute_Hessian_diagonal(image).norm() == 0
-    )
-    assert priors_module.missing_implementation(q) is None
-    obj.set_prior(q)
-    recon = _reconstructor(obj, num_subiterations=2)
+    r.set_epsilon(1e-3)
+    assert r.get_gamma() == 1.5 and r.get_epsilon() == pytest.approx(1e-3)
+    rng = np.random.default_rng(2)
+    x = image.get_uniform_copy(0).fill(rng.random(image.dimensions(), dtype=np.float32) + np.float32(0.5))
+    kappa = image.get_uniform_copy(0).fill(rng.random(image.dimensions(), dtype=np.float32))
+    q.set_kappa(kappa)
+    assert (q.get_kappa() - kappa).norm() == 0
+    for prior, reference in (
+        (q, sp.QuadraticPrior(0.5, kappa=kappa.as_array())),
+        (r, sp.RelativeDifferencePrior(0, gamma=1.5, epsilon=1e-3)),
+    ):
+        prior.set_up(x)
+        reference.set_up(x.image_info)
+        assert prior.value(x) == prior(x) == prior.get_value(x) == reference.get_value(x.array)
+        np.testing.assert_array_equal(prior.gradient(x).as_array(), reference.get_gradient(x.array))
+        out = x.get_uniform_copy(7.0)
+        assert prior.get_gradient(x, out=out) is out and (out - prior.gradient(x)).norm() == 0
+        np.testing.assert_array_equal(
+            prior.multiply_with_Hessian(x, kappa).as_array(), reference.multiply_with_Hessian(x.array, kappa.array)
+        )
+        acc = prior.accumulate_Hessian_times_input(x, kappa, x.get_uniform_copy(1.0))
+        np.testing.assert_allclose(
+            acc.as_array(), 1 + reference.multiply_with_Hessian(x.array, kappa.array), rtol=1e-6, atol=1e-6
+        )
+    assert r.value(x) == 0 and r.gradient(x).norm() == 0  # a zero factor: STIR's prior_is_zero
+    with pytest.raises(pet.error, match="Hessian diagonal"):
+        r.compute_Hessian_diagonal(x)
+    with pytest.raises(pet.error, match="set_up"):
+        pet.QuadraticPrior().set_penalisation_factor(1).value(x)
+    with pytest.raises(TypeError):
+        obj.set_prior(image)
+    with pytest.raises(pet.error, match="kappa"):
+        pet.RelativeDifferencePrior().get_kappa()
+
+
+def test_osl_is_stirgpus_osmaposl_with_the_prior(sim):
+    """With a prior the reconstructor is stirgpu's OSMAPOSL with the same stirgpu prior (STIR's OSL
+    step), bit for bit; the objective function subtracts the penalty and its gradient / K; a zero
+    factor is OSEM."""
+    import stirgpu.priors as sp
+
+    pdi, info, data = sim
+    obj, am, image = _objective(sim)
+    prior = pet.QuadraticPrior()
+    prior.set_penalisation_factor(0.05)
+    obj.set_prior(prior)
+    recon = _reconstructor(obj, num_subiterations=4)
     x = image.clone()
     recon.set_up(x)
     recon.reconstruct(x)
-    plain, _, y = _objective(sim)
-    recon_plain = _reconstructor(plain, num_subiterations=2)
-    recon_plain.set_up(y)
-    recon_plain.reconstruct(y)
-    np.testing.assert_array_equal(x.as_array(), y.as_array())
-    for prior in (q, r):
-        prior.set_penalisation_factor(0.5)
-        reason = priors_module.missing_implementation(prior)
-        assert type(prior).__name__ in reason and "no implementation" in reason
-        with pytest.raises(pet.PriorNotAvailable, match=type(prior).__name__):
-            prior.value(image)
-        with pytest.raises(pet.error, match="no implementation"):
-            prior.gradient(image)
-    obj.set_prior(r)
-    with pytest.raises(pet.PriorNotAvailable, match="RelativeDifferencePrior"):
-        _reconstructor(obj).set_up(image)
-    with pytest.raises(TypeError):
-        obj.set_prior(image)
-
-
-class _StandIn:
-    """A prior computation for the OSL step's test only: gradient beta * x (no real prior)."""
-
-    def __init__(self, beta):
-        self.beta = np.float32(beta)
-
-    def gradient(self, x):
-        return self.beta * x
-
-    def value(self, x):
-        return float(0.5 * self.beta * (x.astype(np.float64) ** 2).sum())
-
-
-def test_osl_step_is_stirs_formula(sim, monkeypatch):
-    """With a prior, a subiteration is STIR's additive OSL step: x *= B_k q / clip(s_k + grad/K,
-    s_k/10, 10 s_k), STIR's 1e-6 division threshold, clipping from subiteration 2 (checked with a
-    stand-in prior put where stirgpu's priors will be connected)."""
-    from stirgpu.recon.arrays import stir_divide
-
-    beta = 0.05
-    monkeypatch.setattr(priors_module, "_implementation", lambda prior: _StandIn(beta))
-    monkeypatch.setattr("stirgpu.sirf.objective._implementation", lambda prior: _StandIn(beta))
-    monkeypatch.setattr("stirgpu.sirf.reconstructor._implementation", lambda prior: _StandIn(beta))
-    obj, am, image = _objective(sim)
-    prior = pet.QuadraticPrior()
-    prior.set_penalisation_factor(1.0)
-    obj.set_prior(prior)
-    recon = _reconstructor(obj, num_subiterations=2)
-    x = image.clone()
-    recon.set_up(x)
-    x0 = x.as_array()
-    recon.update(x)
-    ratio = obj.get_backprojection_of_acquisition_ratio(image.get_uniform_copy(0).fill(x0), 0).as_array()
-    sens = obj.get_subset_sensitivity(0).as_array()
-    den = np.float32(beta) * x0 / np.float32(3) + sens
-    den = np.maximum(np.minimum(den, sens * np.float32(10)), sens / np.float32(10))
-    np.testing.assert_array_equal(x.as_array(), x0 * stir_divide(ratio, den))
-    assert obj.value(x) == pytest.approx(
-        obj.stirgpu_objective().log_likelihood(am.projector, x.array) - _StandIn(beta).value(x.array)
+    reference = sp.QuadraticPrior(0.05)
+    osem = OSEM(
+        obj.stirgpu_objective(), ProjectorPair(backend="cpu"), info, num_subsets=3, num_subiterations=4, prior=reference
     )
+    np.testing.assert_array_equal(x.as_array(), osem.reconstruct().image)
+    ll = obj.stirgpu_objective().log_likelihood(am.projector, x.array)
+    assert obj.value(x) == pytest.approx(ll - reference.get_value(x.array), rel=1e-12)
     g = obj.get_subset_gradient(x, 1).as_array()
     plain = (obj.get_backprojection_of_acquisition_ratio(x, 1) - obj.get_subset_sensitivity(1)).as_array()
-    np.testing.assert_allclose(g, plain - np.float32(beta) * x.as_array() / np.float32(3), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(g, plain - reference.get_gradient(x.array) / np.float32(3), rtol=1e-6, atol=1e-6)
+    prior.set_penalisation_factor(0)
+    y = image.clone()
+    recon.set_up(y)
+    recon.reconstruct(y)
+    plain_obj, _, z = _objective(sim)
+    plain_recon = _reconstructor(plain_obj, num_subiterations=4)
+    plain_recon.set_up(z)
+    plain_recon.reconstruct(z)
+    np.testing.assert_array_equal(y.as_array(), z.as_array())
 
 
 # -- messages ---------------------------------------------------------------------------------------------
@@ -358,7 +349,7 @@ def test_reconstruction_on_a_gpu_is_the_cpus(sim):
 def test_remaining_settings(sim, tmp_path, capsys):
     """The objective function read from its file name; the relative-change limits (from
     subiteration 2 on: a maximum of 1 makes the estimate non-increasing); output switched on and
-    off; the getters; Hessian products of a zero prior; messages to stdout."""
+    off; the getters; messages to stdout."""
     pdi, info, data = sim
     obj, am, image = _objective(sim)
     path = tmp_path / "prompts"
@@ -390,7 +381,3 @@ def test_remaining_settings(sim, tmp_path, capsys):
     recon.enable_output()
     recon.update(x)
     assert [p.name for p in tmp_path.glob("est_*.hv")] == ["est_3.hv"]
-    q = pet.QuadraticPrior()
-    assert (
-        q.multiply_with_Hessian(image, image).norm() == 0 and q.accumulate_Hessian_times_input(image, image).norm() == 0
-    )

@@ -7,8 +7,8 @@
   :data:`AcquisitionModel`) and :class:`AcquisitionSensitivityModel` -- ``S (G x + a) + b`` on
   stirgpu's streaming projector (:mod:`.acquisition_model`, :mod:`.sensitivity`);
 * :func:`make_Poisson_loglikelihood`, :class:`OSMAPOSLReconstructor`, :class:`QuadraticPrior`,
-  :class:`RelativeDifferencePrior` -- OSMAPOSL as SIRF drives it (:mod:`.objective`,
-  :mod:`.reconstructor`, :mod:`.priors`);
+  :class:`RelativeDifferencePrior` -- OSMAPOSL (OSEM, or OSL with stirgpu's priors) as SIRF
+  drives it (:mod:`.objective`, :mod:`.reconstructor`, :mod:`.priors`);
 * :class:`error`, :class:`MessageRedirector` -- SIRF's error class (every error of this package
   is one, and a :class:`stirgpu.errors.StirGpuError`) and message routing (:mod:`.messages`).
 
@@ -23,7 +23,7 @@ from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
-from .priors import Prior, PriorNotAvailable, QuadraticPrior, RelativeDifferencePrior
+from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .storage import storage_scheme
@@ -43,7 +43,6 @@ __all__ = [
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
-    "PriorNotAvailable",
     "MessageRedirector",
     "error",
     "norm",

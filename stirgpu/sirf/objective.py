@@ -34,7 +34,7 @@ from .acquisition_model import AcquisitionModelUsingParallelproj
 from .containers import _in_namespace, _xp_of
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors, translate_errors
 from .image_data import ImageData
-from .priors import Prior, _implementation
+from .priors import Prior
 
 __all__ = ["make_Poisson_loglikelihood", "PoissonLogLikelihoodWithLinearModelForMeanAndProjData"]
 
@@ -220,9 +220,7 @@ class PoissonLogLikelihoodWithLinearModelForMeanAndProjData:
         g = self._ratio_backprojection(image, k)
         g -= self._require_set_up().sensitivities[k]
         if self.prior is not None and not self.prior.is_zero():
-            g -= _in_namespace(_xp_of(g), _implementation(self.prior).gradient(image.array)) / np.float32(
-                self._num_subsets
-            )
+            g -= _in_namespace(_xp_of(g), self.prior.get_gradient(image).array) / np.float32(self._num_subsets)
         return g
 
     def gradient(self, image, subset=-1, out=None) -> ImageData:

@@ -1,50 +1,21 @@
-"""SIRF's priors (``QuadraticPrior``, ``RelativeDifferencePrior``): their settings, and the one
-place where they will be connected to stirgpu's own priors.
+"""SIRF's priors (``QuadraticPrior``, ``RelativeDifferencePrior``) on stirgpu's own.
 
-stirgpu has no prior implementation yet (they are being added on its ``priors`` branch).  Until
-then these classes hold SIRF's settings with STIR's defaults (penalisation factor 0; RDP gamma 2,
-epsilon 1e-7) and do what STIR does with a zero penalisation factor (value 0, gradient 0, a
-reconstruction without penalty: STIR's ``prior_is_zero``).  With any other factor, every use --
-value, gradient, Hessian, an OSL reconstruction -- raises :class:`PriorNotAvailable`, naming the
-prior and what is missing.
-
-To connect stirgpu's priors, change :func:`_implementation` only: it returns the object that
-computes ``value(array)`` and ``gradient(array)`` for a prior's settings (numpy or cupy arrays,
-(z, y, x)); everything else here, in :mod:`.objective` and :mod:`.reconstructor` goes through it.
+Each SIRF prior holds a :mod:`stirgpu.priors` prior (STIR's numbers, parameters and defaults:
+penalisation factor 0; RDP gamma 2, epsilon 0, as STIR 6.5) and takes SIRF's containers:
+``set_up(image)``, ``get_value(image)``, ``get_gradient(image)``, the Hessian products and
+``set_kappa(image)`` work on :class:`~.image_data.ImageData` (numpy or cupy: a GPU image stays
+there).  The objective function (:mod:`.objective`) subtracts the penalty and its gradient / K,
+and the reconstructor hands :attr:`Prior.stirgpu_prior` to :class:`stirgpu.recon.OSEM`, whose
+subiteration is STIR's One-Step-Late step (``MAP model := additive``, SIRF's only choice).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import priors as stirgpu_priors
 from .errors import InputTypeError, NotSupported, translate_class_errors
 from .image_data import ImageData
 
-__all__ = ["Prior", "QuadraticPrior", "RelativeDifferencePrior", "PriorNotAvailable", "missing_implementation"]
-
-
-class PriorNotAvailable(NotSupported):
-    """A prior with a non-zero penalisation factor was used, and stirgpu has no implementation of it."""
-
-
-def missing_implementation(prior: Prior) -> str | None:
-    """Why ``prior`` cannot be computed with its current settings, or None when it can."""
-    if prior.get_penalisation_factor() == 0:
-        return None
-    try:
-        _implementation(prior)
-    except PriorNotAvailable as exc:
-        return str(exc)
-    return None
-
-
-def _implementation(prior: Prior):
-    """The computation of ``prior`` (see the module docstring).  The one hook for stirgpu's priors."""
-    raise PriorNotAvailable(
-        f"{type(prior).__name__} with penalisation factor {prior.get_penalisation_factor():g}: stirgpu has no "
-        "implementation of this prior yet (priors are being added to stirgpu; until then only a penalisation "
-        "factor of 0 -- OSEM -- can be reconstructed); missing: its value and gradient"
-    )
+__all__ = ["Prior", "QuadraticPrior", "RelativeDifferencePrior"]
 
 
 def _check_image(image, what: str) -> ImageData:
@@ -55,32 +26,36 @@ def _check_image(image, what: str) -> ImageData:
 
 @translate_class_errors
 class Prior:
-    """SIRF's ``Prior``: a penalty ``beta R(x)`` subtracted from the objective function."""
+    """SIRF's ``Prior``: a penalty ``beta R(x)`` subtracted from the objective function (the base of
+    :class:`QuadraticPrior` and :class:`RelativeDifferencePrior`)."""
 
-    def __init__(self):
-        self._penalisation_factor = 0.0  # STIR's default
-        self._image_info = None
+    def __init__(self, prior: stirgpu_priors.NeighbourhoodPrior):
+        self._prior = prior
+        self._kappa: ImageData | None = None
+
+    @property
+    def stirgpu_prior(self) -> stirgpu_priors.NeighbourhoodPrior:
+        """The :mod:`stirgpu.priors` prior doing the work."""
+        return self._prior
 
     def set_penalisation_factor(self, value):
-        self._penalisation_factor = float(value)
+        self._prior.set_penalisation_factor(value)
         return self
 
     def get_penalisation_factor(self) -> float:
-        return self._penalisation_factor
-
-    def set_up(self, image) -> None:
-        self._image_info = _check_image(image, "Prior.set_up").image_info
+        return self._prior.get_penalisation_factor()
 
     def is_zero(self) -> bool:
         """STIR's ``prior_is_zero``: a penalisation factor of 0 (the prior does nothing)."""
-        return self._penalisation_factor == 0
+        return bool(self._prior.is_zero)
+
+    def set_up(self, image) -> None:
+        """Prepare for images like ``image`` (STIR's default weights for its voxel sizes)."""
+        self._prior.set_up(_check_image(image, "Prior.set_up").image_info)
 
     def get_value(self, image) -> float:
         """``beta R(image)``."""
-        image = _check_image(image, "Prior.get_value")
-        if self.is_zero():
-            return 0.0
-        return float(_implementation(self).value(image.array))
+        return float(self._prior.get_value(_check_image(image, "Prior.get_value").array))
 
     def value(self, image) -> float:
         return self.get_value(image)
@@ -89,37 +64,33 @@ class Prior:
         return self.get_value(image)
 
     def get_gradient(self, image, out=None, **kwargs) -> ImageData:
-        """``beta grad R(image)`` (into ``out`` when given)."""
+        """``beta grad R(image)``, into ``out`` (an ImageData like ``image``) when given."""
         image = _check_image(image, "Prior.get_gradient")
-        target = image.get_uniform_copy(0.0) if out is None else _check_image(out, "Prior.get_gradient: out")
-        if self.is_zero():
-            target.fill(0.0)
-        else:
-            target.fill(_implementation(self).gradient(image.array))
+        target = image._new_like() if out is None else _check_image(out, "Prior.get_gradient: out")
+        image._check_compatible(target, "Prior.get_gradient: out")
+        self._prior.get_gradient(image.array, out=target.array)
         return target
 
     def gradient(self, image, out=None, **kwargs) -> ImageData:
         return self.get_gradient(image, out)
 
-    def accumulate_Hessian_times_input(self, current_estimate, input_, out=None):
-        target = input_.get_uniform_copy(0.0) if out is None else out
-        if not self.is_zero():
-            target += _implementation(self).hessian_times(current_estimate.array, input_.array)
+    def accumulate_Hessian_times_input(self, current_estimate, input_, out=None) -> ImageData:
+        """``out += H(current_estimate) input_`` (a new zero image when ``out`` is None)."""
+        x = _check_image(current_estimate, "accumulate_Hessian_times_input")
+        v = _check_image(input_, "accumulate_Hessian_times_input: input")
+        target = v._new_like() if out is None else _check_image(out, "accumulate_Hessian_times_input: out")
+        self._prior.accumulate_Hessian_times_input(x.array, v.array, target.array)
         return target
 
-    def multiply_with_Hessian(self, current_estimate, input_, out=None):
-        target = input_.get_uniform_copy(0.0) if out is None else out.fill(0.0)
+    def multiply_with_Hessian(self, current_estimate, input_, out=None) -> ImageData:
+        """``H(current_estimate) input_``."""
+        target = _check_image(input_, "multiply_with_Hessian: input")._new_like() if out is None else out.fill(0.0)
         return self.accumulate_Hessian_times_input(current_estimate, input_, target)
 
-
-class _KappaPrior(Prior):
-    def __init__(self):
-        super().__init__()
-        self._kappa = None
-
     def set_kappa(self, image) -> None:
-        """A spatially varying strength (an image like the reconstructed one)."""
+        """A spatially varying strength (an image like the reconstructed one; copied)."""
         self._kappa = _check_image(image, "set_kappa").clone()
+        self._prior.set_kappa(self._kappa.array)
 
     def get_kappa(self) -> ImageData:
         if self._kappa is None:
@@ -128,33 +99,37 @@ class _KappaPrior(Prior):
 
 
 @translate_class_errors
-class QuadraticPrior(_KappaPrior):
+class QuadraticPrior(Prior):
     """SIRF's ``QuadraticPrior`` (STIR's quadratic Gibbs prior)."""
+
+    def __init__(self):
+        super().__init__(stirgpu_priors.QuadraticPrior())
 
 
 @translate_class_errors
-class RelativeDifferencePrior(_KappaPrior):
-    """SIRF's ``RelativeDifferencePrior`` (STIR's ``GibbsRelativeDifferencePenalty``)."""
+class RelativeDifferencePrior(Prior):
+    """SIRF's ``RelativeDifferencePrior`` (STIR's ``RelativeDifferencePrior``)."""
+
+    _rdp: stirgpu_priors.RelativeDifferencePrior
 
     def __init__(self):
-        super().__init__()
-        self._gamma = np.float32(2.0)
-        self._epsilon = np.float32(1e-7)
+        self._rdp = stirgpu_priors.RelativeDifferencePrior()
+        super().__init__(self._rdp)
 
     def set_gamma(self, v) -> None:
-        self._gamma = np.float32(v)
+        self._rdp.set_gamma(v)
 
     def get_gamma(self) -> float:
-        return float(self._gamma)
+        return self._rdp.get_gamma()
 
     def set_epsilon(self, v) -> None:
-        self._epsilon = np.float32(v)
+        self._rdp.set_epsilon(v)
 
     def get_epsilon(self) -> float:
-        return float(self._epsilon)
+        return self._rdp.get_epsilon()
 
     def compute_Hessian_diagonal(self, image) -> ImageData:
-        image = _check_image(image, "compute_Hessian_diagonal")
-        if self.is_zero():
-            return image.get_uniform_copy(0.0)
-        return image.get_uniform_copy(0.0).fill(_implementation(self).hessian_diagonal(image.array))
+        raise NotSupported(
+            "compute_Hessian_diagonal: stirgpu's RelativeDifferencePrior has no Hessian diagonal "
+            "(multiply_with_Hessian gives Hessian-vector products)"
+        )

@@ -1,12 +1,9 @@
 """SIRF's ``OSMAPOSLReconstructor``: STIR's OSMAPOSL driven step by step from Python.
 
-With no prior (or a zero penalisation factor) a subiteration is :meth:`stirgpu.recon.OSEM.update`:
-the subset's fused forward-ratio-back projection, STIR's division by the subset sensitivity and,
-from subiteration 2 on, STIR's clipping of the multiplicative update.  With a prior it is STIR's
-OSL step with its default ``MAP model := additive``: the denominator is
-``s_k + grad penalty / K``, kept within ``[s_k / 10, 10 s_k]``, and divided with STIR's
-threshold 1e-6 (``OSMAPOSLReconstruction::update_estimate``); the prior's gradient comes from
-:mod:`.priors` (not available in stirgpu yet: a clear error says so).
+A subiteration is :meth:`stirgpu.recon.OSEM.update`: the subset's fused forward-ratio-back
+projection, STIR's division by the subset sensitivity -- with a prior (a non-zero penalisation
+factor) STIR's One-Step-Late denominator, ``MAP model := additive`` (SIRF's only choice) -- and,
+from subiteration 2 on, STIR's clipping of the multiplicative update.
 
 SIRF's sequence (``sirf/STIR.py``, ``cstir.cpp``): ``set_up(image)`` sets up the objective
 function (sensitivities), applies STIR's initial positivity threshold to ``image`` in place and
@@ -27,13 +24,12 @@ import numpy as np
 
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..recon import OSEM
-from ..recon.arrays import FLOAT32_MAX, SMALL_NUM, clip_update, stir_divide, threshold_min_to_small_positive
+from ..recon.arrays import FLOAT32_MAX, threshold_min_to_small_positive
 from ..recon.naming import estimate_filename
-from .containers import _in_namespace, _xp_of
+from .containers import _xp_of
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors
 from .image_data import ImageData
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData
-from .priors import _implementation
 
 __all__ = ["OSMAPOSLReconstructor"]
 
@@ -138,8 +134,6 @@ class OSMAPOSLReconstructor:
                     f"Range error in iteration save interval {self._save_interval} (has to be between 1 and "
                     f"the number of subiterations, {self._num_subiterations})"
                 )
-        if obj.prior is not None and not obj.prior.is_zero():
-            _implementation(obj.prior)  # a prior stirgpu cannot compute is refused before any work
         if self._input is not None:
             obj.set_acquisition_data(self._input)
         obj.set_num_subsets(self._num_subsets)
@@ -154,6 +148,7 @@ class OSMAPOSLReconstructor:
             minimum_relative_change=self._min_change,
             maximum_relative_change=self._max_change,
             enforce_initial_positivity=False,
+            prior=None if obj.prior is None else obj.prior.stirgpu_prior,  # set up by the objective function
         )
         osem.sensitivities = obj.sensitivities  # computed by the objective function's set_up
         self._osem = osem
@@ -183,11 +178,7 @@ class OSMAPOSLReconstructor:
 
     def _subiterate(self, image: ImageData, work) -> None:
         n, osem = self._subiteration, self._require_set_up()
-        prior = self.get_objective_function().get_prior()
-        if prior is None or prior.is_zero():
-            osem.update(work, n)
-        else:
-            self._osl_update(work, n, _implementation(prior))
+        osem.update(work, n)
         if self._output and (n % self._save_interval == 0 or n == self._num_subiterations):
             path = estimate_filename(self._prefix, n)
             self._finish(image, work)
@@ -195,24 +186,6 @@ class OSMAPOSLReconstructor:
             _LOG.info("OSMAPOSL: wrote %s", path)
         _LOG.info("OSMAPOSL subiteration #%d completed (subset %d)", n, osem.subset_num(n))
         self._subiteration += 1
-
-    def _osl_update(self, x, n: int, prior) -> None:
-        """STIR's OSL step (``MAP model := additive``) on ``x`` in place; ``prior`` computes the
-        prior's gradient (:func:`.priors._implementation`)."""
-        osem, K = self._require_set_up(), self._num_subsets
-        k = osem.subset_num(n)
-        xp = _xp_of(x)
-        upd = osem.zeros()
-        res = osem.objective.gradient_plus_sensitivity(osem.projector, x, upd, k, K)
-        upd = upd if res is None else res
-        sens = self.get_objective_function().sensitivities[k]
-        grad = _in_namespace(xp, prior.gradient(x))
-        den = grad / np.float32(K) + sens
-        den = xp.maximum(xp.minimum(den, sens * np.float32(10)), sens / np.float32(10))
-        stir_divide(upd, den, small_num=SMALL_NUM)
-        if n != 1:
-            clip_update(upd, self._min_change, self._max_change)
-        x *= upd
 
     def update(self, image) -> ImageData:
         """One subiteration applied to ``image`` (in place); returns ``image``."""
