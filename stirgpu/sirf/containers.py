@@ -23,6 +23,7 @@ from typing import Self
 
 import numpy as np
 
+from ..arrays import array_module
 from .errors import InputError, InputTypeError
 
 __all__ = ["DataContainer", "norm", "dot"]
@@ -30,12 +31,8 @@ __all__ = ["DataContainer", "norm", "dot"]
 _F32 = np.float32
 
 
-def _xp_of(a):
-    if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
+#: numpy or cupy, whichever an array belongs to
+_xp_of = array_module
 
 
 def _in_namespace(xp, a):

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import import_cupy
 from ..config import get_config
 from ..execution import resolve_backend
 from ..formats import VoxelsOnCartesianGrid, read_image, write_image
@@ -37,11 +38,7 @@ __all__ = ["ImageData", "GeometricalInfo"]
 
 def _device_namespace():
     """cupy when stirgpu's backend is (or resolves to) CUDA, else numpy."""
-    if resolve_backend(get_config().backend) == "cuda":
-        import cupy
-
-        return cupy
-    return np
+    return import_cupy() if resolve_backend(get_config().backend) == "cuda" else np
 
 
 def _host(a) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import import_cupy
 from ..formats import ProjData
 from ..geometry import ImageInfo
 from ..recon import PoissonLogLikelihood
@@ -242,11 +243,7 @@ class PoissonLogLikelihoodWithLinearModelForMeanAndProjData:
 
 def _device_zeros(projector, info: ImageInfo):
     """A zero image where ``projector`` works (numpy, or cupy on the CUDA backend)."""
-    xp: Any = np
-    if projector.backend == "cuda":
-        import cupy
-
-        xp = cupy
+    xp = import_cupy() if projector.backend == "cuda" else np
     return xp.zeros(info.shape, dtype=np.float32)
 
 
