@@ -31,9 +31,13 @@ __all__ = ["AcquisitionData"]
 class _StoreBacking:
     """Values in a stirgpu store; pieces are (timing position, segment, first view, end view)."""
 
-    def __init__(self, store: ProjData, read_only: bool):
+    def __init__(self, store: ProjData):
         self.store = store
-        self.read_only = read_only
+
+    @property
+    def read_only(self) -> bool:
+        """What the store declares (a file opened read-only, a computed view, a closed file)."""
+        return not self.store.abilities.writable
 
     @property
     def proj_data_info(self) -> ProjDataInfo:
@@ -157,13 +161,13 @@ class AcquisitionData(DataContainer):
             self.src = "file"
         elif isinstance(src, str):
             pdi = _scanner_geometry(src, span, max_ring_diff, view_mash_factor)
-            self._backing = _StoreBacking(new_store(pdi), read_only=False)
+            self._backing = _StoreBacking(new_store(pdi))
             self.src = "scanner"
         elif isinstance(src, AcquisitionData):
-            self._backing = _StoreBacking(new_store(src.get_proj_data_info()), read_only=False)
+            self._backing = _StoreBacking(new_store(src.get_proj_data_info()))
             self.src = "template"
         elif isinstance(src, ProjData):
-            self._backing = _StoreBacking(src, read_only=getattr(src, "mode", "r+") == "r")
+            self._backing = _StoreBacking(src)
             self.src = "store"
         else:
             raise error(f"Wrong source in AcquisitionData constructor: {type(src).__name__}")
@@ -178,9 +182,9 @@ class AcquisitionData(DataContainer):
         store = read_from_file(os.fspath(filename), "r")
         if get_storage_scheme() == "memory":
             with store:
-                self._backing = _StoreBacking(ProjDataInMemory.from_proj_data(store), read_only=False)
+                self._backing = _StoreBacking(ProjDataInMemory.from_proj_data(store))
         else:
-            self._backing = _StoreBacking(store, read_only=True)
+            self._backing = _StoreBacking(store)
 
     @property
     def read_only(self) -> bool:
@@ -319,10 +323,9 @@ class AcquisitionData(DataContainer):
         b = self._require()
         if b.store is None:
             return f"AcquisitionData: views {list(b.views)} of {b.parent!r}, in memory"
-        where = f"file {b.store.path}" if isinstance(b.store, ProjDataFromFile) else "memory"
-        mode = " (read-only)" if b.read_only else ""
-        return f"AcquisitionData {self.dimensions()} (TOF, sinograms, views, tangential) in {where}{mode}\n" + repr(
-            b.proj_data_info
+        return (
+            f"AcquisitionData {self.dimensions()} (TOF, sinograms, views, tangential): {b.store!r}, "
+            f"{b.store.abilities}\n{b.proj_data_info!r}"
         )
 
     def __repr__(self) -> str:

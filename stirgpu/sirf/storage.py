@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterator
 
 from ..config import get_config
-from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory
+from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory, Residence
 from ..geometry import ProjDataInfo
 from .errors import InputError
 
@@ -102,8 +102,8 @@ def new_store(proj_data_info: ProjDataInfo, on_disk: bool | None = None) -> Proj
 
 
 def is_on_disk(store: ProjData) -> bool:
-    """True for stores whose values are in a file (read or scratch), False for memory."""
-    return isinstance(store, ProjDataFromFile)
+    """True for stores whose values are in a file (read or scratch), as the store declares."""
+    return store.abilities.residence is Residence.DISK
 
 
 def chunk_bytes(num_arrays: int = 8) -> int:
