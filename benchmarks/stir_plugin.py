@@ -98,10 +98,12 @@ def command(who: str, prefix: Path) -> list[str]:
     return [sys.executable, "-m", "stirgpu.cli.main", "osmaposl", "recon.par"]
 
 
-def run(who: str, d: Path, prefix: Path, env: dict, args, iterations: int) -> tuple[float, str]:
-    """Wall seconds and standard output of one OSMAPOSL process of ``who`` in ``d/<who>-<iterations>``
-    (the plugin's trace in its ``trace.jsonl``)."""
-    folder = d / f"{who}-{iterations}"
+def run(
+    who: str, d: Path, prefix: Path, env: dict, args, iterations: int, folder: Path | None = None
+) -> tuple[float, str]:
+    """Wall seconds and standard output of one OSMAPOSL process of ``who`` in ``folder``
+    (default ``d/<who>-<iterations>``; the plugin's trace in its ``trace.jsonl``)."""
+    folder = folder if folder is not None else d / f"{who}-{iterations}"
     folder.mkdir(exist_ok=True)
     env = dict(env)
     if who == "plugin":
@@ -125,30 +127,46 @@ def last_iteration_seconds(stdout: str, subsets: int) -> float:
     return sum(seconds[-subsets:])
 
 
-def stir_loop_seconds(stdout: str, subsets: int) -> float:
-    """The wall seconds of STIR's gradient loops (``distributable_computation``, which STIR
-    prints once per subiteration) in the last ``subsets`` subiterations: the part of STIR's
-    iteration that goes through the projectors, the rest being STIR's image updates."""
-    seconds = [
+def stir_loop_times(stdout: str) -> list[float]:
+    """The wall seconds of each of STIR's ``distributable_computation`` loops, in order (STIR
+    prints one per subset sensitivity and one per subiteration)."""
+    return [
         float(m) for m in re.findall(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s", stdout)
     ]
+
+
+def stir_loop_seconds(stdout: str, subsets: int) -> float:
+    """The wall seconds of STIR's gradient loops in the last ``subsets`` subiterations: the part
+    of STIR's iteration that goes through the projectors, the rest being STIR's image updates."""
+    seconds = stir_loop_times(stdout)
     if len(seconds) < subsets:
         raise SystemExit(f"STIR printed {len(seconds)} distributable_computation times, expected {subsets} or more")
     return sum(seconds[-subsets:])
 
 
-def plugin_split(trace: Path, subsets: int) -> dict:
-    """The plugin's seconds in the last ``subsets`` subiterations from its trace: its
-    projections, and its per-viewgram calls' copying and lock waiting (summed over STIR's
-    threads, so a share of the loop's wall only with one thread)."""
+def trace_records(trace: Path) -> tuple[list[dict], list[dict]]:
+    """The plugin's trace: its projection records and its per-viewgram call periods, in order."""
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    projections = [r for r in lines if r["kind"] == "projection"][-2 * subsets :]
-    periods = [r for r in lines if r["kind"] == "viewgram calls"][-2 * subsets :]
+    return [r for r in lines if r["kind"] == "projection"], [r for r in lines if r["kind"] == "viewgram calls"]
+
+
+def call_costs(periods: list[dict]) -> dict:
+    """Per-viewgram call periods summed: copying and lock waiting (thread-seconds, summed over
+    STIR's threads, so a share of the loop's wall only with one thread) and the number of calls."""
     return {
-        "projections": sum(r["seconds"] for r in projections),
         "copying_thread_seconds": sum(r["seconds_copying"] for r in periods),
         "lock_waiting_thread_seconds": sum(r["seconds_waiting"] for r in periods),
         "viewgram_calls": sum(r["calls"] for r in periods),
+    }
+
+
+def plugin_split(trace: Path, subsets: int) -> dict:
+    """The plugin's seconds in the last ``subsets`` subiterations from its trace: its
+    projections (one forward and one back each), and its per-viewgram calls' costs."""
+    projections, periods = trace_records(trace)
+    return {
+        "projections": sum(r["seconds"] for r in projections[-2 * subsets :]),
+        **call_costs(periods[-2 * subsets :]),
     }
 
 

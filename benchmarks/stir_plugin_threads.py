@@ -27,12 +27,8 @@ this same invocation.  Output: one JSON document, then one readable line per run
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,48 +37,31 @@ if str(REPO) not in sys.path:
 
 import arguments  # noqa: E402
 from mmr_inputs import write_phantom_and_prompts  # noqa: E402
-from stir_plugin import command, recon_par, stir_env  # noqa: E402
-
-LOOP_TIMES = re.compile(r"distributable_computation, CPU [0-9.e+-]+s, wall-clock ([0-9.e+-]+)s")
+from stir_plugin import call_costs, run, stir_env, stir_loop_times, trace_records  # noqa: E402
 
 
 def one_run(who: str, folder: Path, prefix: Path, env: dict, args) -> dict:
-    """One 1-iteration OSMAPOSL process of ``who`` (``plugin`` or ``stir``) in a fresh ``folder``."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / "recon.par").write_text(recon_par(who, args, iterations=1))
-    env = dict(env)
-    trace = folder / "trace.jsonl"
-    if who == "plugin":
-        env["STIRGPU_STIR_PLUGIN_TRACE"] = str(trace)
-    t0 = time.perf_counter()
-    r = subprocess.run(command(who, prefix), cwd=folder, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if r.returncode:
-        raise SystemExit(f"{who} failed ({r.returncode}) in {folder}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    loops = [float(m) for m in LOOP_TIMES.findall(r.stdout)]
+    """One 1-iteration OSMAPOSL process of ``who`` (``plugin`` or ``stir``) in a new ``folder``."""
+    wall, stdout = run(who, folder.parent, prefix, env, args, 1, folder=folder)
+    loops = stir_loop_times(stdout)
     n = args.subsets
     if len(loops) != 2 * n:
         raise SystemExit(f"{who}: STIR printed {len(loops)} distributable_computation times, expected {2 * n}")
     result = {"wall": wall, "sensitivity_loops": sum(loops[:n]), "iteration_loops": sum(loops[n:])}
     if who == "plugin":
-        result.update(trace_split(trace, n))
+        result.update(trace_split(folder / "trace.jsonl", n))
     return result
 
 
 def trace_split(trace: Path, subsets: int) -> dict:
     """The plugin's projections (the first ``subsets`` are the sensitivities' back projections)
     and its per-viewgram calls, from its trace."""
-    lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    projections = [r["seconds"] for r in lines if r["kind"] == "projection"]
-    periods = [r for r in lines if r["kind"] == "viewgram calls"]
+    projections, periods = trace_records(trace)
+    seconds = [r["seconds"] for r in projections]
     return {
-        "sensitivity_projections": sum(projections[:subsets]),
-        "iteration_projections": sum(projections[subsets:]),
-        "copying_thread_seconds": sum(r["seconds_copying"] for r in periods),
-        "lock_waiting_thread_seconds": sum(r["seconds_waiting"] for r in periods),
-        "viewgram_calls": sum(r["calls"] for r in periods),
+        "sensitivity_projections": sum(seconds[:subsets]),
+        "iteration_projections": sum(seconds[subsets:]),
+        **call_costs(periods),
     }
 
 
@@ -131,10 +110,10 @@ def main(argv=None) -> int:
             env = stir_env(prefix, threads)
             if policy:
                 env["OMP_WAIT_POLICY"] = policy
-            result = one_run("plugin", d / "run", prefix, env, args)
+            result = one_run("plugin", d / f"plugin-{threads}-{policy or 'default'}", prefix, env, args)
             runs.append({"who": "plugin", "threads": threads, "wait_policy": policy, **result})
         if args.with_parallelproj:
-            result = one_run("stir", d / "run", prefix, stir_env(prefix, max(args.threads)), args)
+            result = one_run("stir", d / "parallelproj", prefix, stir_env(prefix, max(args.threads)), args)
             runs.append({"who": "parallelproj", "threads": max(args.threads), "wait_policy": None, **result})
     base = runs[0]
     for r in runs:
