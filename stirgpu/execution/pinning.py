@@ -24,6 +24,8 @@ import weakref
 
 import numpy as np
 
+from .identity import WEAK, IdentityCache
+
 __all__ = ["HostPinning"]
 
 #: cudaHostRegisterPortable: page-locked for every CUDA context of the process (all GPUs)
@@ -56,7 +58,8 @@ class HostPinning:
     again."""
 
     def __init__(self):
-        self._known: dict[int, tuple[weakref.ref, bool]] = {}
+        # per owning array (weakly held): whether it is page-locked for every GPU
+        self._known = IdentityCache((WEAK,))
 
     def is_pinned(self, a: np.ndarray) -> bool:
         """Whether ``a``'s memory is page-locked already (here or by its owner); registers nothing."""
@@ -78,14 +81,12 @@ class HostPinning:
         if known is not None:
             return known
         ok = self._register(owner)
-        self._known = {k: v for k, v in self._known.items() if v[0]() is not None}  # drop the dead
-        self._known[id(owner)] = (weakref.ref(owner), ok)
+        self._known.put((owner,), ok)
         return ok
 
     def _answer(self, owner: np.ndarray) -> bool | None:
         """What :meth:`pin` found for ``owner`` before (None: not asked yet)."""
-        hit = self._known.get(id(owner))
-        return hit[1] if hit is not None and hit[0]() is owner else None
+        return self._known.get((owner,))
 
     @staticmethod
     def _register(owner: np.ndarray) -> bool:
