@@ -3,7 +3,7 @@
 A hit needs the very key objects (an equal one is another key); weakly held objects take
 their entries with them when they die, and an id reused meanwhile never finds the dead
 object's entry; strongly held objects live as long as their entry; beyond the bound the least
-recently used entry goes.
+recently used entry goes.  Also: the engine's stores are only ever held weakly.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import weakref
 import pytest
 
 from stirgpu.execution import identity
+from stirgpu.execution.direct_io import DirectIO
 from stirgpu.execution.identity import STRONG, WEAK, IdentityCache
 
 
@@ -146,3 +147,24 @@ def test_threads_share_one_cache():
     for t in threads:
         t.join()
     assert failures == [] and len(cache) <= 64
+
+
+def test_direct_io_never_keeps_a_store_alive(tmp_path):
+    """The engine remembers the stores it met (to page-lock them at their second use) weakly:
+    a store the caller dropped is freed, and the engine forgets it.  (A disk store: it keeps
+    no bins in host memory, so nothing is page-locked and no GPU is needed.)"""
+    from helpers import small_geometry
+
+    from stirgpu.formats import ProjDataOnDisk
+
+    pdi, _ = small_geometry()
+    direct = DirectIO("cuda", "reused")
+    store = ProjDataOnDisk.create(tmp_path / "s.hs", pdi)
+    alive = weakref.ref(store)
+    assert direct.find({"data": store}, pdi, (0,)) == {}
+    assert direct.find({"data": store}, pdi, (0,)) == {}  # met before: would be page-locked now
+    assert len(direct._met) == 1
+    store.abort()
+    del store
+    gc.collect()
+    assert alive() is None and len(direct._met) == 0

@@ -65,11 +65,11 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
     """Asking again for a kept plan does not measure the default budgets again within a
     second (it costs as much as a subset call's engine overhead); a new plan, or a kept
     one after that, measures them."""
-    from stirgpu.execution import pipeline
+    from stirgpu.execution import planning
 
     calls = []
-    real = pipeline.default_host_budget
-    monkeypatch.setattr(pipeline, "default_host_budget", lambda: calls.append(1) or real())
+    real = planning.default_host_budget
+    monkeypatch.setattr(planning, "default_host_budget", lambda: calls.append(1) or real())
     pdi, info = small_geometry()
     eng = Engine("cpu", (0,))
     prog = BackProgram(stir_scaled_geometry(info))
@@ -79,7 +79,7 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
     assert len(calls) == 1
     eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape)  # a new plan
     assert len(calls) == 2
-    eng._BUDGETS_RECENT = 0.0  # (an instance attribute: this engine only)
+    eng.planner.budgets_recent = 0.0  # (an instance attribute: this engine only)
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape) is a
     assert len(calls) == 3
     # explicit budgets are never measured

@@ -1,9 +1,9 @@
 """Backends and lanes: where chunks are computed.
 
 A *lane* is one worker that computes chunks: one GPU (with its own copy-in, compute
-and copy-out CUDA streams), or one CPU worker thread running the numba kernels.  The
-pipeline (:mod:`stirgpu.execution.pipeline`) drives every lane the same way; only the
-four primitives below differ:
+and copy-out CUDA streams), or one CPU worker thread running the numba kernels.  A call
+(:mod:`stirgpu.execution.call`, :mod:`stirgpu.execution.strategies`) drives every lane the
+same way; only the four primitives below differ:
 
 * ``alloc_host`` / ``alloc_device``: chunk buffers (pinned host memory on GPUs; on
   the CPU the "device" buffers are the host buffers themselves);

@@ -22,7 +22,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["DaemonPool", "split_ranges", "run_pieces", "parallel_copy", "MIN_PIECE_BYTES"]
+__all__ = [
+    "DaemonPool",
+    "split_ranges",
+    "run_pieces",
+    "parallel_copy",
+    "chunk_pieces",
+    "read_chunk",
+    "write_chunk",
+    "MIN_PIECE_BYTES",
+]
 
 #: below this a piece is not worth a thread hand-off
 MIN_PIECE_BYTES = 1024 * 1024
@@ -109,3 +118,38 @@ def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> 
         np.copyto(dst[a:b], src[a:b], casting="unsafe")
 
     run_pieces(pool, piece, split_ranges(n, item, pool.size + 1 if pool else 1))
+
+
+def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
+    """(segment, views, buffer) pieces of a chunk's I/O in its flat buffer ``flat``: each part
+    (shaped (nv, na, nt) at its offset) split by views into at most ``pieces_per_part`` pieces
+    of at least :data:`MIN_PIECE_BYTES`."""
+    pieces = []
+    for part in chunk.parts:
+        buf = flat[part.offset : part.stop].reshape(part.shape)
+        for a, b in split_ranges(len(part.views), buf[0].nbytes, pieces_per_part):
+            pieces.append((part.segment, part.views[a:b], buf[a:b]))
+    return pieces
+
+
+def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
+    """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
+    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
+
+    def piece(seg, views, buf):
+        got = store.read_views(seg, views, out=buf)
+        if got is not buf and got is not None:  # a store that ignores ``out``
+            np.copyto(buf, got)
+
+    _run_chunk_pieces(chunk, flat, pool, pieces_per_part, piece)
+
+
+def write_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
+    """Write ``chunk`` from ``flat`` into ``store`` (``write_views(array, segment, views)``), in
+    pieces as :func:`read_chunk`."""
+    _run_chunk_pieces(chunk, flat, pool, pieces_per_part, lambda seg, views, buf: store.write_views(buf, seg, views))
+
+
+def _run_chunk_pieces(chunk, flat, pool, pieces_per_part, fn: Callable) -> None:
+    pieces = chunk_pieces(chunk, flat, pieces_per_part)
+    run_pieces(pool, lambda i, j: fn(*pieces[i]), [(i, i + 1) for i in range(len(pieces))])

@@ -1,0 +1,387 @@
+"""One call: a chunk program run over a plan's chunks on an engine's lanes.
+
+:class:`Call` holds the call's state -- its stores, the lanes' slots, accumulation images and
+sums, the stop flag -- and the steps every strategy of :mod:`.strategies` shares:
+
+* set-up: each lane's slots, time reference and per-lane state (:meth:`Call.prepare_lane`);
+* chunk dealing (:meth:`Call.take`): GPU lanes share one queue of chunks, so a faster device
+  takes more of them; CPU lanes take theirs round-robin (they share one compute lock: no
+  balance to gain, and each lane sums the same chunks in the same order on every run -- CPU
+  back projections are reproducible bit for bit);
+* per chunk: its :class:`~stirgpu.execution.program.ChunkData`, a CPU lane's device step, a GPU
+  lane's queued copies and kernels (:meth:`Call.enqueue`: copy-in, compute and copy-out
+  streams ordered by the slot's CUDA events), its stage times, its completion;
+* :meth:`Call.execute`: runs a strategy, stops every thread on any exception (the calling
+  thread's KeyboardInterrupt above all), synchronises the lanes, raises the first failure;
+* :meth:`Call.result`: the lanes' images reduced in lane order (on the host, or on one GPU peer
+  to peer), the scalars summed, the statistics.
+
+Imports: numpy, ``stirgpu.errors``, :mod:`.program`, :mod:`.residency`, :mod:`.stats`,
+:mod:`.stopping` (and :mod:`.plan`, :mod:`.hostio` for their types); the engine's other parts
+(slots, tables) are handed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import PipelineError
+from .hostio import DaemonPool
+from .plan import Plan
+from .program import ChunkData, ChunkProgram
+from .residency import Residency, reduce_on_device
+from .stats import RunStats, StatsRecorder
+from .stopping import SHUTDOWN_SECONDS, StopFlag
+
+if TYPE_CHECKING:
+    from ..array_types import Array
+    from .slots import Slot
+
+__all__ = ["Call", "RunResult"]
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What :meth:`Engine.run` returns: the reduced image (numpy, or None), the summed
+    scalars by name, and the statistics."""
+
+    image: np.ndarray | None
+    scalars: dict
+    stats: RunStats
+
+
+class Call:
+    """One run of ``program`` over ``plan`` (the arguments of :meth:`Engine.run`, checked there),
+    on ``lanes`` of ``backend`` (``devices``: the engine's lane ids), with the engine's
+    ``residency`` (input images, kept workspaces) and ``tables`` (:class:`.ChunkTableKeeper`);
+    ``io_pool`` and ``io_threads`` split chunk reads and writes."""
+
+    def __init__(
+        self,
+        *,
+        program: ChunkProgram,
+        plan: Plan,
+        pdi,
+        sources: Mapping[str, Any],
+        sinks: Mapping[str, Any],
+        image_shape,
+        progress: Callable[[int], None] | None,
+        operation: str,
+        result_device: int | None,
+        parallel_io: dict,
+        after_write: dict,
+        direct: dict,
+        result_out,
+        backend: str,
+        devices: tuple[int, ...],
+        lanes: list,
+        residency: Residency,
+        tables,
+        io_pool: DaemonPool | None,
+        io_threads: int,
+        t_start: float,
+    ):
+        self.t_start = t_start
+        self.program, self.plan, self.pdi = program, plan, pdi
+        self.sources, self.sinks, self.direct = sources, sinks, direct
+        self.parallel_io, self.after_write, self.progress = parallel_io, after_write, progress
+        self.image_shape, self.result_device, self.result_out = image_shape, result_device, result_out
+        self.operation = operation or program.name
+        self.backend, self.devices, self.lanes = backend, devices, lanes
+        self.cuda = backend == "cuda"
+        self.residency, self.tables = residency, tables
+        self.n_in, self.n_out = len(program.inputs), len(program.outputs)
+        # host staging buffers: one per store not copied directly (on CPU lanes, where every
+        # store is staged, the slot's buffers are the compute buffers: inputs, outputs, scratch)
+        self.staged = [n for n in program.inputs + program.outputs if n not in direct]
+        if plan.chunks and len(self.staged) > plan.host_buffers_per_slot:
+            raise PipelineError(
+                f"{program.name}: the plan has {plan.host_buffers_per_slot} host buffers per "
+                f"slot, {len(self.staged)} stores need one ({self.staged}); make the plan with direct="
+                f"{sorted(direct)}"
+            )
+        #: a staged store's host buffer in the slot, by name
+        self.host_index = {n: i for i, n in enumerate(self.staged)}
+        self.n_direct_in = sum(1 for n in program.inputs if n in direct)
+        self.n_direct_out = sum(1 for n in program.outputs if n in direct)
+        self.n_host = len(self.staged) + (0 if self.cuda else program.scratch)
+        self.n_dev = self.n_in + self.n_out + program.scratch
+        self.recorder = StatsRecorder([lane.name for lane in lanes], t_start)
+        self.io_pool = io_pool
+        self.io_split = max(io_threads // len(lanes), 1)  # pieces per chunk; lanes share the pool
+        #: every store copied directly (or none at all) on GPUs: one thread per device does everything
+        self.all_direct = self.cuda and not self.staged
+        self.n_streams = plan.concurrency  # compute streams taking this call's chunks (see Planner)
+        # per lane k
+        self.slots: dict[int, list[Slot]] = {}
+        self.accumulation: dict[int, Array | None] = {}  # the accumulation image
+        self.sums: dict[int, Array | None] = {}  # the scalars' sums, one row per compute stream
+        self.time_refs: dict[int, Any] = {}  # (CUDA event, perf_counter) the GPU stage times are relative to
+        self.turns = {k: 0 for k in range(len(lanes))}  # chunks queued: their compute streams
+        self.unprepared: set[int] = set()  # lanes prepared by their own thread at their first chunk
+        self.setup_seconds = 0.0
+        self.stop = StopFlag()
+        self._chunk_lock = threading.Lock()
+        if self.cuda:
+            self._shared_chunks = iter(plan.chunks)
+            self._lane_chunks = None
+        else:
+            self._lane_chunks = [iter(list(plan.chunks)[k :: len(lanes)]) for k in range(len(lanes))]
+        #: the GPU stages a chunk goes through, timed by the slot's events (start, end)
+        self.timed_stages = (
+            ((("h2d", "h2d0", "h2d1"),) if self.n_in else ())
+            + (("compute", "c0", "c1"),)
+            + ((("d2h", "d0", "d1"),) if self.n_out else ())
+        )
+
+    # -- set-up --------------------------------------------------------------------------
+    def set_up_lanes(self, slot_keeper) -> None:
+        """Per-lane resources, allocated before any thread starts; on the all-direct GPU path a
+        lane with chunks is prepared by its own thread, once its first chunk's upload is queued
+        (the copy then runs while the host does the set-up)."""
+        for k, lane in enumerate(self.lanes):
+            self.slots[k] = (
+                slot_keeper.for_lane(k, lane, self.plan, self.n_host, self.n_dev) if self.plan.chunks else []
+            )
+            with lane.activate():
+                if self.cuda:
+                    self.time_refs[k] = lane.time_reference()
+                if self.result_out is not None and lane.device_id == self.result_device:
+                    # the caller's pending work on its array, queued on the caller's current
+                    # stream (asked here, in the caller's thread), comes before this call's
+                    lane.after_current_stream()
+                if self.all_direct and self.slots[k]:
+                    self.unprepared.add(k)
+                else:
+                    self.prepare_lane(k, lane)
+        self.setup_seconds = time.perf_counter() - self.t_start
+
+    def prepare_lane(self, k: int, lane) -> None:
+        """A lane's accumulation image, sums and the program's per-lane state (on GPUs
+        queued on the first compute stream, which the other compute streams then wait
+        for: it precedes every kernel of the call).  Called with the lane active."""
+        program, cuda = self.program, self.cuda
+        kept = self.residency.kept(k)
+        self.accumulation[k] = None
+        # zeroed, unless the program sets every value itself (see ChunkProgram)
+        init = lane.empty_device if cuda and program.fills_accumulation else lane.zeros_device
+        if self.result_out is not None and lane.device_id == self.result_device:
+            # the caller's array (its pending work was put first, in set_up_lanes)
+            self.accumulation[k] = init(self.image_shape, out=self.result_out)
+        elif program.accumulates_image:
+            # the engine's own image, kept between calls, unless it is handed out as the
+            # result (a cupy result on its GPU; CPU lanes' images are the result)
+            mine = kept.get("accumulation image")
+            handed_out = not cuda or lane.device_id == self.result_device
+            if handed_out or mine is None or tuple(mine.shape) != tuple(self.image_shape):
+                mine = None
+            self.accumulation[k] = init(self.image_shape, out=mine)
+            if not handed_out:
+                kept["accumulation image"] = self.accumulation[k]
+        # one row per compute stream: chunks computing at once never add to one sum
+        self.sums[k] = (
+            lane.zeros_device((self.n_streams, len(program.scalars)), np.float64) if program.scalars else None
+        )
+        image = self.residency.input_image(k) if program.uses_image else None
+        if cuda:
+            with lane.s_compute:
+                program.start_lane(lane, image, self.accumulation[k], kept)
+            lane.fork()
+        else:
+            lane.compute(lambda: program.start_lane(lane, image, self.accumulation[k], kept))
+
+    def prepare_if_waiting(self, k: int, lane) -> None:
+        """Prepare lane ``k`` now if its preparation waited for its first chunk (all-direct path)."""
+        if k in self.unprepared:
+            self.unprepared.discard(k)
+            self.prepare_lane(k, lane)
+
+    def finish_lane(self, k: int, lane) -> None:
+        """The program's last step on lane ``k``, after its last chunk (GPU: after every compute
+        stream's work)."""
+        if self.cuda:
+            lane.join()
+            with lane.s_compute:
+                self.program.finish_lane(lane, self.accumulation[k])
+        else:
+            lane.compute(lambda: self.program.finish_lane(lane, self.accumulation[k]))
+
+    # -- chunks --------------------------------------------------------------------------
+    def take(self, k: int):
+        """Lane ``k``'s next chunk, or None when there is none left for it."""
+        if self._lane_chunks is not None:
+            return next(self._lane_chunks[k], None)
+        with self._chunk_lock:
+            return next(self._shared_chunks, None)
+
+    def io_split_of(self, name: str) -> tuple[DaemonPool | None, int]:
+        """(pool, pieces per part) of store ``name``'s chunk I/O: split over the I/O threads only
+        where the store may be accessed by several threads at once."""
+        return (self.io_pool, self.io_split) if self.parallel_io.get(name, False) else (None, 1)
+
+    def chunk_data(self, k: int, lane, chunk, slot, tables, turn: int = 0) -> ChunkData:
+        program, n = self.program, chunk.num_bins
+        n_in, n_out = self.n_in, self.n_out
+        sums = self.sums[k]
+        return ChunkData(
+            chunk=chunk,
+            tables=tables,
+            inputs={name: slot.dev_view(i, n) for i, name in enumerate(program.inputs)},
+            outputs={name: slot.dev_view(n_in + j, n) for j, name in enumerate(program.outputs)},
+            scratch=[slot.dev_view(n_in + n_out + i, n) for i in range(program.scratch)],
+            image=self.residency.input_image(k),
+            accum=self.accumulation[k],
+            scalars=None if sums is None else sums[turn % self.n_streams],
+            xp=lane.xp,
+            lane=lane,
+            cancel=self.stop.event,
+        )
+
+    def device_step(self, data: ChunkData) -> None:
+        """A CPU lane's compute, under the compute lock: a lane that waited for the lock
+        while the call stopped computes nothing."""
+        self.stop.check()
+        self.program.compute(data)
+
+    def enqueue(self, k: int, lane, chunk, slot):
+        """Queue one chunk on a GPU: tables and inputs up (copy-in stream), the program's
+        device step (compute stream, after the copies), outputs down (copy-out stream,
+        after the compute); CUDA events order the streams and time the stages.  Staged
+        stores move through the slot's pinned buffers, direct ones straight from and to
+        their page-locked memory.  The lane's compute streams take the chunks in turn.
+        Never waits.  Returns the slot's events."""
+        return self.enqueue_rest(k, lane, chunk, slot, self.enqueue_in(k, lane, chunk, slot))
+
+    def enqueue_in(self, k: int, lane, chunk, slot):
+        """The copy-in part of :meth:`enqueue`; returns the chunk's tables on the device."""
+        ev = slot.events
+        lane.record(lane.s_in, ev["h2d0"])
+        tables = self.tables.on_device(k, lane, self.pdi, chunk, slot)
+        for i, name in enumerate(self.program.inputs):
+            if name in self.direct:
+                arrays, base = self.direct[name], slot.dev[i].data.ptr
+                for part in chunk.parts:
+                    lane.copy_views(True, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_in)
+            else:
+                lane.to_device(slot.dev[i], slot.host[self.host_index[name]], chunk.nbytes)
+        lane.record(lane.s_in, ev["h2d1"])
+        return tables
+
+    def enqueue_rest(self, k: int, lane, chunk, slot, tables):
+        """The compute and copy-out parts of :meth:`enqueue`, after :meth:`enqueue_in`."""
+        program, n_in = self.program, self.n_in
+        nbytes = chunk.nbytes
+        ev = slot.events
+        turn = self.turns[k]
+        self.turns[k] += 1
+        s_compute = lane.compute_stream(turn, self.n_streams)
+        data = self.chunk_data(k, lane, chunk, slot, tables, turn)
+        s_compute.wait_event(ev["h2d1"])
+        lane.record(s_compute, ev["c0"])
+        with s_compute:
+            program.compute(data)
+        lane.record(s_compute, ev["c1"])
+        lane.s_out.wait_event(ev["c1"])
+        lane.record(lane.s_out, ev["d0"])
+        for j, name in enumerate(program.outputs):
+            if name in self.direct:
+                arrays, base = self.direct[name], slot.dev[n_in + j].data.ptr
+                for part in chunk.parts:
+                    lane.copy_views(False, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_out)
+            else:
+                lane.to_host(slot.host[self.host_index[name]], slot.dev[n_in + j], nbytes)
+        lane.record(lane.s_out, ev["d1"])
+        self.recorder.add(
+            bytes_uploaded=n_in * nbytes, bytes_downloaded=self.n_out * nbytes, bytes_read=self.n_direct_in * nbytes
+        )
+        return ev
+
+    def gpu_stages(self, k: int, lane, chunk, ev) -> None:
+        """Wait for a chunk's last event, then record its GPU stages on the host clock."""
+        ev["d1"].synchronize()
+        ref, t_ref = self.time_refs[k]
+        elapsed = lane.cp.cuda.get_elapsed_time
+        for stage, a, b in self.timed_stages:  # (a few microseconds a query: only the stages used)
+            self.recorder.stage(
+                lane.name, stage, chunk.index, t_ref + elapsed(ref, ev[a]) / 1e3, t_ref + elapsed(ref, ev[b]) / 1e3
+            )
+
+    def chunk_finished(self, lane, chunk) -> None:
+        """A chunk is done: direct outputs' ``after_write``, the counts, the progress callback."""
+        for name in self.program.outputs:
+            if name in self.direct and name in self.after_write:
+                self.after_write[name](chunk)
+        if self.n_direct_out:
+            self.recorder.add(bytes_written=self.n_direct_out * chunk.nbytes)
+        self.recorder.chunk_done(lane.name, chunk.num_bins)
+        if self.progress is not None:
+            self.progress(1)
+
+    # -- running and results -------------------------------------------------------------
+    def execute(self, strategy) -> RunResult:
+        """Run ``strategy`` (:mod:`.strategies`) to the end of the call, then :meth:`result`.
+
+        Any exception in the calling thread -- a KeyboardInterrupt above all -- sets the stop
+        flag: every other thread sees it within a poll or a kernel piece, drops its queued
+        chunks and leaves.  Every lane is synchronised whatever happened (a stopped GPU lane:
+        only its chunks already queued)."""
+        try:
+            strategy.run()
+        except BaseException:
+            self.stop.set()
+            strategy.join(time.monotonic() + SHUTDOWN_SECONDS)
+            raise
+        finally:
+            for lane in self.lanes:
+                try:
+                    lane.synchronize()
+                except Exception:  # the primary error is reported below
+                    pass
+        failure = self.stop.failure(self.operation)
+        if failure is not None:
+            raise failure
+        if strategy.still_running():  # pragma: no cover - a thread ignored the stop flag
+            raise PipelineError(f"{self.operation}: pipeline threads did not finish")
+        return self.result()
+
+    def result(self) -> RunResult:
+        """The lanes' images reduced (numpy; cupy on ``result_device``), the scalars summed, and
+        the statistics."""
+        program, lanes, accum = self.program, self.lanes, self.accumulation
+        image = None
+        if program.accumulates_image:
+            if self.cuda and self.result_device is not None and self.result_device in self.devices:
+                image = reduce_on_device(lanes, accum, self.result_device)
+            elif self.cuda:
+                image = self.residency.download(
+                    lanes[0], reduce_on_device(lanes, accum, lanes[0].device_id), self.io_pool
+                )
+            else:
+                for k, lane in enumerate(lanes):
+                    part = lane.to_numpy(accum[k])  # a fresh array per call: no copy needed
+                    if image is None:
+                        image = part
+                    else:
+                        np.add(image, part, out=image)
+        sums = np.zeros(max(len(program.scalars), 1), dtype=np.float64)
+        if program.scalars:
+            for k, lane in enumerate(lanes):
+                sums += np.asarray(lane.to_numpy(self.sums[k]), dtype=np.float64).sum(axis=0)
+        stats = self.recorder.finish(
+            operation=self.operation,
+            backend=self.backend,
+            wall_seconds=time.perf_counter() - self.t_start,
+            setup_seconds=self.setup_seconds,
+            host_bytes_allocated=self.plan.host_bytes,
+            device_bytes_allocated=self.plan.device_bytes_per_lane,
+            plan=str(self.plan),
+            shared_compute=not self.cuda,
+            direct=tuple(sorted(self.direct)),
+        )
+        return RunResult(image, {n: float(sums[i]) for i, n in enumerate(program.scalars)}, stats)

@@ -1,0 +1,324 @@
+"""The engine: lanes, what they keep between calls, and chunk programs run over plans.
+
+:class:`Engine` is a façade over named parts, each readable on its own:
+
+* :mod:`.planning` (:class:`Planner`) -- the plan of a program: buffer counts, memory budgets,
+  the kept plans;
+* :mod:`.direct_io` (:class:`DirectIO`) -- which stores GPUs copy straight to and from, and
+  when their memory is page-locked (:mod:`.pinning`);
+* :mod:`.residency` (:class:`Residency`) -- the input image on the devices (upload, FOV mask,
+  prepared layouts), kept per-lane workspaces, download and peer-to-peer reduction;
+* :mod:`.slots` (:class:`SlotKeeper`) and :mod:`.chunk_tables` (:class:`ChunkTableKeeper`) --
+  chunk buffers and geometry tables kept from call to call;
+* :mod:`.call` (:class:`Call`) -- one call's state and steps, run by a strategy of
+  :mod:`.strategies`: staged (reader -> pinned slot -> H2D -> compute -> D2H -> writer threads
+  per lane) or direct (one thread per GPU, when every store is copied directly);
+* :mod:`.stopping` -- the call's stop flag, errors and polled hand-offs;
+* :mod:`.identity` (:class:`IdentityCache`) -- the one cache of answers kept per object.
+
+Host memory is bounded by the plan, not by the data: no full-size projection array exists
+anywhere.  Failure and cancellation: the first exception in any thread of a call -- or in the
+calling thread, a KeyboardInterrupt above all -- stops every thread of the call within a
+fraction of a second; :meth:`Engine.run` then raises :class:`~stirgpu.errors.PipelineError`
+chaining the cause, or the KeyboardInterrupt itself.  No thread of the call outlives it.
+Committing outputs is the caller's business (the projectors abort output stores on error), so
+a failed or interrupted call never leaves data that looks complete.  See docs/execution.md.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..config import PIN_POLICIES
+from ..errors import DeviceError, PipelineError
+from . import devices as _devices
+from .call import Call, RunResult
+from .chunk_tables import ChunkTableKeeper
+from .direct_io import DirectIO
+from .hostio import DaemonPool
+from .plan import Plan, default_gpu_budget
+from .planning import Planner
+from .program import ChunkProgram
+from .residency import Residency
+from .slots import SlotKeeper
+from .strategies import DirectStrategy, StagedStrategy
+
+__all__ = ["Engine", "RunResult"]
+
+
+class Engine:
+    """Lanes, their cached buffers and input images; runs chunk programs over a plan.
+
+    One engine per projector (pair).  ``backend`` is "cpu" or "cuda" (already resolved),
+    ``devices`` the lane ids.  Buffers and uploaded images stay allocated between calls
+    (GPU memory comes from cupy's pool), so repeated calls -- OSEM subiterations -- pay
+    no allocation and, for an unchanged image, no upload.  One call at a time per engine.
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        devices,
+        io_threads: int | None = None,
+        pin_host_memory: str = "reused",
+        compute_streams: int = 2,
+    ):
+        if backend not in ("cpu", "cuda"):
+            raise DeviceError(f"engine backend must be 'cpu' or 'cuda', not {backend!r}")
+        self.backend = backend
+        self.devices = tuple(int(d) for d in devices)
+        #: when in-memory stores are page-locked so that GPUs copy straight to/from them (see
+        #: :mod:`stirgpu.execution.direct_io`): "reused" (at a store's second use), "always",
+        #: "never" (every chunk through the staging buffers)
+        if pin_host_memory not in PIN_POLICIES:
+            raise DeviceError(f"pin_host_memory must be one of {PIN_POLICIES}, not {pin_host_memory!r}")
+        self.pin_host_memory = pin_host_memory
+        #: compute streams per GPU, taking the chunks in turn (see CudaLane); 1 on the CPU
+        if int(compute_streams) < 1:
+            raise DeviceError(f"compute_streams must be at least 1, not {compute_streams!r}")
+        self.compute_streams = int(compute_streams) if backend == "cuda" else 1
+        #: threads that split chunks' host reads/writes (and image staging) by views; default 4
+        #: per lane, at most half the cores (one host thread copies only a few GB/s)
+        if io_threads is None:
+            io_threads = min(4 * len(self.devices), max((os.cpu_count() or 2) // 2, 1))
+        self.io_threads = max(int(io_threads), 1)
+        # the parts (see the module docstring)
+        self.planner = Planner(backend, len(self.devices), self.compute_streams, self.gpu_budget)
+        self.direct_stores = DirectIO(backend, pin_host_memory)
+        self.residency = Residency(backend, len(self.devices))
+        self.slots = SlotKeeper()
+        self.tables = ChunkTableKeeper(len(self.devices))
+        self._lanes: list | None = None
+        self._io: DaemonPool | None = None
+        self._lane_pool: DaemonPool | None = None  # lanes other than the first, on direct calls
+        self._lock = threading.Lock()  # one call at a time per engine
+
+    @property
+    def io_pool(self) -> DaemonPool | None:
+        if self.io_threads <= 1:
+            return None
+        if self._io is None:
+            self._io = DaemonPool(self.io_threads - 1, "stirgpu-io")  # the caller does one share
+        return self._io
+
+    @property
+    def lane_pool(self) -> DaemonPool | None:
+        """Kept threads for the lanes after the first on direct calls (None with one lane)."""
+        if len(self.devices) < 2:
+            return None
+        if self._lane_pool is None:
+            self._lane_pool = DaemonPool(len(self.devices) - 1, "stirgpu-lane")
+        return self._lane_pool
+
+    @property
+    def lanes(self) -> list:
+        if self._lanes is None:
+            self._lanes = _devices.make_lanes(self.backend, self.devices, self.compute_streams)
+        return self._lanes
+
+    # -- memory and plans ----------------------------------------------------------------
+    def gpu_budget(self) -> int | None:
+        """Default per-device GPU budget: the smallest over the lanes (None on the CPU).
+        Memory this engine already holds counts as available (it is reused)."""
+        if self.backend != "cuda":
+            return None
+        budgets = []
+        for k, lane in enumerate(self.lanes):
+            free, total = _devices.gpu_memory(lane.device_id)
+            held = self.slots.device_bytes(k) + self.residency.device_bytes(k)
+            budgets.append(default_gpu_budget(free + held, total))
+        return min(budgets)
+
+    def make_plan(
+        self,
+        program: ChunkProgram,
+        proj_data_info,
+        segments,
+        views,
+        image_shape: tuple[int, int, int],
+        host_budget: int | None = None,
+        gpu_budget: int | None = None,
+        max_views_per_chunk: int | None = None,
+        depth: int = 2,
+        target_chunk_bytes: int | None = None,
+        direct=(),
+    ) -> Plan:
+        """The plan for ``program`` on this engine's lanes (see :func:`stirgpu.execution.plan.make_plan`).
+
+        ``host_budget`` / ``gpu_budget`` None: the defaults, from the memory free now.
+        ``direct``: names of the program's stores that GPUs copy straight to and from
+        (:meth:`direct_io`): they need no host staging buffers.  A plan asked for again with
+        the same arguments is the one made before, as long as it still fits the budgets (default
+        ones measured within the last second count as current)."""
+        return self.planner.plan(
+            program,
+            proj_data_info,
+            segments,
+            views,
+            image_shape,
+            host_budget=host_budget,
+            gpu_budget=gpu_budget,
+            max_views_per_chunk=max_views_per_chunk,
+            depth=depth,
+            target_chunk_bytes=target_chunk_bytes,
+            direct=direct,
+        )
+
+    def direct_io(self, stores: Mapping[str, Any], proj_data_info, segments) -> dict:
+        """Which of ``stores`` (by name) GPUs can copy straight to and from: those whose
+        ``host_array(segment)`` is float32 view-order memory for every one of ``segments``,
+        page-locked (:mod:`stirgpu.execution.pinning`) -- here at the store's second use
+        ("reused"; page-locking costs more than one call gains from it) or first ("always"),
+        or by its owner already.  Returns ``{name: {segment: array}}``; empty on the CPU
+        backend or with ``pin_host_memory="never"``.  Everything else goes through the host
+        staging buffers."""
+        if self.backend != "cuda" or self.pin_host_memory == "never":
+            return {}
+        with self._lock:  # one page-locking at a time (two threads sharing a projector)
+            return self.direct_stores.find(stores, proj_data_info, tuple(int(s) for s in segments))
+
+    def release(self) -> None:
+        """Drop cached buffers, images, plans and tables (GPU memory returns to cupy's pool)."""
+        with self._lock:
+            self.residency.wait_uploads()
+            self.slots.clear()
+            self.residency.clear()
+            self.tables.clear()
+            self.planner.clear()
+            self.direct_stores.clear()
+
+    def kept_workspaces(self, lane: int) -> Mapping[str, Any]:
+        """What lane ``lane`` (an index into :attr:`devices`) keeps on its device from call to call,
+        by name: the accumulation image, and what programs keep through ``ChunkProgram.start_lane``
+        (device arrays, launchers, or tuples of them).  A read-only view for tests and diagnostics,
+        meaningful between calls; empty before the lane's first call and after :meth:`release`."""
+        return self.residency.kept_view(lane)
+
+    # -- the input image -----------------------------------------------------------------
+    def set_image(self, image, fov_mask: np.ndarray | None) -> tuple[int, float]:
+        """Put ``image`` ((nz, ny, nx) float32: numpy, or cupy on any GPU) on every lane, zeroed
+        outside ``fov_mask`` when given.  Returns (bytes uploaded, seconds).
+
+        A numpy image goes up in z slabs: each slab is copied into one pinned buffer (by the
+        I/O threads) while the previous slab's DMA runs, and the call returns once the host
+        copy is done: the last DMAs finish while the next call starts its pipeline, and each
+        lane's compute stream waits for them (CUDA events) before its first kernel."""
+        t0 = time.perf_counter()
+        with self._lock:
+            if self.backend == "cuda":
+                uploaded = self.residency.set_image(image, fov_mask, self.lanes, self.io_pool)
+            else:  # (CPU lanes share one host copy: no lane or I/O thread is involved)
+                uploaded = self.residency.set_image(image, fov_mask)
+        return uploaded, time.perf_counter() - t0
+
+    def has_image(self) -> bool:
+        return self.residency.has_image()
+
+    # -- running a program ---------------------------------------------------------------
+    def run(
+        self,
+        program: ChunkProgram,
+        plan: Plan,
+        proj_data_info,
+        sources: Mapping[str, Any],
+        sinks: Mapping[str, Any],
+        image_shape: tuple[int, int, int] | None = None,
+        progress: Callable[[int], None] | None = None,
+        operation: str = "",
+        result_device: int | None = None,
+        parallel_io: Mapping[str, bool] | None = None,
+        after_write: Mapping[str, Callable] | None = None,
+        direct: Mapping[str, Mapping] | None = None,
+        result_out=None,
+    ) -> RunResult:
+        """Run ``program`` over ``plan``'s chunks.
+
+        ``sources[name]`` provides ``read_views(segment, views, out=...)`` for each input,
+        ``sinks[name]`` ``write_views(array, segment, views)`` for each output.  The lanes'
+        input images must have been set (:meth:`set_image`) when the program uses one;
+        ``image_shape`` is needed when it accumulates one.  ``progress(n)`` is called from
+        writer threads with the number of chunks just finished.  The lanes' accumulated
+        images are reduced on the host (numpy result), or, with ``result_device`` (a GPU of
+        this engine), on that GPU (cupy result: no round trip through host memory).
+        ``parallel_io[name]`` says a store may be accessed by several threads at once (for
+        disjoint views): its chunk reads/writes are then split over the I/O threads.
+        ``after_write[name](chunk)`` is called by the writer after each chunk written to that
+        output (the projectors use it to start a disk file's write-back early).
+        ``direct`` is what :meth:`direct_io` returned for these stores (None: asked here);
+        the plan must have been made with the same names.  ``result_out``: a cupy array on
+        GPU ``result_device`` ((nz, ny, nx) float32, C-contiguous) that becomes that GPU's
+        accumulation image, so the result is reduced into it (its values replaced) and
+        returned -- no image-sized copy.  It must not be used elsewhere during the call; if
+        the call fails, its values are undefined.
+        """
+        missing = [n for n in program.inputs if n not in sources] + [n for n in program.outputs if n not in sinks]
+        if missing:
+            raise PipelineError(f"{program.name}: no store given for {missing}")
+        if program.uses_image and not self.has_image():
+            raise PipelineError(f"{program.name}: no input image was set")
+        if program.accumulates_image and image_shape is None:
+            raise PipelineError(f"{program.name}: accumulating an image needs its shape")
+        if result_out is not None:
+            self._check_result_out(program, result_out, result_device, image_shape)
+        if direct is None:
+            segments = sorted({p.segment for c in plan.chunks for p in c.parts})
+            direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
+        direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
+        with self._lock:
+            t_start = time.perf_counter()
+            call = Call(
+                program=program,
+                plan=plan,
+                pdi=proj_data_info,
+                sources=sources,
+                sinks=sinks,
+                image_shape=image_shape,
+                progress=progress,
+                operation=operation,
+                result_device=result_device,
+                parallel_io=dict(parallel_io or {}),
+                after_write=dict(after_write or {}),
+                direct=direct,
+                result_out=result_out,
+                backend=self.backend,
+                devices=self.devices,
+                lanes=self.lanes,
+                residency=self.residency,
+                tables=self.tables,
+                io_pool=self.io_pool,
+                io_threads=self.io_threads,
+                t_start=t_start,
+            )
+            call.set_up_lanes(self.slots)
+            strategy: DirectStrategy | StagedStrategy
+            if call.all_direct:
+                strategy = DirectStrategy(call, lambda: self.lane_pool)
+            else:
+                strategy = StagedStrategy(call)
+            return call.execute(strategy)
+
+    def _check_result_out(self, program, result_out, result_device, image_shape) -> None:
+        ok = (
+            program.accumulates_image
+            and image_shape is not None
+            and self.backend == "cuda"
+            and result_device in self.devices
+            and getattr(result_out, "device", None) is not None
+            and result_out.device.id == result_device
+            and result_out.dtype == np.float32
+            and result_out.flags.c_contiguous
+            and tuple(result_out.shape) == tuple(image_shape)
+        )
+        if not ok:
+            raise PipelineError(
+                f"{program.name}: result_out must be a C-contiguous float32 "
+                f"{'image' if image_shape is None else tuple(image_shape)} "
+                f"cupy array on result_device {result_device} (one of this engine's GPUs "
+                f"{list(self.devices)}) of a program that accumulates an image"
+            )
