@@ -135,6 +135,14 @@ def stir_loop_times(stdout: str) -> list[float]:
     ]
 
 
+def stir_loop_threads(stdout: str) -> list[int]:
+    """The OpenMP team sizes STIR reports for its loops ("Starting loop with N threads"), each once,
+    in order of first appearance: the plugin gives STIR's loops one thread when the GPUs project
+    and ``OMP_NUM_THREADS`` is unset."""
+    sizes = [int(m) for m in re.findall(r"Starting loop with (\d+) threads", stdout)]
+    return list(dict.fromkeys(sizes))
+
+
 def stir_loop_seconds(stdout: str, subsets: int) -> float:
     """The wall seconds of STIR's gradient loops in the last ``subsets`` subiterations: the part
     of STIR's iteration that goes through the projectors, the rest being STIR's image updates."""
@@ -241,7 +249,11 @@ def main(argv=None) -> int:
         stirgpu_walls_difference = per_iter["stirgpu"]
         per_iter["stirgpu"] = last_iteration_seconds(runs["stirgpu"][b][1], args.subsets)
         split = {
-            who: {"iteration": per_iter[who], "stir_gradient_loops": stir_loop_seconds(runs[who][b][1], args.subsets)}
+            who: {
+                "iteration": per_iter[who],
+                "stir_gradient_loops": stir_loop_seconds(runs[who][b][1], args.subsets),
+                "stir_loop_threads": stir_loop_threads(runs[who][b][1]),
+            }
             for who in ("stir", "plugin")
         }
         split["plugin"].update(plugin_split(d / f"plugin-{b}" / "trace.jsonl", args.subsets))
@@ -289,7 +301,8 @@ def main(argv=None) -> int:
         f"the plugin's last iteration: STIR's gradient loops {p['stir_gradient_loops']:.2f} s, of which projections "
         f"{p['projections']:.2f} s and the plugin's copying {p['copying_thread_seconds']:.2f} thread-s (lock waits "
         f"{p['lock_waiting_thread_seconds']:.2f} thread-s); Parallelproj's gradient loops "
-        f"{split['stir']['stir_gradient_loops']:.2f} s"
+        f"{split['stir']['stir_gradient_loops']:.2f} s; STIR's loop threads: plugin {p['stir_loop_threads']}, "
+        f"Parallelproj {split['stir']['stir_loop_threads']}"
     )
     return 0
 

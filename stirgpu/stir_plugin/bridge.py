@@ -85,6 +85,8 @@ class PairSession:
         self._pair.set_up(self._pdi, self._image_info)
         #: bytes the C++ side may keep in its forward cache and back-projection buffers
         self.cache_bytes = int(kwargs["host_memory_budget"] or default_host_budget())
+        #: the projections run on GPUs (the C++ side then gives STIR's loops one thread)
+        self.gpus_project = self._pair.backend == "cuda"
         self._verbosity = int(options["verbosity"])
         self._accum: Array | None = None
         self._trace_lock = threading.Lock()

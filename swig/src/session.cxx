@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -177,14 +178,23 @@ Session::raise_pending()
 }
 
 void
-Session::single_thread_inside_python()
+Session::choose_stir_threads()
 {
+  if (omp_in_parallel() || omp_get_max_threads() == 1)
+    return;
   // see session.h: only the thread holding the GIL can run Python inside STIR's module
-  if (!PythonRuntime::get().embedded() && omp_get_max_threads() > 1)
+  if (!PythonRuntime::get().embedded())
     {
       stir::info(PREFIX + "STIR's projection loops run on one thread while STIR's Python module drives a stirgpu "
                      "projector (the GPUs do the work)",
                  2);
+      omp_set_num_threads(1);
+    }
+  else if (gpus_project_ && std::getenv("OMP_NUM_THREADS") == nullptr)
+    {
+      stir::info(PREFIX + "STIR's OpenMP loops set to one thread: the GPUs project, and STIR's loop around the "
+                     "projector runs faster on one thread (set OMP_NUM_THREADS to choose)",
+                 1);
       omp_set_num_threads(1);
     }
 }
@@ -256,6 +266,7 @@ Session::set_up(const stir::shared_ptr<const stir::ProjDataInfo>& pdi,
             python_ = nullptr;
           }
         cache_budget_ = session.attr("cache_bytes").cast<std::size_t>();
+        gpus_project_ = session.attr("gpus_project").cast<bool>();
         python_ = new py::object(std::move(session));
       });
     }
@@ -367,7 +378,7 @@ Session::set_input(const stir::DiscretisedDensity<3, float>& image)
   learn_from(forward_views_);
   forward_cache_ = Buffers();
   has_input_ = false;
-  single_thread_inside_python();
+  choose_stir_threads();
   std::vector<float> copy;
   const float* data;
   if (image.is_contiguous())
@@ -449,7 +460,7 @@ Session::start_accumulating()
   report("back viewgrams", back_counters_);  // a period that never reached get_output
   learn_from(back_views_);
   back_staged_ = Buffers();
-  single_thread_inside_python();
+  choose_stir_threads();
   try
     {
       PythonRuntime::get().call([&] { python_->attr("start_accumulating")(); });

@@ -23,6 +23,9 @@
 // taken only for Python calls (lock order: mutex, then GIL).  Inside STIR's Python module
 // the thread running STIR holds the GIL, so no other thread could ever run Python: there
 // STIR's OpenMP loops are set to one thread at set_input / start_accumulating_in_new_target.
+// When the GPUs project, STIR's executables get one thread there too unless OMP_NUM_THREADS
+// says otherwise: STIR's own loop around the projector was measured slower with more threads
+// (docs/stir-plugin.md).
 //
 // Errors: a Python exception becomes a STIR error (stir::error, a std::runtime_error), unless
 // it happens inside one of STIR's OpenMP loops, where an exception would end the process: it
@@ -129,7 +132,7 @@ private:
   // these two return the seconds spent in Python
   double project_batch(const std::vector<int>& views);
   double flush_back_projection();
-  void single_thread_inside_python();
+  void choose_stir_threads();
   pybind11::dict as_numpy(Buffers& buffers);
   // hand a period's counters to the bridge (trace, verbosity) and start new ones
   void report(const char* what, CallCounters& counters);
@@ -143,6 +146,7 @@ private:
   stir::shared_ptr<const stir::DiscretisedDensity<3, float>> image_info_;
   std::size_t cache_budget_ = 0;
   bool has_input_ = false;
+  bool gpus_project_ = false;  // the Python session's backend is CUDA
   bool accumulating_ = false;
 
   Buffers forward_cache_;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -213,6 +214,42 @@ def test_osmaposl_with_stirgpu_equals_parallelproj(
     assert all(p["seconds_waiting"] >= 0 and p["seconds_copying"] >= 0 for p in periods)
     # the projections are inside the calls that started them
     assert sum(p["seconds_projecting"] for p in periods) >= 0.99 * sum(c["seconds"] for c in calls)
+
+
+def _loop_threads(stdout: str) -> set[int]:
+    """The OpenMP team sizes STIR reports for its loops ("Starting loop with N threads")."""
+    return {int(n) for n in re.findall(r"Starting loop with (\d+) threads", stdout)}
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("omp_num_threads", [None, "3"])
+def test_stirs_loops_get_one_thread_only_when_the_gpus_project(
+    reference_stir, stir_plugin, inputs, tmp_path, backend, omp_num_threads
+):
+    """With OMP_NUM_THREADS unset, STIR's loops keep OpenMP's default team with the CPU backend,
+    and get one thread when the GPUs project; a user's OMP_NUM_THREADS is always kept."""
+    (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    top = {**OSEM_TOP, "number of subiterations": 1, "save estimates at subiteration intervals": 1}
+    pair = STIRGPU_PAIR.replace("backend := cpu", f"backend := {backend}")
+    (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=pair))
+    env = _env(reference_stir)
+    env.pop("OMP_NUM_THREADS", None)
+    if omp_num_threads is not None:
+        env["OMP_NUM_THREADS"] = omp_num_threads
+    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent)]
+    proc = subprocess.run(
+        [*cmd, "OSMAPOSL", "recon.par"], cwd=run, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if omp_num_threads is not None:
+        expected = int(omp_num_threads)
+    elif backend == "cuda":
+        expected = 1
+    else:
+        expected = len(os.sched_getaffinity(0))
+    assert _loop_threads(proc.stdout + proc.stderr) == {expected}
 
 
 def test_osmaposl_through_stirs_python_classes(
