@@ -1,5 +1,6 @@
 """STIR's priors in stirgpu (stirgpu.priors, kernels/prior_*): the maths against finite differences,
-the numba kernels against the array-generic (numpy/cupy) path, and the objects' API.
+the host-side logic of the CUDA kernels (launch sizes, index width, names), and the objects' API.
+(The CUDA kernels against the numba ones: tests/test_kernels_gpu_priors.py.)
 
 Finite differences run on float64 images (the kernels take float64 as well as float32), with
 symmetric weights (for asymmetric user weights STIR's gradient is not the value's derivative:
@@ -12,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stirgpu.errors import GeometryError, StirGpuError
+from stirgpu.errors import DeviceError, GeometryError, StirGpuError
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image
 from stirgpu.geometry import ImageInfo
+from stirgpu.kernels import prior_cuda
 from stirgpu.kernels.prior_api import (
     LOGCOSH,
     QUADRATIC,
@@ -23,9 +25,6 @@ from stirgpu.kernels.prior_api import (
     prior_hessian_times,
     prior_value,
 )
-from stirgpu.kernels.prior_xp import gradient as xp_gradient
-from stirgpu.kernels.prior_xp import hessian_times as xp_hessian_times
-from stirgpu.kernels.prior_xp import value as xp_value
 from stirgpu.priors import (
     LogcoshPrior,
     QuadraticPrior,
@@ -98,32 +97,57 @@ def test_hessian_times_vector_is_the_derivative_of_the_gradient(name):
     assert np.abs(fd - hv).max() <= 1e-6 * np.abs(hv).max()
 
 
-@pytest.mark.parametrize("name", sorted(POTENTIALS))
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("slab_voxels", [1, 1 << 22])
-def test_array_generic_path_matches_the_numba_kernels(name, dtype, slab_voxels):
-    """The numpy/cupy path (run here with numpy; the code a cupy image runs) gives the numba
-    kernels' numbers to float64 summation order, in one slab or plane by plane (slab_voxels=1),
-    with zeros in the image (RDP's 0/0 rules, INFINITY in its Hessian at a zero pair) and a
-    non-zero centre weight.  Guards the GPU path's logic on a machine without a GPU."""
-    kind, p1, p2 = POTENTIALS[name]
-    x = _image(seed=7, dtype=dtype, zeros=True)
-    w = _symmetric_weights(seed=8, shape=(3, 5, 3))
-    kappa = _image(seed=9, dtype=dtype)
-    v = np.random.default_rng(10).normal(size=x.shape).astype(dtype)
-    a = prior_value(x, w, kind, p1, p2, kappa=kappa)
-    b = xp_value(x, w, kind, p1, p2, kappa, slab_voxels=slab_voxels)
-    assert b == pytest.approx(a, rel=1e-12)
-    ga = prior_gradient(x, w, kind, p1, p2, scale=0.3, kappa=kappa)
-    gb = xp_gradient(x, w, kind, p1, p2, 0.3, np.zeros_like(x), kappa, slab_voxels=slab_voxels)
-    np.testing.assert_allclose(gb, ga, rtol=1e-6, atol=1e-6 * np.abs(ga).max())
-    ha = prior_hessian_times(x, v, w, kind, p1, p2, scale=0.3, kappa=kappa)
-    hb = xp_hessian_times(x, v, w, kind, p1, p2, 0.3, np.zeros_like(x), kappa, slab_voxels=slab_voxels)
-    assert (np.isinf(ha) == np.isinf(hb)).all() and (np.isnan(ha) == np.isnan(hb)).all()
-    fin = np.isfinite(ha)
-    np.testing.assert_allclose(hb[fin], ha[fin], rtol=1e-6, atol=1e-6 * np.abs(ha[fin]).max())
-    if name == "rdp":
-        assert np.isinf(ha).any()  # the case was reached: a zero pair without epsilon
+def test_cuda_launch_covers_every_voxel_with_one_thread_each():
+    """ceil(n / 256) blocks of 256 threads: the last block is partial, an empty image launches
+    nothing, and an image beyond CUDA's grid limit is refused rather than truncated."""
+    t = prior_cuda.THREADS_PER_BLOCK
+    assert t == 256
+    assert [prior_cuda.launch_blocks(n) for n in (0, 1, t, t + 1, 127 * 285 * 285)] == [0, 1, 1, 2, 40296]
+    assert prior_cuda.launch_blocks((2**31 - 1) * t) == 2**31 - 1
+    with pytest.raises(DeviceError, match="grid limit"):
+        prior_cuda.launch_blocks((2**31 - 1) * t + 1)
+
+
+def test_cuda_kernels_take_64_bit_indices_exactly_where_32_bits_would_wrap():
+    """The number of threads (blocks * 256, so every thread's index and the voxel count) must fit
+    in an int: 32 bits up to 2^31 - 256 voxels, 64 from the next voxel on (a Quadra image, 645 x 447
+    x 447, is 32-bit; a 2^31-voxel image, whose count alone overflows an int, is not)."""
+    limit = 2**31 - prior_cuda.THREADS_PER_BLOCK
+    assert not prior_cuda.needs_index64(limit)
+    assert prior_cuda.needs_index64(limit + 1)
+    assert not prior_cuda.needs_index64(645 * 447 * 447)
+    assert prior_cuda.needs_index64(2**31)
+    assert prior_cuda.needs_index64(32769 * 256 * 256)  # the GPU test's image
+
+
+def test_cuda_kernel_names_are_the_instantiations_of_priors_cu():
+    """The C++ names cupy looks up (name expressions), for every kind, dtype and index width;
+    anything else is refused before compiling.  Each name's template is in priors.cu."""
+    assert prior_cuda.kernel_name("prior_gradient", RELATIVE_DIFFERENCE, np.float32, False) == (
+        "prior_gradient<1, float, int>"
+    )
+    assert prior_cuda.kernel_name("prior_value_blocks", LOGCOSH, "float64", True) == (
+        "prior_value_blocks<2, double, long long>"
+    )
+    source = prior_cuda._source()
+    for op in ("prior_value_blocks", "prior_gradient", "prior_hessian_times"):
+        assert f"void __launch_bounds__(SG_PRIOR_THREADS)\n    {op}(" in source
+    with pytest.raises(StirGpuError, match="float32 or float64"):
+        prior_cuda.kernel_name("prior_gradient", QUADRATIC, np.float16, False)
+    with pytest.raises(StirGpuError, match="prior kind"):
+        prior_cuda.kernel_name("prior_gradient", 3, np.float32, False)
+    with pytest.raises(StirGpuError, match="prior kernel"):
+        prior_cuda.kernel_name("prior_hessian", QUADRATIC, np.float32, False)
+
+
+def test_importing_the_prior_kernels_loads_no_gpu_library():
+    """Nothing at import: the kernel modules import neither cupy nor compile anything."""
+    import subprocess
+    import sys
+
+    code = "import sys, stirgpu.kernels.prior_cuda, stirgpu.priors; print('cupy' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"
 
 
 def test_kernels_refuse_bad_arguments():
@@ -142,6 +166,11 @@ def test_kernels_refuse_bad_arguments():
         prior_value(x, w, 7)
     with pytest.raises(GeometryError, match="out: dtype"):
         prior_gradient(x, w, QUADRATIC, out=np.zeros(x.shape, np.float32))
+    with pytest.raises(StirGpuError, match="out: must not be the image"):
+        prior_gradient(x, w, QUADRATIC, out=x)
+    v = x.copy()
+    with pytest.raises(StirGpuError, match="out: must not be the vector"):
+        prior_hessian_times(x, v, w, QUADRATIC, out=v)
 
 
 # -- weights ----------------------------------------------------------------------------------------

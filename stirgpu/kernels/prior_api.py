@@ -7,9 +7,8 @@ neighbourhood (``docs/priors.md``): :func:`prior_value`, :func:`prior_gradient` 
 host (numpy) array of odd sizes (wz, wy, wx), centred; ``kappa`` (optional) an image like
 ``image``.  Images are C-ordered (z, y, x), float32 or float64.
 
-numpy arrays go to the numba kernels (:mod:`.prior_cpu`, loaded on first use); cupy arrays to
-the array-generic path (:mod:`.prior_xp`), so a GPU image stays on its device.
-``path="xp"`` forces the generic path for numpy arrays too (tests).
+numpy arrays go to the numba kernels (:mod:`.prior_cpu`), cupy arrays to the CUDA kernels
+(:mod:`.prior_cuda`), so a GPU image stays on its device; each is loaded on first use.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ QUADRATIC = 0
 RELATIVE_DIFFERENCE = 1
 LOGCOSH = 2
 KINDS = {QUADRATIC: "Quadratic", RELATIVE_DIFFERENCE: "Relative Difference Prior", LOGCOSH: "Logcosh"}
-_PATHS = ("auto", "numba", "xp")
 
 
 def _is_gpu(a) -> bool:
@@ -62,65 +60,64 @@ def _check_weights(weights) -> np.ndarray:
     return np.ascontiguousarray(w, dtype=np.float32)
 
 
-def _check(image, weights, kind, kappa, path, extra=()):
+def _check(image, weights, kind, kappa, extra=()):
     if kind not in KINDS:
         raise StirGpuError(f"prior kind {kind!r}: expected one of {sorted(KINDS)}")
-    if path not in _PATHS:
-        raise StirGpuError(f"path {path!r}: expected one of {_PATHS}")
     _check_image("image", image)
     gpu = _is_gpu(image)
     if kappa is not None:
         _check_image("kappa", kappa, image.shape, gpu)
     for name, a in extra:
         _check_image(name, a, image.shape, gpu)
-    if gpu and path == "numba":
-        raise StirGpuError("path 'numba' runs on the host; the image is a GPU array")
-    return _check_weights(weights), ("xp" if gpu or path == "xp" else "numba")
+    return _check_weights(weights), gpu
 
 
-def _module(which: str):
-    if which == "xp":
-        from . import prior_xp
+def _module(gpu: bool):
+    if gpu:
+        from . import prior_cuda
 
-        return prior_xp
+        return prior_cuda
     from . import prior_cpu
 
     return prior_cpu
 
 
-def _output(out, image, name="out"):
+def _output(out, image, inputs, zero: bool):
+    """``out`` checked, or a new array where the image lives (zero, or left to be overwritten)."""
     if out is None:
         if _is_gpu(image):
             import cupy
 
-            return cupy.zeros(image.shape, dtype=image.dtype)
+            with cupy.cuda.Device(image.device.id):  # on the image's device, not the current one
+                return (cupy.zeros if zero else cupy.empty)(image.shape, dtype=image.dtype)
         return np.zeros(image.shape, dtype=image.dtype)
-    _check_image(name, out, image.shape, _is_gpu(image))
+    _check_image("out", out, image.shape, _is_gpu(image))
     if out.dtype != image.dtype:
-        raise GeometryError(f"{name}: dtype {out.dtype} differs from the image's {image.dtype}")
+        raise GeometryError(f"out: dtype {out.dtype} differs from the image's {image.dtype}")
+    for name, a in inputs:
+        if a is out:  # each output voxel reads its neighbours' inputs: in place would corrupt them
+            raise StirGpuError(f"out: must not be the {name} array")
     return out
 
 
-def prior_value(image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, kappa=None, path="auto") -> float:
+def prior_value(image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, kappa=None) -> float:
     """The prior's value at ``image`` for a penalisation factor of 1 (float64 sum)."""
-    w, which = _check(image, weights, kind, kappa, path)
-    return _module(which).value(image, w, kind, float(p1), float(p2), kappa)
+    w, gpu = _check(image, weights, kind, kappa)
+    return _module(gpu).value(image, w, kind, float(p1), float(p2), kappa)
 
 
-def prior_gradient(
-    image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None, path="auto"
-):
+def prior_gradient(image, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None):
     """``scale`` times the prior's gradient at ``image``, into ``out`` (overwritten; new if None)."""
-    w, which = _check(image, weights, kind, kappa, path)
-    out = _output(out, image)
-    return _module(which).gradient(image, w, kind, float(p1), float(p2), float(scale), out, kappa)
+    w, gpu = _check(image, weights, kind, kappa)
+    out = _output(out, image, (("image", image), ("kappa", kappa)), zero=False)
+    return _module(gpu).gradient(image, w, kind, float(p1), float(p2), float(scale), out, kappa)
 
 
 def prior_hessian_times(
-    image, vector, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None, path="auto"
+    image, vector, weights, kind: int, p1: float = 0.0, p2: float = 0.0, *, scale=1.0, out=None, kappa=None
 ):
     """``out += scale * H(image) vector`` (STIR's ``accumulate_Hessian_times_input``; ``out`` new
     and zero if None)."""
-    w, which = _check(image, weights, kind, kappa, path, extra=(("vector", vector),))
-    out = _output(out, image)
-    return _module(which).hessian_times(image, vector, w, kind, float(p1), float(p2), float(scale), out, kappa)
+    w, gpu = _check(image, weights, kind, kappa, extra=(("vector", vector),))
+    out = _output(out, image, (("image", image), ("vector", vector), ("kappa", kappa)), zero=True)
+    return _module(gpu).hessian_times(image, vector, w, kind, float(p1), float(p2), float(scale), out, kappa)
