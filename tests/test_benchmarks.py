@@ -31,6 +31,11 @@ BAD_ARGUMENTS = {
         (["--devices", "0,x"], "--devices"),
         (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),
     ],  # stirgpu's error
+    "priors.py": [
+        (["--repeat", "0"], "--repeat"),
+        (["--cases", "mmr,nope"], "'nope'"),  # argparse type
+        (["--backend", "cpu", "--quick", "--epsilon", "-1"], "--epsilon"),  # BadArgument
+    ],
     "stir_plugin.py": [
         (["/nonexistent"], "/nonexistent"),
         (["/tmp", "--views", "0"], "--views"),
@@ -144,6 +149,39 @@ def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     for named in ("STIRGPU_REFERENCE_STIR", "--stir", "--no-baseline"):
         assert named in r.stderr
+
+
+def test_priors_cpu_quick_runs_end_to_end(tmp_path):
+    """``priors.py --backend cpu --quick --osem``: the RDP value and gradient timed against a copy,
+    and a penalised OSEM iteration with the prior's share, all reported (no timings asserted)."""
+    out = tmp_path / "priors.json"
+    r = _run(
+        "priors.py",
+        "--backend",
+        "cpu",
+        "--quick",
+        "--repeat",
+        "1",
+        "--osem",
+        "--subsets",
+        "2",
+        "--json",
+        str(out),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "cpu" and list(doc["cases"]) == ["quick"]
+    case = doc["cases"]["quick"]
+    assert case["copy_gb_per_s"] > 0
+    for op in ("value", "gradient"):
+        assert case[op]["seconds"] > 0 and case[op]["of_copy"] == pytest.approx(
+            case[op]["gb_per_s"] / case["copy_gb_per_s"]
+        )
+    osem = doc["osem"]
+    assert osem["subsets"] == 2 and len(osem["subiteration_seconds"]) == len(osem["prior_gradient_seconds"]) == 2
+    assert 0 < osem["prior_share_mean"] <= osem["prior_share_max"] < 1
+    assert r.stdout.splitlines()[-1].startswith("penalised OSEM (Siemens mMR span 11, 2 subsets")
 
 
 def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeypatch):
