@@ -5,7 +5,9 @@
   ``gpu`` / ``multi_gpu`` markers of ``conftest.py`` skip on it;
 * the streaming projectors' small problem: :func:`small_geometry`, :func:`phantom`,
   :func:`random_proj_data`, and the comparisons :func:`all_views`, :func:`same_data`,
-  :func:`assert_same_back` with its tolerance ``BACK_RTOL``.
+  :func:`assert_same_back` with its tolerance ``BACK_RTOL``;
+* the prior kernels' cases (CUDA against numba): ``PRIOR_POTENTIALS``, ``PRIOR_CASES``,
+  :func:`prior_image`, and :func:`assert_within_one_ulp`.
 
 Fixtures stay in ``conftest.py``; the STIR differential suite's case builders are in
 ``stir_differential/cases.py`` and ``stir_differential/osmaposl_cases.py``.
@@ -32,6 +34,11 @@ __all__ = [
     "random_proj_data",
     "all_views",
     "same_data",
+    "PRIOR_POTENTIALS",
+    "PRIOR_VOXEL_SIZE",
+    "PRIOR_CASES",
+    "prior_image",
+    "assert_within_one_ulp",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +99,65 @@ def all_views(pd, s):
 def same_data(a, b, pdi):
     """Whether two stores of ``pdi`` hold the same numbers, bit for bit."""
     return all(np.array_equal(all_views(a, s), all_views(b, s)) for s in pdi.segment_nums)
+
+
+# -- the prior kernels' cases ------------------------------------------------------------------------
+
+#: name -> (kind, p1, p2) of stirgpu.kernels.prior_api (Quadratic, RDP with gamma / epsilon, Logcosh)
+PRIOR_POTENTIALS = {
+    "quadratic": (0, 0.0, 0.0),
+    "rdp": (1, 2.0, 0.0),
+    "rdp-gamma-eps": (1, 0.7, 0.05),
+    "logcosh": (2, 1.7, 0.0),
+}
+PRIOR_VOXEL_SIZE = (2.03125, 2.08626, 2.08626)  # the mMR's: non-cubic default weights
+
+
+def _prior_user_weights():
+    """(3, 5, 3), symmetric, with zeros (the Hessian skips them) and a non-zero centre weight."""
+    w = np.random.default_rng(8).uniform(0.1, 1.0, (3, 5, 3))
+    w = (w + w[::-1, ::-1, ::-1]) / 2
+    w[0, 0, 0] = w[2, 4, 2] = 0.0
+    w[1, 2, 1] = 0.4
+    return w.astype(np.float32)
+
+
+def _prior_cases():
+    from stirgpu.priors import stir_default_weights
+
+    default = stir_default_weights(PRIOR_VOXEL_SIZE)
+    only_2d = stir_default_weights(PRIOR_VOXEL_SIZE, only_2d=True)
+    return {
+        "3d-default": ((5, 7, 9), default),
+        "3d-only-2D": ((5, 7, 9), only_2d),
+        "3d-user": ((7, 9, 5), _prior_user_weights()),
+        "2d-default": ((1, 11, 13), default),
+        "2d-only-2D": ((1, 11, 13), only_2d),
+    }
+
+
+#: case -> (image shape, weights): odd sizes, a single-plane (2-D) image, STIR's only-2D weights
+PRIOR_CASES = _prior_cases()
+
+
+def prior_image(shape, seed, dtype, zeros=True):
+    """Random positive values, with 30 % zeros (RDP's 0/0 rule and its INFINITY Hessian)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.2, 3.0, shape)
+    if zeros:
+        x[rng.random(shape) < 0.3] = 0.0
+    return x.astype(dtype)
+
+
+def assert_within_one_ulp(got, want):
+    """Equal NaN / +Inf / -Inf positions; elsewhere at most one ulp of the output type apart (plus
+    1e-12 of the maximum, for results that cancel to near zero from larger double terms).  ``got``
+    may be a cupy array."""
+    got = got.get() if hasattr(got, "get") else got
+    assert got.dtype == want.dtype
+    for where in (np.isnan, np.isposinf, np.isneginf):
+        assert (where(got) == where(want)).all()
+    fin = np.isfinite(want)
+    a, b = want[fin].astype(np.float64), got[fin].astype(np.float64)
+    bound = np.spacing(np.abs(want[fin])).astype(np.float64) + 1e-12 * float(np.abs(a).max(initial=0.0))
+    assert (np.abs(b - a) <= bound).all(), float(np.abs(b - a).max(initial=0.0))

@@ -36,6 +36,7 @@ __all__ = [
     "launch_blocks",
     "needs_index64",
     "kernel_name",
+    "kernel_arguments",
 ]
 
 #: threads per block of every prior kernel (``SG_PRIOR_THREADS`` of priors.cu, set from here)
@@ -119,6 +120,22 @@ def _device_weights(device_id: int, shape: tuple[int, int, int], data: bytes):
 # --------------------------------------------------------------------------------------
 # launches
 # --------------------------------------------------------------------------------------
+def kernel_arguments(op: str, image, weights, p1, p2, *, out, scale=1.0, kappa=None, vector=None, index64=False):
+    """The arguments of one kernel of priors.cu, in its parameter order, scalars as the numpy types
+    cupy passes as the C types of the instantiation (``int`` / ``long long`` sizes, ``double``
+    parameters).  ``weights``: the (wz, wy, wx) float32 array where the kernel reads it; ``out``:
+    the output (for ``prior_value_blocks`` the float64 partial sums, one per block)."""
+    if op not in _OPS:
+        raise StirGpuError(f"prior kernel {op!r}: expected one of {_OPS}")
+    idx = np.int64 if index64 else np.int32
+    inputs = (image, vector) if op == "prior_hessian_times" else (image,)
+    head = (*inputs, image if kappa is None else kappa, np.int32(kappa is not None), weights)
+    head += tuple(np.int32(n) for n in weights.shape) + (np.float64(p1), np.float64(p2))
+    if op != "prior_value_blocks":
+        head += (np.float64(scale),)
+    return head + tuple(idx(n) for n in image.shape) + (out,)
+
+
 def _device_of(image, **others) -> int:
     dev = int(image.device.id)
     for name, a in others.items():
@@ -127,66 +144,51 @@ def _device_of(image, **others) -> int:
     return dev
 
 
-class _Launch:
-    """What every launch over one image shares: device, kernel choice, sizes, weights, kappa."""
-
-    def __init__(self, image, weights: np.ndarray, kind: int, kappa, index64: bool | None, **others):
-        self.device_id = _device_of(image, kappa=kappa, **others)
-        self.blocks = launch_blocks(image.size)
-        self.index64 = needs_index64(image.size) if index64 is None else bool(index64)
-        self.kind = int(kind)
-        self.dtype_name = image.dtype.name
-        w = np.ascontiguousarray(weights, dtype=np.float32)
-        self.weights = _device_weights(self.device_id, tuple(int(n) for n in w.shape), w.tobytes())
-        self.weight_sizes = tuple(np.int32(n) for n in w.shape)
-        idx = np.int64 if self.index64 else np.int32
-        self.sizes = tuple(idx(n) for n in image.shape)
-        self.kappa_args = (image if kappa is None else kappa, np.int32(kappa is not None))
-
-    def __call__(self, op: str, args: tuple) -> None:
-        if not self.blocks:
-            return
-        cp = import_cupy()
-        with cp.cuda.Device(self.device_id):
-            kernel = _kernel(self.device_id, op, self.kind, self.dtype_name, self.index64)
-            kernel((self.blocks,), (THREADS_PER_BLOCK,), args)
+def _run(op, image, weights, kind, p1, p2, *, out=None, scale=1.0, kappa=None, vector=None, index64=None):
+    """Launch one kernel over the cupy ``image`` on its device; returns ``out`` (for the value,
+    the partial sums it allocates)."""
+    cp = import_cupy()
+    dev = _device_of(image, kappa=kappa, vector=vector, out=out)
+    blocks = launch_blocks(image.size)
+    wide = needs_index64(image.size) if index64 is None else bool(index64)
+    w = np.ascontiguousarray(weights, dtype=np.float32)
+    with cp.cuda.Device(dev):
+        if op == "prior_value_blocks":
+            out = cp.empty(blocks, dtype=cp.float64)
+        if blocks:
+            dw = _device_weights(dev, tuple(int(n) for n in w.shape), w.tobytes())
+            args = kernel_arguments(
+                op, image, dw, p1, p2, out=out, scale=scale, kappa=kappa, vector=vector, index64=wide
+            )
+            _kernel(dev, op, int(kind), image.dtype.name, wide)((blocks,), (THREADS_PER_BLOCK,), args)
+    return out
 
 
 def value(image, weights, kind: int, p1: float, p2: float, kappa=None, *, index64: bool | None = None) -> float:
     """The prior's value at the cupy ``image`` for a penalisation factor of 1 (float64)."""
-    launch = _Launch(image, weights, kind, kappa, index64)
-    if not launch.blocks:
-        return 0.0
-    cp = import_cupy()
-    with cp.cuda.Device(launch.device_id):
-        partials = cp.empty(launch.blocks, dtype=cp.float64)
-        launch(
-            "prior_value_blocks",
-            (image, *launch.kappa_args, launch.weights, *launch.weight_sizes, np.float64(p1), np.float64(p2))
-            + (*launch.sizes, partials),
-        )
-        return float(partials.sum())
+    partials = _run("prior_value_blocks", image, weights, kind, p1, p2, kappa=kappa, index64=index64)
+    return float(partials.sum()) if partials.size else 0.0
 
 
 def gradient(image, weights, kind: int, p1: float, p2: float, scale: float, out, kappa=None, *, index64=None):
     """``out = scale * gradient`` (overwritten), on the image's device."""
-    launch = _Launch(image, weights, kind, kappa, index64, out=out)
-    launch(
-        "prior_gradient",
-        (image, *launch.kappa_args, launch.weights, *launch.weight_sizes)
-        + (np.float64(p1), np.float64(p2), np.float64(scale), *launch.sizes, out),
-    )
-    return out
+    return _run("prior_gradient", image, weights, kind, p1, p2, out=out, scale=scale, kappa=kappa, index64=index64)
 
 
 def hessian_times(
     image, vector, weights, kind: int, p1: float, p2: float, scale: float, out, kappa=None, *, index64=None
 ):
     """``out += scale * H(image) vector`` (accumulated, as STIR's ``accumulate_Hessian_times_input``)."""
-    launch = _Launch(image, weights, kind, kappa, index64, vector=vector, out=out)
-    launch(
+    return _run(
         "prior_hessian_times",
-        (image, vector, *launch.kappa_args, launch.weights, *launch.weight_sizes)
-        + (np.float64(p1), np.float64(p2), np.float64(scale), *launch.sizes, out),
+        image,
+        weights,
+        kind,
+        p1,
+        p2,
+        out=out,
+        scale=scale,
+        kappa=kappa,
+        vector=vector,
+        index64=index64,
     )
-    return out
