@@ -19,6 +19,7 @@ __all__ = [
     "StoreAbilityError",
     "FileStoreAbilityError",
     "PlanError",
+    "OutOfMemoryError",
     "DeviceError",
     "PipelineError",
     "Cancelled",
@@ -94,6 +95,18 @@ class FileStoreAbilityError(FormatError, StoreAbilityError):
 
 class PlanError(StirGpuError):
     """The execution plan cannot be built (e.g. not even one viewgram fits the memory budget)."""
+
+
+class OutOfMemoryError(PlanError):
+    """Memory ran out during a call, and still did with the smallest chunks the engine can make
+    (one viewgram per buffer).  ``memory`` is ``"GPU"`` or ``"host"``; ``budget`` the plan's
+    budget of that memory and ``free`` what was free when the call gave up (bytes; None where
+    not known); ``option`` the setting to change.  The message says all of them.  Outputs were
+    handled as for any failed call: a new store aborted, nothing committed."""
+
+    def __init__(self, message: str, memory: str, budget: int | None, free: int | None, option: str):
+        super().__init__(message)
+        self.memory, self.budget, self.free, self.option = memory, budget, free, option
 
 
 class DeviceError(StirGpuError):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import PipelineError
 from .hostio import DaemonPool
-from .plan import Plan
+from .plan import Chunk, Plan
 from .program import ChunkData, ChunkProgram
 from .residency import Residency, reduce_on_device
 from .stats import RunStats, StatsRecorder
@@ -49,18 +49,22 @@ __all__ = ["Call", "RunResult"]
 @dataclasses.dataclass
 class RunResult:
     """What :meth:`Engine.run` returns: the reduced image (numpy, or None), the summed
-    scalars by name, and the statistics."""
+    scalars by name, the statistics, and the plan whose chunks ran (the one given, or the
+    smaller one of a call retried after running out of memory)."""
 
     image: np.ndarray | None
     scalars: dict
     stats: RunStats
+    plan: Plan | None = None
 
 
 class Call:
     """One run of ``program`` over ``plan`` (the arguments of :meth:`Engine.run`, checked there),
     on ``lanes`` of ``backend`` (``devices``: the engine's lane ids), with the engine's
     ``residency`` (input images, kept workspaces) and ``tables`` (:class:`.ChunkTableKeeper`);
-    ``io_pool`` and ``io_threads`` split chunk reads and writes."""
+    ``io_pool`` and ``io_threads`` split chunk reads and writes.  ``chunk_done(chunk)`` is
+    called (from the call's threads) for each chunk done; :attr:`completed` holds the indices
+    of the chunks whose outputs were all written, also when the call failed."""
 
     def __init__(
         self,
@@ -71,7 +75,7 @@ class Call:
         sources: Mapping[str, Any],
         sinks: Mapping[str, Any],
         image_shape,
-        progress: Callable[[int], None] | None,
+        chunk_done: Callable[[Chunk], None] | None,
         operation: str,
         result_device: int | None,
         parallel_io: dict,
@@ -90,7 +94,7 @@ class Call:
         self.t_start = t_start
         self.program, self.plan, self.pdi = program, plan, pdi
         self.sources, self.sinks, self.direct = sources, sinks, direct
-        self.parallel_io, self.after_write, self.progress = parallel_io, after_write, progress
+        self.parallel_io, self.after_write, self.chunk_done = parallel_io, after_write, chunk_done
         self.image_shape, self.result_device, self.result_out = image_shape, result_device, result_out
         self.operation = operation or program.name
         self.backend, self.devices, self.lanes = backend, devices, lanes
@@ -127,6 +131,8 @@ class Call:
         self.unprepared: set[int] = set()  # lanes prepared by their own thread at their first chunk
         self.setup_seconds = 0.0
         self.stop = StopFlag()
+        #: the chunks (indices) whose outputs are all written -- what a retry need not do again
+        self.completed: set[int] = set()
         self._chunk_lock = threading.Lock()
         if self.cuda:
             self._shared_chunks = iter(plan.chunks)
@@ -247,6 +253,7 @@ class Call:
         """A CPU lane's compute, under the compute lock: a lane that waited for the lock
         while the call stopped computes nothing."""
         self.stop.check()
+        data.lane.before_allocation("chunk temporaries", self.program.workspace * data.chunk.nbytes)
         self.program.compute(data)
 
     def enqueue(self, k: int, lane, chunk, slot):
@@ -284,6 +291,7 @@ class Call:
         data = self.chunk_data(k, lane, chunk, slot, tables, turn)
         s_compute.wait_event(ev["h2d1"])
         lane.record(s_compute, ev["c0"])
+        lane.before_allocation("chunk temporaries", program.workspace * nbytes)
         with s_compute:
             program.compute(data)
         lane.record(s_compute, ev["c1"])
@@ -312,16 +320,21 @@ class Call:
                 lane.name, stage, chunk.index, t_ref + elapsed(ref, ev[a]) / 1e3, t_ref + elapsed(ref, ev[b]) / 1e3
             )
 
-    def chunk_finished(self, lane, chunk) -> None:
-        """A chunk is done: direct outputs' ``after_write``, the counts, the progress callback."""
+    def chunk_finished(self, lane, chunk, counted: bool = True) -> None:
+        """A chunk is done, its outputs all written: it is :attr:`completed`; unless not
+        ``counted`` (a stopped call's chunk that was in flight: it finished, but the call does
+        not go on), direct outputs' ``after_write``, the counts and ``chunk_done``."""
+        self.completed.add(chunk.index)
+        if not counted:
+            return
         for name in self.program.outputs:
             if name in self.direct and name in self.after_write:
                 self.after_write[name](chunk)
         if self.n_direct_out:
             self.recorder.add(bytes_written=self.n_direct_out * chunk.nbytes)
         self.recorder.chunk_done(lane.name, chunk.num_bins)
-        if self.progress is not None:
-            self.progress(1)
+        if self.chunk_done is not None:
+            self.chunk_done(chunk)
 
     # -- running and results -------------------------------------------------------------
     def execute(self, strategy) -> RunResult:
@@ -384,4 +397,4 @@ class Call:
             shared_compute=not self.cuda,
             direct=tuple(sorted(self.direct)),
         )
-        return RunResult(image, {n: float(sums[i]) for i, n in enumerate(program.scalars)}, stats)
+        return RunResult(image, {n: float(sums[i]) for i, n in enumerate(program.scalars)}, stats, self.plan)

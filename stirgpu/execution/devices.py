@@ -14,7 +14,16 @@ same way; only the four primitives below differ:
   lock shared by the CPU lanes -- numba's parallel kernels already use every core, and
   numba's default ``workqueue`` threading layer must not be entered by two threads at
   once; the lanes still overlap reading, writing and computing);
-* ``fence``: a marker recorded after the queued work, that another thread waits on.
+* ``fence``: a marker recorded after the queued work, that another thread waits on;
+* ``out_of_memory(exc)``: whether an exception is an allocation failure, and of which memory
+  (:mod:`stirgpu.execution.retry` then retries the call with smaller chunks).
+
+**Test hook**: ``allocation_hook`` (None, or set through ``Engine.allocation_hook``) is called
+as ``hook(lane_name, what, nbytes)`` before every buffer a lane allocates for a call (``what``:
+"host buffer", "device buffer", "device array") and before every chunk's device step, for its
+temporaries ("chunk temporaries": ``ChunkProgram.workspace`` chunk buffers, 0 bytes for a program
+that plans none, so a test can fail any chunk); raising ``MemoryError`` (or cupy's
+``OutOfMemoryError``) there is an allocation failing at that point.
 
 cupy is imported only when a CUDA lane is made.  Nothing here runs at import.
 """
@@ -41,7 +50,14 @@ __all__ = [
     "CudaLane",
     "make_lanes",
     "DEFAULT_CPU_LANES",
+    "AllocationHook",
 ]
+
+#: the test hook's signature: (lane name, what is allocated, bytes) -> None, raising to fail it
+AllocationHook = Callable[[str, str, int], None]
+
+#: cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver): both 2
+_CUDA_OUT_OF_MEMORY = 2
 
 #: CPU lanes by default: two, so that reading/writing one chunk overlaps computing another
 DEFAULT_CPU_LANES = 2
@@ -124,19 +140,33 @@ class CpuLane:
         self.device_id = int(index)
         self.name = f"cpu{index}"
         self._lock = compute_lock
+        #: the test hook (see the module docstring)
+        self.allocation_hook: AllocationHook | None = None
 
     # resources
     def activate(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def before_allocation(self, what: str, nbytes: int) -> None:
+        """The test hook's call (see the module docstring); nothing without one."""
+        if self.allocation_hook is not None:
+            self.allocation_hook(self.name, what, int(nbytes))
+
+    def out_of_memory(self, exc: BaseException) -> str | None:
+        """``"host"`` when ``exc`` is an allocation failure (numpy's MemoryError), else None."""
+        return "host" if isinstance(exc, MemoryError) else None
+
     def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
+        self.before_allocation("host buffer", int(n) * np.dtype(dtype).itemsize)
         return np.empty(int(n), dtype=dtype)
 
     def alloc_device(self, n: int, dtype=np.float32) -> np.ndarray:
+        self.before_allocation("device buffer", int(n) * np.dtype(dtype).itemsize)
         return np.empty(int(n), dtype=dtype)
 
     def zeros_device(self, shape, dtype=np.float32, out=None) -> np.ndarray:
         if out is None:
+            self.before_allocation("device array", int(np.prod(shape)) * np.dtype(dtype).itemsize)
             return np.zeros(shape, dtype=dtype)
         out.fill(0)
         return out
@@ -206,17 +236,43 @@ class CudaLane:
             self._joins = tuple(self._event() for _ in self.computes[1:])
             self._caller = self._event()
         self.s_compute = self.computes[0]
+        #: the test hook (see the module docstring)
+        self.allocation_hook: AllocationHook | None = None
 
     def activate(self):
         """Make this GPU current in the calling thread (cupy's current device is per thread)."""
         return self.device
 
+    def before_allocation(self, what: str, nbytes: int) -> None:
+        """The test hook's call (see the module docstring); nothing without one."""
+        if self.allocation_hook is not None:
+            self.allocation_hook(self.name, what, int(nbytes))
+
+    def out_of_memory(self, exc: BaseException) -> str | None:
+        """Which memory an allocation failure ``exc`` is of: ``"GPU"`` for cupy's pool
+        (``cupy.cuda.memory.OutOfMemoryError``) or a CUDA call out of device memory, ``"host"``
+        for a plain MemoryError or a failed page-locked allocation (``cudaHostAlloc``'s
+        ``cudaErrorMemoryAllocation``); None for anything else."""
+        cp = self.cp
+        if isinstance(exc, cp.cuda.memory.OutOfMemoryError):
+            return "GPU"
+        if isinstance(exc, MemoryError):
+            return "host"
+        if isinstance(exc, cp.cuda.runtime.CUDARuntimeError) and exc.status == _CUDA_OUT_OF_MEMORY:
+            # device memory comes from cupy's pool (OutOfMemoryError, above): this is pinned memory
+            return "host"
+        if isinstance(exc, cp.cuda.driver.CUDADriverError) and exc.status == _CUDA_OUT_OF_MEMORY:
+            return "GPU"
+        return None
+
     def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
         import cupyx
 
+        self.before_allocation("host buffer", int(n) * np.dtype(dtype).itemsize)
         return cupyx.empty_pinned((int(n),), dtype=dtype)
 
     def alloc_device(self, n: int, dtype=np.float32):
+        self.before_allocation("device buffer", int(n) * np.dtype(dtype).itemsize)
         with self.device:
             return self.cp.empty(int(n), dtype=dtype)
 
@@ -232,6 +288,7 @@ class CudaLane:
         """``out`` as it is, or a new uninitialised array of this GPU."""
         if out is not None:
             return out
+        self.before_allocation("device array", int(np.prod(shape)) * np.dtype(dtype).itemsize)
         with self.device:
             return self.cp.empty(shape, dtype=dtype)
 

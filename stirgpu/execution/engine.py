@@ -14,6 +14,8 @@
   :mod:`.strategies`: staged (reader -> pinned slot -> H2D -> compute -> D2H -> writer threads
   per lane) or direct (one thread per GPU, when every store is copied directly);
 * :mod:`.stopping` -- the call's stop flag, errors and polled hand-offs;
+* :mod:`.retry` -- a call that runs out of memory: smaller chunks for what did not complete, or
+  :class:`~stirgpu.errors.OutOfMemoryError` when even the smallest do not fit;
 * :mod:`.identity` (:class:`IdentityCache`) -- the one cache of answers kept per object.
 
 Host memory is bounded by the plan, not by the data: no full-size projection array exists
@@ -22,11 +24,14 @@ calling thread, a KeyboardInterrupt above all -- stops every thread of the call 
 fraction of a second; :meth:`Engine.run` then raises :class:`~stirgpu.errors.PipelineError`
 chaining the cause, or the KeyboardInterrupt itself.  No thread of the call outlives it.
 Committing outputs is the caller's business (the projectors abort output stores on error), so
-a failed or interrupted call never leaves data that looks complete.  See docs/execution.md.
+a failed or interrupted call never leaves data that looks complete.  A call that fails because
+an allocation failed (cupy's ``OutOfMemoryError``, a MemoryError) is run again over smaller
+chunks, for what it did not complete (:mod:`.retry`).  See docs/execution.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -46,6 +51,7 @@ from .plan import Plan, default_gpu_budget
 from .planning import Planner
 from .program import ChunkProgram
 from .residency import Residency
+from .retry import ChunkProgress, exhausted_error, out_of_memory, smaller_plan
 from .slots import SlotKeeper
 from .strategies import DirectStrategy, StagedStrategy
 
@@ -95,6 +101,7 @@ class Engine:
         self.slots = SlotKeeper()
         self.tables = ChunkTableKeeper(len(self.devices))
         self._lanes: list | None = None
+        self._allocation_hook: _devices.AllocationHook | None = None
         self._io: DaemonPool | None = None
         self._lane_pool: DaemonPool | None = None  # lanes other than the first, on direct calls
         self._lock = threading.Lock()  # one call at a time per engine
@@ -120,7 +127,24 @@ class Engine:
     def lanes(self) -> list:
         if self._lanes is None:
             self._lanes = _devices.make_lanes(self.backend, self.devices, self.compute_streams)
+            for lane in self._lanes:
+                lane.allocation_hook = self._allocation_hook
         return self._lanes
+
+    @property
+    def allocation_hook(self) -> _devices.AllocationHook | None:
+        """**Test hook**: None, or ``hook(lane_name, what, nbytes)``, called before every buffer
+        the lanes allocate for a call and before every chunk's device step (for its temporaries;
+        see :mod:`stirgpu.execution.devices`).  A hook that raises ``MemoryError`` there makes
+        that allocation fail, as a full device or host would: tests use it to drive the
+        out-of-memory retries (:mod:`stirgpu.execution.retry`) on any backend."""
+        return self._allocation_hook
+
+    @allocation_hook.setter
+    def allocation_hook(self, hook: _devices.AllocationHook | None) -> None:
+        self._allocation_hook = hook
+        for lane in self._lanes or ():
+            lane.allocation_hook = hook
 
     # -- memory and plans ----------------------------------------------------------------
     def gpu_budget(self) -> int | None:
@@ -256,6 +280,14 @@ class Engine:
         accumulation image, so the result is reduced into it (its values replaced) and
         returned -- no image-sized copy.  It must not be used elsewhere during the call; if
         the call fails, its values are undefined.
+
+        Out of memory: when an allocation fails during the call (``lane.out_of_memory``), the
+        engine drops its kept buffers and workspaces and runs the call again over ``plan``'s
+        chunks that did not complete (every chunk, for a program that accumulates) cut to half
+        the buffer size, and so on down to one viewgram per buffer; then it raises
+        :class:`~stirgpu.errors.OutOfMemoryError`.  ``progress`` counts ``plan``'s chunks
+        throughout; the result's ``plan`` is the plan that completed, its statistics those of
+        that last attempt (``stats.memory_retries``: the attempts before it).
         """
         missing = [n for n in program.inputs if n not in sources] + [n for n in program.outputs if n not in sinks]
         if missing:
@@ -272,36 +304,92 @@ class Engine:
         direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
         with self._lock:
             t_start = time.perf_counter()
-            call = Call(
-                program=program,
-                plan=plan,
-                pdi=proj_data_info,
-                sources=sources,
-                sinks=sinks,
-                image_shape=image_shape,
-                progress=progress,
-                operation=operation,
-                result_device=result_device,
-                parallel_io=dict(parallel_io or {}),
-                after_write=dict(after_write or {}),
-                direct=direct,
-                result_out=result_out,
-                backend=self.backend,
-                devices=self.devices,
-                lanes=self.lanes,
-                residency=self.residency,
-                tables=self.tables,
-                io_pool=self.io_pool,
-                io_threads=self.io_threads,
-                t_start=t_start,
-            )
+            tracker = None if progress is None else ChunkProgress(progress, plan.chunks)
+            origin_of = {c.index: c.index for c in plan.chunks}  # each attempt's chunk -> plan's
+            attempt, retries = plan, 0
+            while True:
+                call = Call(
+                    program=program,
+                    plan=attempt,
+                    pdi=proj_data_info,
+                    sources=sources,
+                    sinks=sinks,
+                    image_shape=image_shape,
+                    chunk_done=None if tracker is None else tracker.done,
+                    operation=operation,
+                    result_device=result_device,
+                    parallel_io=dict(parallel_io or {}),
+                    after_write=dict(after_write or {}),
+                    direct=direct,
+                    result_out=result_out,
+                    backend=self.backend,
+                    devices=self.devices,
+                    lanes=self.lanes,
+                    residency=self.residency,
+                    tables=self.tables,
+                    io_pool=self.io_pool,
+                    io_threads=self.io_threads,
+                    t_start=t_start,
+                )
+                try:
+                    result = self._execute(call)
+                except Exception as exc:  # (a KeyboardInterrupt is never retried)
+                    memory = out_of_memory(exc, [e for _, _, e in call.stop.errors], self.lanes[0])
+                    if memory is None:
+                        raise
+                    if tracker is not None and not (program.accumulates_image or program.scalars):
+                        # chunks in flight when the call stopped finished uncounted: count them
+                        for c in attempt.chunks:
+                            if c.index in call.completed:
+                                tracker.done(c)
+                    attempt, cut_from = self._retry_plan(call, attempt, memory, retries, exc)
+                    origin_of = {c.index: origin_of[old] for c, old in zip(attempt.chunks, cut_from, strict=True)}
+                    if tracker is not None:
+                        tracker.start_attempt(attempt.chunks, [origin_of[c.index] for c in attempt.chunks])
+                    retries += 1
+                    continue
+                result.stats.memory_retries = retries
+                return result
+
+    def _execute(self, call: Call) -> RunResult:
+        """Set up ``call``'s lanes and run it with its strategy."""
+        try:
             call.set_up_lanes(self.slots)
-            strategy: DirectStrategy | StagedStrategy
-            if call.all_direct:
-                strategy = DirectStrategy(call, lambda: self.lane_pool)
-            else:
-                strategy = StagedStrategy(call)
-            return call.execute(strategy)
+        except BaseException:
+            for lane in self.lanes:  # what the set-up queued (zeroed accumulators) finishes first
+                try:
+                    lane.synchronize()
+                except Exception:  # the set-up's error is the one raised
+                    pass
+            raise
+        strategy: DirectStrategy | StagedStrategy
+        if call.all_direct:
+            strategy = DirectStrategy(call, lambda: self.lane_pool)
+        else:
+            strategy = StagedStrategy(call)
+        return call.execute(strategy)
+
+    def _retry_plan(self, call: Call, attempt: Plan, memory: str, retries: int, exc: Exception):
+        """After ``call`` (over ``attempt``) ran out of ``memory``: the plan of what it did not
+        complete, in smaller chunks, and the chunk of ``attempt`` each was cut from; the
+        engine's kept buffers and workspaces are dropped for it.  Raises OutOfMemoryError when
+        ``attempt``'s chunks were the smallest already."""
+        program = call.program
+        if program.accumulates_image or program.scalars:
+            remaining = list(attempt.chunks)  # its accumulators and sums are discarded: all again
+        else:
+            remaining = [c for c in attempt.chunks if c.index not in call.completed]
+        if remaining:
+            retry = smaller_plan(attempt, remaining)
+        elif attempt.chunks:  # every chunk is written; what failed came after them
+            retry = (dataclasses.replace(attempt, chunks=()), [])
+        else:
+            retry = None
+        if retry is None:
+            raise exhausted_error(call.operation, memory, attempt, self.lanes, retries) from exc
+        self.slots.clear()  # (the kept slots fit the last plan: far too large for the next)
+        self.residency.drop_workspaces()
+        return retry
 
     def _check_result_out(self, program, result_out, result_device, image_shape) -> None:
         ok = (

@@ -89,6 +89,9 @@ class RunStats:
     #: the call's stores that GPUs copied straight to and from (page-locked host memory: no
     #: read/write stage, their bytes move in h2d/d2h)
     direct: tuple = ()
+    #: attempts of the call that ran out of memory and were retried with smaller chunks (the
+    #: figures above are the last attempt's: the chunks it ran; docs/execution.md)
+    memory_retries: int = 0
 
     # -- derived figures -------------------------------------------------------------
     @property
@@ -151,6 +154,7 @@ class RunStats:
             "device_bytes_allocated": self.device_bytes_allocated,
             "peak_rss_bytes": self.peak_rss_bytes,
             "direct": list(self.direct),
+            "memory_retries": self.memory_retries,
         }
 
     def summary(self) -> str:
@@ -178,6 +182,11 @@ class RunStats:
             f"  allocated: host {self.host_bytes_allocated / 1e6:.1f} MB{gpu}; peak RSS "
             f"{self.peak_rss_bytes / 1e6:.1f} MB"
         )
+        if self.memory_retries:
+            lines.append(
+                f"  out of memory {plural(self.memory_retries, 'time')}: retried with smaller chunks "
+                f"(the figures are the last attempt's)"
+            )
         return "\n".join(lines)
 
 

@@ -243,9 +243,10 @@ class DirectStrategy:
             stop.fail("worker", lane, exc)
 
     def _retire(self, k: int, lane, free: list, flight: collections.deque) -> None:
-        """Wait for the oldest chunk in flight; it is done (unless the call stopped), its slot free."""
+        """Wait for the oldest chunk in flight; it is done, its slot free.  A stopped call's
+        chunk counts as done for no one (no progress, no statistics), but its queued work did
+        finish: its outputs are whole, and a retry after running out of memory leaves it be."""
         chunk, slot, ev = flight.popleft()
         self.call.gpu_stages(k, lane, chunk, ev)
-        if not self.call.stop.is_set():  # a stopped call's chunks do not count as done
-            self.call.chunk_finished(lane, chunk)
+        self.call.chunk_finished(lane, chunk, counted=not self.call.stop.is_set())
         free.append(slot)

@@ -283,6 +283,8 @@ class StreamingProjector:
                     after_write=behind,
                     direct=direct,
                 )
+        if result.plan is not None:  # (smaller than asked for when the call ran out of memory)
+            self.last_plan = result.plan
         up_bytes, up_seconds = upload
         result.stats.bytes_uploaded += up_bytes
         result.stats.setup_seconds += up_seconds
