@@ -90,7 +90,8 @@ class RunStats:
     #: read/write stage, their bytes move in h2d/d2h)
     direct: tuple = ()
     #: attempts of the call that ran out of memory and were retried with smaller chunks (the
-    #: figures above are the last attempt's: the chunks it ran; docs/execution.md)
+    #: chunks, bytes, busy times and events above are the last attempt's; wall and set-up
+    #: seconds count from the call's start; docs/execution.md)
     memory_retries: int = 0
 
     # -- derived figures -------------------------------------------------------------
@@ -185,7 +186,7 @@ class RunStats:
         if self.memory_retries:
             lines.append(
                 f"  out of memory {plural(self.memory_retries, 'time')}: retried with smaller chunks "
-                f"(the figures are the last attempt's)"
+                f"(the chunks and bytes are the last attempt's)"
             )
         return "\n".join(lines)
 
