@@ -305,47 +305,38 @@ class Engine:
         with self._lock:
             t_start = time.perf_counter()
             tracker = None if progress is None else ChunkProgress(progress, plan.chunks)
-            origin_of = {c.index: c.index for c in plan.chunks}  # each attempt's chunk -> plan's
+            shared = dict(
+                program=program,
+                pdi=proj_data_info,
+                sources=sources,
+                sinks=sinks,
+                image_shape=image_shape,
+                chunk_done=None if tracker is None else tracker.done,
+                operation=operation,
+                result_device=result_device,
+                parallel_io=dict(parallel_io or {}),
+                after_write=dict(after_write or {}),
+                direct=direct,
+                result_out=result_out,
+                backend=self.backend,
+                devices=self.devices,
+                lanes=self.lanes,
+                residency=self.residency,
+                tables=self.tables,
+                io_pool=self.io_pool,
+                io_threads=self.io_threads,
+                t_start=t_start,
+            )
             attempt, retries = plan, 0
             while True:
-                call = Call(
-                    program=program,
-                    plan=attempt,
-                    pdi=proj_data_info,
-                    sources=sources,
-                    sinks=sinks,
-                    image_shape=image_shape,
-                    chunk_done=None if tracker is None else tracker.done,
-                    operation=operation,
-                    result_device=result_device,
-                    parallel_io=dict(parallel_io or {}),
-                    after_write=dict(after_write or {}),
-                    direct=direct,
-                    result_out=result_out,
-                    backend=self.backend,
-                    devices=self.devices,
-                    lanes=self.lanes,
-                    residency=self.residency,
-                    tables=self.tables,
-                    io_pool=self.io_pool,
-                    io_threads=self.io_threads,
-                    t_start=t_start,
-                )
+                call = Call(plan=attempt, **shared)
                 try:
                     result = self._execute(call)
                 except Exception as exc:  # (a KeyboardInterrupt is never retried)
                     memory = out_of_memory(exc, [e for _, _, e in call.stop.errors], self.lanes[0])
                     if memory is None:
                         raise
-                    if tracker is not None and not (program.accumulates_image or program.scalars):
-                        # chunks in flight when the call stopped finished uncounted: count them
-                        for c in attempt.chunks:
-                            if c.index in call.completed:
-                                tracker.done(c)
-                    attempt, cut_from = self._retry_plan(call, attempt, memory, retries, exc)
-                    origin_of = {c.index: origin_of[old] for c, old in zip(attempt.chunks, cut_from, strict=True)}
-                    if tracker is not None:
-                        tracker.start_attempt(attempt.chunks, [origin_of[c.index] for c in attempt.chunks])
+                    attempt = self._retry_plan(call, attempt, memory, retries, exc, tracker)
                     retries += 1
                     continue
                 result.stats.memory_retries = retries
@@ -369,16 +360,20 @@ class Engine:
             strategy = StagedStrategy(call)
         return call.execute(strategy)
 
-    def _retry_plan(self, call: Call, attempt: Plan, memory: str, retries: int, exc: Exception):
+    def _retry_plan(
+        self, call: Call, attempt: Plan, memory: str, retries: int, exc: Exception, tracker: ChunkProgress | None
+    ) -> Plan:
         """After ``call`` (over ``attempt``) ran out of ``memory``: the plan of what it did not
-        complete, in smaller chunks, and the chunk of ``attempt`` each was cut from; the
-        engine's kept buffers and workspaces are dropped for it.  Raises OutOfMemoryError when
-        ``attempt``'s chunks were the smallest already."""
+        complete, in smaller chunks (``tracker`` told of them); the engine's kept buffers and
+        workspaces are dropped for it.  Raises OutOfMemoryError when ``attempt``'s chunks were
+        the smallest already."""
         program = call.program
         if program.accumulates_image or program.scalars:
             remaining = list(attempt.chunks)  # its accumulators and sums are discarded: all again
         else:
             remaining = [c for c in attempt.chunks if c.index not in call.completed]
+            if tracker is not None:
+                tracker.done_before_stop(c for c in attempt.chunks if c.index in call.completed)
         if remaining:
             retry = smaller_plan(attempt, remaining)
         elif attempt.chunks:  # every chunk is written; what failed came after them
@@ -389,7 +384,10 @@ class Engine:
             raise exhausted_error(call.operation, memory, attempt, self.lanes, retries) from exc
         self.slots.clear()  # (the kept slots fit the last plan: far too large for the next)
         self.residency.drop_workspaces()
-        return retry
+        smaller, cut_from = retry
+        if tracker is not None:
+            tracker.start_attempt(smaller.chunks, cut_from)
+        return smaller
 
     def _check_result_out(self, program, result_out, result_device, image_shape) -> None:
         ok = (

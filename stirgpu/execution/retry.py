@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import OutOfMemoryError
 from . import devices as _devices
@@ -117,24 +117,35 @@ def exhausted_error(operation: str, memory: str, plan: Plan, lanes: Sequence, re
 
 
 class ChunkProgress:
-    """Reports ``progress(1)`` once per chunk of the call's first plan, across attempts: an
-    original chunk counts when every piece of it is done in one attempt, and only once (a
-    retried back projection recomputes chunks that were counted already)."""
+    """Reports ``progress(1)`` once per chunk of the call's first plan, across
+    attempts: an original chunk counts when every piece of it is done in one attempt, and only
+    once (a retried back projection recomputes chunks that were counted already)."""
 
     def __init__(self, progress: Callable[[int], None], chunks: Sequence[Chunk]):
         self._progress = progress
         self._lock = threading.Lock()
         self._counted: set[int] = set()
-        self.start_attempt(chunks, [c.index for c in chunks])
+        self._origin = {c.index: c.index for c in chunks}  # the attempt's chunk -> the first plan's
+        self._reset()
 
-    def start_attempt(self, chunks: Sequence[Chunk], origins: Sequence[int]) -> None:
-        """The next attempt runs ``chunks``; ``origins[i]``: the first plan's chunk of ``chunks[i]``."""
+    def _reset(self) -> None:
+        self._left: dict[int, int] = {}
+        for o in self._origin.values():
+            self._left[o] = self._left.get(o, 0) + 1
+        self._seen: set[int] = set()
+
+    def start_attempt(self, chunks: Sequence[Chunk], cut_from: Sequence[int]) -> None:
+        """The next attempt runs ``chunks``; ``cut_from[i]``: the last attempt's chunk (index)
+        that ``chunks[i]`` was cut from."""
         with self._lock:
-            self._origin = {c.index: int(o) for c, o in zip(chunks, origins, strict=True)}
-            self._left: dict[int, int] = {}
-            for o in self._origin.values():
-                self._left[o] = self._left.get(o, 0) + 1
-            self._seen: set[int] = set()
+            self._origin = {c.index: self._origin[old] for c, old in zip(chunks, cut_from, strict=True)}
+            self._reset()
+
+    def done_before_stop(self, chunks: Iterable[Chunk]) -> None:
+        """The failed attempt's ``chunks`` whose outputs were all written, some of them uncounted
+        (in flight when the call stopped): counted now, as they are not retried."""
+        for c in chunks:
+            self.done(c)
 
     def done(self, chunk: Chunk) -> None:
         """``chunk`` of the current attempt is done (a chunk said twice counts once)."""
