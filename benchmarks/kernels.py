@@ -292,11 +292,15 @@ def bench_subset(cp, cb, pdi, ii, kg, opts, repeats, img, num_subsets: int) -> d
 def tiled_overhead(cp, cb, ii, img, repeats: int) -> tuple[float, float]:
     """Per-call seconds of the tiled path's image copies (forward) and of its accumulators
     and their combining (back), default options."""
+    from stirgpu.kernels import cuda_workspaces as ws
+
     o = cb.DEFAULT_OPTIONS
     dev = cp.cuda.Device().id
-    t_pad = time_gpu(cp, lambda: cb._padded_copies(cp, dev, o, img), repeats)
+    t_pad = time_gpu(cp, lambda: ws.padded_copies(cp, dev, o, img), repeats)
     acc_img = cp.zeros(ii.shape, cp.float32)
-    t_acc = time_gpu(cp, lambda: cb._combine(dev, o, acc_img, *cb._scratch_accumulators(cp, ii.shape)), repeats)
+    t_acc = time_gpu(
+        cp, lambda: ws.combine_accumulators(dev, o, acc_img, *ws.scratch_accumulators(cp, ii.shape)), repeats
+    )
     return t_pad, t_acc
 
 

@@ -312,7 +312,7 @@ def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled
     fold overwrites it; without accumulators -- the one-LOR-per-thread kernels, and STIR's
     numerics -- the program zeroes it first): a caller's array full of NaN, and the engine's
     own image between calls, end with exactly the back projection."""
-    from stirgpu.kernels import cuda_backend as cb
+    from stirgpu.kernels import cuda_launch, cuda_workspaces
 
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
@@ -320,7 +320,8 @@ def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled
     ref.set_up(pdi, info)
     want = ref.back_project(None, data)
     if not tiled:
-        monkeypatch.setattr(cb, "_tiled_possible", lambda shape: False)
+        for module in (cuda_workspaces, cuda_launch):  # where the accumulators and launches are decided
+            monkeypatch.setattr(module, "tiled_possible", lambda shape: False)
     pp = _pair(2, max_views_per_chunk=3, numerics=numerics)
     pp.set_up(pdi, info)
     out = cp.full(info.shape, np.nan, cp.float32)

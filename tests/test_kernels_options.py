@@ -10,6 +10,7 @@ from helpers import REPO_ROOT
 
 from stirgpu.errors import StirGpuError
 from stirgpu.kernels import cuda_backend as cb
+from stirgpu.kernels import cuda_compile, cuda_launch
 
 
 def test_defaults():
@@ -19,7 +20,7 @@ def test_defaults():
     opts = o.compile_options(back=True)
     assert "-DSG_BACK_SEGSUM" in opts
     assert "-DSG_BACK_SMEM" not in opts and "-DSG_BACK_SMEM_PARTIAL" not in opts
-    assert cb._back_smem(o, 256) == 0  # no shared memory
+    assert cuda_launch.back_smem_bytes(o, 256) == 0  # no shared memory
 
 
 def test_back_smem_partial_needs_back_smem():
@@ -28,7 +29,7 @@ def test_back_smem_partial_needs_back_smem():
     o = cb.KernelOptions(back_smem=True, back_smem_partial=True)
     opts = o.compile_options(back=True)
     assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_SMEM_PARTIAL" in opts
-    assert cb._back_smem(o, 128) == 4 * 4096  # the same per-warp rows
+    assert cuda_launch.back_smem_bytes(o, 128) == 4 * 4096  # the same per-warp rows
 
 
 def test_back_smem_replaces_back_segsum():
@@ -36,14 +37,14 @@ def test_back_smem_replaces_back_segsum():
     o = cb.KernelOptions(back_smem=True)
     opts = o.compile_options(back=True)
     assert "-DSG_BACK_SMEM" in opts and "-DSG_BACK_SEGSUM" not in opts
-    assert cb._back_smem(o, 256) == 8 * 4096
+    assert cuda_launch.back_smem_bytes(o, 256) == 8 * 4096
     plain = cb.KernelOptions(back_segsum=False).compile_options(back=True)
     assert "-DSG_BACK_SEGSUM" not in plain and "-DSG_BACK_MERGE" in plain
 
 
 def test_kernel_source_has_the_variants():
     """The inlined source (what cupy compiles) carries both variants' macros."""
-    src = cb._source()
+    src = cuda_compile.kernel_source()
     assert "SG_BACK_SMEM_PARTIAL" in src and "SG_BACK_SEGSUM" in src
     assert '#include "joseph_common.cuh"' not in src
 
