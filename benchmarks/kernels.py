@@ -33,9 +33,7 @@ Variants are ``+``-joined tokens applied, left to right, to the tuned defaults
 (:class:`stirgpu.kernels.cuda_backend.KernelOptions`): ``tiled`` | ``simple``
 (family), ``plain`` (the tiled kernels before tuning: no ILP, no merging, no register
 cap, 8 warps per block), ``lerp``, ``ilpN`` (branch-free forward unrolled N times),
-``merge`` (merged atomics), ``vec`` (float4 atomics), ``smem`` / ``nosmem`` (shared-memory
-aggregated back projection on / off), ``smemp`` (``smem`` also for warps with only some
-lanes active: ``back_smem_partial``), ``segsum`` / ``nosegsum`` (shuffle-only exact
+``merge`` (merged atomics), ``segsum`` / ``nosegsum`` (shuffle-only exact
 aggregation of equal footprints, the default: ``back_segsum``; ``nosegsum`` leaves the
 merged atomics), ``nofmad``, ``wN`` / ``bwN`` (warps per block of the forward / back),
 ``tN`` (threads per block of 1-D kernels), ``rN`` (register cap of the forward), ``i64``
@@ -130,16 +128,8 @@ def parse_variant(cb, text: str):
             kw["lerp"] = True
         elif tok == "merge":
             kw["back_merge"] = True
-        elif tok == "vec":
-            kw["back_vec"] = True
-        elif tok == "smem":
-            kw.update(back_smem=True, back_segsum=False)
-        elif tok == "nosmem":
-            kw.update(back_smem=False, back_smem_partial=False)
-        elif tok == "smemp":
-            kw.update(back_smem=True, back_smem_partial=True, back_segsum=False)
         elif tok == "segsum":
-            kw.update(back_smem=False, back_smem_partial=False, back_segsum=True)
+            kw["back_segsum"] = True
         elif tok == "nosegsum":
             kw["back_segsum"] = False
         elif tok.startswith("ilp") and tok[3:].isdigit():

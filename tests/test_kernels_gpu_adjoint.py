@@ -24,18 +24,11 @@ OPTION_SETS = {
     "tiled-plain": dict(
         variant="tiled", fwd_ilp=0, back_merge=False, back_segsum=False, maxrregcount=None, warps_per_block=8
     ),
-    "tiled-ilp-vec": dict(variant="tiled", fwd_ilp=4, back_vec=True, back_segsum=False),
-    "tiled-all": dict(variant="tiled", fwd_ilp=2, back_vec=True, back_merge=True, lerp=True, back_segsum=False),
-    "tiled-smem": dict(variant="tiled", back_smem=True),
-    "tiled-smem-merge": dict(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4),
-    "tiled-smem-partial": dict(variant="tiled", back_smem=True, back_smem_partial=True),
-    "tiled-smem-partial-bw4-i64": dict(
-        variant="tiled", back_smem=True, back_smem_partial=True, back_warps_per_block=4, index64=True
-    ),
-    "tiled-segsum": dict(variant="tiled", back_smem=False, back_segsum=True),
-    "tiled-segsum-bw4-i64": dict(
-        variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4, index64=True
-    ),
+    "tiled-ilp4-merge": dict(variant="tiled", fwd_ilp=4, back_segsum=False),
+    "tiled-all": dict(variant="tiled", fwd_ilp=2, back_merge=True, lerp=True, back_segsum=False),
+    "tiled-merge-w4": dict(variant="tiled", back_merge=True, back_segsum=False, warps_per_block=4),
+    "tiled-segsum": dict(variant="tiled", back_segsum=True),
+    "tiled-segsum-bw4-i64": dict(variant="tiled", back_segsum=True, back_warps_per_block=4, index64=True),
     "tiled-block-orders-swapped": dict(variant="tiled", block_order="view", back_block_order="axial"),
 }
 

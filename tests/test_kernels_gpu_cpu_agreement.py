@@ -29,22 +29,16 @@ VARIANTS = [
     "simple",
     "tiled",
     "tiled-merge",
-    "tiled-smem",
-    "tiled-smem-partial",
     "tiled-segsum",
     "tiled-orders-swapped",
 ]
 
 
 def options(cb, name):
-    if name == "tiled-smem":  # shared-memory aggregated back projection
-        return cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True)
     if name == "tiled-merge":  # neighbouring lanes merge atomics (the default before segsum)
         return cb.KernelOptions(variant="tiled", back_segsum=False, back_merge=True)
-    if name == "tiled-smem-partial":  # ... also for warps with only some lanes active
-        return cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True)
     if name == "tiled-segsum":  # shuffle-only aggregation of equal footprints
-        return cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True)
+        return cb.KernelOptions(variant="tiled", back_segsum=True)
     if name == "tiled-orders-swapped":  # chunk kernels' blocks view-major forward, axial-major back
         return cb.KernelOptions(variant="tiled", block_order="view", back_block_order="axial")
     return cb.KernelOptions(variant=name)
@@ -257,19 +251,15 @@ def test_tiled_equals_simple_with_every_option(cp, cb, chunk_geometry):
         cb.KernelOptions(variant="tiled", lerp=True),
         cb.KernelOptions(variant="tiled", back_merge=True, back_segsum=False),
         cb.KernelOptions(variant="tiled", back_merge=False, back_segsum=False),
-        cb.KernelOptions(variant="tiled", fwd_ilp=4, back_vec=True, back_segsum=False),
-        cb.KernelOptions(variant="tiled", fwd_ilp=3, back_vec=True, back_merge=True, lerp=True, back_segsum=False),
-        cb.KernelOptions(variant="tiled", back_smem=True),
-        cb.KernelOptions(variant="tiled", back_smem=True, back_merge=True, warps_per_block=4, maxrregcount=64),
-        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True),
-        cb.KernelOptions(
-            variant="tiled", back_smem=True, back_smem_partial=True, back_merge=False, back_warps_per_block=4
-        ),
-        cb.KernelOptions(variant="tiled", back_smem=True, back_smem_partial=True, index64=True),
-        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True),
-        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=4),
-        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_merge=False, index64=True),
-        cb.KernelOptions(variant="tiled", back_smem=False, back_segsum=True, back_warps_per_block=3, back_vec=True),
+        cb.KernelOptions(variant="tiled", fwd_ilp=4, back_segsum=False),
+        cb.KernelOptions(variant="tiled", fwd_ilp=3, back_merge=True, lerp=True, back_segsum=False),
+        cb.KernelOptions(variant="tiled", back_merge=True, warps_per_block=4, maxrregcount=64),
+        cb.KernelOptions(variant="tiled", back_merge=False, back_segsum=False, back_warps_per_block=4),
+        cb.KernelOptions(variant="tiled", back_merge=False, back_segsum=False, index64=True),
+        cb.KernelOptions(variant="tiled", back_segsum=True),
+        cb.KernelOptions(variant="tiled", back_segsum=True, back_warps_per_block=4),
+        cb.KernelOptions(variant="tiled", back_segsum=True, back_merge=False, index64=True),
+        cb.KernelOptions(variant="tiled", back_segsum=True, back_warps_per_block=3),
         cb.KernelOptions(variant="tiled", fmad=False),
         cb.KernelOptions(variant="tiled", maxrregcount=40),
         cb.KernelOptions(variant="tiled", warps_per_block=3),

@@ -12,12 +12,12 @@ __all__ = ["DriverLaunch"]
 class DriverLaunch:
     """One tiled chunk kernel launched straight through the driver (``cuLaunchKernel``) from
     a kept argument block: cupy's generic launch converts every one of the 18 arguments on
-    every call, ~20-30 us of Python per chunk, on the critical path before a subset's first
-    kernel.  The block holds one 8-byte slot per argument in the kernel's order (joseph.cu:
-    tables, nparts, nt, axial, four arrays, scale, origin and voxel size (double), image
-    shape (int)); the driver copies the values at the launch, so the block is rewritten for
-    the next one.  A launcher and the twins sharing its block (``for_target``) are used by
-    one thread at a time (one GPU lane's)."""
+    every call, Python on the critical path before a subset's first kernel
+    (docs/kernel-tuning.md, "Python overheads of a launch").  The block holds one 8-byte slot
+    per argument in the kernel's order (joseph.cu: tables, nparts, nt, axial, four arrays,
+    scale, origin and voxel size (double), image shape (int)); the driver copies the values at
+    the launch, so the block is rewritten for the next one.  A launcher and the twins sharing
+    its block (``for_target``) are used by one thread at a time (one GPU lane's)."""
 
     _N_ARGS = 18
 
@@ -49,7 +49,7 @@ class DriverLaunch:
             return None
         return cls(function, launch, lambda: cp.cuda.get_current_stream().ptr, scale, grid)
 
-    def __call__(self, tables, warps: int, axial: int, arrays, smem: int) -> None:
+    def __call__(self, tables, warps: int, axial: int, arrays) -> None:
         blocks = tables.blocks(warps)
         slots, i32 = self._slots, self._i32
         slots[0] = tables.data.data.ptr
@@ -60,4 +60,4 @@ class DriverLaunch:
         slots[5] = arrays[1].data.ptr
         slots[6] = arrays[2].data.ptr
         slots[7] = arrays[3].data.ptr
-        self._launch(self._ptr, blocks, 1, 1, 32, warps, 1, smem, self._stream_ptr(), self._params_ptr, 0)
+        self._launch(self._ptr, blocks, 1, 1, 32, warps, 1, 0, self._stream_ptr(), self._params_ptr, 0)

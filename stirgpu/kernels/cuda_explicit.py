@@ -10,7 +10,7 @@ from ..arrays import import_cupy
 from ..errors import GeometryError
 from .cuda_arrays import as_cupy, check_array, like_input, one_device
 from .cuda_compile import get_kernel
-from .cuda_launch import back_smem_bytes, blocks_1d, grid_args, index_type, use_tiled
+from .cuda_launch import blocks_1d, grid_args, index_type, use_tiled
 from .cuda_options import DEFAULT_OPTIONS, KernelOptions
 from .cuda_workspaces import combine_accumulators, image_arg, padded_copies, scratch_accumulators, try_scratch
 from .frames import checked_triple
@@ -100,12 +100,7 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size, *, options:
             acc = try_scratch(cp, lambda: scratch_accumulators(cp, img.shape), options)
         if acc is not None:
             k = get_kernel(dev, options, f"back_explicit_tiled<{etype}, {idx}>")
-            k(
-                (blocks_1d(n, tpb),),
-                (tpb,),
-                (xs, xe, vals, img, acc[0], acc[1]) + args_tail,
-                shared_mem=back_smem_bytes(options, tpb),
-            )
+            k((blocks_1d(n, tpb),), (tpb,), (xs, xe, vals, img, acc[0], acc[1]) + args_tail)
             combine_accumulators(dev, options, img, acc[0], acc[1])
         else:
             k = get_kernel(dev, options, f"back_explicit_simple<{etype}, {idx}>")

@@ -32,7 +32,6 @@ __all__ = [
     "grid_args",
     "index_type",
     "use_tiled",
-    "back_smem_bytes",
     "blocks_1d",
     "INT32_LIMIT",
 ]
@@ -71,25 +70,18 @@ def use_tiled(options: KernelOptions, num_lors: int, shape) -> bool:
     return possible and num_lors >= options.auto_min_lors_per_voxel * nvox
 
 
-def back_smem_bytes(options: KernelOptions, threads: int) -> int:
-    """Dynamic shared memory of a tiled back-projection launch (4 KiB per warp)."""
-    return (threads // 32) * 4096 if options.back_smem else 0
-
-
 def blocks_1d(n: int, threads: int) -> int:
     return max(1, (n + threads - 1) // threads)
 
 
-def launch_tiled(
-    kernel, back: bool, warps: int, smem: int, tables: DeviceTables, axial: int, values, image, a, b, sc, g
-) -> None:
+def launch_tiled(kernel, back: bool, warps: int, tables: DeviceTables, axial: int, values, image, a, b, sc, g) -> None:
     """One tiled chunk launch over all parts of ``tables`` (forward: ``values`` written from
     the image's layouts ``a``/``b``; back: ``values`` added into the accumulators ``a``/``b``)."""
     shapes = tables.shapes
     grid, block = parts_grid(shapes, warps)
     head = (tables.data, np.int32(len(shapes)), np.int32(shapes[0][2]), np.int32(axial))
     if back:
-        kernel(grid, block, head + (values, image, a, b, sc) + g, shared_mem=smem)
+        kernel(grid, block, head + (values, image, a, b, sc) + g)
     else:
         kernel(grid, block, head + (image, a, b, values, sc) + g)
 
@@ -135,7 +127,6 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, *, opt
                     get_kernel(dev, options, f"fwd_chunk_tiled<{idx}>"),
                     False,
                     int(options.warps_per_block),
-                    0,
                     dt,
                     options.axial_blocks(dt, back=False),
                     res,
@@ -189,7 +180,6 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, *, opti
                 get_kernel(dev, options, f"back_chunk_tiled<{idx}>"),
                 True,
                 w,
-                back_smem_bytes(options, 32 * w),
                 dt,
                 options.axial_blocks(dt, back=True),
                 vals,

@@ -14,7 +14,7 @@ from ..arrays import import_cupy
 from ..errors import StirGpuError
 from .cuda_compile import get_kernel
 from .cuda_driver import DriverLaunch
-from .cuda_launch import back_chunk, back_smem_bytes, forward_chunk, grid_args, index_type, launch_tiled
+from .cuda_launch import back_chunk, forward_chunk, grid_args, index_type, launch_tiled
 from .cuda_options import DEFAULT_OPTIONS, KernelOptions
 from .cuda_tables import DeviceTables
 from .cuda_workspaces import BackAccumulator, ImageWithWorkspace, PreparedImage
@@ -60,8 +60,8 @@ class ChunkLauncher:
     :class:`BackAccumulator` (back projections into it).  Each call takes the chunk's
     :class:`DeviceTables` (on the target's device) and its values: flat (N,) float32 on that
     device, written by a forward launch, read by a back one.  :func:`forward_chunk` and
-    :func:`back_chunk` check every argument of every call (~80 us of Python a chunk, as much
-    as a subset chunk's launch gap); a projector's engine, whose buffers and tables are made
+    :func:`back_chunk` check every argument of every call (as much Python as a subset chunk's
+    launch gap: docs/kernel-tuning.md); a projector's engine, whose buffers and tables are made
     to fit, uses this instead.  Where the tiled kernels do not apply (the ``simple``
     variant, no accumulators, tables of another device) it calls those functions.
     """
@@ -92,7 +92,6 @@ class ChunkLauncher:
                 target.device_id, options, f"back_chunk_tiled<{idx}>" if self.back else f"fwd_chunk_tiled<{idx}>"
             )
             self._warps = int(options.back_warps_per_block if self.back else options.warps_per_block)
-            self._smem = back_smem_bytes(options, 32 * self._warps) if self.back else 0
             self._grid = grid_args(self.origin, self.voxel_size, shape)
             with self._device:
                 self._raw = DriverLaunch.make(cp, self._kernel, self.scale, self._grid)
@@ -156,7 +155,6 @@ class ChunkLauncher:
                     self._kernel,
                     self.back,
                     self._warps,
-                    self._smem,
                     tables,
                     axial,
                     values,
@@ -169,4 +167,4 @@ class ChunkLauncher:
                 return
             # the kernels' argument order (joseph.cu): forward (image, A, B, out), back (values, image, A, B)
             arrays = (values, t.image, t.a, t.b) if self.back else (t.image, t.a, t.b, values)
-            self._raw(tables, self._warps, axial, arrays, self._smem)
+            self._raw(tables, self._warps, axial, arrays)

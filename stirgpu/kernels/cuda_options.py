@@ -18,7 +18,8 @@ __all__ = ["KernelOptions", "DEFAULT_OPTIONS"]
 
 @dataclasses.dataclass(frozen=True)
 class KernelOptions:
-    """How the kernels are compiled and launched (docs/kernel-tuning.md).
+    """How the kernels are compiled and launched; what each choice measured is in
+    ``docs/kernel-tuning.md``.
 
     The defaults are the configuration tuned on an H200.  ``variant``: ``"auto"``,
     ``"tiled"`` or ``"simple"``.  ``warps_per_block`` / ``back_warps_per_block``: axial
@@ -27,17 +28,10 @@ class KernelOptions:
     interpolation as two lerps (fewer operations, different float32 rounding).
     ``fwd_ilp``: branch-free forward steps unrolled this many times (0: off).
     ``back_merge``: neighbouring lanes merge back-projection atomics that hit the same
-    voxel.  ``back_vec``: sm_90 float4 atomics for the two floats of a footprint row
-    (slower: measured, kept for the record).  ``back_segsum`` (on by default): lanes
-    hitting the same voxels sum their footprints exactly with register shuffles (a
-    segmented scan over runs of equal offsets), then one lane adds each sum -- one global
-    atomic per touched voxel and warp step; supersedes ``back_merge`` and ``back_vec``
-    (+65 % back projection on an H200 for GE DMI, docs/kernel-tuning.md).  ``back_smem``:
-    a warp whose 32 lanes are all on one plane sums its footprints in shared memory
-    instead (the previous default; when on, it replaces ``back_segsum``).
-    ``back_smem_partial`` (needs ``back_smem``): the shared-memory sums also when only
-    some lanes are active (measured slower).  ``fmad``: let NVRTC contract multiply-adds
-    in the inner loop.
+    voxel.  ``back_segsum`` (on by default): lanes hitting the same voxels sum their
+    footprints exactly with register shuffles (a segmented scan over runs of equal offsets),
+    then one lane adds each sum -- one global atomic per touched voxel and warp step;
+    supersedes ``back_merge``.  ``fmad``: let NVRTC contract multiply-adds in the inner loop.
     ``maxrregcount`` / ``back_maxrregcount``: register cap of the forward / back kernels
     (they are compiled as two modules; None: the compiler's choice).
     ``auto_min_lors_per_voxel``: ``auto`` uses ``tiled`` when LORs >= this fraction of
@@ -48,9 +42,7 @@ class KernelOptions:
     -- ``"view"`` (each view's planes in turn), ``"axial"`` (each slab of planes across all
     the part's views in turn: the blocks in flight touch a thinner slab of the image) or
     ``"auto"`` (axial when a part's views are spread out -- a subset's --, view when they
-    are consecutive).  Measured on an H200 (docs/kernel-tuning.md): axial forward +4 to +5 %
-    on mMR span 11 (all views and a subset of 21) and +2 % on GE DMI; axial back -3 % on all
-    views but +4 % on a subset; hence axial forward, auto back.
+    are consecutive); the defaults are axial forward, auto back.
     """
 
     def axial_blocks(self, tables: DeviceTables, back: bool) -> int:
@@ -65,9 +57,6 @@ class KernelOptions:
     lerp: bool = False
     fwd_ilp: int = 2
     back_merge: bool = True
-    back_vec: bool = False
-    back_smem: bool = False
-    back_smem_partial: bool = False
     back_segsum: bool = True
     fmad: bool = True
     maxrregcount: int | None = 64
@@ -98,8 +87,6 @@ class KernelOptions:
                 raise StirGpuError(
                     f"KernelOptions: {name} must be 'view', 'axial' or 'auto', not {getattr(self, name)!r}"
                 )
-        if self.back_smem_partial and not self.back_smem:
-            raise StirGpuError("KernelOptions: back_smem_partial=True needs back_smem=True")
 
     def compile_options(self, back: bool = False) -> tuple[str, ...]:
         """NVRTC options of the forward (and layout) module, or of the back module."""
@@ -110,13 +97,7 @@ class KernelOptions:
             opts.append(f"-DSG_FWD_ILP={int(self.fwd_ilp)}")
         if self.back_merge:
             opts.append("-DSG_BACK_MERGE")
-        if self.back_vec:
-            opts.append("-DSG_BACK_VEC")
-        if self.back_smem:
-            opts.append("-DSG_BACK_SMEM")
-        if self.back_smem_partial:
-            opts.append("-DSG_BACK_SMEM_PARTIAL")
-        if self.back_segsum and not self.back_smem:  # back_smem replaces it
+        if self.back_segsum:
             opts.append("-DSG_BACK_SEGSUM")
         cap = self.back_maxrregcount if back else self.maxrregcount
         if cap is not None:

@@ -19,11 +19,7 @@
 // Compile-time options (set by the Python side): SG_LERP (bilinear as two lerps),
 // SG_FWD_ILP=n (branch-free forward steps unrolled n times), SG_BACK_MERGE
 // (neighbouring lanes merge the back-projection atomics that hit the same voxel before
-// issuing them), SG_BACK_VEC (sm_90 float4 atomics for the two floats of a row),
-// SG_BACK_SMEM (per-warp shared-memory aggregation of the back-projection footprints;
-// the launch must give blockDim/32 * 4 KiB of dynamic shared memory), SG_BACK_SMEM_PARTIAL
-// (with SG_BACK_SMEM: also when only some lanes are active, provided the active ones share
-// one key), SG_BACK_SEGSUM (exact aggregation of runs of lanes with equal footprints by
+// issuing them), SG_BACK_SEGSUM (exact aggregation of runs of lanes with equal footprints by
 // register shuffles, no shared memory; replaces SG_BACK_MERGE's merging).
 #include "joseph_common.cuh"
 
@@ -168,96 +164,9 @@ __device__ __forceinline__ void add_pair(float *q, float left, float right, bool
         atomicAdd(q, left);
         return;
     }
-#if defined(SG_BACK_VEC) && __CUDA_ARCH__ >= 900
-    // sm_90 vector atomics: one 16-byte atomic covers both floats unless they straddle
-    // a 16-byte boundary; the other two slots add 0.
-    const int k = (int)((reinterpret_cast<unsigned long long>(q) >> 2) & 3u);
-    if (k < 3)
-    {
-        float4 v;
-        v.x = k == 0 ? left : 0.0f;
-        v.y = k == 0 ? right : (k == 1 ? left : 0.0f);
-        v.z = k == 1 ? right : (k == 2 ? left : 0.0f);
-        v.w = k == 2 ? right : 0.0f;
-        atomicAdd(reinterpret_cast<float4 *>(q - k), v);
-        return;
-    }
-#endif
     atomicAdd(q, left);
     atomicAdd(q + 1, right);
 }
-
-#ifdef SG_BACK_SMEM
-// Per-warp shared-memory rows of SG_BACK_SMEM: 4 rows x 64 columns of one plane.
-#define SG_ROWS_U 4
-#define SG_ROWS_V 64
-extern __shared__ float sg_dynamic_smem[];
-
-__device__ __forceinline__ float *warp_rows()
-{
-    const unsigned warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
-    float *rows = sg_dynamic_smem + warp * (SG_ROWS_U * SG_ROWS_V);
-    for (int k = threadIdx.x & 31; k < SG_ROWS_U * SG_ROWS_V; k += 32)
-        rows[k] = 0.0f;
-    __syncwarp();
-    return rows;
-}
-#endif
-
-#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
-// SG_BACK_SMEM_PARTIAL: the shared-memory step of a warp whose ACTIVE lanes (bitmask
-// `amask`, not 0) all share one key, hence one plane and one buffer.  Inactive lanes add
-// nothing and are ignored by the reductions (sentinels), but they take part in every
-// warp-synchronous intrinsic and in the flush.  Returns false (nothing added) when the
-// active footprints do not fit the rows; the result is warp-uniform.  Every lane must call
-// this with the same amask.
-template <typename Idx>
-__device__ __forceinline__ bool smem_step(const TiledLane<Idx> &T, float *rows, unsigned amask, bool act,
-                                          int p, int iu, int iv, float c00, float c01, float c10, float c11,
-                                          float *A, float *B)
-{
-    const int lane = (int)(threadIdx.x & 31u);
-    const int umin = warp_min_i(act ? iu : 0x7fffffff), umax = warp_max_i(act ? iu : -0x7fffffff);
-    const int vmin = warp_min_i(act ? iv : 0x7fffffff), vmax = warp_max_i(act ? iv : -0x7fffffff);
-    if (umax - umin > SG_ROWS_U - 2 || vmax - vmin > SG_ROWS_V - 2)
-        return false;  // warp-uniform (reduction results)
-    // the plane, strides and buffer of the active lanes' key, from the lowest active lane
-    // (an inactive lane may belong to another key or to none)
-    const int leader = __ffs(amask) - 1;
-    const Idx o0 = __shfl_sync(SG_FULL, padded_offset<Idx>(T.base, T.sp, T.su, p, umin, vmin), leader);
-    const Idx su = __shfl_sync(SG_FULL, T.su, leader);
-    float *buf = __shfl_sync(SG_FULL, T.use_b, leader) ? B : A;
-    if (act)
-    {
-        // zero coefficients (a LOR lying exactly in a voxel plane) need no atomic
-        float *r0 = rows + (iu - umin) * SG_ROWS_V + (iv - vmin);
-        if (c00 != 0.0f)
-            atomicAdd(r0, c00);
-        if (c01 != 0.0f)
-            atomicAdd(r0 + 1, c01);
-        if (c10 != 0.0f)
-            atomicAdd(r0 + SG_ROWS_V, c10);
-        if (c11 != 0.0f)
-            atomicAdd(r0 + SG_ROWS_V + 1, c11);
-    }
-    __syncwarp();
-    const int nr = umax - umin + 2, nc = vmax - vmin + 2;
-    for (int r = 0; r < nr; ++r)
-    {
-        for (int k = lane; k < nc; k += 32)
-        {
-            const float x = rows[r * SG_ROWS_V + k];
-            if (x != 0.0f)
-            {
-                atomicAdd(buf + o0 + (Idx)r * su + k, x);
-                rows[r * SG_ROWS_V + k] = 0.0f;
-            }
-        }
-    }
-    __syncwarp();
-    return true;
-}
-#endif
 
 #ifdef SG_BACK_SEGSUM
 // SG_BACK_SEGSUM: exact aggregation of the warp's 2x2 footprints with register shuffles.
@@ -340,24 +249,12 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
     const int key_left = __shfl_up_sync(SG_FULL, T.key, 1);
     const int key_right = __shfl_down_sync(SG_FULL, T.key, 1);
 #endif
-#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
-    float *rows = warp_rows();
-    // fast lanes of each key (the ballots' arguments may short-circuit, the ballots not)
-    const unsigned kmask0 = __ballot_sync(SG_FULL, T.fast && T.key == 0);
-    const unsigned kmask1 = __ballot_sync(SG_FULL, T.fast && T.key == 1);
-    const unsigned kmask2 = __ballot_sync(SG_FULL, T.fast && T.key == 2);
-#elif defined(SG_BACK_SMEM)
-    float *rows = warp_rows();
-    // (the shuffle must not sit inside a short-circuited condition: every lane executes it)
-    const int key0 = __shfl_sync(SG_FULL, T.key, 0);
-    const bool one_group = __all_sync(SG_FULL, T.fast && T.key == key0);
-#endif
     float pf = (float)T.lo;
     for (int j = 0; j < T.trips; ++j, pf += 1.0f)
     {
         const int p = T.lo + j;
         const bool act = T.fast && p >= L.istart && p <= L.iend;
-#if (defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)) || defined(SG_BACK_SEGSUM)
+#if defined(SG_BACK_SEGSUM)
         const unsigned amask = __ballot_sync(SG_FULL, act);
         if (amask == 0u)
             continue;  // warp-uniform (a ballot): no lane adds anything at this plane
@@ -374,53 +271,6 @@ __device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float v
             c01 = val * ((1 - wu) * (wv));
             c11 = val * ((wu) * (wv));
         }
-#if defined(SG_BACK_SMEM) && defined(SG_BACK_SMEM_PARTIAL)
-        // Every active lane on one key (so one plane and one buffer), whatever the
-        // inactive lanes are: aggregate in shared memory.  amask and the key masks are
-        // warp-uniform, so is the condition; smem_step's result is warp-uniform too.
-        // (nested ifs, not `&&`: smem_step's intrinsics must not sit in a short-circuit)
-        const bool one_key = (amask & ~kmask0) == 0u || (amask & ~kmask1) == 0u || (amask & ~kmask2) == 0u;
-        if (one_key)
-        {
-            if (smem_step<Idx>(T, rows, amask, act, p, iu, iv, c00, c01, c10, c11, A, B))
-                continue;  // warp-uniform
-        }
-#elif defined(SG_BACK_SMEM)
-        // When the whole warp sits on one plane of one buffer, sum its 32 footprints in
-        // shared memory first and add every touched voxel to global memory once: the
-        // cost of global atomics grows with the number of float updates, and
-        // neighbouring LORs share most of their footprints.
-        if (one_group && __all_sync(SG_FULL, act))
-        {
-            const int umin = warp_min_i(iu), umax = warp_max_i(iu);
-            const int vmin = warp_min_i(iv), vmax = warp_max_i(iv);
-            if (umax - umin <= SG_ROWS_U - 2 && vmax - vmin <= SG_ROWS_V - 2)
-            {
-                float *r0 = rows + (iu - umin) * SG_ROWS_V + (iv - vmin);
-                atomicAdd(r0, c00);
-                atomicAdd(r0 + 1, c01);
-                atomicAdd(r0 + SG_ROWS_V, c10);
-                atomicAdd(r0 + SG_ROWS_V + 1, c11);
-                __syncwarp();
-                const int nr = umax - umin + 2, nc = vmax - vmin + 2;
-                const Idx o0 = padded_offset<Idx>(T.base, T.sp, T.su, p, umin, vmin);
-                for (int r = 0; r < nr; ++r)
-                {
-                    for (int k = lane; k < nc; k += 32)
-                    {
-                        const float x = rows[r * SG_ROWS_V + k];
-                        if (x != 0.0f)
-                        {
-                            atomicAdd(buf + o0 + (Idx)r * T.su + k, x);
-                            rows[r * SG_ROWS_V + k] = 0.0f;
-                        }
-                    }
-                }
-                __syncwarp();
-                continue;  // warp-uniform: every lane took this branch
-            }
-        }
-#endif
 #if defined(SG_BACK_SEGSUM)
         (void)iu;
         (void)iv;
