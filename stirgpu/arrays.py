@@ -1,26 +1,114 @@
-"""Which array library an array belongs to, without importing a GPU library before one is seen.
+"""The one registry of array kinds stirgpu meets, without importing a GPU library before one is seen.
 
+Every question "what kind of array is this?" is answered here, by :func:`array_kind`:
+
+==================  ===========================================================================
+``"numpy"``         a :class:`numpy.ndarray` (host memory)
+``"cupy"``          a :class:`cupy.ndarray` (CUDA device memory)
+``"torch"``         a torch tensor (``on_cuda`` says where it lives)
+``"cuda"``          another object with ``__cuda_array_interface__`` (numba, jax, ...)
+``"dlpack-cuda"``   another object whose ``__dlpack_device__`` is CUDA memory
+``"other"``         anything else (lists, scalars, host DLPack objects, ...)
+==================  ===========================================================================
+
+and the helpers built on it:
+
+* :func:`library_of` -- the top-level package an object's type comes from (``"cupy"``,
+  ``"torch"``, ``"stir"``, ...): the one place that reads ``type(x).__module__``;
+* :func:`is_cupy`, :func:`is_torch`, :func:`on_cuda` (CUDA memory, whatever the library);
+* :func:`array_module` -- numpy or cupy, whichever an array belongs to (the ``xp`` of code
+  written once for both);
+* :func:`as_cupy_view` -- a CUDA array of any kind as a cupy array, without a copy;
 * :data:`DLPACK_CUDA` -- the DLPack device types of CUDA device memory;
 * :func:`import_cupy` -- cupy, imported on first use, or a :class:`~stirgpu.errors.DeviceError`
-  saying how to install it;
-* :func:`array_module` -- numpy or cupy, whichever an array belongs to (the ``xp`` of code
-  written once for both).
+  saying how to install it.
 
-Any package may import it (it imports numpy and :mod:`stirgpu.errors` only; cupy on first use).
+Any package may import it (it imports numpy and :mod:`stirgpu.errors` only; cupy on first use,
+torch never: a torch tensor is recognised by its type's module).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .errors import DeviceError
 
-__all__ = ["DLPACK_CUDA", "import_cupy", "array_module"]
+__all__ = [
+    "ArrayKind",
+    "DLPACK_CUDA",
+    "array_kind",
+    "library_of",
+    "is_cupy",
+    "is_torch",
+    "on_cuda",
+    "import_cupy",
+    "array_module",
+    "as_cupy_view",
+]
 
 #: DLPack device types meaning CUDA device memory: kDLCUDA (2) and kDLCUDAManaged (13)
 DLPACK_CUDA = (2, 13)
+
+ArrayKind = Literal["numpy", "cupy", "torch", "cuda", "dlpack-cuda", "other"]
+
+
+def library_of(obj: Any) -> str:
+    """The top-level package ``obj``'s type is defined in (``"builtins"`` for built-in types)."""
+    return type(obj).__module__.split(".")[0]
+
+
+def _has_cuda_interface(obj: Any) -> bool:
+    try:  # read, not only looked up: a property may refuse (torch CPU tensors raise)
+        getattr(obj, "__cuda_array_interface__")  # noqa: B009
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _dlpack_on_cuda(obj: Any) -> bool:
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in DLPACK_CUDA
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+def array_kind(obj: Any) -> ArrayKind:
+    """Which of the kinds in the module docstring ``obj`` is (checked in that order)."""
+    if isinstance(obj, np.ndarray):
+        return "numpy"
+    lib = library_of(obj)
+    if lib == "cupy":
+        return "cupy"
+    if lib == "torch":
+        return "torch"
+    if _has_cuda_interface(obj):
+        return "cuda"
+    if _dlpack_on_cuda(obj):
+        return "dlpack-cuda"
+    return "other"
+
+
+def is_cupy(obj: Any) -> bool:
+    """A cupy array."""
+    return array_kind(obj) == "cupy"
+
+
+def is_torch(obj: Any) -> bool:
+    """A torch tensor (on any device)."""
+    return array_kind(obj) == "torch"
+
+
+def on_cuda(obj: Any) -> bool:
+    """An array in CUDA memory: cupy, a torch CUDA tensor, ``__cuda_array_interface__`` or CUDA DLPack."""
+    kind = array_kind(obj)
+    if kind == "torch":
+        return bool(getattr(obj, "is_cuda", False))
+    return kind in ("cupy", "cuda", "dlpack-cuda")
 
 
 def import_cupy():
@@ -35,10 +123,17 @@ def import_cupy():
 
 
 def array_module(a: Any):
-    """numpy or cupy, whichever ``a`` belongs to."""
-    if isinstance(a, np.ndarray):
-        return np
-    mod = type(a).__module__.split(".")[0]
-    if mod == "cupy":
-        return import_cupy()
-    return np
+    """numpy or cupy, whichever ``a`` belongs to (numpy for anything that is not cupy)."""
+    return import_cupy() if is_cupy(a) else np
+
+
+def as_cupy_view(a: Any):
+    """``a`` (cupy, a torch CUDA tensor, ``__cuda_array_interface__`` or CUDA DLPack) as a cupy
+    array sharing its memory; None for any other kind (the caller says what it wanted)."""
+    kind = array_kind(a)
+    if kind == "cupy":
+        return a
+    if kind == "other" or kind == "numpy" or (kind == "torch" and not on_cuda(a)):
+        return None
+    cp = import_cupy()
+    return cp.asarray(a) if kind == "cuda" else cp.from_dlpack(a)

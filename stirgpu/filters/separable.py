@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..arrays import array_module, is_cupy
 from ..errors import StirGpuError
 
 __all__ = ["AxisKernel", "PreparedFilter", "SeparableImageFilter", "voxel_size_of", "float32_triple"]
@@ -105,9 +106,8 @@ class PreparedFilter:
             return VoxelsOnCartesianGrid(image.info, fill=self.apply_in_place(image.as_array()))
         if isinstance(image, np.ndarray):
             return self.apply_in_place(np.array(image, dtype=np.float32, order="C", copy=True))
-        if type(image).__module__.split(".")[0] == "cupy":
-            import cupy
-
+        if is_cupy(image):
+            cupy = array_module(image)
             return self.apply_in_place(cupy.array(image, dtype=cupy.float32, order="C", copy=True))
         raise StirGpuError(
             f"{self.name}: expected a numpy or cupy array or a VoxelsOnCartesianGrid, not {type(image).__name__}"

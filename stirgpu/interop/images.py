@@ -20,30 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import DLPACK_CUDA
+from ..arrays import as_cupy_view, is_cupy, is_torch, on_cuda
 from ..errors import GeometryError, StirGpuError
 
 __all__ = ["as_image_array", "is_cuda_array", "image_info_of", "store_image", "version_stamp", "coordinate_triple"]
 
 
-def _module(obj: Any) -> str:
-    return type(obj).__module__.split(".")[0]
-
-
 def is_cuda_array(obj: Any) -> bool:
-    """True for arrays living in CUDA memory (cupy, torch on a GPU, CUDA-array-interface objects)."""
-    if isinstance(obj, np.ndarray):
-        return False
-    if _module(obj) == "cupy":
-        return True
-    if hasattr(obj, "__cuda_array_interface__"):
-        try:
-            _ = obj.__cuda_array_interface__  # read for its check: torch CPU tensors raise
-        except (AttributeError, RuntimeError):
-            return False
-        return True
-    dev = getattr(obj, "__dlpack_device__", None)
-    return dev is not None and int(dev()[0]) in DLPACK_CUDA
+    """True for arrays living in CUDA memory (cupy, torch on a GPU, CUDA-array-interface objects,
+    CUDA DLPack): :func:`stirgpu.arrays.on_cuda`."""
+    return on_cuda(obj)
 
 
 def as_image_array(image: Any, shape: tuple[int, int, int] | None = None, name: str = "image"):
@@ -56,15 +42,8 @@ def as_image_array(image: Any, shape: tuple[int, int, int] | None = None, name: 
     elif is_cuda_array(image):
         import cupy
 
-        arr = (
-            image
-            if _module(image) == "cupy"
-            else cupy.asarray(image)
-            if hasattr(image, "__cuda_array_interface__")
-            else cupy.from_dlpack(image)
-        )
-        arr = cupy.ascontiguousarray(arr, dtype=cupy.float32)
-    elif _module(image) == "torch":
+        arr = cupy.ascontiguousarray(as_cupy_view(image), dtype=cupy.float32)
+    elif is_torch(image):
         arr = np.ascontiguousarray(np.from_dlpack(image.detach()), dtype=np.float32)
     elif hasattr(image, "array") and isinstance(image.array, np.ndarray):
         arr = np.ascontiguousarray(image.array, dtype=np.float32)  # stirgpu image: live array
@@ -117,15 +96,15 @@ def version_stamp(image: Any):
     """Something that changes whenever ``image`` is modified in place, where the object keeps one
     (torch's ``_version``, a ``version`` attribute); None when there is no such thing
     (numpy, cupy), so a cached copy of it can never be trusted."""
-    v = getattr(image, "_version", None) if _module(image) == "torch" else getattr(image, "version", None)
+    v = getattr(image, "_version", None) if is_torch(image) else getattr(image, "version", None)
     return None if v is None or callable(v) else v
 
 
 def store_image(image_out: Any, values: Any, accumulate: bool = False) -> Any:
     """Put (or add, with ``accumulate``) ``values`` (numpy, or cupy) into ``image_out``; returns
     ``image_out``.  GPU values go into a cupy ``image_out`` without visiting host memory."""
-    if _module(values) == "cupy":
-        if _module(image_out) == "cupy":
+    if is_cupy(values):
+        if is_cupy(image_out):
             import cupy
 
             _check_shape(image_out.shape, values.shape)
@@ -144,7 +123,7 @@ def store_image(image_out: Any, values: Any, accumulate: bool = False) -> Any:
             image_out += values
         else:
             image_out[...] = values
-    elif _module(image_out) == "cupy":
+    elif is_cupy(image_out):
         import cupy
 
         _check_shape(image_out.shape, values.shape)
@@ -154,7 +133,7 @@ def store_image(image_out: Any, values: Any, accumulate: bool = False) -> Any:
                 image_out += v
             else:
                 image_out[...] = v
-    elif _module(image_out) == "torch":
+    elif is_torch(image_out):
         import torch
 
         _check_shape(tuple(image_out.shape), values.shape)

@@ -19,6 +19,7 @@ import math
 import sys
 from typing import Any
 
+from ..arrays import library_of
 from ..errors import GeometryError, StirGpuError
 from .images import coordinate_triple
 
@@ -55,7 +56,7 @@ def is_stir_image(obj: Any) -> bool:
 
 def _stir_module(obj: Any):
     """The module the STIR object comes from (already imported by its user), for ``Bin``."""
-    return sys.modules.get(type(obj).__module__.split(".")[0])
+    return sys.modules.get(library_of(obj))
 
 
 def scanner_from_stir(stir_scanner: Any):

@@ -9,32 +9,26 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import DLPACK_CUDA
+from ..arrays import array_kind, as_cupy_view, is_torch
 from ..errors import DeviceError, GeometryError, StirGpuError
 
-__all__ = ["is_torch", "as_cupy", "check_array", "one_device", "like_input"]
-
-
-def is_torch(a: Any) -> bool:
-    return type(a).__module__.split(".")[0] == "torch"
+__all__ = ["as_cupy", "check_array", "one_device", "like_input"]
 
 
 def as_cupy(cp, name: str, a: Any):
     """View ``a`` as a cupy array without copying."""
     if isinstance(a, cp.ndarray):
         return a
-    if is_torch(a):
+    kind = array_kind(a)
+    if kind == "torch":
         if getattr(a, "requires_grad", False):
             raise StirGpuError(f"{name}: torch tensor requires grad; pass tensor.detach()")
         if not getattr(a, "is_cuda", False):
             raise DeviceError(f"{name}: torch tensor is on {a.device}, not on a CUDA device")
         return cp.from_dlpack(a)
-    if hasattr(a, "__cuda_array_interface__"):
-        return cp.asarray(a)
-    dev = getattr(a, "__dlpack_device__", None)
-    if dev is not None and int(dev()[0]) in DLPACK_CUDA:
-        return cp.from_dlpack(a)
-    if isinstance(a, np.ndarray):
+    if kind in ("cuda", "dlpack-cuda"):
+        return as_cupy_view(a)
+    if kind == "numpy":
         raise DeviceError(
             f"{name}: numpy array given to the CUDA backend (use stirgpu.kernels, "
             f"which projects numpy arrays on the CPU, or move it to the GPU)"

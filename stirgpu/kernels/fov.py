@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import array_kind, array_module, is_torch
 from ..errors import GeometryError, StirGpuError
 
 __all__ = ["cylindrical_fov_mask", "stir_rim", "apply_cylindrical_fov"]
@@ -90,13 +91,8 @@ def apply_cylindrical_fov(image, mask: np.ndarray, out=None):
         raise GeometryError(
             f"apply_cylindrical_fov: out shape {tuple(getattr(out, 'shape', ()))} differs from image shape {shape}"
         )
-    module = "numpy" if isinstance(image, np.ndarray) else type(image).__module__.split(".")[0]
-    if module in ("numpy", "cupy"):
-        xp: Any = np
-        if module == "cupy":
-            import cupy
-
-            xp = cupy
+    if array_kind(image) in ("numpy", "cupy"):
+        xp: Any = array_module(image)
         if out is None:
             result = xp.array(image, copy=True)
         else:
@@ -105,7 +101,7 @@ def apply_cylindrical_fov(image, mask: np.ndarray, out=None):
                 xp.copyto(result, image)
         xp.copyto(result, 0, where=xp.asarray(~mask))
         return result
-    if module == "torch":
+    if is_torch(image):
         import torch
 
         outside = torch.as_tensor(~mask, device=image.device)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import is_cupy
 from ..errors import GeometryError, StirGpuError
 
 __all__ = [
@@ -34,7 +35,7 @@ KINDS = {QUADRATIC: "Quadratic", RELATIVE_DIFFERENCE: "Relative Difference Prior
 
 
 def _is_gpu(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+    return is_cupy(a)
 
 
 def _check_image(name: str, a, shape=None, gpu=None):

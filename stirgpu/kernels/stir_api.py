@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..arrays import import_cupy as _cupy
+from ..arrays import on_cuda
 from ..errors import GeometryError
 from .tables import chunk_parts, parts_shapes
 
@@ -58,10 +59,6 @@ class StirChunk:
         return got
 
 
-def _is_cuda(a) -> bool:
-    return hasattr(a, "__cuda_array_interface__")
-
-
 def _image(name: str, a, writable: bool = False):
     # engine images on a GPU may be wrappers carrying __cuda_array_interface__, shape and dtype
     shape = tuple(getattr(a, "shape", ()))
@@ -97,13 +94,13 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
     _image("image", image)
     n = chunk.num_lors
     shape = chunk.single_shape if chunk.single_shape is not None else (n,)
-    cuda = _is_cuda(image)
+    cuda = on_cuda(image)
     if out is None:
         out = _cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32)
     elif (
         int(np.prod(out.shape)) != n
         or str(out.dtype) != "float32"
-        or _is_cuda(out) != cuda
+        or on_cuda(out) != cuda
         or not out.flags.c_contiguous
     ):
         raise GeometryError(f"out: expected a C-contiguous float32 array of {n} elements ({shape}) beside the image")
@@ -136,10 +133,10 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
     n = chunk.num_lors
     if int(np.prod(values.shape)) != n or str(values.dtype) != "float32":
         raise GeometryError(f"values: expected {n} float32 values, got shape {values.shape} {values.dtype}")
-    if _is_cuda(values) != _is_cuda(out_image):
+    if on_cuda(values) != on_cuda(out_image):
         raise GeometryError("values and out_image must both be on the host or both on one GPU")
     org, vs, rescale = _frame(frame)
-    if _is_cuda(out_image):
+    if on_cuda(out_image):
         from . import cuda_stir
 
         cp = _cupy()

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..arrays import is_cupy
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
@@ -38,7 +39,7 @@ def float32_parameter(value, name: str) -> float:
 
 
 def _is_gpu(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+    return is_cupy(a)
 
 
 class NeighbourhoodPrior:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..arrays import is_cupy
 from ..errors import GeometryError, StirGpuError
 from ..execution import RunResult
 from ..execution.plan import Plan
@@ -215,7 +216,7 @@ class StreamingProjector:
         is one of this projector's GPUs (the result then never visits host memory), and, when
         the result replaces ``image_out``'s values and it has the image's layout, into
         ``image_out`` itself (that GPU accumulates there: no image-sized copy)."""
-        if self.backend != "cuda" or image_out is None or type(image_out).__module__.split(".")[0] != "cupy":
+        if self.backend != "cuda" or image_out is None or not is_cupy(image_out):
             return {}
         d = int(image_out.device.id)
         if d not in (self.devices or ()):  # (a cuda backend: set up, its devices known)

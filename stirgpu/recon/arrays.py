@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import array_module
+from ..arrays import array_module, is_cupy
 from ..parfile.osmaposl import FLOAT32_MAX  # STIR's default 'maximum relative change'
 
 __all__ = [
@@ -52,7 +52,7 @@ MAP_MODELS = ("additive", "multiplicative")
 
 
 def is_gpu_array(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+    return is_cupy(a)
 
 
 def to_numpy(a) -> np.ndarray:
