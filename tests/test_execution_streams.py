@@ -89,25 +89,26 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
 
 def test_plans_count_each_computing_chunks_temporaries():
     """A GPU plan whose stores are all copied directly is sized for the temporaries of every
-    chunk computing at once (the fused OSEM step allocates some per chunk); a GPU budget that
-    fits one chunk's but not two gets a plan of one compute stream instead of an error; a
-    plan with staged stores computes one chunk at a time.  (Plans only: no GPU needed.)"""
+    chunk computing at once (a back projection of data / f allocates some per chunk); a GPU
+    budget that fits one chunk's but not two gets a plan of one compute stream instead of an
+    error; a plan with staged stores computes one chunk at a time; the fused OSEM step has no
+    chunk-sized temporaries (its quotient is one kernel per chunk).  (Plans only: no GPU needed.)"""
     from stirgpu.projectors.programs import PoissonRatioProgram
 
     pdi, info = small_geometry()
     eng = Engine("cuda", (0,), compute_streams=2)
-    prog = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
+    prog = BackProgram(stir_scaled_geometry(info), with_multiplicative=True)
     args = (prog, pdi, pdi.segment_nums, range(24), info.shape)
-    direct = ("measured", "background")
+    direct = ("data", "multiplicative")
     roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=direct)
     assert roomy.concurrency == 2 and "2 chunks computing at once" in str(roomy)
-    staged = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("measured",))
+    staged = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=("data",))
     assert staged.concurrency == 1 and "computing at once" not in str(staged)
     one_view = max(4 * pdi.get_num_axial_poss(s) * pdi.get_num_tangential_poss() for s in pdi.segment_nums)
     fixed = roomy.device_fixed_bytes
-    # room for one view in each buffer of one stream's plan (2 slots x (2 inputs + 1 scratch + 8/2
-    # temporaries)), not of two streams' (2 x (2 + 1 + 16/2))
-    budget = fixed + 2 * 7 * one_view
+    # room for one view in each buffer of one stream's plan (2 slots x (2 inputs + 1 scratch + 3/2
+    # temporaries, rounded up)), not of two streams' (2 x (2 + 1 + 6/2))
+    budget = fixed + 2 * 5 * one_view
     tight = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=budget, depth=2, direct=direct)
     assert tight.concurrency == 1 and tight.device_bytes_per_lane <= budget
     assert (
@@ -116,6 +117,18 @@ def test_plans_count_each_computing_chunks_temporaries():
         .concurrency
         == 1
     )
+    ratio = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
+    assert ratio.workspace == 0
+    ratio_args = (ratio, pdi, pdi.segment_nums, range(24), info.shape)
+    ratio_direct = ("measured", "background")
+    ratio_fixed = eng.make_plan(
+        *ratio_args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=ratio_direct
+    ).device_fixed_bytes
+    # 2 slots x (2 inputs + 1 scratch): two streams at no extra memory
+    lean = eng.make_plan(
+        *ratio_args, host_budget=1 << 30, gpu_budget=ratio_fixed + 2 * 3 * one_view, depth=2, direct=ratio_direct
+    )
+    assert lean.concurrency == 2
     back = eng.make_plan(
         BackProgram(stir_scaled_geometry(info)),
         pdi,

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..execution.program import ChunkData, ChunkProgram
 from ..kernels import back_chunk, back_chunk_stir, forward_chunk, forward_chunk_stir
+from ..kernels.poisson import poisson_quotient
 from ..kernels.stir_api import StirChunk
-from .poisson import inverse_factors, poisson_quotient
+from .poisson import inverse_factors
 
 if TYPE_CHECKING:
     from ..kernels.cuda_backend import ChunkLauncher
@@ -268,8 +269,9 @@ class PoissonRatioProgram(_Geometric):
     uses_image = True
     accumulates_image = True
     scratch = 1
-    #: chunk-sized temporaries the element-wise step allocates (planned for)
-    workspace = 8
+    #: the quotient is one kernel per chunk writing into the forward projection's scratch: no
+    #: chunk-sized temporaries (on a GPU one threshold per row of nt bins, 1/nt of a chunk)
+    workspace = 0
     image_workspace = 4  # the prepared input image and the back accumulators
 
     def __init__(self, geometry, with_background: bool, with_multiplicative: bool, loglik: bool):
@@ -286,7 +288,6 @@ class PoissonRatioProgram(_Geometric):
         tables = self._tables(d)
         self._forward(d, fwd, tables)
         poisson_quotient(
-            d.xp,
             fwd,
             d.inputs["measured"],
             d.inputs.get("background"),
