@@ -248,17 +248,26 @@ def test_engine_builds_each_parts_tables_once_per_geometry_object(monkeypatch):
     assert len(made) == 2 * parts and {i for i, _ in made[parts:]} == {id(other)}
 
 
-def test_kept_workspaces_are_a_read_only_view_until_release():
-    """What a program keeps per lane through ``start_lane`` is the same object on the next call,
-    shown by ``kept_workspaces`` (read-only), and gone after ``release``."""
+def test_programs_get_each_lanes_kernels_once_per_call_and_cpu_lanes_keep_nothing():
+    """``start_lane`` and ``finish_lane`` run once per lane and call, each with that lane (whose
+    kernel backend, ``lane.kernels``, a program uses); a CPU lane's kernels keep nothing between
+    calls, and neither does the engine for it (its accumulation image is the result)."""
     import numpy as np
 
-    class Keeping(ChunkProgram):
-        name = "keeping"
-        outputs = ("out",)
+    from stirgpu.kernels.backends import CpuLaneKernels
 
-        def start_lane(self, lane, image, accum, kept):
-            kept.setdefault("marker", np.zeros(4, np.float32))
+    seen = []
+
+    class Recording(ChunkProgram):
+        name = "recording"
+        outputs = ("out",)
+        accumulates_image = True
+
+        def start_lane(self, lane, image, accum):
+            seen.append(("start", lane.index, type(lane.kernels), accum is not None))
+
+        def finish_lane(self, lane, accum):
+            seen.append(("finish", lane.index))
 
         def compute(self, d):
             d.outputs["out"][...] = np.float32(1.0)
@@ -266,12 +275,27 @@ def test_kept_workspaces_are_a_read_only_view_until_release():
     pdi, info = small_geometry()
     eng = Engine("cpu", (0, 1))
     assert not eng.kept_workspaces(0)
-    plan = eng.make_plan(Keeping(), pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26, gpu_budget=None)
-    eng.run(Keeping(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
-    first = [eng.kept_workspaces(k)["marker"] for k in range(2)]
-    eng.run(Keeping(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)})
-    assert all(eng.kept_workspaces(k)["marker"] is first[k] for k in range(2)) and first[0] is not first[1]
-    with pytest.raises(TypeError):
-        eng.kept_workspaces(0)["marker"] = None
-    eng.release()
+    plan = eng.make_plan(Recording(), pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26)
+    for _ in range(2):
+        eng.run(Recording(), plan, pdi, {}, {"out": ProjDataInMemory(pdi)}, image_shape=info.shape)
+    starts = [e for e in seen if e[0] == "start"]
+    assert sorted(starts) == sorted([("start", k, CpuLaneKernels, True) for k in range(2)] * 2)
+    assert sorted(e for e in seen if e[0] == "finish") == sorted([("finish", k) for k in range(2)] * 2)
     assert not any(eng.kept_workspaces(k) for k in range(2))
+    assert all(lane.kernels.kept is None and lane.kernels.kept_bytes() == 0 for lane in eng.lanes)
+
+
+def test_kept_kernel_memory_is_typed_and_counted():
+    """What a GPU lane's kernels keep is a typed record (no string keys): its device bytes are
+    the accumulators', and a record with nothing in it counts as nothing kept."""
+    import numpy as np
+
+    from stirgpu.execution import KeptWorkspaces
+    from stirgpu.kernels.backends import CudaKept
+
+    empty = CudaKept()
+    assert empty.device_bytes() == 0 and not KeptWorkspaces(None, empty) and not KeptWorkspaces(None, None)
+    pair = (np.zeros((4, 5, 6), np.float32), np.zeros((4, 6, 5), np.float32))
+    kept = CudaKept(back_accumulators=pair, back_shape=(2, 3, 4))
+    assert kept.device_bytes() == 2 * 4 * 120 and KeptWorkspaces(None, kept)
+    assert KeptWorkspaces(np.zeros(3), None)

@@ -268,12 +268,13 @@ def test_workspaces_kept_between_calls_are_reused_and_released(cp):
     pp.set_up(pdi, info)
     first = pp.back_project(None, data, subset_num=1, num_subsets=3)
     eng = pp.session.engine
-    kept = dict(eng.kept_workspaces(0))
-    assert {"accumulation image", "back accumulators"} <= set(kept)
+    kept = eng.kept_workspaces(0)
+    assert kept.accumulation is not None and kept.kernels.back_accumulators is not None
+    pair = kept.kernels.back_accumulators
     sens = pp.sensitivity()
     again = pp.back_project(None, data, subset_num=1, num_subsets=3)
-    assert eng.kept_workspaces(0)["back accumulators"][0] is kept["back accumulators"][0]  # the same memory
-    assert eng.kept_workspaces(0)["accumulation image"] is kept["accumulation image"]
+    assert eng.kept_workspaces(0).kernels.back_accumulators[0] is pair[0]  # the same memory
+    assert eng.kept_workspaces(0).accumulation is kept.accumulation
     _close(again, first)
     assert not np.shares_memory(again, first)
     eng.release()
@@ -312,10 +313,10 @@ def test_kept_launchers_and_accumulator_follow_their_targets(cp):
         got = ProjDataInMemory(pdi)
         pp.forward_project(got, image)
         assert same_data(got, want, pdi)
-    kept = pp.session.engine.kept_workspaces(0)
-    assert kept["back target"][0].image is None and kept["back target"][0].a is None
-    assert kept["back target launcher"][1].target is None
-    assert kept["forward target launcher"][1].target is None
+    kept = pp.session.engine.kept_workspaces(0).kernels
+    assert kept.back_target.image is None and kept.back_target.a is None
+    assert kept.target_launchers["back"][1].target is None
+    assert kept.target_launchers["forward"][1].target is None
 
 
 @pytest.mark.gpu
@@ -341,5 +342,5 @@ def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled
     assert pp.back_project(out, data) is out
     _close(cp.asnumpy(out), want)
     _close(pp.back_project(None, data), want)
-    kept = pp.session.engine.kept_workspaces(0)
-    assert ("back accumulators" in kept) == tiled
+    kept = pp.session.engine.kept_workspaces(0).kernels
+    assert (kept.back_accumulators is not None) == tiled

@@ -16,7 +16,7 @@ Importing this package does no work (no GPU probing, no compiling).
 """
 
 from .devices import cuda_device_count, resolve_backend, resolve_devices
-from .engine import Engine, RunResult
+from .engine import Engine, KeptWorkspaces, RunResult
 from .plan import Chunk, Plan, default_gpu_budget, default_host_budget, format_bytes, make_plan, parse_bytes, partition
 from .program import ChunkData, ChunkProgram
 from .stats import STAGES, RunStats, StageEvent
@@ -35,6 +35,7 @@ __all__ = [
     "cuda_device_count",
     "Engine",
     "RunResult",
+    "KeptWorkspaces",
     "ChunkProgram",
     "ChunkData",
     "RunStats",

@@ -61,7 +61,7 @@ class RunResult:
 class Call:
     """One run of ``program`` over ``plan`` (the arguments of :meth:`Engine.run`, checked there),
     on ``lanes`` of ``backend`` (``devices``: the engine's lane ids), with the engine's
-    ``residency`` (input images, kept workspaces) and ``tables`` (:class:`.ChunkTableKeeper`);
+    ``residency`` (input images, kept accumulation images) and ``tables`` (:class:`.ChunkTableKeeper`);
     ``io_pool`` and ``io_threads`` split chunk reads and writes.  ``chunk_done(chunk)`` is
     called (from the call's threads) for each chunk done; :attr:`completed` holds the indices
     of the chunks whose outputs were all written, also when the call failed."""
@@ -173,7 +173,6 @@ class Call:
         queued on the first compute stream, which the other compute streams then wait
         for: it precedes every kernel of the call).  Called with the lane active."""
         program, cuda = self.program, self.cuda
-        kept = self.residency.kept(k)
         self.accumulation[k] = None
         # zeroed, unless the program sets every value itself (see ChunkProgram)
         init = lane.empty_device if cuda and program.fills_accumulation else lane.zeros_device
@@ -183,13 +182,13 @@ class Call:
         elif program.accumulates_image:
             # the engine's own image, kept between calls, unless it is handed out as the
             # result (a cupy result on its GPU; CPU lanes' images are the result)
-            mine = kept.get("accumulation image")
+            mine = self.residency.kept_accumulation(k)
             handed_out = not cuda or lane.device_id == self.result_device
             if handed_out or mine is None or tuple(mine.shape) != tuple(self.image_shape):
                 mine = None
             self.accumulation[k] = init(self.image_shape, out=mine)
             if not handed_out:
-                kept["accumulation image"] = self.accumulation[k]
+                self.residency.keep_accumulation(k, self.accumulation[k])
         # one row per compute stream: chunks computing at once never add to one sum
         self.sums[k] = (
             lane.zeros_device((self.n_streams, len(program.scalars)), np.float64) if program.scalars else None
@@ -197,10 +196,10 @@ class Call:
         image = self.residency.input_image(k) if program.uses_image else None
         if cuda:
             with lane.s_compute:
-                program.start_lane(lane, image, self.accumulation[k], kept)
+                program.start_lane(lane, image, self.accumulation[k])
             lane.fork()
         else:
-            lane.compute(lambda: program.start_lane(lane, image, self.accumulation[k], kept))
+            lane.compute(lambda: program.start_lane(lane, image, self.accumulation[k]))
 
     def prepare_if_waiting(self, k: int, lane) -> None:
         """Prepare lane ``k`` now if its preparation waited for its first chunk (all-direct path)."""

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..arrays import import_cupy as _cupy
 from ..errors import DeviceError
+from ..kernels.backends import CpuLaneKernels, CudaLaneKernels
 
 __all__ = [
     "resolve_backend",
@@ -142,6 +143,8 @@ class CpuLane:
         self._lock = compute_lock
         #: the test hook (see the module docstring)
         self.allocation_hook: AllocationHook | None = None
+        #: the chunk programs' kernel backend (stirgpu.kernels.backends)
+        self.kernels = CpuLaneKernels()
 
     # resources
     def activate(self) -> contextlib.AbstractContextManager:
@@ -219,6 +222,8 @@ class CudaLane:
         self.index = int(index)
         self.device_id = int(device_id)
         self.name = f"cuda{device_id}"
+        #: the chunk programs' kernel backend (stirgpu.kernels.backends), and what it keeps
+        self.kernels = CudaLaneKernels(self.device_id)
         cp = _cupy()
         self.cp = cp
         self.xp = cp

@@ -55,7 +55,22 @@ from .retry import ChunkProgress, exhausted_error, out_of_memory, smaller_plan
 from .slots import SlotKeeper
 from .strategies import DirectStrategy, StagedStrategy
 
-__all__ = ["Engine", "RunResult"]
+__all__ = ["Engine", "RunResult", "KeptWorkspaces"]
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptWorkspaces:
+    """What one lane keeps on its device between calls (:meth:`Engine.kept_workspaces`)."""
+
+    #: the engine's accumulation image (None: none kept, e.g. CPU lanes, whose image is the result)
+    accumulation: Any
+    #: what the lane's kernels keep (:class:`stirgpu.kernels.backends.CudaKept` on a GPU lane;
+    #: None on the CPU, whose kernels keep nothing)
+    kernels: Any
+
+    def __bool__(self) -> bool:
+        """Whether anything is kept."""
+        return self.accumulation is not None or (self.kernels is not None and self.kernels != type(self.kernels)())
 
 
 class Engine:
@@ -155,7 +170,7 @@ class Engine:
         budgets = []
         for k, lane in enumerate(self.lanes):
             free, total = _devices.gpu_memory(lane.device_id)
-            held = self.slots.device_bytes(k) + self.residency.device_bytes(k)
+            held = self.slots.device_bytes(k) + self.residency.device_bytes(k) + lane.kernels.kept_bytes()
             budgets.append(default_gpu_budget(free + held, total))
         return min(budgets)
 
@@ -213,16 +228,20 @@ class Engine:
             self.residency.wait_uploads()
             self.slots.clear()
             self.residency.clear()
+            for lane in self._lanes or ():
+                lane.kernels.release()
             self.tables.clear()
             self.planner.clear()
             self.direct_stores.clear()
 
-    def kept_workspaces(self, lane: int) -> Mapping[str, Any]:
-        """What lane ``lane`` (an index into :attr:`devices`) keeps on its device from call to call,
-        by name: the accumulation image, and what programs keep through ``ChunkProgram.start_lane``
-        (device arrays, launchers, or tuples of them).  A read-only view for tests and diagnostics,
-        meaningful between calls; empty before the lane's first call and after :meth:`release`."""
-        return self.residency.kept_view(lane)
+    def kept_workspaces(self, lane: int) -> KeptWorkspaces:
+        """What lane ``lane`` (an index into :attr:`devices`) keeps on its device from call to call:
+        the engine's accumulation image, and what the lane's kernels keep (a GPU lane's
+        :class:`stirgpu.kernels.backends.CudaKept`: the back projection's accumulators and the
+        launchers; None on the CPU).  For tests and diagnostics, meaningful between calls; empty
+        before the lane's first call and after :meth:`release`."""
+        kernels = self._lanes[lane].kernels.kept if self._lanes is not None else None
+        return KeptWorkspaces(self.residency.kept_accumulation(lane), kernels)
 
     # -- the input image -----------------------------------------------------------------
     def set_image(self, image, fov_mask: np.ndarray | None) -> tuple[int, float]:

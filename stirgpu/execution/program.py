@@ -89,22 +89,22 @@ class ChunkProgram(abc.ABC):
     uses_image: bool = False
     #: whether the device step adds into the lane's accumulation image
     accumulates_image: bool = False
-    #: on GPU lanes, the program sets every value of the accumulation image itself
-    #: (start_lane zeroes it, or finish_lane overwrites it): the engine hands it over
-    #: uninitialised instead of zeroing it first
+    #: on GPU lanes, the program (through the lane's kernels) sets every value of the
+    #: accumulation image itself (start_lane zeroes it, or finish_lane overwrites it): the
+    #: engine hands it over uninitialised instead of zeroing it first
     fills_accumulation: bool = False
     #: names of float64 sums accumulated over chunks (and lanes)
     scalars: tuple[str, ...] = ()
 
-    def start_lane(self, lane, image, accum, kept: dict) -> None:  # noqa: B027 (optional hook; default: nothing)
+    def start_lane(self, lane, image, accum) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Called once per lane before its first chunk, on its first compute stream (CPU: under
         the compute lock; the other compute streams wait for what it queues): may make the
         per-lane state the device step keeps across chunks from ``image`` (the lane's input
         image, None when the program uses none) and ``accum`` (the accumulation image, or
         None: zeroed, or on GPU lanes of a ``fills_accumulation`` program uninitialised).
-        ``kept`` is a dict the engine keeps per lane from call to call (until its ``release``),
-        for device workspaces that later calls may use again instead of allocating (counted as
-        the engine's memory).  Default: nothing to do."""
+        Device memory kept from call to call belongs to the lane's kernel backend
+        (``lane.kernels``, :class:`stirgpu.kernels.backends.LaneKernels`: typed, counted as the
+        engine's memory, dropped by its ``release``).  Default: nothing to do."""
 
     def finish_lane(self, lane, accum) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Called once per lane after its last chunk, on its compute stream (CPU: under the

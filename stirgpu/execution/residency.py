@@ -9,21 +9,20 @@ once per image), each lane's kept workspaces, and the way an accumulated image c
   device (peer to peer for other GPUs).  CPU lanes share one host copy.
 * **Prepare**: the tiled forward kernels' layouts of each lane's image, made once per image
   (on the compute stream, after the upload) rather than once per call.
-* **Workspaces**: per lane, device memory that calls keep (the accumulation image, and what
-  programs keep through :meth:`ChunkProgram.start_lane`'s ``kept``), by name.
+* **Accumulation images**: per lane, the engine's own accumulation image, kept from call to
+  call (what the kernels keep belongs to the lane's kernel backend, ``lane.kernels``).
 * **Download / reduce**: lanes' accumulated images summed on one GPU in lane order
   (:func:`reduce_on_device`), a numpy copy of a device image through the pinned image buffer
   and a host copy split over the I/O threads (:meth:`Residency.download`).
 
-Imports: numpy, :mod:`.hostio`, ``stirgpu.kernels`` (``apply_cylindrical_fov``, and on GPUs
-``cuda_backend.prepare_image``); cupy/cupyx only on GPU paths.
+Imports: numpy, :mod:`.hostio`, ``stirgpu.kernels`` (``apply_cylindrical_fov``; the layouts are
+made by each lane's ``kernels.prepare_image``); cupy/cupyx only on GPU paths.
 """
 
 from __future__ import annotations
 
 import itertools
-import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,9 +43,8 @@ class Residency:
         self.n_lanes = int(lanes)
         self._images: dict[int, Any] = {}  # per lane: the input image
         self._prepared: dict[int, Any] = {}  # per GPU lane: the input image in the tiled kernels' layouts
-        # per lane: device workspaces kept from call to call (the accumulation image, and what
-        # programs keep through ChunkProgram.start_lane), by name
-        self._workspaces: dict[int, dict] = {}
+        # per GPU lane: the engine's own accumulation image, kept from call to call
+        self._accumulation: dict[int, Any] = {}
         self._staging: np.ndarray | None = None  # pinned copy of the input image (GPU)
         self._uploads: list = []  # CUDA events: the last upload's DMAs out of _staging
 
@@ -56,7 +54,7 @@ class Residency:
         self.wait_uploads()
         self._images.clear()
         self._prepared.clear()
-        self._workspaces.clear()
+        self._accumulation.clear()
         self._staging = None
 
     def drop_workspaces(self) -> None:
@@ -72,25 +70,22 @@ class Residency:
         else the image itself (None when no image was set)."""
         return self._prepared.get(k, self._images.get(k))
 
-    def kept(self, k: int) -> dict:
-        """Lane ``k``'s kept workspaces, for the call to change (made empty the first time)."""
-        return self._workspaces.setdefault(k, {})
+    def kept_accumulation(self, k: int):
+        """Lane ``k``'s kept accumulation image (None before its first call that kept one)."""
+        return self._accumulation.get(k)
 
-    def kept_view(self, k: int) -> Mapping[str, Any]:
-        """Lane ``k``'s kept workspaces, read-only (empty before its first call)."""
-        return types.MappingProxyType(self._workspaces.get(k, {}))
+    def keep_accumulation(self, k: int, image) -> None:
+        """Keep ``image`` as lane ``k``'s accumulation image for the next calls."""
+        self._accumulation[k] = image
 
     def device_bytes(self, k: int) -> int:
-        """Device memory held for lane ``k``: its image, prepared layouts and workspaces."""
+        """Device memory held for lane ``k``: its image, prepared layouts and accumulation image
+        (the lane's kernels count their own: ``lane.kernels.kept_bytes()``)."""
         img = self._images.get(k)
         prep = self._prepared.get(k)
         layouts = sum(int(x.nbytes) for x in (prep.a, prep.b) if x is not None) if prep is not None else 0
-        kept = sum(
-            int(getattr(x, "nbytes", 0))
-            for v in self._workspaces.get(k, {}).values()
-            for x in (v if isinstance(v, tuple) else (v,))
-        )
-        return layouts + kept + (int(img.nbytes) if img is not None else 0)
+        acc = self._accumulation.get(k)
+        return layouts + (int(acc.nbytes) if acc is not None else 0) + (int(img.nbytes) if img is not None else 0)
 
     # -- the input image -----------------------------------------------------------------
     def set_image(
@@ -124,15 +119,14 @@ class Residency:
         return uploaded
 
     def _prepare_images(self, lanes: Sequence) -> None:
-        """The tiled forward kernels' layouts of each lane's image, made once per image (on the
-        compute stream, after the upload) rather than once per call: repeated projections of
-        one image -- a subset after another -- skip the copies."""
-        from ..kernels.cuda_backend import prepare_image
-
+        """The kernels' layouts of each lane's image (``lane.kernels.prepare_image``: the tiled
+        forward kernels' padded copies), made once per image (on the compute stream, after the
+        upload) rather than once per call: repeated projections of one image -- a subset after
+        another -- skip the copies."""
         self._prepared.clear()  # the old layouts go back to the pool before the new ones are made
         for k, lane in enumerate(lanes):
             with lane.device, lane.s_compute:
-                self._prepared[k] = prepare_image(self._images[k])
+                self._prepared[k] = lane.kernels.prepare_image(self._images[k])
 
     def _pinned_image_buffer(self, shape):
         """The pinned image buffer, of ``shape`` (made again for another shape)."""
