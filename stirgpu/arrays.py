@@ -19,6 +19,10 @@ and the helpers built on it:
 * :func:`array_module` -- numpy or cupy, whichever an array belongs to (the ``xp`` of code
   written once for both);
 * :func:`as_cupy_view` -- a CUDA array of any kind as a cupy array, without a copy;
+* :func:`in_namespace` -- a numpy or cupy array in the other namespace (a copy across host and
+  GPU), or itself;
+* :func:`ignoring_float_errors` -- numpy's floating-point warnings silenced for code whose IEEE
+  results (inf, NaN) are wanted, written once for numpy and cupy (cupy does not warn);
 * :data:`DLPACK_CUDA` -- the DLPack device types of CUDA device memory;
 * :func:`import_cupy` -- cupy, imported on first use, or a :class:`~stirgpu.errors.DeviceError`
   saying how to install it.
@@ -29,6 +33,7 @@ torch never: a torch tensor is recognised by its type's module).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Literal
 
 import numpy as np
@@ -46,6 +51,8 @@ __all__ = [
     "import_cupy",
     "array_module",
     "as_cupy_view",
+    "in_namespace",
+    "ignoring_float_errors",
 ]
 
 #: DLPack device types meaning CUDA device memory: kDLCUDA (2) and kDLCUDAManaged (13)
@@ -137,3 +144,19 @@ def as_cupy_view(a: Any):
         return None
     cp = import_cupy()
     return cp.asarray(a) if kind == "cuda" else cp.from_dlpack(a)
+
+
+def in_namespace(xp, a: Any):
+    """``a`` (numpy or cupy) as an array of ``xp``: itself when it is one, else a copy to the
+    host (numpy) or to the current GPU (cupy)."""
+    if array_module(a) is xp:
+        return a
+    return a.get() if xp is np else xp.asarray(a)
+
+
+def ignoring_float_errors(xp, **which):
+    """A context in which numpy does not warn about floating-point errors (``which``: numpy's
+    ``errstate`` keywords, default all); nothing for cupy, which never warns."""
+    if xp is not np:
+        return contextlib.nullcontext()
+    return np.errstate(**(which or {"all": "ignore"}))

@@ -72,3 +72,17 @@ def test_array_module_is_numpy_for_everything_but_cupy():
 def test_no_cupy_view_of_host_arrays():
     for obj in (np.zeros(2), [1.0], _DLPack(1), _object_of("torch", "Tensor", is_cuda=False)):
         assert arrays.as_cupy_view(obj) is None
+
+
+def test_in_namespace_keeps_an_array_of_the_namespace():
+    a = np.arange(3, dtype=np.float32)
+    assert arrays.in_namespace(np, a) is a
+
+
+def test_ignoring_float_errors_silences_numpy_only_inside():
+    with arrays.ignoring_float_errors(np):
+        assert np.isinf(np.float32(1) / np.float32(0))
+    with arrays.ignoring_float_errors(np, divide="ignore"):
+        np.divide(np.ones(1), np.zeros(1))
+    with pytest.warns(RuntimeWarning):
+        np.divide(np.ones(1), np.zeros(1))

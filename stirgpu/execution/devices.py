@@ -196,6 +196,9 @@ class CpuLane:
     def fence_after_compute(self) -> _Fence:
         return _Fence()
 
+    def free_cached_memory(self) -> None:
+        """Nothing: numpy returns freed memory to the system itself."""
+
     def synchronize(self) -> None:
         pass
 
@@ -269,6 +272,11 @@ class CudaLane:
         if isinstance(exc, cp.cuda.driver.CUDADriverError) and exc.status == _CUDA_OUT_OF_MEMORY:
             return "GPU"
         return None
+
+    def free_cached_memory(self) -> None:
+        """Give the blocks cupy's pool holds free on this GPU back to the device."""
+        with self.device:
+            self.cp.get_default_memory_pool().free_all_blocks()
 
     def alloc_host(self, n: int, dtype=np.float32) -> np.ndarray:
         import cupyx

@@ -110,9 +110,7 @@ class SlotKeeper:
             return cached
         self._slots.pop(k, None)
         self._fit.pop(k, None)
-        if lane.kind == "cuda":
-            with lane.device:
-                lane.cp.get_default_memory_pool().free_all_blocks()
+        lane.free_cached_memory()
         with lane.activate():
             slots = [
                 Slot(lane, capacity, n_host, n_dev, 2 * tables)  # tiny; headroom for later plans

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import array_module, is_cupy
+from ..arrays import array_module, ignoring_float_errors, is_cupy
 from ..parfile.osmaposl import FLOAT32_MAX  # STIR's default 'maximum relative change'
 
 __all__ = [
@@ -67,10 +67,7 @@ def stir_divide(numerator, denominator, small_num: float = SMALL_NUM):
     xp = array_module(numerator)
     small = max(float(numerator.max()) * small_num, 0.0) if numerator.size else 0.0
     zero = (xp.abs(numerator) <= small) & (xp.abs(denominator) <= small)
-    if xp is np:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(numerator, denominator, out=numerator)
-    else:
+    with ignoring_float_errors(xp, divide="ignore", invalid="ignore"):
         xp.divide(numerator, denominator, out=numerator)
     numerator[zero] = 0
     return numerator

@@ -23,7 +23,7 @@ from typing import Self
 
 import numpy as np
 
-from ..arrays import array_module
+from ..arrays import array_module, in_namespace
 from .errors import InputError, InputTypeError
 
 __all__ = ["DataContainer", "norm", "dot"]
@@ -33,13 +33,6 @@ _F32 = np.float32
 
 #: numpy or cupy, whichever an array belongs to
 _xp_of = array_module
-
-
-def _in_namespace(xp, a):
-    """``a`` in the array namespace ``xp`` (a copy across host and GPU, else ``a`` itself)."""
-    if _xp_of(a) is xp:
-        return a
-    return a.get() if xp is np else xp.asarray(a)
 
 
 def _binary_function(name: str):
@@ -154,7 +147,7 @@ class DataContainer(abc.ABC):
         for key in self._pieces():
             x = self._read(key)
             xp = _xp_of(x)
-            args = [_in_namespace(xp, o._read(key)) if isinstance(o, DataContainer) else o for o in operands]
+            args = [in_namespace(xp, o._read(key)) if isinstance(o, DataContainer) else o for o in operands]
             with np.errstate(all="ignore"):  # IEEE results (inf, nan), as SIRF's C++
                 target._write(key, function(xp, x, *args))
         return target
@@ -169,7 +162,7 @@ class DataContainer(abc.ABC):
         for key in self._pieces():
             x = self._read(key)
             xp = _xp_of(x)
-            values.append(piece_value(xp, x, None if other is None else _in_namespace(xp, other._read(key))))
+            values.append(piece_value(xp, x, None if other is None else in_namespace(xp, other._read(key))))
         return combine(values)
 
     # -- SIRF's element-wise operations -------------------------------------------------------

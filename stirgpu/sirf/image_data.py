@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import import_cupy
+from ..arrays import import_cupy, in_namespace
 from ..config import get_config
 from ..execution import resolve_backend
 from ..formats import VoxelsOnCartesianGrid, read_image, write_image
 from ..geometry import ImageInfo
 from ..kernels.stir_lors import stir_default_image_info
-from .containers import DataContainer, _in_namespace, _xp_of
+from .containers import DataContainer, _xp_of
 from .errors import InputError, InputTypeError, error, translate_class_errors
 
 __all__ = ["ImageData", "GeometricalInfo"]
@@ -192,7 +192,7 @@ class ImageData(DataContainer):
         return self._array
 
     def _write(self, key, values) -> None:
-        self._array[...] = _in_namespace(_xp_of(self._array), values)
+        self._array[...] = in_namespace(_xp_of(self._array), values)
 
     def _new_like(self) -> ImageData:
         return ImageData._zeros(self._require(), _xp_of(self._array))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import import_cupy
+from ..arrays import import_cupy, in_namespace
 from ..formats import ProjData
 from ..geometry import ImageInfo
 from ..recon import PoissonLogLikelihood
@@ -32,7 +32,7 @@ from ..recon.sensitivity import Sensitivities
 from ..recon.views import Product, Sum
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModelUsingParallelproj
-from .containers import _in_namespace, _xp_of
+from .containers import _xp_of
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors, translate_errors
 from .image_data import ImageData
 from .priors import Prior
@@ -221,7 +221,7 @@ class PoissonLogLikelihoodWithLinearModelForMeanAndProjData:
         g = self._ratio_backprojection(image, k)
         g -= self._require_set_up().sensitivities[k]
         if self.prior is not None and not self.prior.is_zero():
-            g -= _in_namespace(_xp_of(g), self.prior.get_gradient(image).array) / np.float32(self._num_subsets)
+            g -= in_namespace(_xp_of(g), self.prior.get_gradient(image).array) / np.float32(self._num_subsets)
         return g
 
     def gradient(self, image, subset=-1, out=None) -> ImageData:
