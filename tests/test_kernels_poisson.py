@@ -204,3 +204,25 @@ def test_cuda_rule_gives_the_numba_kernels_bits(cuda_rule_on_cpu):
                 assert np.array_equal(_bits(q), _bits(want))
                 total = terms.sum()
                 assert (np.isnan(total) and np.isnan(ll[0])) or ll[0] == pytest.approx(total, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.gpu
+def test_gpu_kernels_give_the_cpu_kernels_bits(cp):
+    """On a GPU (cupy.ElementwiseKernel / ReductionKernel): the same quotient bits as the numba
+    kernel, in place and into a new array, and the log-likelihood to float64 summation order."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        fwd, y, b, f, parts = random_chunk(rng)
+        for bg in (None, b):
+            for fac in (None, f):
+                ll = np.zeros(1)
+                want = poisson_quotient(fwd, y, bg, fac, loglik=ll, parts=parts)
+                dev = [None if a is None else cp.asarray(a) for a in (fwd, y, bg, fac)]
+                dll = cp.zeros(1, cp.float64)
+                got = poisson_quotient(*dev, loglik=dll, parts=parts)
+                assert np.array_equal(_bits(cp.asnumpy(got)), _bits(want))
+                in_place = dev[0].copy()
+                assert poisson_quotient(in_place, *dev[1:], out=in_place, parts=parts) is in_place
+                assert np.array_equal(_bits(cp.asnumpy(in_place)), _bits(want))
+                total = float(dll.get()[0])
+                assert (np.isnan(total) and np.isnan(ll[0])) or total == pytest.approx(ll[0], rel=1e-12, abs=1e-12)

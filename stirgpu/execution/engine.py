@@ -70,7 +70,7 @@ class KeptWorkspaces:
 
     def __bool__(self) -> bool:
         """Whether anything is kept."""
-        return self.accumulation is not None or (self.kernels is not None and self.kernels != type(self.kernels)())
+        return self.accumulation is not None or (self.kernels is not None and not self.kernels.is_empty())
 
 
 class Engine:

@@ -149,6 +149,15 @@ class CudaKept:
     launcher_set_ups: dict[str, ChunkLauncher] = dataclasses.field(default_factory=dict)
     target_launchers: dict[str, tuple[weakref.ref, ChunkLauncher]] = dataclasses.field(default_factory=dict)
 
+    def is_empty(self) -> bool:
+        """Nothing kept (a new lane's, or one after ``release``)."""
+        return (
+            self.back_accumulators is None
+            and self.back_target is None
+            and not self.launcher_set_ups
+            and not self.target_launchers
+        )
+
     def device_bytes(self) -> int:
         """Device memory held: the accumulators."""
         pair = self.back_accumulators

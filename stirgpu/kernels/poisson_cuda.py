@@ -27,7 +27,7 @@ QUOTIENT_SOURCE = r"""
 #define SG_MAXQ 10000.0f
 struct SgBin { float ybar; bool ok; bool keep; bool big; };
 
-__device__ __forceinline__ SgBin sg_bin(float fwd, float y, float small, float bg, float fac,
+__device__ __forceinline__ SgBin sg_bin(float fwd, float y, float y_small, float bg, float fac,
                                          bool with_bg, bool with_fac)
 {
     SgBin r;
@@ -38,25 +38,25 @@ __device__ __forceinline__ SgBin sg_bin(float fwd, float y, float small, float b
         if (r.ok) r.ybar = __fdiv_rn(r.ybar, fac);
     }
     if (with_bg) r.ybar = __fadd_rn(r.ybar, bg);
-    r.keep = y > small;
+    r.keep = y > y_small;
     r.big = y > __fmul_rn(r.ybar, SG_MAXQ);
     return r;
 }
 
-__device__ __forceinline__ float sg_quotient(float fwd, float y, float small, float bg, float fac,
+__device__ __forceinline__ float sg_quotient(float fwd, float y, float y_small, float bg, float fac,
                                              bool with_bg, bool with_fac)
 {
-    const SgBin r = sg_bin(fwd, y, small, bg, fac, with_bg, with_fac);
+    const SgBin r = sg_bin(fwd, y, y_small, bg, fac, with_bg, with_fac);
     float q = 0.0f;
     if (r.keep) q = r.big ? SG_MAXQ : __fdiv_rn(y, r.ybar);
     if (with_fac) q = r.ok ? __fdiv_rn(q, fac) : 0.0f;
     return q;
 }
 
-__device__ __forceinline__ double sg_loglik_term(float fwd, float y, float small, float bg, float fac,
+__device__ __forceinline__ double sg_loglik_term(float fwd, float y, float y_small, float bg, float fac,
                                                  bool with_bg, bool with_fac)
 {
-    const SgBin r = sg_bin(fwd, y, small, bg, fac, with_bg, with_fac);
+    const SgBin r = sg_bin(fwd, y, y_small, bg, fac, with_bg, with_fac);
     if (!r.ok) return 0.0;
     const float m = __fdiv_rn(y, SG_MAXQ);
     const float est = (r.ybar >= m || r.ybar != r.ybar) ? r.ybar : m;  /* numpy's maximum */
@@ -74,14 +74,14 @@ def _params(with_bg: bool, with_fac: bool) -> tuple[str, str, str]:
 
 @functools.lru_cache(maxsize=4)
 def _quotient_kernel(with_bg: bool, with_fac: bool):
-    """``q = quotient(q, y, small, ...)`` in place: ``q`` holds the forward projection on entry."""
+    """``q = quotient(q, y, y_small, ...)`` in place: ``q`` holds the forward projection on entry."""
     cp = import_cupy()
     extra, bg, fac = _params(with_bg, with_fac)
     flags = f"{str(with_bg).lower()}, {str(with_fac).lower()}"
     return cp.ElementwiseKernel(
-        "float32 y, float32 small" + extra,
+        "float32 y, float32 y_small" + extra,
         "float32 q",
-        f"q = sg_quotient(q, y, small, {bg}, {fac}, {flags})",
+        f"q = sg_quotient(q, y, y_small, {bg}, {fac}, {flags})",
         f"stirgpu_poisson_quotient_{int(with_bg)}{int(with_fac)}",
         preamble=QUOTIENT_SOURCE,
     )
@@ -94,9 +94,9 @@ def _loglik_kernel(with_bg: bool, with_fac: bool):
     extra, bg, fac = _params(with_bg, with_fac)
     flags = f"{str(with_bg).lower()}, {str(with_fac).lower()}"
     return cp.ReductionKernel(
-        "float32 fwd, float32 y, float32 small" + extra,
+        "float32 fwd, float32 y, float32 y_small" + extra,
         "float64 total",
-        f"sg_loglik_term(fwd, y, small, {bg}, {fac}, {flags})",
+        f"sg_loglik_term(fwd, y, y_small, {bg}, {fac}, {flags})",
         "a + b",
         "total = a",
         "0.0",
