@@ -402,7 +402,9 @@ class Engine:
         if retry is None:
             raise exhausted_error(call.operation, memory, attempt, self.lanes, retries) from exc
         self.slots.clear()  # (the kept slots fit the last plan: far too large for the next)
-        self.residency.drop_workspaces()
+        self.residency.drop_accumulation()
+        for lane in self._lanes or ():  # (what the kernels keep is made again for the smaller chunks)
+            lane.kernels.release()
         smaller, cut_from = retry
         if tracker is not None:
             tracker.start_attempt(smaller.chunks, cut_from)

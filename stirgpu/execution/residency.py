@@ -57,10 +57,10 @@ class Residency:
         self._accumulation.clear()
         self._staging = None
 
-    def drop_workspaces(self) -> None:
-        """Drop every lane's kept workspaces (not the images): a call that ran out of memory
-        is retried with what it needs made again, for its smaller chunks."""
-        self._workspaces.clear()
+    def drop_accumulation(self) -> None:
+        """Drop every lane's kept accumulation image (not the input images): a call that ran out
+        of memory is retried with what it needs made again, for its smaller chunks."""
+        self._accumulation.clear()
 
     def has_image(self) -> bool:
         return len(self._images) == self.n_lanes
