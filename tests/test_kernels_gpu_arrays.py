@@ -56,7 +56,7 @@ class DLPackOnly:
 def test_import_does_no_work():
     """Importing the backend neither imports cupy nor compiles anything."""
     code = (
-        "import sys, stirgpu.kernels.cuda_backend as m; "
+        "import sys, stirgpu.kernels.cuda_backend, stirgpu.kernels.cuda_compile as m; "
         "assert 'cupy' not in sys.modules, 'cupy imported at import time'; "
         "assert m._module.cache_info().currsize == 0"
     )
