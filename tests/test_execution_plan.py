@@ -1,4 +1,4 @@
-"""Chunk plans: coverage, contiguity, budgets, the PlanError, partitions, sizes."""
+"""Chunk plans: coverage, contiguity, budgets, the PlanError, views per segment, sizes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from helpers import small_geometry
 
 from stirgpu.errors import PlanError
-from stirgpu.execution import format_bytes, make_plan, parse_bytes, partition
+from stirgpu.execution import format_bytes, make_plan, parse_bytes
 from stirgpu.execution.plan import MAX_CHUNK_BYTES, host_available_bytes
 
 
@@ -186,19 +186,15 @@ def test_empty_request_gives_empty_plan():
     assert plan.chunks == () and plan.num_bins == 0
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 7])
-def test_partition_splits_chunks_between_ranks(size):
-    """partition() gives every chunk to exactly one rank, balanced to within the largest chunk,
-    identically on every rank (it depends only on the chunk list)."""
-    _, plan = _plan(max_views_per_chunk=3)
-    parts = [partition(plan.chunks, r, size) for r in range(size)]
-    got = sorted(c.index for p in parts for c in p)
-    assert got == [c.index for c in plan.chunks]
-    loads = [sum(c.num_bins for c in p) for p in parts]
-    assert max(loads) - min(loads) <= max(c.num_bins for c in plan.chunks)
-    assert parts == [partition(plan.chunks, r, size) for r in range(size)]
-    with pytest.raises(PlanError):
-        partition(plan.chunks, size, size)
+def test_a_plan_of_views_per_segment_plans_only_those():
+    """Views per segment (a rank's share under MPI, stirgpu.distributed.share_viewgrams): each
+    segment's own views, once; a segment with none gets no part."""
+    pdi, _ = small_geometry()
+    segs = list(pdi.segment_nums)
+    share = {segs[0]: [5, 6], segs[-1]: [0, 1, 2]}
+    _, plan = _plan(views=share, lanes=2)
+    got = sorted((p.segment, v) for c in plan.chunks for p in c.parts for v in p.views)
+    assert got == sorted((s, v) for s, vs in share.items() for v in vs)
 
 
 @pytest.mark.parametrize(

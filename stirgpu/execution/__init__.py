@@ -1,7 +1,7 @@
 """WHEN and on WHICH DEVICE: chunk plans, lanes, the streaming pipeline, statistics.
 
-* :mod:`.plan` -- chunks of (segment, views) sized from GPU and host memory budgets;
-  :func:`partition` is the seam for splitting chunks over processes (docs/execution.md);
+* :mod:`.plan` -- chunks of (segment, views) sized from GPU and host memory budgets (the views
+  the same for every segment, or per segment: an MPI rank's share, see stirgpu.distributed);
 * :mod:`.devices` -- backends ("cpu", "cuda") and lanes (one per GPU or CPU worker);
 * :mod:`.program` -- chunk programs: what is read, computed and written per chunk;
 * :mod:`.engine` -- :class:`Engine`, a façade over its parts: :mod:`.planning` (plans, budgets),
@@ -17,7 +17,7 @@ Importing this package does no work (no GPU probing, no compiling).
 
 from .devices import cuda_device_count, resolve_backend, resolve_devices
 from .engine import Engine, KeptWorkspaces, RunResult
-from .plan import Chunk, Plan, default_gpu_budget, default_host_budget, format_bytes, make_plan, parse_bytes, partition
+from .plan import Chunk, Plan, default_gpu_budget, default_host_budget, format_bytes, make_plan, parse_bytes
 from .program import ChunkData, ChunkProgram
 from .stats import STAGES, RunStats, StageEvent
 
@@ -25,7 +25,6 @@ __all__ = [
     "Chunk",
     "Plan",
     "make_plan",
-    "partition",
     "parse_bytes",
     "format_bytes",
     "default_host_budget",

@@ -33,7 +33,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -47,7 +47,7 @@ __all__ = [
     "host_available_bytes",
     "default_host_budget",
     "default_gpu_budget",
-    "partition",
+    "views_by_segment",
     "format_bytes",
     "parse_bytes",
     "plural",
@@ -326,6 +326,10 @@ def make_plan(
 ) -> Plan:
     """Split ``views`` of each of ``segments`` into chunks that fit the budgets.
 
+    ``views``: one sequence for every segment, or a mapping segment -> views (a process's
+    share of a call under MPI: :func:`stirgpu.distributed.share_viewgrams`); a segment
+    whose views are empty gets no part.
+
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
     buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
     (a few chunks per lane, between 4 and 64 MiB) and turns off the size shaping:
@@ -338,11 +342,12 @@ def make_plan(
     lanes, depth = int(lanes), int(depth)
     if lanes < 1 or depth < 1:
         raise PlanError(f"need at least one lane and one slot (got lanes={lanes}, depth={depth})")
-    view_array = np.unique(np.asarray(list(views), dtype=np.int64))
     segments = sorted(int(s) for s in segments)
+    by_segment = views_by_segment(segments, views)
+    segments = [s for s in segments if len(by_segment[s])]
     nt = proj_data_info.get_num_tangential_poss()
     view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
-    if not segments or not len(view_array):
+    if not segments:
         return Plan(
             (),
             lanes,
@@ -397,7 +402,7 @@ def make_plan(
             f"raise the budget or lower the number of lanes"
         )
 
-    total = sum(len(view_array) * view_bytes[s] for s in segments)
+    total = sum(len(by_segment[s]) * view_bytes[s] for s in segments)
     if target_chunk_bytes is None:
         target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
     else:
@@ -411,7 +416,7 @@ def make_plan(
     # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
     # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
     head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
-    chunks = _cut(view_array, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
+    chunks = _cut(by_segment, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
     buffer_bytes = max(c.nbytes for c in chunks)
     return Plan(
         tuple(chunks),
@@ -427,8 +432,17 @@ def make_plan(
     )
 
 
+def views_by_segment(segments: Sequence[int], views) -> dict[int, np.ndarray]:
+    """``views`` (one sequence for all ``segments``, or a mapping segment -> views) as sorted,
+    distinct views per segment (a segment the mapping leaves out has none)."""
+    if isinstance(views, Mapping):
+        return {int(s): np.unique(np.asarray(list(views.get(s, ())), dtype=np.int64)) for s in segments}
+    common = np.unique(np.asarray(list(views), dtype=np.int64))
+    return {int(s): common for s in segments}
+
+
 def _cut(
-    views: np.ndarray,
+    views: dict[int, np.ndarray],
     segments: list[int],
     view_bytes: dict,
     nt: int,
@@ -449,8 +463,8 @@ def _cut(
     parts: list[ChunkPart] = []
     used = 0  # bytes of the open chunk
     count = 0  # viewgrams of the open chunk
-    left = sum(view_bytes[s] for s in segments) * len(views)  # bytes not yet in a chunk
-    limit = len(views) * len(segments) if max_views is None else max(int(max_views), 1)
+    left = sum(view_bytes[s] * len(views[s]) for s in segments)  # bytes not yet in a chunk
+    limit = sum(len(views[s]) for s in segments) if max_views is None else max(int(max_views), 1)
 
     def capacity() -> int:
         """Bytes the next chunk may hold."""
@@ -472,14 +486,15 @@ def _cut(
     for s in segments:
         vb = view_bytes[s]
         na = proj_data_info.get_num_axial_poss(s)
+        mine = views[s]
         i = 0
-        while i < len(views):
+        while i < len(mine):
             room = min((size - used) // vb, limit - count)
             if room <= 0:
                 close()
                 continue
-            take = min(room, len(views) - i)
-            vs = tuple(int(v) for v in views[i : i + take])
+            take = min(room, len(mine) - i)
+            vs = tuple(int(v) for v in mine[i : i + take])
             offset = parts[-1].stop if parts else 0
             parts.append(ChunkPart(s, vs, (take, na, nt), offset))
             used += take * vb
@@ -488,24 +503,3 @@ def _cut(
             i += take
     close()
     return chunks
-
-
-def partition(chunks: Sequence[Chunk], rank: int, size: int) -> list[Chunk]:
-    """The chunks process ``rank`` of ``size`` handles (the multi-node seam).
-
-    Chunks are dealt out greedily by size (largest first, to the rank with the least
-    work so far), so ranks get about the same number of bins; the split depends only
-    on the chunk list, so every rank computes the same partition without talking.
-    See docs/execution.md for how mpi4py would use it.
-    """
-    rank, size = int(rank), int(size)
-    if size < 1 or not 0 <= rank < size:
-        raise PlanError(f"partition: need 0 <= rank < size (got rank={rank}, size={size})")
-    load = [0] * size
-    mine: list[Chunk] = []
-    for c in sorted(chunks, key=lambda c: (-c.num_bins, c.index)):
-        r = min(range(size), key=lambda k: (load[k], k))
-        load[r] += c.num_bins
-        if r == rank:
-            mine.append(c)
-    return sorted(mine, key=lambda c: c.index)

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..errors import PlanError
 from .identity import STRONG, IdentityCache
-from .plan import Plan, default_host_budget, make_plan
+from .plan import Plan, default_host_budget, make_plan, views_by_segment
 from .program import ChunkProgram
 
 __all__ = ["Planner"]
@@ -72,7 +72,12 @@ class Planner:
         direct=(),
     ) -> Plan:
         """What :meth:`stirgpu.execution.Engine.make_plan` returns (see there)."""
-        views = np.asarray(views, dtype=np.int64).reshape(-1)
+        if isinstance(views, Mapping):  # views per segment (a process's share under MPI)
+            views = views_by_segment(segments, views)
+            views_key: object = tuple((s, v.tobytes()) for s, v in sorted(views.items()))
+        else:
+            views = np.asarray(views, dtype=np.int64).reshape(-1)
+            views_key = views.tobytes()
         direct = frozenset(direct) if self.backend == "cuda" else frozenset()
         request = (
             type(program),
@@ -84,7 +89,7 @@ class Planner:
             program.uses_image,
             program.accumulates_image,
             tuple(int(s) for s in segments),
-            views.tobytes(),
+            views_key,
             tuple(int(n) for n in image_shape),
             host_budget,
             gpu_budget,

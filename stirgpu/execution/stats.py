@@ -93,6 +93,13 @@ class RunStats:
     #: chunks, bytes, busy times and events above are the last attempt's; wall and set-up
     #: seconds count from the call's start; docs/execution.md)
     memory_retries: int = 0
+    #: MPI ranks that took part (each did its share of the bins; see stirgpu.distributed), this
+    #: process's rank among them, and the collective steps' bytes (this rank's contribution)
+    #: and seconds (waiting for the other ranks included)
+    ranks: int = 1
+    rank: int = 0
+    exchanged_bytes: int = 0
+    exchange_seconds: float = 0.0
 
     # -- derived figures -------------------------------------------------------------
     @property
@@ -156,6 +163,10 @@ class RunStats:
             "peak_rss_bytes": self.peak_rss_bytes,
             "direct": list(self.direct),
             "memory_retries": self.memory_retries,
+            "ranks": self.ranks,
+            "rank": self.rank,
+            "exchanged_bytes": self.exchanged_bytes,
+            "exchange_seconds": self.exchange_seconds,
         }
 
     def summary(self) -> str:
@@ -163,11 +174,18 @@ class RunStats:
         gb = 1e9
         lines = [
             f"{self.what} on {self.backend} ({', '.join(self.lanes)}): {plural(self.chunks, 'chunk')}, "
-            f"{plural(self.bins, 'bin')}, wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
+            f"{plural(self.bins, 'bin')}"
+            + (f" (rank {self.rank}'s share, on {self.ranks} MPI ranks)" if self.ranks > 1 else "")
+            + f", wall {self.wall_seconds:.3f} s (set-up {self.setup_seconds:.3f} s)",
             f"  read {self.bytes_read / gb:.3f} GB, written {self.bytes_written / gb:.3f} GB, "
             f"uploaded {self.bytes_uploaded / gb:.3f} GB, downloaded {self.bytes_downloaded / gb:.3f} GB"
             + (f" (straight to/from {', '.join(self.direct)})" if self.direct else ""),
         ]
+        if self.ranks > 1:
+            lines.append(
+                f"  MPI: {self.exchanged_bytes / gb:.3f} GB reduced or exchanged with the other ranks in "
+                f"{self.exchange_seconds:.3f} s (waiting for them included)"
+            )
         for lane, b in self.busy.items():
             parts = ", ".join(f"{s} {b[s]:.3f}" for s in STAGES if s in b)
             lines.append(

@@ -32,6 +32,7 @@ Safety:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
 from pathlib import Path
@@ -110,6 +111,10 @@ class ProjDataFromFile(ProjData):
             self._seg_offset[seg] = off
             off += pdi.get_num_axial_poss(seg) * self._nv * self._nt * self._isz
         self._tof_stride = off
+        #: other processes write disjoint parts of this store's data file (share_for_writing,
+        #: open_part): MPI ranks of one forward projection
+        self._shared = False
+        self._part = False
 
     # -- opening and creating ------------------------------------------------------------
     @classmethod
@@ -232,6 +237,45 @@ class ProjDataFromFile(ProjData):
                 raise
         return store
 
+    # -- one new file, written by several processes ----------------------------------------
+    def share_for_writing(self) -> ProjDataHeader:
+        """Let other processes (MPI ranks) write disjoint parts of this new store's data: returns
+        what :meth:`open_part` opens in each of them (picklable: the header, naming the
+        temporary data file).  This store alone commits (or aborts) the file, after the parts
+        are closed.  Only for a store from :meth:`create`, before its commit."""
+        if not self.abilities.abortable:
+            raise self._refusal("abortable")
+        assert self._pending is not None  # (abortable)
+        self._shared = True
+        return dataclasses.replace(self._header, data_path=self._pending.temp("data"))
+
+    @classmethod
+    def open_part(cls, shared: ProjDataHeader) -> ProjDataFromFile:
+        """A store that writes (and reads) parts of the new data file another process created
+        (:meth:`share_for_writing`'s answer).  It never commits: :meth:`close` flushes its
+        writes to disk and releases the file; that other process commits.  The data file must
+        be on a file system this process sees (a folder shared by the nodes, for MPI ranks on
+        several machines): otherwise a FormatError says so."""
+        dp = shared.data_path
+        assert dp is not None  # (share_for_writing names it)
+        try:
+            fd = os.open(dp, os.O_RDWR)
+        except OSError as exc:
+            raise FormatError(
+                f"cannot open the data file another process is writing ({exc.strerror or exc}); "
+                "the output must be on a file system every process sees",
+                path=dp,
+            ) from None
+        store = cls(shared, "w", fd)
+        store._shared = store._part = True
+        return store
+
+    @property
+    def written_by_ranks(self) -> bool:
+        """Whether several processes write disjoint parts of this store's data file (each its own
+        share of a projection; see :meth:`share_for_writing`)."""
+        return self._shared
+
     # -- committing / closing ------------------------------------------------------------
     def commit(self) -> None:
         """Make new data visible: flush, write the header, rename both into place.
@@ -281,6 +325,8 @@ class ProjDataFromFile(ProjData):
         """Commit new data (if any) and release the file."""
         try:
             if self._handle.fd >= 0:
+                if self._part:  # the writes reach the disk before the creator commits
+                    os.fsync(self._handle.fd)
                 self.commit()
         finally:
             self._finalizer()
