@@ -23,6 +23,7 @@ __all__ = [
     "DeviceError",
     "PipelineError",
     "Cancelled",
+    "RankFailure",
     "ParFileError",
     "ParFileProblems",
     "KernelCacheWarning",
@@ -121,6 +122,21 @@ class Cancelled(StirGpuError):
     """Work stopped early because its caller cancelled it (a kernel given ``cancel=``, a
     pipeline stopping after another thread's failure or a KeyboardInterrupt); its results are
     incomplete and were not committed."""
+
+
+class RankFailure(StirGpuError):
+    """Under MPI: one or more ranks failed in a step that every rank takes together; raised on
+    every rank alike, naming the failing rank(s) and the cause.  ``ranks`` are the ranks that
+    failed, ``size`` the number of ranks, ``cause`` the first failing rank's message."""
+
+    def __init__(self, ranks: tuple[int, ...], size: int, cause: str, what: str = ""):
+        self.ranks, self.size, self.cause, self.what = tuple(ranks), int(size), cause, what
+        if len(self.ranks) == self.size:  # the same failure everywhere (a bad input): rank 0's words
+            super().__init__(cause)
+            return
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
+        step = f" ({what})" if what else ""
+        super().__init__(f"{who} of {size} MPI ranks failed{step}: {cause}")
 
 
 class ParFileError(StirGpuError, ValueError):

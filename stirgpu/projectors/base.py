@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..arrays import is_cupy
+from ..distributed import complete_on_every_rank, share_viewgrams, written_by_ranks
 from ..errors import GeometryError, StirGpuError
 from ..execution import RunResult
 from ..execution.plan import Plan
@@ -65,6 +67,7 @@ class StreamingProjector:
         numerics: str | None = None,
         *,
         session: ProjectionSession | None = None,
+        comm=None,
     ):
         options = dict(
             backend=backend,
@@ -77,6 +80,7 @@ class StreamingProjector:
             max_segment_num_to_process=max_segment_num_to_process,
             num_slots=num_slots,
             numerics=numerics,
+            comm=comm,
         )
         if session is None:
             session = ProjectionSession(**options)
@@ -101,6 +105,11 @@ class StreamingProjector:
     num_slots = _option("num_slots", "Chunks in flight per lane.")
     pin_host_memory = _option("pin_host_memory", "When in-memory stores are page-locked.")
     compute_streams = _option("compute_streams", "Chunks a GPU may compute at once.")
+
+    @property
+    def comm(self):
+        """The session's :class:`~stirgpu.distributed.Communicator` (the MPI ranks sharing each call)."""
+        return self.session.comm
 
     # -- set-up (the session's) ------------------------------------------------------------
     def set_up(self, proj_data_info, image_info) -> None:
@@ -243,8 +252,37 @@ class StreamingProjector:
     ) -> RunResult:
         """Plan and run ``program`` over ``views`` (those of subset ``subset`` = (num, of)) on
         the session's engine.  The statistics, ``last_stats``, name the operation and the
-        subset, and count ``upload`` ((bytes, seconds): the call's upload of its input image)."""
+        subset, and count ``upload`` ((bytes, seconds): the call's upload of its input image).
+
+        Under MPI (the session's ``comm`` has several ranks) this rank runs its share of the
+        viewgrams (:func:`~stirgpu.distributed.share_viewgrams`); then the accumulated image and
+        the scalars are summed over the ranks, and each output that is not one file written
+        by the ranks gets the other ranks' shares -- every rank ends with the result a single
+        process would have.  A failure on any rank fails the call on every rank alike
+        (:class:`~stirgpu.errors.RankFailure`)."""
         _check_stores(sources, sinks)
+        comm = self.session.comm
+        with comm.together(operation):
+            segments = self.session.segments_to_process()
+            if comm.parallel:
+                views_here = share_viewgrams(self.session.proj_data_info, segments, views, comm.rank, comm.size)
+            else:
+                views_here = views
+            result = self._run_share(program, views_here, sources, sinks, operation, result_device, result_out)
+        if comm.parallel:  # (only once every rank has its share: no rank waits for a failed one)
+            with comm.together(f"{operation}: adding up the ranks' shares"):
+                self._combine(result, sinks, segments, views)
+        up_bytes, up_seconds = upload
+        result.stats.bytes_uploaded += up_bytes
+        result.stats.setup_seconds += up_seconds
+        result.stats.wall_seconds += up_seconds
+        result.stats.subset_num, result.stats.num_subsets = int(subset[0]), int(subset[1])
+        self.last_stats = result.stats
+        return result
+
+    def _run_share(self, program, views, sources, sinks, operation, result_device, result_out) -> RunResult:
+        """Plan and run ``program`` over ``views`` (a sequence, or views per segment: this
+        rank's share) on the session's engine."""
         session = self.session
         engine = session.engine
         pdi, image_shape = session.proj_data_info, session.image_info.shape
@@ -264,7 +302,8 @@ class StreamingProjector:
             direct=direct,
         )
         self.last_plan = plan
-        with progress_bar(len(plan.chunks), operation) as update:
+        # one progress bar, rank 0's (its share), under MPI
+        with progress_bar(len(plan.chunks) if session.comm.is_root else 0, operation) as update:
             with contextlib.ExitStack() as stack:
                 behind = {
                     n: stack.enter_context(_WriteBehind(st)) for n, st in sinks.items() if st.abilities.write_behind
@@ -286,13 +325,28 @@ class StreamingProjector:
                 )
         if result.plan is not None:  # (smaller than asked for when the call ran out of memory)
             self.last_plan = result.plan
-        up_bytes, up_seconds = upload
-        result.stats.bytes_uploaded += up_bytes
-        result.stats.setup_seconds += up_seconds
-        result.stats.wall_seconds += up_seconds
-        result.stats.subset_num, result.stats.num_subsets = int(subset[0]), int(subset[1])
-        self.last_stats = result.stats
         return result
+
+    def _combine(self, result: RunResult, sinks: dict, segments, views) -> None:
+        """Under MPI: the image and the scalars summed over the ranks (in place), the outputs
+        completed with the other ranks' shares unless the ranks write one file; the bytes and
+        seconds go into the call's statistics."""
+        comm = self.session.comm
+        t0 = time.perf_counter()
+        sent = 0
+        if result.image is not None:
+            sent += comm.sum_image(result.image)
+        if result.scalars:
+            result.scalars = comm.sum_scalars(result.scalars)
+            sent += 8 * len(result.scalars)
+        for store in sinks.values():
+            if not written_by_ranks(store):
+                sent += complete_on_every_rank(comm, store, self.session.proj_data_info, segments, views)
+        seconds = time.perf_counter() - t0
+        stats = result.stats
+        stats.ranks, stats.rank = comm.size, comm.rank
+        stats.exchanged_bytes, stats.exchange_seconds = sent, seconds
+        stats.wall_seconds += seconds
 
     def _finish_image(self, image):
         """STIR's back projector zeroes its result outside the cylindrical FOV (numpy or cupy)."""
@@ -329,7 +383,7 @@ def _refuse_options_beside(session: ProjectionSession, options: dict, who: str) 
     """A projector made on a session takes the session's options: any other given is refused
     (they would silently not apply)."""
     defaults = inspect.signature(ProjectionSession).parameters
-    given = sorted(k for k, v in options.items() if v != defaults[k].default)
+    given = sorted(k for k, v in options.items() if v is not defaults[k].default and v != defaults[k].default)
     if given:
         raise StirGpuError(
             f"{who}(session=...) projects with the session's options; {', '.join(given)} cannot be given beside it"

@@ -29,6 +29,13 @@ Options (keywords of the session and of every projector; ``None`` takes the valu
   default with ``units="mm"``; the tuned CUDA kernels).  docs/joseph.md, "Precision";
 * ``max_segment_num_to_process`` -- like STIR: only segments with ``|segment| <=`` this
   (default all); other segments of an output are not touched;
+* ``comm`` -- the MPI communicator of the processes that share every call (an mpi4py
+  communicator or a :class:`stirgpu.distributed.Communicator`; default ``COMM_WORLD`` when the
+  process was started by an MPI launcher, else none): each rank projects its share of the
+  viewgrams, balanced by bins, back projections and log-likelihoods are summed over the ranks,
+  and an output holds the whole projection on every rank (a file of
+  :func:`stirgpu.distributed.shared_output`: written by the ranks, each its share);
+  see docs/distributed.md;
 * ``num_slots`` -- chunks in flight per lane (default 3: one being read or written, one
   computing, one queued, so per-chunk host work never leaves the GPU waiting; 2 is plain
   double buffering and uses less memory).
@@ -60,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from ..config import get_config
+from ..distributed import as_communicator, staging_bytes
 from ..errors import GeometryError, StirGpuError
 from ..execution import Engine, resolve_backend, resolve_devices
 from ..execution.plan import parse_bytes
@@ -199,6 +207,7 @@ class ProjectionSession:
         max_segment_num_to_process: int | None = None,
         num_slots: int = 3,
         numerics: str | None = None,
+        comm=None,
     ):
         #: :class:`ProjectorOptions`, fixed for the session's life
         self.options = ProjectorOptions.resolve(
@@ -213,6 +222,11 @@ class ProjectionSession:
             num_slots=num_slots,
             numerics=numerics,
         )
+        #: the :class:`~stirgpu.distributed.Communicator` of the processes that share every call
+        #: (each projects its share of the bins; back projections and sums are added up over
+        #: them): ``comm`` (an mpi4py communicator or a Communicator), or None -- MPI's
+        #: ``COMM_WORLD`` when run under an MPI launcher, else this process alone
+        self.comm = as_communicator(comm, staging_bytes(self.options.host_memory_budget))
         self._set_up: _SetUp | None = None
         self._engine: Engine | None = None
         self._input_ref: Any = None  # weakref (None if the object is not weak-referenceable)

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import get_config
+from ..distributed import Communicator, as_communicator
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
@@ -144,6 +145,11 @@ class OSEM:
     filters
         :class:`~.filtering.FilterSchedule`: STIR's inter-update, inter-iteration and post-filters
         (default: none).
+    comm
+        The MPI communicator the run is shared by: None takes the projector's (its session's
+        ``comm``: ``COMM_WORLD`` under an MPI launcher); one given must be the projector's.
+        Every rank projects its share of each subset and computes the same estimate; rank 0
+        alone writes the estimates and sensitivities (docs/distributed.md).
     """
 
     def __init__(
@@ -168,6 +174,7 @@ class OSEM:
         prior=None,
         map_model: str = "additive",
         filters: FilterSchedule | None = None,
+        comm=None,
     ):
         if not isinstance(objective, PoissonLogLikelihood):
             raise StirGpuError(f"OSEM: objective must be a PoissonLogLikelihood, not {type(objective).__name__}")
@@ -175,6 +182,9 @@ class OSEM:
             raise GeometryError(f"OSEM: image_info must be an ImageInfo, not {type(image_info).__name__}")
         self.objective = objective
         self.projector = projector
+        #: the MPI ranks sharing the run: the projector's (``comm``, when given, must be the
+        #: same); every rank computes the same estimates, rank 0 alone writes the files
+        self.comm = _communicator_of(projector, comm)
         self.image_info = image_info
         self.num_subsets = int(num_subsets)
         self.num_subiterations = self.num_subsets if num_subiterations is None else int(num_subiterations)
@@ -307,7 +317,11 @@ class OSEM:
             finally:
                 if bar is not None:
                     bar.close()
-            self.sensitivity_files = self.sensitivities.write(spec, self.image_info, to_numpy, overwrite=self.overwrite)
+            files = spec.files(self.num_subsets)
+            with self.comm.together("writing the sensitivities"):
+                if self.comm.is_root:
+                    self.sensitivities.write(spec, self.image_info, to_numpy, overwrite=self.overwrite)
+            self.sensitivity_files = files
         else:
             self.sensitivities = Sensitivities.read(spec, self.num_subsets, self.image_info, self.to_device)
             self.sensitivity_files = []
@@ -317,7 +331,7 @@ class OSEM:
         return out if res is None else res
 
     def _bar(self, total: int, desc: str):
-        if not self._progress():
+        if not self._progress() or not self.comm.is_root:
             return None
         from tqdm import tqdm
 
@@ -434,10 +448,12 @@ class OSEM:
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)
-                    write_image(
-                        path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)), overwrite=self.overwrite
-                    )
-                    saved.append(path)
+                    with self.comm.together(f"writing {path}"):
+                        if self.comm.is_root:  # (every rank holds the same estimate)
+                            write_image(
+                                path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)), overwrite=self.overwrite
+                            )
+                        saved.append(path)  # (at once: an interrupt from here on names it as complete)
                 rec = SubiterationRecord(
                     n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats, objective, penalty
                 )
@@ -473,6 +489,21 @@ class OSEM:
             f"({_names(paths)}); to continue: 'initial estimate := {last.saved}' and "
             f"'start at subiteration number := {last.subiteration + 1}'"
         )
+
+
+def _communicator_of(projector, comm) -> Communicator:
+    """The projector's communicator (this process alone for a projector without one); a ``comm``
+    given beside it must be the same."""
+    own = getattr(projector, "comm", None)
+    if comm is None:
+        return own if isinstance(own, Communicator) else Communicator(None)
+    given = as_communicator(comm)
+    if own is not None and not (given.mpi is own.mpi or (given.mpi is not None and given.mpi == own.mpi)):
+        raise StirGpuError(
+            "OSEM: comm differs from the projector's communicator; make the projector with comm= "
+            "(ProjectorPair(comm=...)) and leave OSEM's out"
+        )
+    return given
 
 
 def _names(paths: list[Path]) -> str:

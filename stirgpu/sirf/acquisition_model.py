@@ -82,7 +82,9 @@ class AcquisitionModelUsingParallelproj:
     stirgpu's execution settings are optional keywords (default: the scoped
     :func:`stirgpu.config`): ``backend``, ``devices``, ``gpu_memory_budget``,
     ``host_memory_budget``, ``max_views_per_chunk``; ``restrict_to_cylindrical_fov`` as STIR's
-    Parallelproj projector (on by default).
+    Parallelproj projector (on by default); ``comm``, the MPI communicator the projections are
+    shared by (default ``COMM_WORLD`` under an MPI launcher; see docs/distributed.md: every rank
+    projects its share, and every rank's results are whole).
     """
 
     def __init__(
@@ -94,8 +96,10 @@ class AcquisitionModelUsingParallelproj:
         host_memory_budget=None,
         max_views_per_chunk: int | None = None,
         restrict_to_cylindrical_fov: bool = True,
+        comm=None,
     ):
         self._options = dict(
+            comm=comm,
             backend=backend,
             devices=devices,
             gpu_memory_budget=gpu_memory_budget,

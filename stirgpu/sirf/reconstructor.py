@@ -182,8 +182,10 @@ class OSMAPOSLReconstructor:
         if self._output and (n % self._save_interval == 0 or n == self._num_subiterations):
             path = estimate_filename(self._prefix, n)
             self._finish(image, work)
-            write_image(path, VoxelsOnCartesianGrid(image.image_info, fill=image.as_array()), overwrite=True)
-            _LOG.info("OSMAPOSL: wrote %s", path)
+            with osem.comm.together(f"writing {path}"):
+                if osem.comm.is_root:  # (under MPI every rank holds the same estimate; rank 0 writes it)
+                    write_image(path, VoxelsOnCartesianGrid(image.image_info, fill=image.as_array()), overwrite=True)
+                    _LOG.info("OSMAPOSL: wrote %s", path)
         _LOG.info("OSMAPOSL subiteration #%d completed (subset %d)", n, osem.subset_num(n))
         self._subiteration += 1
 

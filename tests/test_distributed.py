@@ -1,0 +1,125 @@
+"""stirgpu.distributed without an MPI launcher: the shares of the viewgrams, plans of a share, the
+one-process communicator, the refusal to run under a launcher without mpi4py, a new file written by
+several processes (one process here, two stores), and what a RankFailure says.  The runs under
+mpiexec are in test_mpi.py."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from helpers import phantom, small_geometry
+
+from stirgpu.distributed import Communicator, share_bins, share_viewgrams, shared_output, world
+from stirgpu.errors import RankFailure, StirGpuError
+from stirgpu.execution.plan import make_plan
+from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
+from stirgpu.formats.projdata_disk import ProjDataFromFile
+from stirgpu.projectors import ForwardProjector
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 64])
+@pytest.mark.parametrize("subset", [(0, 1), (1, 3), (5, 8)])
+def test_shares_are_disjoint_complete_and_balanced_by_bins(size, subset):
+    pdi, _ = small_geometry()
+    views = pdi.subset_views(*subset)
+    segments = pdi.segment_nums
+    shares = [share_viewgrams(pdi, segments, views, r, size) for r in range(size)]
+    seen = sorted((s, int(v)) for share in shares for s, vs in share.items() for v in vs)
+    assert seen == sorted((s, int(v)) for s in segments for v in views)  # each viewgram once
+    bins = [share_bins(pdi, share) for share in shares]
+    largest = 4 * max(pdi.get_num_axial_poss(s) for s in segments) * pdi.get_num_tangential_poss()
+    assert max(bins) - sum(bins) / size <= largest  # at most one viewgram above the even share
+    for share in shares:
+        assert all(np.all(np.diff(v) > 0) for v in share.values())
+
+
+def test_shares_refuse_a_bad_rank():
+    pdi, _ = small_geometry()
+    with pytest.raises(StirGpuError, match="0 <= rank < size"):
+        share_viewgrams(pdi, pdi.segment_nums, [0, 1], 3, 3)
+
+
+def test_a_plan_of_views_per_segment_covers_exactly_them():
+    pdi, _ = small_geometry()
+    share = share_viewgrams(pdi, pdi.segment_nums, range(pdi.get_num_views()), 1, 3)
+    plan = make_plan(
+        pdi, pdi.segment_nums, share, lanes=2, host_buffers_per_slot=1, device_buffers_per_slot=None,
+        host_budget=1 << 30, gpu_budget=None, target_chunk_bytes=64 << 10,
+    )  # fmt: skip
+    planned = sorted((p.segment, v) for c in plan.chunks for p in c.parts for v in p.views)
+    assert planned == sorted((s, int(v)) for s, vs in share.items() for v in vs)
+    assert plan.num_bins == share_bins(pdi, share)
+
+
+def test_one_process_communicator_changes_nothing():
+    comm = Communicator(None)
+    assert (comm.rank, comm.size, comm.is_root, comm.parallel, comm.describe()) == (0, 1, True, False, "")
+    image = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    assert comm.sum_image(image) == 0 and image[0, 1, 2] == 5
+    assert comm.sum_scalars({"loglik": 2.5}) == {"loglik": 2.5}
+    with pytest.raises(ValueError, match="as it was"):  # one process: the error itself, not a RankFailure
+        with comm.together("a step"):
+            raise ValueError("as it was")
+
+
+def test_under_a_launcher_without_mpi4py_is_refused(monkeypatch):
+    monkeypatch.setenv("PMI_RANK", "0")
+    monkeypatch.setenv("PMI_SIZE", "3")
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # (import fails)
+    with pytest.raises(StirGpuError, match=r"MPI launcher .*3 ranks.*mpi4py is not installed.*stirgpu\[mpi\]"):
+        world()
+    with pytest.raises(StirGpuError, match="mpi4py is not installed"):
+        ForwardProjector(backend="cpu")
+    monkeypatch.setenv("PMI_SIZE", "1")  # one rank: nothing to share
+    assert world().size == 1
+
+
+def test_rank_failure_names_the_rank_and_the_cause():
+    assert str(RankFailure((1,), 3, "bad.s: truncated", "forward projection")) == (
+        "rank 1 of 3 MPI ranks failed (forward projection): bad.s: truncated"
+    )
+    assert str(RankFailure((0, 2), 3, "x", "")) == "ranks 0, 2 of 3 MPI ranks failed: x"
+    assert str(RankFailure((0, 1, 2), 3, "the same everywhere", "checks")) == "the same everywhere"
+
+
+def test_a_new_file_written_in_parts_commits_once(tmp_path):
+    """share_for_writing / open_part: two stores write disjoint views of one new file; the part
+    never commits, the creator does (the header last); an abort leaves nothing."""
+    pdi, info = small_geometry()
+    x = phantom(info)
+    whole = ProjDataInMemory(pdi)
+    fp = ForwardProjector(backend="cpu")
+    fp.set_up(pdi, info)
+    fp.forward_project(whole, x)
+    creator = ProjDataOnDisk.create(tmp_path / "out.hs", pdi)
+    part = ProjDataFromFile.open_part(creator.share_for_writing())
+    assert creator.written_by_ranks and part.written_by_ranks and not part.abilities.abortable
+    nv = pdi.get_num_views()
+    for s in pdi.segment_nums:
+        creator.write_views(whole.read_views(s, range(nv // 2)), s, range(nv // 2))
+        part.write_views(whole.read_views(s, range(nv // 2, nv)), s, range(nv // 2, nv))
+    part.close()
+    assert not (tmp_path / "out.hs").exists()
+    creator.close()
+    with read_from_file(tmp_path / "out.hs") as back:
+        assert np.array_equal(back.as_array(), whole.as_array())
+
+    aborted = ProjDataOnDisk.create(tmp_path / "gone.hs", pdi)
+    ProjDataFromFile.open_part(aborted.share_for_writing()).close()
+    aborted.abort()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hs", "out.s"]
+
+
+def test_shared_output_of_one_process_is_a_plain_new_file(tmp_path):
+    pdi, _ = small_geometry()
+    with pytest.raises(RuntimeError):
+        with shared_output(Communicator(None), tmp_path / "a.hs", pdi) as out:
+            out.fill(1.0)
+            raise RuntimeError("stopped")
+    assert list(tmp_path.iterdir()) == []
+    with shared_output(Communicator(None), tmp_path / "a.hs", pdi) as out:
+        out.fill(2.0)
+    with read_from_file(tmp_path / "a.hs") as back:
+        assert float(back.as_array().min()) == 2.0
