@@ -60,20 +60,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 success, 2 error, 130 interrupted)."""
+    """Run the command line; returns the exit code (0 success, 2 error, 130 interrupted).
+
+    Under an MPI launcher (``mpirun -n N stirgpu ...``) every rank runs the command; rank 0
+    alone prints, and a failure on one rank or Ctrl-C ends every rank (:mod:`.ranks`)."""
     from .leftovers import OutputState, interrupted_message, warn_about_leftovers
+    from .ranks import Ranks
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        ranks = Ranks.of_this_run(args.command)
+    except StirGpuError as exc:  # started by mpirun without mpi4py
+        print(f"stirgpu {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     target = getattr(args, "output", None)
     header = _output_header(args.command, target)
     output = OutputState(header)
-    if target is not None:  # (osmaposl looks in the folders of its parameter file itself)
+    if target is not None and ranks.is_root:  # (osmaposl looks in the folders of its parameter file itself)
         warn_about_leftovers(args.command, [header.parent if header is not None else target])
     try:
-        code = args.run(args)
+        with ranks.printing():
+            code = args.run(args)
     except KeyboardInterrupt as exc:
-        print(f"stirgpu {args.command}: interrupted: {interrupted_message(exc, output)}", file=sys.stderr)
+        ranks.interrupted(f"stirgpu {args.command}: interrupted: {interrupted_message(exc, output)}", EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader of our output went away (e.g. ``| head``): not an error of ours
@@ -81,14 +91,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except StirGpuError as exc:
         # one line per problem (a parameter file's problems come all at once, with a count line)
-        for line in str(exc).splitlines() or [type(exc).__name__]:
-            print(f"stirgpu {args.command}: error: {line}", file=sys.stderr)
+        ranks.failed(exc, [f"stirgpu {args.command}: error: {line}" for line in _lines(exc)], EXIT_ERROR)
         return EXIT_ERROR
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"stirgpu {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        ranks.failed(exc, [f"stirgpu {args.command}: error: {where}{exc.strerror or exc}"], EXIT_ERROR)
         return EXIT_ERROR
+    except Exception as exc:  # under MPI, a bug or an out-of-memory error on one rank ends every rank
+        ranks.crashed(exc, EXIT_ERROR)
+        raise
     return int(code or 0)
+
+
+def _lines(exc: BaseException) -> list[str]:
+    return str(exc).splitlines() or [type(exc).__name__]
 
 
 def _output_header(command: str, target):

@@ -113,22 +113,27 @@ def wrote_line(saved: list, sensitivity_files: list, pictures: Sequence[Path | s
 
 
 def run(args) -> int:
+    from ..distributed import world
     from ..recon.run import prepare_osmaposl
     from .timeline import render_timeline
 
-    _check_timeline(args.timeline)
+    comm = world()  # under mpirun: every rank projects its share of each subset; rank 0 writes
     changes = config_changes(args)
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
-        prepared = stack.enter_context(prepare_osmaposl(args.par))
-        warn_about_leftovers("osmaposl", prepared.output_folders)
+        with comm.together("checking the parameter file and its inputs"):
+            _check_timeline(args.timeline)
+            prepared = stack.enter_context(prepare_osmaposl(args.par))
+        if comm.is_root:
+            warn_about_leftovers("osmaposl", prepared.output_folders)
         s = prepared.settings
         osem = prepared.osem
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)
+        on_ranks = f" {osem.comm.describe()}" if osem.comm.describe() else ""
         print(
             f"OSMAPOSL {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
             f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
-            f"backend {osem.projector.backend} {list(osem.projector.devices)}"
+            f"backend {osem.projector.backend} {list(osem.projector.devices)}{on_ranks}"
         )
         print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.sensitivity_files))
         seen = {"plan": None, "last": None}
@@ -150,14 +155,14 @@ def run(args) -> int:
                     seen["plan"] = rec.stats.plan
                 print("\n".join("    " + line for line in rec.stats.summary().splitlines()))
             seen["last"] = rec
-            if args.timeline and "%d" in args.timeline and rec.stats.events:
+            if args.timeline and "%d" in args.timeline and rec.stats.events and comm.is_root:
                 pictures.append(_timeline(render_timeline, args.timeline, rec))
 
         result = prepared.run(callback=report)
     last = seen["last"]
-    if args.timeline and "%d" not in args.timeline and last is not None and last.stats.events:
+    if args.timeline and "%d" not in args.timeline and last is not None and last.stats.events and comm.is_root:
         pictures.append(_timeline(render_timeline, args.timeline, last))
-    print(f"done in {time.perf_counter() - t0:.1f} s")
+    print(f"done in {time.perf_counter() - t0:.1f} s{on_ranks}")
     shown_pictures = pictures if len(pictures) <= 2 else [f"{plural(len(pictures), 'timeline')} ({args.timeline})"]
     print(wrote_line(result.saved, result.sensitivity_files, shown_pictures))
     return 0

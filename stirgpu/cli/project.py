@@ -188,30 +188,37 @@ def _report(args, projector, timeline) -> None:
 
 
 def run_forward(args) -> int:
-    from ..formats import ProjDataOnDisk, read_image, read_projdata_header
+    from ..distributed import shared_output, world
+    from ..formats import read_image, read_projdata_header
     from ..projectors import ForwardProjector
 
+    comm = world()  # under mpirun every rank writes its share of the views into the one output
     # everything is checked before any work: the .par, the outputs, the inputs, the projector set-up
-    changes, kw = _projector_settings(args.par, "forward")
-    names = output_files(args.output, PROJDATA, args.overwrite)
-    timeline = timeline_path(args.timeline, args.overwrite)
-    pdi = read_projdata_header(args.template).proj_data_info
-    image = read_image(args.image)
-    k, n = subset_of(args.subset, pdi)
+    with comm.together("checking the arguments and inputs"):
+        changes, kw = _projector_settings(args.par, "forward")
+        names = output_files(args.output, PROJDATA, args.overwrite)
+        timeline = timeline_path(args.timeline, args.overwrite)
+        pdi = read_projdata_header(args.template).proj_data_info
+        image = read_image(args.image)
+        k, n = subset_of(args.subset, pdi)
     with scoped_config(**_config_changes(args, changes)):
-        fp = ForwardProjector(max_segment_num_to_process=args.max_segment, **kw)
-        set_up_projector(fp, pdi, image.info, args.template)
-        out = ProjDataOnDisk.create(names.header, pdi, overwrite=args.overwrite)
-        try:
+        fp = ForwardProjector(max_segment_num_to_process=args.max_segment, comm=comm, **kw)
+        with comm.together("setting up the projector"):
+            set_up_projector(fp, pdi, image.info, args.template)
+        # written under a temporary name and committed when every rank got through: nothing
+        # appears under the output name otherwise
+        with shared_output(comm, names.header, pdi, overwrite=args.overwrite) as out:
             fp.forward_project(out, image, subset_num=k, num_subsets=n)
-        except BaseException:
-            out.abort()  # nothing appears under the output name
-            raise
-        out.close()  # commits: data, then header
-    _report(args, fp, timeline)
-    say_written(args.output, names)
-    print(wrote_interfile(names.header))
+    if comm.is_root:
+        _report(args, fp, timeline)
+        say_written(args.output, names)
+        print(wrote_interfile(names.header) + _on_ranks(comm))
     return 0
+
+
+def _on_ranks(comm) -> str:
+    """`` on 3 MPI ranks`` under MPI, else nothing."""
+    return f" {comm.describe()}" if comm.describe() else ""
 
 
 def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
@@ -232,25 +239,34 @@ def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
 
 
 def run_back(args) -> int:
+    from ..distributed import world
     from ..formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
     from ..kernels.stir_lors import stir_default_image_info
     from ..projectors import BackProjector
 
-    template, par = _split_rest(args.rest)
-    changes, kw = _projector_settings(par, "back")
-    names = output_files(args.output, IMAGE, args.overwrite)
-    timeline = timeline_path(args.timeline, args.overwrite)
-    with read_from_file(args.projdata, allow_template=False) as data:
-        pdi = data.get_proj_data_info()
-        k, n = subset_of(args.subset, pdi)
-        # without a template, STIR's back_project uses its default image: to the last bit
-        info = read_image(template).info if template is not None else stir_default_image_info(pdi)
+    comm = world()  # under mpirun every rank back projects its share; rank 0 writes the sum
+    with comm.together("checking the arguments and inputs"):
+        template, par = _split_rest(args.rest)
+        changes, kw = _projector_settings(par, "back")
+        names = output_files(args.output, IMAGE, args.overwrite)
+        timeline = timeline_path(args.timeline, args.overwrite)
+        data = read_from_file(args.projdata, allow_template=False)
+    with data:
+        with comm.together("checking the arguments and inputs"):
+            pdi = data.get_proj_data_info()
+            k, n = subset_of(args.subset, pdi)
+            # without a template, STIR's back_project uses its default image: to the last bit
+            info = read_image(template).info if template is not None else stir_default_image_info(pdi)
         with scoped_config(**_config_changes(args, changes)):
-            bp = BackProjector(max_segment_num_to_process=args.max_segment, **kw)
-            set_up_projector(bp, pdi, info, args.projdata)
+            bp = BackProjector(max_segment_num_to_process=args.max_segment, comm=comm, **kw)
+            with comm.together("setting up the projector"):
+                set_up_projector(bp, pdi, info, args.projdata)
             values = bp.back_project(None, data, subset_num=k, num_subsets=n)
-    write_image(names.header, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
-    _report(args, bp, timeline)
-    say_written(args.output, names)
-    print(wrote_interfile(names.header))
+    with comm.together(f"writing {names.header}"):
+        if comm.is_root:
+            write_image(names.header, VoxelsOnCartesianGrid(info, fill=values), overwrite=args.overwrite)
+    if comm.is_root:
+        _report(args, bp, timeline)
+        say_written(args.output, names)
+        print(wrote_interfile(names.header) + _on_ranks(comm))
     return 0

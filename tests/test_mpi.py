@@ -1,0 +1,258 @@
+"""MPI (stirgpu.distributed): ``mpiexec -n 1/2/3`` (oversubscribed on CI's 2 cores) against one
+process without MPI -- the library (projections, OSEM, the SIRF-style model) and the command line
+(forward-project, back-project, osmaposl) -- and the faults: a failing rank, a rank that runs out
+of memory between two steps, Ctrl-C.
+
+Agreement: forward projections bit for bit (each bin is computed by one rank, as without MPI),
+sums over ranks (back projections, OSEM) within 1e-5 of the maximum (float32 summation order).
+The tests need mpi4py and an ``mpiexec`` (the ``mpi`` extra installs both: MPICH's wheel); where
+either is missing they skip, saying which.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import REPO_ROOT
+
+from stirgpu.formats import ProjDataOnDisk, read_image, write_image
+from stirgpu.formats.image import VoxelsOnCartesianGrid
+from stirgpu.parfile import osmaposl_par
+from stirgpu.projectors import ProjectorPair
+from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+#: sums over ranks: float32 summation order
+SUM_TOLERANCE = 1e-5
+RUN_SECONDS = 300
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    """(the mpiexec command line up to the program, its environment) -- skips without mpi4py or
+    an mpiexec."""
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("MPI tests need mpi4py: install the 'mpi' extra (pip install -e '.[test,mpi]')")
+    beside = [Path(sys.executable).parent / n for n in ("mpiexec", "mpirun")]
+    found = next((str(p) for p in beside if p.is_file()), None) or shutil.which("mpiexec") or shutil.which("mpirun")
+    if found is None:
+        pytest.skip("MPI tests need an mpiexec or mpirun: install the 'mpi' extra (MPICH's wheel brings one)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(HERE)]))
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60).stdout
+    args = [found]
+    if "Open MPI" in version or "OpenRTE" in version:  # (MPICH runs as root and oversubscribes as it is)
+        args.append("--oversubscribe")
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return args, env
+
+
+def _mpi(launcher, blocks, cwd, timeout=RUN_SECONDS):
+    """Run MPMD ``blocks`` ([(ranks, argv)]) under mpiexec; the CompletedProcess."""
+    args, env = launcher
+    cmd = list(args)
+    for i, (n, argv) in enumerate(blocks):
+        cmd += ([":"] if i else []) + ["-n", str(n), *argv]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _plain(launcher, argv, cwd):
+    """The same program without MPI (no launcher)."""
+    return subprocess.run(argv, cwd=cwd, env=launcher[1], capture_output=True, text=True, timeout=RUN_SECONDS)
+
+
+def _ok(proc):
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def _close(got, want, what):
+    scale = float(np.max(np.abs(want)))
+    err = float(np.max(np.abs(got - want))) / scale
+    assert err <= SUM_TOLERANCE, f"{what}: max difference {err:.2e} of the maximum"
+
+
+STIRGPU = [sys.executable, "-m", "stirgpu"]
+
+
+# -- the library --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def library_reference(launcher, tmp_path_factory):
+    out = tmp_path_factory.mktemp("no_mpi")
+    _ok(_plain(launcher, [sys.executable, str(HERE / "mpi" / "projections.py"), str(out)], out))
+    return out
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_library_results_equal_one_process(launcher, library_reference, tmp_path, ranks):
+    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "projections.py"), str(tmp_path)])], tmp_path))
+    want = np.load(library_reference / "rank0.npz")
+    for rank in range(ranks):  # every rank holds the whole result
+        got = np.load(tmp_path / f"rank{rank}.npz")
+        assert int(got["ranks"]) == ranks
+        for name in ("forward", "forward_subset", "sirf_forward"):
+            assert np.array_equal(got[name], want[name]), f"rank {rank}: {name} differs"
+        for name in ("back", "back_subset", "ratio", "osem", "sirf_backward"):
+            _close(got[name], want[name], f"rank {rank}: {name}")
+        assert float(got["loglik"]) == pytest.approx(float(want["loglik"]), rel=1e-9)
+    for n in (2, 4):  # written once (rank 0), the same image
+        _close(
+            read_image(tmp_path / f"osem_{n}.hv").array, read_image(library_reference / f"osem_{n}.hv").array, "file"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir() if ".tmp-" in p.name) == []
+
+
+# -- the command line -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scan(tmp_path_factory):
+    """Simulated data (prompts, additive, normalisation), the activity image and an OSMAPOSL file."""
+    d = tmp_path_factory.mktemp("mpi_scan")
+    pdi, info = demo_geometry(num_views=24, num_tangential_poss=64)
+    ph = demo_phantom(info)
+    sim = simulate(ProjectorPair(backend="cpu"), pdi, info, ph.activity(info), ph.mu_map(info), counts=1e6, seed=5)
+    for name, pd in (("prompts", sim.prompts), ("additive", sim.additive), ("acf", sim.normalisation)):
+        ProjDataOnDisk.create(d / f"{name}.hs", pdi, fill=pd).close()
+    write_image(d / "image.hv", VoxelsOnCartesianGrid(info, fill=ph.activity(info)))
+    return d
+
+
+def _workdir(scan, path: Path, par_lines: dict | None = None) -> Path:
+    for f in scan.iterdir():
+        os.symlink(f, path / f.name)
+    (path / "osem.par").write_text(
+        osmaposl_par(
+            "prompts.hs",
+            normalisation="acf.hs",
+            additive_sinogram="additive.hs",
+            subset_sensitivity_filenames="sens_%d.hv",
+            output_filename_prefix="osem",
+            num_subsets=3,
+            **(par_lines or {"num_subiterations": 3, "save_interval": 3}),
+        )
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def cli_reference(launcher, scan, tmp_path_factory):
+    d = _workdir(scan, tmp_path_factory.mktemp("cli_no_mpi"))
+    _ok(_plain(launcher, STIRGPU + ["forward-project", "fwd.hs", "image.hv", "prompts.hs", "--backend", "cpu"], d))
+    _ok(_plain(launcher, STIRGPU + ["back-project", "back.hv", "prompts.hs", "--subset", "1/3", "--backend", "cpu"], d))
+    _ok(_plain(launcher, STIRGPU + ["osmaposl", "osem.par", "--backend", "cpu"], d))
+    return d
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_forward_project_files_are_bit_identical(launcher, scan, cli_reference, tmp_path, ranks):
+    d = _workdir(scan, tmp_path)
+    proc = _ok(_mpi(launcher, [(ranks, STIRGPU + ["forward-project", "fwd.hs", "image.hv", "prompts.hs"])], d))
+    assert f"on {ranks} MPI rank" in proc.stdout.splitlines()[-1]
+    assert (d / "fwd.s").read_bytes() == (cli_reference / "fwd.s").read_bytes()
+    assert (d / "fwd.hs").read_text() == (cli_reference / "fwd.hs").read_text()
+    assert [p.name for p in d.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_back_project_and_osmaposl_on_two_ranks(launcher, scan, cli_reference, tmp_path):
+    d = _workdir(scan, tmp_path)
+    back = ["back-project", "back.hv", "prompts.hs", "--subset", "1/3", "--backend", "cpu"]
+    assert "on 2 MPI ranks" in _ok(_mpi(launcher, [(2, STIRGPU + back)], d)).stdout
+    _close(read_image(d / "back.hv").array, read_image(cli_reference / "back.hv").array, "back-project")
+    proc = _ok(_mpi(launcher, [(2, STIRGPU + ["osmaposl", "osem.par", "--backend", "cpu"])], d))
+    first, done = proc.stdout.splitlines()[0], [line for line in proc.stdout.splitlines() if line.startswith("done")]
+    assert first.endswith("on 2 MPI ranks") and done and done[0].endswith("on 2 MPI ranks"), proc.stdout
+    assert proc.stdout.count("subiteration 1 ") == 1  # rank 0 alone prints
+    for name in ("osem_3.hv", "sens_0.hv", "sens_2.hv"):
+        _close(read_image(d / name).array, read_image(cli_reference / name).array, name)
+
+
+# -- faults ---------------------------------------------------------------------------------------
+def test_a_failing_rank_fails_every_rank_with_one_message_and_no_output(launcher, scan, tmp_path):
+    """Rank 1 alone cannot plan its share (a host memory budget far too small for one viewgram):
+    it fails inside the forward projection while ranks 0 and 2 finish theirs."""
+    d = _workdir(scan, tmp_path)
+    argv = STIRGPU + ["forward-project", "fwd.hs", "image.hv", "prompts.hs", "--quiet"]
+    t0 = time.monotonic()
+    proc = _mpi(launcher, [(1, argv), (1, argv + ["--memory-budget", "1K"]), (1, argv)], d)
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("stirgpu")]
+    assert len(lines) == 1, proc.stderr
+    assert "rank 1 of 3 MPI ranks failed (forward projection): not even one viewgram fits" in lines[0]
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith("fwd")) == []  # nothing, not even a temporary
+
+
+def test_a_rank_out_of_memory_between_steps_ends_every_rank(launcher, scan, tmp_path):
+    """Rank 1 raises MemoryError outside any step the ranks take together (tests/mpi/crashing_rank.py):
+    it names itself and the cause, and ends every rank; no estimate is written."""
+    d = _workdir(scan, tmp_path, {"num_subiterations": 3, "save_interval": 1})
+    argv = [
+        sys.executable,
+        str(HERE / "mpi" / "crashing_rank.py"),
+        "1",
+        "2",
+        "osmaposl",
+        "osem.par",
+        "--backend",
+        "cpu",
+    ]
+    t0 = time.monotonic()
+    proc = _mpi(launcher, [(3, argv)], d)
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("stirgpu")]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        "stirgpu osmaposl: rank 1 of 3 MPI ranks: error: out of memory (MemoryError: cannot allocate the update image"
+    ), proc.stderr
+    assert (d / "osem_1.hv").is_file() and not (d / "osem_2.hv").exists() and not (d / "osem_3.hv").exists()
+
+
+def test_ctrl_c_ends_every_rank(launcher, scan, tmp_path):
+    d = _workdir(scan, tmp_path, {"num_subiterations": 300, "save_interval": 300})
+    args, env = launcher
+    cmd = args + ["-n", "3", *STIRGPU, "osmaposl", "osem.par", "--backend", "cpu"]
+    proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "subiteration 2 " in line:
+                break
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 10
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+    assert "stirgpu osmaposl: interrupted: stopped in subiteration" in err, err
+    assert not (d / "osem_300.hv").exists()
+    assert [p.name for p in d.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_one_process_without_a_launcher_is_unchanged(monkeypatch):
+    """No MPI launcher: the default communicator is this process alone, and mpi4py is not imported."""
+    from stirgpu.distributed import launched_by_mpi, world
+    from stirgpu.distributed.comm import RANK_VARIABLES
+
+    for v in RANK_VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    assert launched_by_mpi() == (False, None)
+    comm = world()
+    assert (comm.rank, comm.size, comm.mpi, comm.describe()) == (0, 1, None, "")
+    code = "import sys, stirgpu.projectors as p; p.ProjectorPair(backend='cpu'); print('mpi4py' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.stdout.strip() == "False", out.stderr
