@@ -26,6 +26,7 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
         (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir"),
     ],  # BadArgument
+    "mpi.py": [(["--ranks", "0,2"], "--ranks"), (["--scanner", "No Such Scanner"], "No Such Scanner")],
     "numerics.py": [(["--repeat", "0"], "--repeat")],
     "osem.py": [
         (["--devices", "0,x"], "--devices"),
