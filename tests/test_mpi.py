@@ -256,3 +256,15 @@ def test_one_process_without_a_launcher_is_unchanged(monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_demo_refuses_several_ranks_with_one_message(launcher, tmp_path):
+    """The demo writes its folder from one process: on 2 ranks it refuses, once, before any work."""
+    proc = _mpi(launcher, [(2, STIRGPU + ["demo", "--output", str(tmp_path / "demo")])], tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("stirgpu")]
+    assert lines == [
+        "stirgpu demo: error: the demo runs in one process, not on 2 MPI ranks: run it without mpirun "
+        "(mpirun -n N works for osmaposl, forward-project and back-project)"
+    ]
+    assert not (tmp_path / "demo").exists()

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import config
+from ..errors import StirGpuError
 from .checks import check_folder
 from .options import add_execution_options, config_changes
 from .written import wrote_folder
@@ -299,24 +300,28 @@ def contrast_report(phantom, info, truth: np.ndarray, recon: np.ndarray) -> list
 
 
 def run(args) -> int:
+    from ..distributed import world
     from ..formats import read_image
     from ..projectors import ProjectorPair
     from ..recon.run import prepare_osmaposl
     from .timeline import render_timeline
 
+    comm = world()
+    with comm.together("starting the demo"):  # (every rank refuses alike: one message)
+        if comm.parallel:
+            raise StirGpuError(
+                f"the demo runs in one process, not on {comm.size} MPI ranks: run it without mpirun "
+                "(mpirun -n N works for osmaposl, forward-project and back-project)"
+            )
     t_start = time.perf_counter()
     out = Path(args.output)
     if out.exists() and not out.is_dir():
-        from ..errors import StirGpuError
-
         raise StirGpuError(f"--output {out}: is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
     check_folder(out, f"--output {out}")
     s = DemoSettings
     earlier = [n for n in DEMO_FILES if (out / n).exists()]
     if earlier and not args.overwrite:
-        from ..errors import StirGpuError
-
         raise StirGpuError(
             f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
             f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them"

@@ -73,6 +73,7 @@ class PairSession:
     """stirgpu's projector pair for one STIR set-up (``set_up(proj_data_info, image)``)."""
 
     def __init__(self, proj_data_info, image, options: dict):
+        from ..distributed import Communicator
         from ..execution import default_host_budget
         from ..projectors import ProjectorPair
 
@@ -81,7 +82,9 @@ class PairSession:
         if self._pdi.get_num_tof_poss() > 1:
             raise GeometryError("TOF projection data are not supported by the stirgpu projectors")
         self._image_info = image_info_from_stir(image, "STIR's image")
-        self._pair: ProjectorPair | None = ProjectorPair(**kwargs)  # None once closed
+        # this process alone, even under mpirun: STIR's own MPI build deals the work to its
+        # processes, each projecting its own views (a shared call would wait for the others)
+        self._pair: ProjectorPair | None = ProjectorPair(comm=Communicator(None), **kwargs)  # None once closed
         self._pair.set_up(self._pdi, self._image_info)
         #: bytes the C++ side may keep in its forward cache and back-projection buffers
         self.cache_bytes = int(kwargs["host_memory_budget"] or default_host_budget())
