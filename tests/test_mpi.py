@@ -100,6 +100,8 @@ def test_library_results_equal_one_process(launcher, library_reference, tmp_path
     for rank in range(ranks):  # every rank holds the whole result
         got = np.load(tmp_path / f"rank{rank}.npz")
         assert int(got["ranks"]) == ranks
+        # the node's ranks split its default host memory budget (one process keeps the default)
+        assert int(got["ranks_on_this_node"]) == ranks and bool(got["host_budget_set"]) == (ranks > 1)
         for name in ("forward", "forward_subset", "sirf_forward"):
             assert np.array_equal(got[name], want[name]), f"rank {rank}: {name} differs"
         for name in ("back", "back_subset", "ratio", "osem", "sirf_backward"):

@@ -38,6 +38,8 @@ __all__ = ["Communicator", "world", "as_communicator", "launched_by_mpi", "descr
 #: what MPI launchers set in each process they start: its rank, and the number of ranks
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+#: ... and the number of ranks on this node (MPICH's hydra, Open MPI, Slurm)
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 #: default bytes of one host staging buffer of :meth:`Communicator.sum_image` (two are used)
 STAGING_BYTES = 16 << 20
 #: polling a pending request: first and longest sleep between polls (seconds)
@@ -80,6 +82,15 @@ class Communicator:
     def is_root(self) -> bool:
         """Whether this is rank 0: the one that writes the files every rank computed alike."""
         return self.rank == 0
+
+    @property
+    def ranks_on_this_node(self) -> int:
+        """The ranks sharing this node's memory, as the launcher says (1 where it says nothing,
+        and without MPI): they split the node's default host memory budget."""
+        if not self.parallel:
+            return 1
+        found = next((os.environ[v] for v in LOCAL_SIZE_VARIABLES if os.environ.get(v, "").isdigit()), "1")
+        return max(min(int(found), self.size), 1)
 
     @property
     def parallel(self) -> bool:

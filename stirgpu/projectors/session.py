@@ -34,7 +34,8 @@ Options (keywords of the session and of every projector; ``None`` takes the valu
   process was started by an MPI launcher, else none): each rank projects its share of the
   viewgrams, balanced by bins, back projections and log-likelihoods are summed over the ranks,
   and an output holds the whole projection on every rank (a file of
-  :func:`stirgpu.distributed.shared_output`: written by the ranks, each its share);
+  :func:`stirgpu.distributed.shared_output`: written by the ranks, each its share); ranks on
+  one node split its default host memory budget (measured when the session is made);
   see docs/distributed.md;
 * ``num_slots`` -- chunks in flight per lane (default 3: one being read or written, one
   computing, one queued, so per-chunk host work never leaves the GPU waiting; 2 is plain
@@ -70,7 +71,7 @@ from ..config import get_config
 from ..distributed import as_communicator, staging_bytes
 from ..errors import GeometryError, StirGpuError
 from ..execution import Engine, resolve_backend, resolve_devices
-from ..execution.plan import parse_bytes
+from ..execution.plan import default_host_budget, parse_bytes
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import (
     as_image_array,
@@ -227,6 +228,11 @@ class ProjectionSession:
         #: them): ``comm`` (an mpi4py communicator or a Communicator), or None -- MPI's
         #: ``COMM_WORLD`` when run under an MPI launcher, else this process alone
         self.comm = as_communicator(comm, staging_bytes(self.options.host_memory_budget))
+        if self.options.host_memory_budget is None and self.comm.ranks_on_this_node > 1:
+            # the node's ranks share its memory: each takes its part of the default budget (the
+            # memory available now), fixed for the session's life
+            share = max(default_host_budget() // self.comm.ranks_on_this_node, 64 << 20)
+            self.options = dataclasses.replace(self.options, host_memory_budget=share)
         self._set_up: _SetUp | None = None
         self._engine: Engine | None = None
         self._input_ref: Any = None  # weakref (None if the object is not weak-referenceable)

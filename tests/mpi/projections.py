@@ -36,6 +36,8 @@ results["back_subset"] = pair.back_project(None, y, 1, 4)
 ratio, loglik = pair.forward_back_ratio(x, y, 0, 3, return_loglik=True)
 results["ratio"], results["loglik"] = ratio, np.array(loglik)
 results["ranks"] = np.array(pair.last_stats.ranks)
+results["ranks_on_this_node"] = np.array(pair.comm.ranks_on_this_node)
+results["host_budget_set"] = np.array(pair.host_memory_budget is not None)
 
 osem = OSEM(
     PoissonLogLikelihood(y),
