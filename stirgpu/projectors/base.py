@@ -260,9 +260,9 @@ class StreamingProjector:
         by the ranks gets the other ranks' shares -- every rank ends with the result a single
         process would have.  A failure on any rank fails the call on every rank alike
         (:class:`~stirgpu.errors.RankFailure`)."""
-        _check_stores(sources, sinks)
         comm = self.session.comm
         with comm.together(operation):
+            _check_stores(sources, sinks)
             segments = self.session.segments_to_process()
             if comm.parallel:
                 views_here = share_viewgrams(self.session.proj_data_info, segments, views, comm.rank, comm.size)
