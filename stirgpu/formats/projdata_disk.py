@@ -225,7 +225,7 @@ class ProjDataFromFile(ProjData):
             data_offset=0,
             scale_factor=1.0,
             segment_sequence=proj_data_info.segment_nums,
-            tof_mash_factor=max(1, sc.max_num_timing_poss // ntof) if ntof > 1 else 1,
+            tof_mash_factor=proj_data_info.get_tof_mash_factor() if ntof > 1 else 1,
             originating_system=sc.name,
         )
         store = cls(header, "w", fd, pending=pending)

@@ -345,6 +345,7 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
             arc_corrected=arc_corrected,
             tangential_sampling=tang_sampling,
             num_tof_poss=num_tof,
+            tof_mash_factor=tof_mash if num_tof > 1 else 0,
             num_axial_poss=[axial[i] for i in file_pos],
         )
     except GeometryError as exc:
@@ -468,7 +469,7 @@ def format_projdata_header(
     if pdi.is_arc_corrected():
         w.add("effective central bin size (cm)", format_f32(pdi.get_tangential_sampling() / 10))
     if ntof > 1:
-        w.add("TOF mashing factor", max(1, sc.max_num_timing_poss // ntof))
+        w.add("TOF mashing factor", pdi.get_tof_mash_factor())
     if scale_factor != 1.0:
         w.add("image scaling factor", float(scale_factor), index=1)
     if data_offset:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import GeometryError
 from .scanner import Scanner
+from .tof import TofSampling
 
 __all__ = ["ProjDataInfo", "SegmentInfo", "ChunkTables", "Selection"]
 
@@ -60,6 +61,30 @@ def _stir_axial_poss(n_rings: int, rd_min: Sequence[int], rd_max: Sequence[int],
         2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b))
         for a, b in zip(rd_min, rd_max, strict=True)
     ]
+
+
+def _tof_sampling(scanner: Scanner, num_tof_poss: int, tof_mash_factor: int | None) -> TofSampling:
+    """The TOF sampling from a mashing factor and/or a number of TOF positions (they must agree)."""
+    if num_tof_poss < 1:
+        raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")
+    max_poss = scanner.max_num_timing_poss
+    if tof_mash_factor is None:
+        if num_tof_poss == 1:
+            return TofSampling.non_tof()
+        if not scanner.is_tof_ready() or max_poss % num_tof_poss:
+            raise GeometryError(
+                f"ProjDataInfo: {num_tof_poss} TOF positions impossible for {scanner.name!r} "
+                f"({max_poss} unmashed TOF time bins, TOF-ready: {scanner.is_tof_ready()}): "
+                "the number must divide the unmashed bins"
+            )
+        tof_mash_factor = max_poss // num_tof_poss
+    tof = TofSampling.of(scanner, tof_mash_factor)
+    if num_tof_poss != 1 and tof.num_poss != num_tof_poss:
+        raise GeometryError(
+            f"ProjDataInfo: num_tof_poss={num_tof_poss} disagrees with tof_mash_factor={tof_mash_factor} "
+            f"({tof.num_poss} positions for {scanner.name!r})"
+        )
+    return tof
 
 
 def _check_axial_poss(seg: int, a: int, b: int, nax: int, full_ring_spacing: bool) -> None:
@@ -146,7 +171,12 @@ class ProjDataInfo:
     min_tangential_pos_num
         Default ``-(num_tangential_poss // 2)``.
     num_tof_poss
-        Number of TOF positions (1: non-TOF).
+        Number of TOF positions (1: non-TOF).  Without ``tof_mash_factor``, a number above 1
+        gives the mashing factor ``max_num_timing_poss / num_tof_poss`` (which must divide).
+    tof_mash_factor
+        STIR's TOF mashing factor (0: non-TOF data); the number of TOF positions is then the
+        scanner's maximum number of timing positions divided by it (``geometry.tof``, STIR's
+        ``set_tof_mash_factor``).  With ``num_tof_poss`` too, both must agree.
     """
 
     __slots__ = (
@@ -158,7 +188,7 @@ class ProjDataInfo:
         "_min_tang",
         "_arc_corrected",
         "_tang_sampling",
-        "_num_tof_poss",
+        "_tof",
         "_phi_offset",
     )
 
@@ -174,6 +204,7 @@ class ProjDataInfo:
         tangential_sampling: float | None = None,
         min_tangential_pos_num: int | None = None,
         num_tof_poss: int = 1,
+        tof_mash_factor: int | None = None,
     ):
         if not isinstance(scanner, Scanner):
             raise GeometryError(f"ProjDataInfo: scanner must be a stirgpu Scanner, not {type(scanner).__name__}")
@@ -226,9 +257,7 @@ class ProjDataInfo:
                 f"{scanner.max_num_non_arccorrected_bins} non-arc-corrected bins of "
                 f"{scanner.name!r} (STIR refuses such data)"
             )
-        num_tof_poss = int(num_tof_poss)
-        if num_tof_poss < 1:
-            raise GeometryError(f"ProjDataInfo: num_tof_poss must be >= 1 (got {num_tof_poss})")
+        tof = _tof_sampling(scanner, int(num_tof_poss), tof_mash_factor)
 
         if num_axial_poss is None:
             axial = _stir_axial_poss(n_rings, rd_min, rd_max, i0)
@@ -257,7 +286,7 @@ class ProjDataInfo:
         if not ts > 0:
             raise GeometryError(f"ProjDataInfo: tangential_sampling must be positive (got {ts})")
         self._tang_sampling = ts
-        self._num_tof_poss = num_tof_poss
+        self._tof = tof
         # STIR (ProjDataInfoCylindrical.cxx): the scanner's intrinsic tilt, plus half a mash for
         # view-mashed data; views that do not divide the unmashed ones are accepted (STIR warns)
         # without that shift
@@ -275,9 +304,11 @@ class ProjDataInfo:
         num_tangential_poss: int | None = None,
         arc_corrected: bool = False,
         num_tof_poss: int = 1,
+        tof_mash_factor: int | None = None,
     ) -> ProjDataInfo:
         """Like STIR's ``ProjDataInfo::construct_proj_data_info(scanner, span, max_delta,
-        num_views, num_tangential_poss, arc_corrected)``.
+        num_views, num_tangential_poss, arc_corrected, tof_mashing_factor)``; TOF as in the
+        constructor (``tof_mash_factor`` 0 or None with ``num_tof_poss`` 1: non-TOF).
 
         Span ``S`` (STIR's ``ProjDataInfoCTI`` in ``ProjDataInfo.cxx``): segment 0 covers ring
         differences [-(S-1)/2, (S-1)/2] for odd ``S`` and [-S/2, S/2] (S + 1 differences) for
@@ -317,7 +348,16 @@ class ProjDataInfo:
             num_tangential_poss = (
                 scanner.default_num_arccorrected_bins if arc_corrected else scanner.max_num_non_arccorrected_bins
             )
-        return cls(scanner, lo, hi, num_views, num_tangential_poss, arc_corrected, num_tof_poss=num_tof_poss)
+        return cls(
+            scanner,
+            lo,
+            hi,
+            num_views,
+            num_tangential_poss,
+            arc_corrected,
+            num_tof_poss=num_tof_poss,
+            tof_mash_factor=tof_mash_factor,
+        )
 
     def replace(self, **changes) -> ProjDataInfo:
         """A copy with constructor arguments changed."""
@@ -330,9 +370,11 @@ class ProjDataInfo:
             arc_corrected=self._arc_corrected,
             tangential_sampling=self._tang_sampling,
             min_tangential_pos_num=self._min_tang,
-            num_tof_poss=self._num_tof_poss,
+            tof_mash_factor=self._tof.mash_factor,
             num_axial_poss=[s.num_axial_poss for s in self._segments],
         )
+        if "num_tof_poss" in changes and "tof_mash_factor" not in changes:
+            kw["tof_mash_factor"] = None
         if "num_tangential_poss" in changes and "min_tangential_pos_num" not in changes:
             kw["min_tangential_pos_num"] = None
         # new ring differences get STIR's default axial positions unless given too
@@ -369,7 +411,7 @@ class ProjDataInfo:
             and self._num_tang == other._num_tang
             and self._min_tang == other._min_tang
             and self._arc_corrected == other._arc_corrected
-            and self._num_tof_poss == other._num_tof_poss
+            and self._tof == other._tof
             and (not self._arc_corrected or math.isclose(self._tang_sampling, other._tang_sampling, rel_tol=2e-6))
         )
 
@@ -386,7 +428,7 @@ class ProjDataInfo:
             f"num_views={self._num_views}, num_tangential_poss={self._num_tang}, "
             f"arc_corrected={self._arc_corrected}"
             + (f", tangential_sampling={self._tang_sampling!r}" if self._arc_corrected else "")
-            + (f", num_tof_poss={self._num_tof_poss}" if self._num_tof_poss > 1 else "")
+            + (f", tof_mash_factor={self._tof.mash_factor}" if self._tof.is_tof else "")
             + ")"
         )
 
@@ -472,11 +514,55 @@ class ProjDataInfo:
     def get_max_ring_difference_overall(self) -> int:
         return max(max(abs(s.min_ring_diff), abs(s.max_ring_diff)) for s in self._segments)
 
+    # -- TOF (geometry.tof; STIR's accessors) ---------------------------------------------
+    @property
+    def tof(self) -> TofSampling:
+        """The TOF sampling (mashing factor, timing positions, widths)."""
+        return self._tof
+
     def get_num_tof_poss(self) -> int:
-        return self._num_tof_poss
+        return self._tof.num_poss
+
+    def get_tof_mash_factor(self) -> int:
+        """STIR's TOF mashing factor: 0 for non-TOF data."""
+        return self._tof.mash_factor
+
+    def get_min_tof_pos_num(self) -> int:
+        return self._tof.min_pos
+
+    def get_max_tof_pos_num(self) -> int:
+        return self._tof.max_pos
 
     def is_tof_data(self) -> bool:
-        return self._num_tof_poss > 1
+        """STIR's rule: a positive TOF mashing factor (even one that leaves one position)."""
+        return self._tof.is_tof
+
+    def get_k(self, timing_pos: int) -> float:
+        """Centre (mm) of a timing position along the LOR from its midpoint (STIR's ``get_k``)."""
+        return self._tof.k(timing_pos)
+
+    def get_sampling_in_k(self, timing_pos: int = 0) -> float:
+        """Width (mm) of a timing position (STIR's ``get_sampling_in_k``)."""
+        return self._tof.sampling_in_k(timing_pos)
+
+    def get_tof_delta_time(self, timing_pos: int) -> float:
+        return self._tof.delta_time_ps(timing_pos)
+
+    def get_tof_bin(self, delta_time_ps: float) -> int:
+        return self._tof.bin_of_delta_time(delta_time_ps)
+
+    def tof_bin_boundaries_mm(self, timing_pos: int) -> tuple[float, float]:
+        return self._tof.boundaries_mm(timing_pos)
+
+    def tof_bin_boundaries_ps(self, timing_pos: int) -> tuple[float, float]:
+        return self._tof.boundaries_ps(timing_pos)
+
+    def create_non_tof_clone(self) -> ProjDataInfo:
+        """The same geometry without TOF (STIR's ``create_non_tof_clone``)."""
+        return self.replace(tof_mash_factor=0)
+
+    def get_num_non_tof_sinograms(self) -> int:
+        return self.get_num_axial_poss_total()
 
     def is_arc_corrected(self) -> bool:
         return self._arc_corrected
@@ -508,7 +594,7 @@ class ProjDataInfo:
 
     def get_num_sinograms(self) -> int:
         """Sinograms over all segments (and TOF positions), as STIR counts them."""
-        return self.get_num_axial_poss_total() * self._num_tof_poss
+        return self.get_num_axial_poss_total() * self._tof.num_poss
 
     def num_bins(self, segment_num: int | None = None) -> int:
         """Bins in one segment (one TOF position), or in all data when ``segment_num`` is None."""

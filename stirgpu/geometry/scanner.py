@@ -194,6 +194,18 @@ class Scanner:
     def get_max_num_timing_poss(self) -> int:
         return self.max_num_timing_poss
 
+    def get_size_of_timing_pos(self) -> float:
+        """Size of an unmashed TOF time bin (ps)."""
+        return self.size_of_timing_pos
+
+    def get_timing_resolution(self) -> float:
+        """TOF timing resolution, FWHM (ps)."""
+        return self.timing_resolution
+
+    def is_tof_ready(self) -> bool:
+        """STIR's rule: TOF bins, their size and the timing resolution all positive."""
+        return self.max_num_timing_poss > 0 and self.size_of_timing_pos > 0 and self.timing_resolution > 0
+
     def replace(self, **changes) -> Scanner:
         """A copy with some parameters changed (a user-defined scanner)."""
         return dataclasses.replace(self, **changes)

@@ -126,6 +126,7 @@ def proj_data_info_from_stir(stir_pdi: Any, name: str = "proj_data_info"):
     else:
         raise StirGpuError(f"{name}: cannot tell whether STIR projection data ({cls}) are arc-corrected")
     ntof = int(_optional(stir_pdi, "get_num_tof_poss", default=1))
+    tof_mash = int(_optional(stir_pdi, "get_tof_mash_factor", default=0))
     try:
         pdi = ProjDataInfo(
             scanner,
@@ -137,6 +138,7 @@ def proj_data_info_from_stir(stir_pdi: Any, name: str = "proj_data_info"):
             tangential_sampling=sampling,
             min_tangential_pos_num=min_tang,
             num_tof_poss=ntof,
+            tof_mash_factor=tof_mash if tof_mash > 0 else None,
             num_axial_poss=None if -1 in num_axial else num_axial,
         )
         offset = _optional(stir_pdi, "get_azimuthal_angle_offset")
