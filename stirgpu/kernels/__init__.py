@@ -8,6 +8,7 @@ from .api import back_chunk, forward_chunk, joseph_back, joseph_forward
 from .fov import apply_cylindrical_fov, cylindrical_fov_mask, stir_rim
 from .frames import NUMERICS, KernelGeometry, stir_scaled_geometry
 from .stir_api import back_chunk_stir, forward_chunk_stir
+from .stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
 
 __all__ = [
     "joseph_forward",
@@ -16,6 +17,8 @@ __all__ = [
     "back_chunk",
     "forward_chunk_stir",
     "back_chunk_stir",
+    "forward_chunk_stir_tof",
+    "back_chunk_stir_tof",
     "NUMERICS",
     "KernelGeometry",
     "stir_scaled_geometry",

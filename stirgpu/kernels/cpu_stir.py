@@ -137,6 +137,48 @@ def _strides(di, n0, n1, n2):
     return np.int64(1), s0, n0, s1, n1
 
 
+@cached_njit(inline="always", error_model="numpy")
+def _interp(img, base, fu, fw, su, nu, sw, nw):
+    """libparallelproj's bilinear interpolation in the plane starting at ``base`` (zero
+    outside), its float32 operations in its order."""
+    one = F32(1)
+    u0 = int(math.floor(fu))
+    w0 = int(math.floor(fw))
+    wu = F32(fu - F32(u0))
+    ww = F32(fw - F32(w0))
+    v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
+    v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
+    v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
+    v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
+    r = F32(
+        F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
+        + F32(F32(v01 * F32(one - wu)) * ww)
+    )
+    return F32(r + F32(F32(v11 * wu) * ww))
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
+    """The adjoint of :func:`_interp`: add ``float32(val * weight)`` to each corner."""
+    one = F32(1)
+    u0 = int(math.floor(fu))
+    w0 = int(math.floor(fw))
+    wu = F32(fu - F32(u0))
+    ww = F32(fw - F32(w0))
+    if 0 <= u0 < nu and 0 <= w0 < nw:
+        k = base + u0 * su + w0 * sw
+        img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * F32(one - ww))))
+    if 0 <= u0 + 1 < nu and 0 <= w0 < nw:
+        k = base + (u0 + 1) * su + w0 * sw
+        img[k] = F32(img[k] + F32(val * F32(wu * F32(one - ww))))
+    if 0 <= u0 < nu and 0 <= w0 + 1 < nw:
+        k = base + u0 * su + (w0 + 1) * sw
+        img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * ww)))
+    if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw:
+        k = base + (u0 + 1) * su + (w0 + 1) * sw
+        img[k] = F32(img[k] + F32(val * F32(wu * ww)))
+
+
 @cached_njit(error_model="numpy")
 def _forward_one(s, e, img, org, vs, dims):
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
@@ -146,22 +188,8 @@ def _forward_one(s, e, img, org, vs, dims):
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
     acc = F32(0)
-    one = F32(1)
     for i in range(istart, iend + 1):
-        u0 = int(math.floor(fu))
-        w0 = int(math.floor(fw))
-        wu = F32(fu - F32(u0))
-        ww = F32(fw - F32(w0))
-        base = np.int64(i) * sd
-        v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
-        v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
-        v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
-        v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
-        r = F32(
-            F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
-            + F32(F32(v01 * F32(one - wu)) * ww)
-        )
-        acc = F32(acc + F32(r + F32(F32(v11 * wu) * ww)))
+        acc = F32(acc + _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)
     return F32(acc * cf)
@@ -176,25 +204,8 @@ def _back_one(s, e, value, img, org, vs, dims):
     sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
-    one = F32(1)
     for i in range(istart, iend + 1):
-        u0 = int(math.floor(fu))
-        w0 = int(math.floor(fw))
-        wu = F32(fu - F32(u0))
-        ww = F32(fw - F32(w0))
-        base = np.int64(i) * sd
-        if 0 <= u0 < nu and 0 <= w0 < nw:
-            k = base + u0 * su + w0 * sw
-            img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * F32(one - ww))))
-        if 0 <= u0 + 1 < nu and 0 <= w0 < nw:
-            k = base + (u0 + 1) * su + w0 * sw
-            img[k] = F32(img[k] + F32(val * F32(wu * F32(one - ww))))
-        if 0 <= u0 < nu and 0 <= w0 + 1 < nw:
-            k = base + u0 * su + (w0 + 1) * sw
-            img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * ww)))
-        if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw:
-            k = base + (u0 + 1) * su + (w0 + 1) * sw
-            img[k] = F32(img[k] + F32(val * F32(wu * ww)))
+        _interp_adjoint(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw, val)
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)
 

@@ -1,0 +1,114 @@
+"""TOF chunk projections with STIR's numerics (``docs/tof.md``): what STIR's Parallelproj
+projector computes for TOF projection data, on the CPU.
+
+:func:`forward_chunk_stir_tof` and :func:`back_chunk_stir_tof` take what
+:func:`stirgpu.kernels.forward_chunk_stir` takes (a chunk's ChunkTables or :class:`StirChunk`, the
+projection-data geometry, the image and its STIR frame) and project every TOF bin of the chunk's
+LORs in one walk per LOR (:mod:`stirgpu.kernels.cpu_stir_tof`).  A part's values are
+``(num TOF bins, nv, na, nt)``: TOF outermost, as STIR stores them; several parts' values follow
+one another, flat.  CUDA arrays are refused (no TOF kernels on the GPU yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..arrays import on_cuda
+from ..errors import DeviceError, GeometryError
+from .stir_api import StirChunk, _chunk, _frame, _image
+
+__all__ = ["forward_chunk_stir_tof", "back_chunk_stir_tof", "stir_tof_tables", "N_SIGMAS"]
+
+#: STIR's Parallelproj projector truncates the TOF kernel at 4 sigmas (its ``n_sigmas``)
+N_SIGMAS = 4.0
+
+
+def stir_tof_tables(proj_data_info, rescale, timing_poss: Sequence[int] | None = None) -> tuple[np.ndarray, int, int]:
+    """The TOF tables of :mod:`cpu_stir_tof` as ``ParallelprojHelper`` makes them: ``(width,
+    sigma, n_sigmas, c0)`` in STIR's units (``get_sampling_in_k(0) * rescale``,
+    ``tof_delta_time_to_mm(resolution) / 2.355 * rescale``, 4, and the centre of the data's
+    first bin, ``-(N - 1) / 2`` widths from the LOR's midpoint), the first of the chunk's bins
+    (``timing_poss``, default all; consecutive, ascending) counted from the data's first, and
+    their number."""
+    if not proj_data_info.is_tof_data():
+        raise GeometryError("TOF projection: the projection data are not TOF data")
+    tof = proj_data_info.tof
+    lo, hi = tof.min_pos, tof.max_pos
+    poss = np.arange(lo, hi + 1) if timing_poss is None else np.asarray(list(timing_poss), dtype=np.int64)
+    if poss.size == 0 or poss.min() < lo or poss.max() > hi or np.any(np.diff(poss) != 1):
+        raise GeometryError(
+            f"timing_poss: expected consecutive ascending positions in [{lo}, {hi}], got {poss.tolist()}"
+        )
+    r = np.float32(rescale)
+    width = np.float32(np.float32(tof.sampling_in_k(0)) * r)
+    sigma = np.float32(tof.sigma_mm() * np.float64(r))
+    # bin j of the data (STIR's timing position j + min) is centred c0 + j widths from the midpoint
+    c0 = -(tof.num_poss - 1) / 2
+    return np.array([width, sigma, N_SIGMAS, c0], np.float32), int(poss[0] - lo), int(poss.size)
+
+
+def _check_host(*arrays) -> None:
+    if any(on_cuda(a) for a in arrays):
+        raise DeviceError("TOF projection runs on the CPU only: the CUDA backend has no TOF kernels")
+
+
+def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=None, out=None, cancel=None):
+    """STIR's TOF forward projection of ``image`` over the chunk's LORs and TOF bins
+    (``timing_poss``, default all): ``(nb, nv, na, nt)`` float32 for one part, flat for several."""
+    from . import cpu, cpu_stir_tof
+
+    _check_host(image, *(() if out is None else (out,)))
+    chunk = _chunk(tables, proj_data_info)
+    _image("image", image)
+    org, vs, rescale = _frame(frame)
+    tof, first, nb = stir_tof_tables(proj_data_info, rescale, timing_poss)
+    shape = (nb, *chunk.single_shape) if chunk.single_shape is not None else (nb * chunk.num_lors,)
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif out.size != nb * chunk.num_lors or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise GeometryError(f"out: expected a C-contiguous float32 array of {nb * chunk.num_lors} elements ({shape})")
+    flat, o = out.reshape(-1), 0
+    dims = np.array(image.shape, np.int64)
+    nbuf = cpu_stir_tof.window_size(tof)
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
+        k = nv * na * nt
+        part = flat[o : o + nb * k]
+        for lo, hi in cpu.lor_ranges(k, cancel):
+            cpu_stir_tof.forward_tof_stir(
+                t, tof, first, nb, nbuf, image.reshape(-1), dims, org, vs, rescale, part, lo, hi
+            )
+        o += nb * k
+    return out
+
+
+def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing_poss=None, cancel=None):
+    """Add STIR's TOF back projection of ``values`` (shaped like :func:`forward_chunk_stir_tof`'s
+    result) into ``out_image``; returns ``out_image``."""
+    from . import cpu, cpu_stir_tof
+
+    _check_host(values, out_image)
+    chunk: StirChunk = _chunk(tables, proj_data_info)
+    _image("out_image", out_image, writable=True)
+    org, vs, rescale = _frame(frame)
+    tof, first, nb = stir_tof_tables(proj_data_info, rescale, timing_poss)
+    if values.size != nb * chunk.num_lors or values.dtype != np.float32:
+        raise GeometryError(
+            f"values: expected {nb} x {chunk.num_lors} float32 values, got shape {values.shape} {values.dtype}"
+        )
+    flat, o = np.ascontiguousarray(values).reshape(-1), 0
+    dims = np.array(out_image.shape, np.int64)
+    target = out_image.reshape(-1)
+    nbuf = cpu_stir_tof.window_size(tof)
+    for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
+        k = nv * na * nt
+        if k:
+            part = flat[o : o + nb * k]
+            extra = cpu.extra_slabs(target.shape[0], k)
+            for lo, hi in cpu.lor_ranges(k, cancel, multiple=extra.shape[0] + 1):
+                cpu_stir_tof.back_tof_stir(t, tof, first, nb, nbuf, part, target, extra, dims, org, vs, rescale, lo, hi)
+            if extra.shape[0]:
+                cpu.reduce_slabs(extra, target)
+        o += nb * k
+    return out_image
