@@ -85,7 +85,13 @@ def timeline_path(name: str | None, overwrite: bool) -> Path | None:
 
 
 def set_up_projector(projector, proj_data_info, image_info, data_name) -> None:
-    """``projector.set_up``; data the projectors refuse (TOF, ...) are an error naming the file."""
+    """``projector.set_up``; data the projectors refuse (TOF, ...) are an error naming the file.
+    The commands do not take TOF data yet (their stores, plans and OSEM are not TOF-aware)."""
+    if proj_data_info.is_tof_data():
+        raise StirGpuError(
+            f"{data_name}: TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) "
+            "are not supported by the stirgpu commands yet"
+        )
     try:
         projector.set_up(proj_data_info, image_info)
     except GeometryError as exc:

@@ -121,14 +121,15 @@ def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> 
 
 
 def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
-    """(segment, views, buffer) pieces of a chunk's I/O in its flat buffer ``flat``: each part
-    (shaped (nv, na, nt) at its offset) split by views into at most ``pieces_per_part`` pieces
-    of at least :data:`MIN_PIECE_BYTES`."""
+    """(segment, views, buffer, timing position) pieces of a chunk's I/O in its flat buffer
+    ``flat``: each part (shaped (ntof, nv, na, nt) at its offset) split by timing position, then
+    by views into at most ``pieces_per_part`` pieces of at least :data:`MIN_PIECE_BYTES`."""
     pieces = []
     for part in chunk.parts:
-        buf = flat[part.offset : part.stop].reshape(part.shape)
-        for a, b in split_ranges(len(part.views), buf[0].nbytes, pieces_per_part):
-            pieces.append((part.segment, part.views[a:b], buf[a:b]))
+        bufs = flat[part.offset : part.stop].reshape((part.num_tof_poss, *part.shape))
+        for t, buf in zip(part.timing_poss, bufs, strict=True):
+            for a, b in split_ranges(len(part.views), buf[0].nbytes, pieces_per_part):
+                pieces.append((part.segment, part.views[a:b], buf[a:b], t))
     return pieces
 
 
@@ -136,8 +137,8 @@ def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_p
     """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
     pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
 
-    def piece(seg, views, buf):
-        got = store.read_views(seg, views, out=buf)
+    def piece(seg, views, buf, timing_pos):
+        got = store.read_views(seg, views, out=buf, timing_pos=timing_pos)
         if got is not buf and got is not None:  # a store that ignores ``out``
             np.copyto(buf, got)
 
@@ -147,7 +148,11 @@ def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_p
 def write_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
     """Write ``chunk`` from ``flat`` into ``store`` (``write_views(array, segment, views)``), in
     pieces as :func:`read_chunk`."""
-    _run_chunk_pieces(chunk, flat, pool, pieces_per_part, lambda seg, views, buf: store.write_views(buf, seg, views))
+
+    def piece(seg, views, buf, timing_pos):
+        store.write_views(buf, seg, views, timing_pos=timing_pos)
+
+    _run_chunk_pieces(chunk, flat, pool, pieces_per_part, piece)
 
 
 def _run_chunk_pieces(chunk, flat, pool, pieces_per_part, fn: Callable) -> None:

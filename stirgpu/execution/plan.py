@@ -68,17 +68,24 @@ GPU_RESERVE_BYTES = 1 << 30
 @dataclasses.dataclass(frozen=True)
 class ChunkPart:
     """The part of a chunk in one segment: ``views`` (ascending) x all axial and tangential
-    positions, ``shape`` (nv, na, nt), starting at bin ``offset`` of the chunk's buffers."""
+    positions, ``shape`` (nv, na, nt), starting at bin ``offset`` of the chunk's buffers; for TOF
+    data all ``timing_poss`` of those views, laid out ``[timing position][view][axial][tangential]``
+    (TOF outermost, STIR's order; ``(0,)`` for non-TOF data)."""
 
     segment: int
     views: tuple[int, ...]
     shape: tuple[int, int, int]
     offset: int
+    timing_poss: tuple[int, ...] = (0,)
+
+    @property
+    def num_tof_poss(self) -> int:
+        return len(self.timing_poss)
 
     @property
     def num_bins(self) -> int:
         nv, na, nt = self.shape
-        return nv * na * nt
+        return self.num_tof_poss * nv * na * nt
 
     @property
     def stop(self) -> int:
@@ -346,7 +353,10 @@ def make_plan(
     by_segment = views_by_segment(segments, views)
     segments = [s for s in segments if len(by_segment[s])]
     nt = proj_data_info.get_num_tangential_poss()
-    view_bytes = {s: 4 * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
+    # a viewgram of TOF data is all its timing positions: memory per chunk stays bounded by the
+    # budgets whatever the number of TOF bins
+    ntof = proj_data_info.get_num_tof_poss()
+    view_bytes = {s: 4 * ntof * proj_data_info.get_num_axial_poss(s) * nt for s in segments}
     if not segments:
         return Plan(
             (),
@@ -483,6 +493,8 @@ def _cut(
         parts, used, count = [], 0, 0
         size = capacity()
 
+    lo = proj_data_info.get_min_tof_pos_num() if proj_data_info.is_tof_data() else 0
+    timing_poss = tuple(range(lo, lo + proj_data_info.get_num_tof_poss()))
     for s in segments:
         vb = view_bytes[s]
         na = proj_data_info.get_num_axial_poss(s)
@@ -496,7 +508,7 @@ def _cut(
             take = min(room, len(mine) - i)
             vs = tuple(int(v) for v in mine[i : i + take])
             offset = parts[-1].stop if parts else 0
-            parts.append(ChunkPart(s, vs, (take, na, nt), offset))
+            parts.append(ChunkPart(s, vs, (take, na, nt), offset, timing_poss))
             used += take * vb
             left -= take * vb
             count += take

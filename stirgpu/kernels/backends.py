@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .api import back_chunk, forward_chunk
 from .stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
+from .stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
 
 if TYPE_CHECKING:
     from .cuda_launcher import ChunkLauncher
@@ -81,13 +82,21 @@ class _StirChunks:
     def tables(self, tables):
         return StirChunk(tables, self.geometry.proj_data_info)
 
+    def _tof(self) -> bool:
+        # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
+        # layout the chunk buffer's (the projectors allow TOF on CPU lanes only)
+        pdi = self.geometry.proj_data_info
+        return pdi is not None and pdi.is_tof_data()
+
     def forward(self, tables, out, cancel=None) -> None:
         g = self.geometry
-        forward_chunk_stir(tables, g.proj_data_info, self.image, g.stir_frame, out=out, cancel=cancel)
+        fwd = forward_chunk_stir_tof if self._tof() else forward_chunk_stir
+        fwd(tables, g.proj_data_info, self.image, g.stir_frame, out=out, cancel=cancel)
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
-        back_chunk_stir(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel)
+        back = back_chunk_stir_tof if self._tof() else back_chunk_stir
+        back(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel)
 
     def finish(self) -> None:
         self.image = self.accum = None

@@ -254,8 +254,8 @@ class ProjectionSession:
         """
         pdi = _as_proj_data_info(proj_data_info)
         info = _as_image_info(image_info)
-        _check_projectable(pdi)
         opt = self.options
+        _check_projectable(pdi, opt.numerics)
         m = opt.max_segment_num_to_process
         if m is not None and m > max(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
             m = None
@@ -267,6 +267,7 @@ class ProjectionSession:
                 pin_host_memory=opt.pin_host_memory,
                 compute_streams=opt.compute_streams,
             )
+        _check_backend(pdi, self._engine.backend)
         self._set_up = _SetUp(
             proj_data_info=pdi,
             image_info=info,
@@ -377,13 +378,21 @@ class ProjectionSession:
         return f"ProjectionSession({where}, units={self.options.units!r}, numerics={self.options.numerics!r})"
 
 
-def _check_projectable(proj_data_info: ProjDataInfo) -> None:
-    """Raise GeometryError for projection data the stirgpu projectors cannot take (what
-    ``set_up`` refuses before computing anything)."""
-    ntof = proj_data_info.get_num_tof_poss()
-    if ntof > 1:
+def _check_projectable(proj_data_info: ProjDataInfo, numerics: str) -> None:
+    """Raise GeometryError for projection data the stirgpu projectors cannot take with these
+    options (what ``set_up`` refuses before computing anything)."""
+    if proj_data_info.is_tof_data() and numerics != "stir":
         raise GeometryError(
-            f"TOF projection data ({ntof} timing positions) are not supported by the stirgpu projectors"
+            f"TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) are projected with "
+            f"STIR's numerics only (numerics='stir', units='stir'), not numerics={numerics!r}"
+        )
+
+
+def _check_backend(proj_data_info: ProjDataInfo, backend: str) -> None:
+    if proj_data_info.is_tof_data() and backend != "cpu":
+        raise GeometryError(
+            f"TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) are not supported by "
+            f"the {backend} backend yet: use backend='cpu'"
         )
 
 

@@ -1,0 +1,103 @@
+"""TOF projection data through the streaming projectors on the CPU: chunks carry all timing
+positions of their views, any chunk plan gives the same numbers, STIR's subsets of views with all
+TOF bins, memory per chunk bounded by the plan, the adjoint, and what is refused (numerics other
+than STIR's, the CUDA backend).  Agreement with STIR: ``stir_differential/test_tof_projection_vs_stir.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stirgpu.errors import GeometryError
+from stirgpu.formats import ProjDataInMemory
+from stirgpu.geometry import ProjDataInfo, Scanner
+from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
+from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
+from stirgpu.projectors import ProjectorPair
+
+
+@pytest.fixture(scope="module")
+def case():
+    pdi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 1, 8, 31, tof_mash_factor=29)
+    info = stir_default_image_info(pdi)
+    img = np.random.default_rng(0).uniform(0, 1, info.shape).astype(np.float32)
+    return pdi, info, img
+
+
+def _pair(pdi, info, **kw):
+    pair = ProjectorPair(backend="cpu", restrict_to_cylindrical_fov=False, **kw)
+    pair.set_up(pdi, info)
+    return pair
+
+
+def _reference_forward(pdi, info, img):
+    frame = stir_image_frame(info)
+    return {s: forward_chunk_stir_tof(pdi.chunk_tables(s), pdi, img, frame) for s in pdi.segment_nums}
+
+
+@pytest.mark.parametrize("views_per_chunk", [1, 3, None])
+def test_forward_equals_the_kernels_for_any_chunk_plan(case, views_per_chunk):
+    pdi, info, img = case
+    pair = _pair(pdi, info, max_views_per_chunk=views_per_chunk)
+    out = ProjDataInMemory(pdi)
+    pair.forward_project(out, img)
+    ref = _reference_forward(pdi, info, img)
+    for s in pdi.segment_nums:
+        for j, t in enumerate(range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1)):
+            assert np.array_equal(out.read_views(s, range(pdi.get_num_views()), timing_pos=t), ref[s][j]), (s, t)
+    assert out.shape[0] == pdi.get_num_tof_poss()
+
+
+def test_subsets_are_views_with_all_tof_bins(case):
+    pdi, info, img = case
+    pair = _pair(pdi, info)
+    out = ProjDataInMemory(pdi)
+    pair.forward_project(out, img, subset_num=1, num_subsets=4)
+    ref = _reference_forward(pdi, info, img)
+    views = pdi.subset_views(1, 4)
+    others = np.setdiff1d(np.arange(pdi.get_num_views()), views)
+    for s in pdi.segment_nums:
+        for j, t in enumerate(range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1)):
+            assert np.array_equal(out.read_views(s, views, timing_pos=t), ref[s][j][views])
+            assert not np.any(out.read_views(s, others, timing_pos=t))
+
+
+def test_back_projection_and_adjoint(case):
+    pdi, info, img = case
+    pair = _pair(pdi, info, max_views_per_chunk=2)
+    data = ProjDataInMemory(pdi)
+    data.fill(np.random.default_rng(1).uniform(0, 1, data.shape).astype(np.float32))
+    got = np.asarray(pair.back_project(None, data))
+    frame = stir_image_frame(info)
+    ref = np.zeros(info.shape, np.float32)
+    for s in pdi.segment_nums:
+        values = np.stack([data.read_views(s, range(8), timing_pos=t) for t in range(-6, 7)])
+        back_chunk_stir_tof(pdi.chunk_tables(s), pdi, values, ref, frame)
+    assert np.abs(got - ref).max() <= 1e-6 * ref.max()  # float32 sums in another order
+    assert pair.adjointness_test(3) < 1e-6
+
+
+def test_chunk_memory_is_bounded_by_the_plan(case):
+    """A TOF viewgram is all its timing positions: a plan's chunks hold 13 x the bins of the
+    non-TOF plan's, and a budget bounds them whatever the number of TOF bins."""
+    pdi, info, img = case
+    tof = _pair(pdi, info, max_views_per_chunk=2)
+    non_tof = _pair(pdi.create_non_tof_clone(), info, max_views_per_chunk=2)
+    out, out1 = ProjDataInMemory(pdi), ProjDataInMemory(pdi.create_non_tof_clone())
+    tof.forward_project(out, img)
+    non_tof.forward_project(out1, img)
+    p, p1 = tof.last_plan, non_tof.last_plan
+    assert p is not None and p1 is not None
+    assert [c.num_bins for c in p.chunks] == [13 * c.num_bins for c in p1.chunks]
+    assert all(part.timing_poss == tuple(range(-6, 7)) for c in p.chunks for part in c.parts)
+
+
+def test_refused_options(case):
+    from stirgpu.projectors.session import _check_backend
+
+    pdi, info, _ = case
+    with pytest.raises(GeometryError, match="numerics='stir'"):
+        ProjectorPair(backend="cpu", numerics="exact").set_up(pdi, info)
+    with pytest.raises(GeometryError, match="cuda backend"):
+        _check_backend(pdi, "cuda")
+    _check_backend(pdi.create_non_tof_clone(), "cuda")
