@@ -56,13 +56,17 @@ MAX_QUOTIENT = np.float32(10000.0)
 
 def viewgram_rows(shape: tuple[int, ...], parts: Sequence[Any] | None) -> list[tuple[int, int, int]]:
     """``(first bin, viewgrams, bins per viewgram)`` of each part: the chunk's parts
-    (``offset``, ``shape`` (nv, na, nt)), or without them one array whose first axis is the
+    (``offset``, ``shape`` (nv, na, nt), ``num_tof_poss``), or without them one array whose first axis is the
     viewgrams (nv, ...)."""
     if parts is None:
         nv = int(shape[0]) if len(shape) else 1
         per = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
         return [(0, nv, per)]
-    return [(int(p.offset), int(p.shape[0]), int(p.shape[1]) * int(p.shape[2])) for p in parts]
+    # a part of TOF data is [timing position][view][...]: STIR's viewgrams are its rows
+    return [
+        (int(p.offset), int(getattr(p, "num_tof_poss", 1)) * int(p.shape[0]), int(p.shape[1]) * int(p.shape[2]))
+        for p in parts
+    ]
 
 
 def poisson_quotient(fwd, y, background=None, multiplicative=None, out=None, loglik=None, parts=None):
