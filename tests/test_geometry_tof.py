@@ -23,6 +23,7 @@ def test_num_tof_poss_gives_the_mashing_factor():
     assert by_mash.num_bins() == 13 * by_mash.create_non_tof_clone().num_bins()
     assert by_mash != by_mash.create_non_tof_clone()
     assert "tof_mash_factor=29" in repr(by_mash)
+    assert by_mash.subset(1, 4).num_bins == 13 * by_mash.create_non_tof_clone().subset(1, 4).num_bins
 
 
 def test_even_positions_and_centres():

@@ -774,7 +774,8 @@ class Selection:
     @property
     def num_bins(self) -> int:
         p = self.proj_data_info
-        return sum(p.get_num_axial_poss(s) for s in self.segments) * len(self.views) * p.get_num_tangential_poss()
+        per_view = sum(p.get_num_axial_poss(s) for s in self.segments) * p.get_num_tangential_poss()
+        return per_view * len(self.views) * p.get_num_tof_poss()  # TOF data: all timing positions
 
     def is_everything(self) -> bool:
         p = self.proj_data_info
