@@ -123,11 +123,13 @@ def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> 
 def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
     """(segment, views, buffer, timing position) pieces of a chunk's I/O in its flat buffer
     ``flat``: each part (shaped (ntof, nv, na, nt) at its offset) split by timing position, then
-    by views into at most ``pieces_per_part`` pieces of at least :data:`MIN_PIECE_BYTES`."""
+    by views into at most ``pieces_per_part`` pieces of at least :data:`MIN_PIECE_BYTES`; the
+    timing position is None for non-TOF data (stores are then called as before TOF: without it)."""
     pieces = []
     for part in chunk.parts:
         bufs = flat[part.offset : part.stop].reshape((part.num_tof_poss, *part.shape))
-        for t, buf in zip(part.timing_poss, bufs, strict=True):
+        timing: tuple[int | None, ...] = part.timing_poss if part.num_tof_poss > 1 else (None,)
+        for t, buf in zip(timing, bufs, strict=True):
             for a, b in split_ranges(len(part.views), buf[0].nbytes, pieces_per_part):
                 pieces.append((part.segment, part.views[a:b], buf[a:b], t))
     return pieces
@@ -138,7 +140,8 @@ def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_p
     pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
 
     def piece(seg, views, buf, timing_pos):
-        got = store.read_views(seg, views, out=buf, timing_pos=timing_pos)
+        tof = {} if timing_pos is None else {"timing_pos": timing_pos}
+        got = store.read_views(seg, views, out=buf, **tof)
         if got is not buf and got is not None:  # a store that ignores ``out``
             np.copyto(buf, got)
 
@@ -150,7 +153,8 @@ def write_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_
     pieces as :func:`read_chunk`."""
 
     def piece(seg, views, buf, timing_pos):
-        store.write_views(buf, seg, views, timing_pos=timing_pos)
+        tof = {} if timing_pos is None else {"timing_pos": timing_pos}
+        store.write_views(buf, seg, views, **tof)
 
     _run_chunk_pieces(chunk, flat, pool, pieces_per_part, piece)
 
