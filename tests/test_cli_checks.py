@@ -171,20 +171,28 @@ def test_data_file_larger_than_header_is_refused(tmp_path, capsys, no_projection
         refused(argv, capsys, "d.s", "larger than its header describes", str(need + 16), f"describes {need}")
 
 
-def test_projectors_refusal_is_an_error_of_plan_and_project(tmp_path, capsys, no_projection):
-    """TOF data, which the projectors refuse: plan says so naming the file instead of printing a
-    plan, and forward-project refuses them before writing anything."""
-    hs = _template(tmp_path, small_tof_proj_data_info(), None)
-    refused(["plan", str(hs), "--backend", "cpu"], capsys, str(hs), "TOF", "not supported")
+def test_tof_off_the_cpu_is_refused_naming_the_option(tmp_path, capsys, no_projection):
+    """TOF data are projected on the CPU only: plan, forward-project and back-project with
+    --backend cuda (GPU or not) or --numerics exact refuse them naming the file and the option,
+    before writing anything."""
+    pdi = small_tof_proj_data_info()
+    hs = _template(tmp_path, pdi, None)
     image = tmp_path / "i.hv"
-    write_image(image, VoxelsOnCartesianGrid(ImageInfo.default_for(small_tof_proj_data_info())))
-    refused(
-        ["forward-project", str(tmp_path / "o.hs"), str(image), str(hs), "--backend", "cpu", "--quiet"],
-        capsys,
-        str(hs),
-        "TOF",
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.hv", "i.v", "t.hs"]
+    write_image(image, VoxelsOnCartesianGrid(ImageInfo.default_for(pdi)))
+    data = tmp_path / "d.hs"
+    ProjDataOnDisk.create(data, pdi, fill=1.0).close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    refused(["plan", str(hs), "--backend", "cuda"], capsys, str(hs), "TOF", "--backend cpu")
+    for option, want in (
+        (["--backend", "cuda"], "--backend cpu"),
+        (["--backend", "cpu", "--numerics", "exact"], "--numerics stir"),
+    ):
+        for argv in (
+            ["forward-project", str(tmp_path / "o.hs"), str(image), str(hs), *option, "--quiet"],
+            ["back-project", str(tmp_path / "b.hv"), str(data), *option, "--quiet"],
+        ):
+            refused(argv, capsys, "TOF", "timing positions", want)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_argument_values_use_command_line_words(ref, tmp_path):

@@ -76,6 +76,26 @@ def test_tof_template(tmp_path, capsys):
     code, out, _ = run(["info", str(tmp_path / "t.hs")], capsys)
     assert code == 0
     assert "template" in out and "TOF: 3 timing positions (-1..1)" in out
+    pdi = small_tof_proj_data_info()
+    w, res = pdi.get_sampling_in_k(0), pdi.get_scanner().timing_resolution
+    assert f"mash factor 1, bin width {w:.6g} mm, timing resolution {res:.6g} ps FWHM" in out
+    code, out, _ = run(["info", str(tmp_path / "t.hs"), "--json"], capsys)
+    tof = json.loads(out)["tof"]
+    assert tof["num_tof_poss"] == 3 and tof["mash_factor"] == 1 and tof["bin_width_mm"] == w
+    assert tof["timing_resolution_ps"] == res and tof["sigma_mm"] == pytest.approx(res * 0.149896229 / 2.355)
+
+
+def test_tof_plan_chunks_carry_all_timing_positions(tmp_path, capsys):
+    """plan on TOF data (CPU): the data line names the timing positions and their width, and
+    every operation's chunks hold all of them; chunk bytes are the TOF bytes of their views."""
+    from stirgpu.formats import format_projdata_header
+
+    pdi = small_tof_proj_data_info()
+    (tmp_path / "t.hs").write_text(format_projdata_header(pdi, "t.s"))
+    code, out, err = run(["plan", str(tmp_path / "t.hs"), "--backend", "cpu", "--max-views-per-chunk", "2"], capsys)
+    assert code == 0, err
+    assert f"3 TOF timing positions of {pdi.get_sampling_in_k(0):.6g} mm" in out
+    assert out.count("TOF: 3 timing positions (-1..1) in every viewgram of every chunk") == 4
 
 
 def test_image(tmp_path, capsys):

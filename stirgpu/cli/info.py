@@ -138,12 +138,7 @@ def describe_projdata(path, stats: bool = False) -> dict:
             },
             "arc_corrected": pdi.is_arc_corrected(),
             "sampling_in_s_mm": pdi.get_sampling_in_s(),
-            "tof": {
-                "num_tof_poss": pdi.get_num_tof_poss(),
-                "min_tof_pos": pd.get_min_tof_pos_num(),
-                "max_tof_pos": pd.get_max_tof_pos_num(),
-                "mash_factor": h.tof_mash_factor if pdi.get_num_tof_poss() > 1 else None,
-            },
+            "tof": _tof_facts(pdi),
             "segments": segs,
             "views": {
                 "num": nv,
@@ -170,6 +165,22 @@ def describe_projdata(path, stats: bool = False) -> dict:
                 for v in pd.view_chunks(s)
             )
     return d
+
+
+def _tof_facts(pdi) -> dict:
+    """The TOF sampling of the data (STIR's ``get_sampling_in_k``, the scanner's timing resolution
+    and the Gaussian kernel's sigma the projectors use); widths and resolution None for non-TOF."""
+    tof = pdi.tof
+    return {
+        "is_tof": pdi.is_tof_data(),
+        "num_tof_poss": pdi.get_num_tof_poss(),
+        "min_tof_pos": pdi.get_min_tof_pos_num(),
+        "max_tof_pos": pdi.get_max_tof_pos_num(),
+        "mash_factor": tof.mash_factor if tof.is_tof else None,
+        "bin_width_mm": pdi.get_sampling_in_k(0) if tof.is_tof else None,
+        "timing_resolution_ps": tof.timing_resolution_ps if tof.is_tof else None,
+        "sigma_mm": tof.sigma_mm() if tof.is_tof else None,
+    }
 
 
 def describe_image(path) -> dict:
@@ -238,9 +249,10 @@ def format_text(d: dict) -> str:
         tof = d["tof"]
         lines.append(
             "  TOF: no"
-            if tof["num_tof_poss"] == 1
+            if not tof["is_tof"]
             else f"  TOF: {tof['num_tof_poss']} timing positions ({tof['min_tof_pos']}..{tof['max_tof_pos']}), "
-            f"mash factor {tof['mash_factor']}"
+            f"mash factor {tof['mash_factor']}, bin width {_f(tof['bin_width_mm'])} mm, timing resolution "
+            f"{_f(tof['timing_resolution_ps'])} ps FWHM (kernel sigma {_f(tof['sigma_mm'])} mm)"
         )
         lines.append(
             f"  segments: {len(d['segments'])} ({d['segments'][0]['segment']}..{d['segments'][-1]['segment']})"

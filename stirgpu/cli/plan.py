@@ -137,7 +137,7 @@ def run(args) -> int:
     with scoped_config(**changes):
         from ..projectors import ProjectorPair
 
-        # data the projectors cannot take (TOF, ...) are an error, not a plan
+        # data the projectors cannot take (TOF on a GPU, ...) are an error, not a plan
         set_up_projector(ProjectorPair(), pdi, info, args.projdata)
         backend, lanes, plans = plans_for(pdi, info, args.subsets)
     print(
@@ -145,6 +145,11 @@ def run(args) -> int:
         f"{pdi.get_min_segment_num()}..{pdi.get_max_segment_num()}, {pdi.get_num_views()} views, "
         f"{pdi.get_num_tangential_poss()} tangential positions, {pdi.total_num_bins} bins "
         f"({format_bytes(4 * pdi.total_num_bins)} as float32)"
+        + (
+            f", {pdi.get_num_tof_poss()} TOF timing positions of {pdi.get_sampling_in_k(0):.6g} mm"
+            if pdi.is_tof_data()
+            else ""
+        )
     )
     print(
         f"image: {info.shape} (z, y, x), voxels {tuple(round(v, 4) for v in info.voxel_size)} mm, "

@@ -211,6 +211,13 @@ class Plan:
             f"{plural(most, 'segment')} in one chunk); {format_bytes(self.data_bytes)} of "
             f"projection data in all"
         )
+        timing = {p.timing_poss for c in self.chunks for p in c.parts}
+        if any(len(t) > 1 for t in timing):
+            lines.append(
+                "TOF: "
+                + "; ".join(f"{plural(len(t), 'timing position')} ({t[0]}..{t[-1]})" for t in sorted(timing))
+                + " in every viewgram of every chunk"
+            )
         lanes = plural(self.lanes, "CPU worker") if self.gpu_budget is None else plural(self.lanes, "GPU")
         lines.append(
             f"host memory {format_bytes(self.host_bytes)} (budget {format_bytes(self.host_budget)}): "
