@@ -8,6 +8,7 @@
 * ``reference_stir`` -- a real STIR build (``reference_stir.py`` says where it comes from);
   tests using it carry the ``stir`` marker and skip with a clear reason where none is found.
 * ``stir`` -- STIR's Python module from that build, imported into the test process.
+* ``osem_problem`` -- the OSEM tests' small simulated problem (``helpers.osem_problem``), once per module.
 * ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
@@ -21,7 +22,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, cuda_device_count
+from helpers import REPO_ROOT, cuda_device_count, osem_problem
 
 
 def fixtures_dir() -> Path | None:
@@ -90,6 +91,11 @@ def reference_stir():
 def stir(reference_stir):
     """STIR's own Python module (``import stir``) from the reference build."""
     return reference_stir.module()
+
+
+@pytest.fixture(name="osem_problem", scope="module")
+def osem_problem_fixture():
+    return osem_problem()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@
 * the streaming projectors' small problem: :func:`small_geometry`, :func:`phantom`,
   :func:`random_proj_data`, and the comparisons :func:`all_views`, :func:`same_data`,
   :func:`assert_same_back` with its tolerance ``BACK_RTOL``;
+* the OSEM tests' small simulated problem: :func:`osem_problem` (the ``osem_problem`` fixture of
+  ``conftest.py``), :func:`osem_objective` and :func:`make_osem`;
 * the prior kernels' cases (CUDA against numba): ``PRIOR_POTENTIALS``, ``PRIOR_CASES``,
   :func:`prior_image`, and :func:`assert_within_one_ulp`.
 
@@ -26,6 +28,9 @@ from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 __all__ = [
     "REPO_ROOT",
+    "osem_problem",
+    "osem_objective",
+    "make_osem",
     "cuda_device_count",
     "BACK_RTOL",
     "assert_same_back",
@@ -161,3 +166,33 @@ def assert_within_one_ulp(got, want):
     a, b = want[fin].astype(np.float64), got[fin].astype(np.float64)
     bound = np.spacing(np.abs(want[fin])).astype(np.float64) + 1e-12 * float(np.abs(a).max(initial=0.0))
     assert (np.abs(b - a) <= bound).all(), float(np.abs(b - a).max(initial=0.0))
+
+
+# -- the OSEM tests' problem ---------------------------------------------------------------------
+def osem_problem():
+    """(proj_data_info, image_info, phantom, simulation): ECAT 953 span 3, 24 views, 64
+    tangential positions, the demo phantom, 2e6 counts (tests/test_recon_osem.py says more)."""
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
+
+    pdi, info = demo_geometry(num_views=24, num_tangential_poss=64)
+    phantom = demo_phantom(info)
+    projector = ProjectorPair(backend="cpu")
+    sim = simulate(projector, pdi, info, phantom.activity(info), phantom.mu_map(info), counts=2e6, seed=3)
+    return pdi, info, phantom, sim
+
+
+def osem_objective(sim, **kw):
+    """The simulation's Poisson log-likelihood (its prompts, additive term and normalisation)."""
+    from stirgpu.recon import PoissonLogLikelihood
+
+    return PoissonLogLikelihood(sim.prompts, additive=sim.additive, normalisation=sim.normalisation, **kw)
+
+
+def make_osem(problem, backend="cpu", objective=None, **kw):
+    """An OSEM of ``problem`` (:func:`osem_problem`) on ``backend``."""
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon import OSEM
+
+    _, info, _, sim = problem
+    return OSEM(objective or osem_objective(sim), ProjectorPair(backend=backend), info, **kw)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_recon_osem import _osem, problem  # noqa: F401  (the fixture)
+from helpers import make_osem
 
 from stirgpu.filters import SeparableCartesianMetzFilter, SeparableGaussianFilter
 from stirgpu.kernels.separable import GENERAL, SYMMETRIC, convolve_axis_numba, convolve_axis_xp
@@ -56,7 +56,7 @@ def test_filters_on_cupy_images(cp, filt):
     np.testing.assert_allclose(image.get(), expected, rtol=0, atol=tol)
 
 
-def test_osem_with_filters_on_a_gpu_is_the_cpus(problem):  # noqa: F811
+def test_osem_with_filters_on_a_gpu_is_the_cpus(osem_problem):
     """Inter-update (Metz), inter-iteration (Gaussian) and post-filter (Gaussian) on the CUDA
     backend: the estimate stays a cupy array and equals the CPU run's."""
     import cupy
@@ -70,7 +70,7 @@ def test_osem_with_filters_on_a_gpu_is_the_cpus(problem):  # noqa: F811
     )
     images = {}
     for backend in ("cpu", "cuda"):
-        osem = _osem(problem, backend, num_subsets=4, num_subiterations=4, filters=schedule)
+        osem = make_osem(osem_problem, backend, num_subsets=4, num_subiterations=4, filters=schedule)
         images[backend] = osem.reconstruct().image
     assert isinstance(images["cuda"], cupy.ndarray)
     cpu = np.asarray(images["cpu"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_recon_osem import _osem, problem  # noqa: F401  (the fixture)
+from helpers import make_osem
 
 from stirgpu.errors import StirGpuError
 from stirgpu.filters import PreparedFilter, SeparableGaussianFilter, SeparableImageFilter
@@ -60,16 +60,18 @@ def test_schedule_refuses_bad_settings():
         FilterSchedule(post="Separable Gaussian")
 
 
-def test_post_filter_changes_the_final_estimate_only(problem, tmp_path):  # noqa: F811
+def test_post_filter_changes_the_final_estimate_only(osem_problem, tmp_path):
     """OSEM with a post-filter: the estimates saved before the last subiteration are the
     unfiltered run's, the last one (file and the returned image) is the filter applied to the
     unfiltered run's last estimate, bit for bit."""
     post = SeparableGaussianFilter(fwhm=(5.0, 4.0, 4.0))
     kw = dict(num_subsets=4, num_subiterations=4, save_interval=2)
-    plain = _osem(problem, output_filename_prefix=tmp_path / "plain", **kw).reconstruct()
-    filtered = _osem(problem, output_filename_prefix=tmp_path / "post", filters=FilterSchedule(post=post), **kw)
+    plain = make_osem(osem_problem, output_filename_prefix=tmp_path / "plain", **kw).reconstruct()
+    filtered = make_osem(
+        osem_problem, output_filename_prefix=tmp_path / "post", filters=FilterSchedule(post=post), **kw
+    )
     result = filtered.reconstruct()
-    info = problem[1]
+    info = osem_problem[1]
     expected = post.apply(np.asarray(plain.image), voxel_size=info.voxel_size)
     assert np.array_equal(result.image, expected)
     assert np.array_equal(read_image(tmp_path / "post_4.hv").array, expected)

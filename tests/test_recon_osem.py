@@ -11,32 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import make_osem, osem_objective
 
 import stirgpu
 from stirgpu.errors import GeometryError, StirGpuError
 from stirgpu.formats import ProjDataInMemory, read_image
 from stirgpu.projectors import ProjectorPair
-from stirgpu.recon import OSEM, PoissonLogLikelihood, SensitivitySpec
+from stirgpu.recon import PoissonLogLikelihood, SensitivitySpec
 from stirgpu.recon.arrays import stir_divide, threshold_min_to_small_positive
-from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
 
 
 @pytest.fixture(scope="module")
-def problem():
-    pdi, info = demo_geometry(num_views=24, num_tangential_poss=64)
-    phantom = demo_phantom(info)
-    projector = ProjectorPair(backend="cpu")
-    sim = simulate(projector, pdi, info, phantom.activity(info), phantom.mu_map(info), counts=2e6, seed=3)
-    return pdi, info, phantom, sim
+def problem(osem_problem):
+    return osem_problem
 
 
-def _objective(sim, **kw) -> PoissonLogLikelihood:
-    return PoissonLogLikelihood(sim.prompts, additive=sim.additive, normalisation=sim.normalisation, **kw)
-
-
-def _osem(problem, backend="cpu", objective=None, **kw) -> OSEM:
-    pdi, info, _, sim = problem
-    return OSEM(objective or _objective(sim), ProjectorPair(backend=backend), info, **kw)
+_objective = osem_objective
+_osem = make_osem
 
 
 def _region_means(phantom, info, image):

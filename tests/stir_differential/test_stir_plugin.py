@@ -71,8 +71,9 @@ def _env(reference_stir, trace: Path | None = None) -> dict:
     return env
 
 
-def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, **kw):
-    """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed."""
+def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, env=None, **kw):
+    """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed; ``env`` (default
+    :func:`_env`) is the environment it runs in."""
     cmd = [
         sys.executable,
         "-m",
@@ -83,9 +84,8 @@ def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | N
         program,
         *map(str, args),
     ]
-    return subprocess.run(
-        cmd, cwd=cwd, env=_env(reference_stir, trace), capture_output=True, text=True, timeout=600, **kw
-    )
+    env = _env(reference_stir, trace) if env is None else env
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
 def _trace(path: Path, kind: str = "projection") -> list[dict]:
@@ -238,10 +238,7 @@ def test_stirs_loops_get_one_thread_only_when_the_gpus_project(
     env.pop("OMP_NUM_THREADS", None)
     if omp_num_threads is not None:
         env["OMP_NUM_THREADS"] = omp_num_threads
-    cmd = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent)]
-    proc = subprocess.run(
-        [*cmd, "OSMAPOSL", "recon.par"], cwd=run, env=env, capture_output=True, text=True, timeout=600
-    )
+    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if omp_num_threads is not None:
         expected = int(omp_num_threads)
