@@ -49,6 +49,11 @@ BAD_ARGUMENTS = {
     ],
     "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
     "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
+    "tof.py": [
+        (["--lib", "/nonexistent/libparallelproj.so"], "--lib"),
+        (["--backend", "cpu", "--scanner", "Siemens mMR", "--views", "8", "--tangential", "31"], "not a TOF scanner"),
+        (["--tof-mash", "0"], "--tof-mash"),
+    ],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
 }
 
@@ -134,6 +139,25 @@ def test_kernels_cpu_against_libparallelproj(reference_stir, tmp_path):
     assert stir["back_max_difference_to_baseline"] < 1e-5  # float32 summation order
     assert exact["forward_max_difference_to_baseline"] < 1e-3  # float64 geometry
     assert stir["forward_ratio_to_baseline"] > 0 and exact["back_ratio_to_baseline"] > 0
+
+
+def test_tof_cpu_against_libparallelproj(reference_stir, tmp_path):
+    """tof.py on a tiny case with the reference STIR's libparallelproj (OpenMP build, the same
+    TOF API as the CUDA one): the forward projections are the library's bit for bit on the same
+    LORs (so the comparison lays out and passes the LORs, bins and parameters right)."""
+    if reference_stir.bin_dir is None:
+        pytest.skip(f"the STIR found ({reference_stir.origin}) has no library folder for libparallelproj")
+    lib = reference_stir.bin_dir.parent / "lib" / "libparallelproj.so"
+    out = tmp_path / "tof.json"
+    tiny = ["--views", "6", "--tangential", "25", "--max-ring-difference", "1", "--repeat", "1"]
+    r = _run("tof.py", "--backend", "cpu", *tiny, "--lib", str(lib), "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["case"]["tof_bins"] == 13 and doc["case"]["lor_bins"] == 13 * doc["case"]["lors"]
+    assert doc["libparallelproj"]["forward_agreement"] == 0
+    assert doc["libparallelproj"]["back_agreement"] < 1e-5  # float32 summation order
+    assert doc["ratio"]["forward"] > 0 and doc["ratio"]["back"] > 0
+    assert "stirgpu / libparallelproj" in r.stdout.splitlines()[-1]
 
 
 def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_path):

@@ -86,8 +86,7 @@ def timeline_path(name: str | None, overwrite: bool) -> Path | None:
 
 def set_up_projector(projector, proj_data_info, image_info, data_name) -> None:
     """``projector.set_up``; data the projectors refuse are an error naming the file.  TOF data
-    are projected on the CPU with STIR's numerics only: asked for elsewhere (``--backend``, also
-    ``auto`` finding a GPU, or ``--numerics exact``) they are refused naming the option."""
+    are projected with STIR's numerics only: ``--numerics exact`` is refused naming the option."""
     if proj_data_info.is_tof_data():
         _check_tof_options(proj_data_info, data_name)
     try:
@@ -98,17 +97,9 @@ def set_up_projector(projector, proj_data_info, image_info, data_name) -> None:
 
 def _check_tof_options(proj_data_info, data_name) -> None:
     from ..config import get_config
-    from ..execution import resolve_backend
 
-    cfg = get_config()
-    what = f"{data_name}: TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions)"
-    # checked before looking for a GPU: --backend cuda is refused the same way with or without one
-    if cfg.backend != "cpu" and (cfg.backend == "cuda" or resolve_backend(cfg.backend) != "cpu"):
-        found = "" if cfg.backend == "cuda" else " (which found a GPU)"
-        raise StirGpuError(
-            f"{what} are projected on the CPU only, not with --backend {cfg.backend}{found}: use --backend cpu"
-        )
-    if cfg.numerics == "exact":
+    if get_config().numerics == "exact":
+        what = f"{data_name}: TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions)"
         raise StirGpuError(f"{what} are projected with STIR's numerics only: use --numerics stir, not exact")
 
 

@@ -137,7 +137,7 @@ def run(args) -> int:
     with scoped_config(**changes):
         from ..projectors import ProjectorPair
 
-        # data the projectors cannot take (TOF on a GPU, ...) are an error, not a plan
+        # data the projectors cannot take (TOF with exact numerics, ...) are an error, not a plan
         set_up_projector(ProjectorPair(), pdi, info, args.projdata)
         backend, lanes, plans = plans_for(pdi, info, args.subsets)
     print(

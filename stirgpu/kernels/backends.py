@@ -84,7 +84,7 @@ class _StirChunks:
 
     def _tof(self) -> bool:
         # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
-        # layout the chunk buffer's (the projectors allow TOF on CPU lanes only)
+        # layout the chunk buffer's
         pdi = self.geometry.proj_data_info
         return pdi is not None and pdi.is_tof_data()
 

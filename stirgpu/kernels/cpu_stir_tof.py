@@ -33,17 +33,11 @@ from numba import prange
 from .cpu import chunk_bin
 from .cpu_stir import _endpoints, _interp, _interp_adjoint, _setup, _strides
 from .jit import cached_njit
+from .stir_tof_api import window_size
 
 __all__ = ["forward_tof_stir", "back_tof_stir", "window_size"]
 
 F32 = np.float32
-
-
-def window_size(tof) -> int:
-    """An upper bound on the TOF bins one image plane touches (the weights buffer): libparallelproj
-    allows 64 (``MAX_NUM_TOF_WEIGHTS``, unchecked); here it is sized to the parameters."""
-    width, sigma, n_sigmas = (float(v) for v in tof[:3])
-    return int(math.ceil(2 * n_sigmas * sigma / width)) + 3
 
 
 @cached_njit(inline="always", error_model="numpy")

@@ -19,9 +19,10 @@ import numpy as np
 if TYPE_CHECKING:
     from .stir_api import DevicePart
 
-__all__ = ["forward", "back", "upload_part"]
+__all__ = ["forward", "back", "endpoints", "pack_part", "upload_part", "launch", "part_bins", "frame_args"]
 
-_THREADS = 256
+#: threads per block of the STIR-numerics kernels
+THREADS = 256
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,29 +38,29 @@ def _kernel(device_id: int, name: str):
         return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
 
 
-def upload_part(tables: tuple[np.ndarray, ...]) -> DevicePart:
-    """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) on the
-    current device, in the layout of ``joseph_stir.cu``."""
-    import cupy as cp
-
+def pack_part(tables: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.int32, np.int32, np.int32]:
+    """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) in the
+    layout of ``joseph_stir.cu``, on the host."""
     x1, y1, dx, dy, l1, l2, hit, m, mt = tables
     nv, nt = x1.shape
     host = np.concatenate([a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)] + [m, mt]).astype(np.float32)
-    return (
-        cp.asarray(host),
-        cp.asarray(hit.astype(np.uint8).reshape(-1)),
-        np.int32(nv),
-        np.int32(len(m)),
-        np.int32(nt),
-    )
+    return host, np.ascontiguousarray(hit.astype(np.uint8).reshape(-1)), np.int32(nv), np.int32(len(m)), np.int32(nt)
 
 
-def _launch(kernel, n: int, args) -> None:
+def upload_part(tables: tuple[np.ndarray, ...]) -> DevicePart:
+    """:func:`pack_part` of one part's host tables, on the current device."""
+    import cupy as cp
+
+    host, hit, nv, na, nt = pack_part(tables)
+    return cp.asarray(host), cp.asarray(hit), nv, na, nt
+
+
+def launch(kernel, n: int, args) -> None:
     if n:
-        kernel(((n + _THREADS - 1) // _THREADS,), (_THREADS,), args)
+        kernel(((n + THREADS - 1) // THREADS,), (THREADS,), args)
 
 
-def _bins(parts):
+def part_bins(parts):
     """(tables, first bin, number of bins) of each part, bins one part after the other."""
     o = 0
     for tables in parts:
@@ -68,7 +69,7 @@ def _bins(parts):
         o += k
 
 
-def _frame_args(image, origin, voxel_size, rescale) -> tuple:
+def frame_args(image, origin, voxel_size, rescale) -> tuple:
     return (
         *(np.int32(v) for v in image.shape),
         *(np.float32(v) for v in origin),
@@ -81,14 +82,28 @@ def forward(parts, image, origin, voxel_size, rescale, out) -> None:
     """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
     device image ``image`` (float32, C order); ``parts``: :func:`upload_part` of each part."""
     kernel = _kernel(image.device.id, "fwd_stir")
-    n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
-    for tables, o, k in _bins(parts):
-        _launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
+    n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
+    for tables, o, k in part_bins(parts):
+        launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
 
 
 def back(parts, values, image, origin, voxel_size, rescale) -> None:
     """Add STIR's back projection of flat ``values`` into the device image ``image``."""
     kernel = _kernel(image.device.id, "back_stir")
-    n0, n1, n2, *frame = _frame_args(image, origin, voxel_size, rescale)
-    for tables, o, k in _bins(parts):
-        _launch(kernel, k, (*tables, values[o : o + k], image, n0, n1, n2, *frame))
+    n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
+    for tables, o, k in part_bins(parts):
+        launch(kernel, k, (*tables, values[o : o + k], image, n0, n1, n2, *frame))
+
+
+def endpoints(parts, rescale, device_id: int):
+    """STIR's endpoints of every LOR of the parts, times ``rescale``: ``(start, end)``, each an
+    (n, 3) float32 (z, y, x) array on GPU ``device_id`` in the parts' bin order -- what STIR's
+    Parallelproj projector hands libparallelproj (its baseline in ``benchmarks/tof.py``)."""
+    import cupy as cp
+
+    kernel = _kernel(device_id, "endpoints_stir")
+    n = sum(int(t[2]) * int(t[3]) * int(t[4]) for t in parts)
+    start, end = cp.empty((n, 3), np.float32), cp.empty((n, 3), np.float32)
+    for tables, o, k in part_bins(parts):
+        launch(kernel, k, (*tables, np.float32(rescale), start[o : o + k], end[o : o + k]))
+    return start, end

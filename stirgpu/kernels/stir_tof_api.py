@@ -4,22 +4,23 @@ projector computes for TOF projection data, on the CPU.
 :func:`forward_chunk_stir_tof` and :func:`back_chunk_stir_tof` take what
 :func:`stirgpu.kernels.forward_chunk_stir` takes (a chunk's ChunkTables or :class:`StirChunk`, the
 projection-data geometry, the image and its STIR frame) and project every TOF bin of the chunk's
-LORs in one walk per LOR (:mod:`stirgpu.kernels.cpu_stir_tof`).  A part's values are
-``(num TOF bins, nv, na, nt)``: TOF outermost, as STIR stores them; several parts' values follow
-one another, flat.  CUDA arrays are refused (no TOF kernels on the GPU yet).
+LORs in one walk per LOR: on the CPU through :mod:`stirgpu.kernels.cpu_stir_tof`, CUDA arrays
+through :mod:`stirgpu.kernels.cuda_stir_tof`.  A part's values are ``(num TOF bins, nv, na, nt)``:
+TOF outermost, as STIR stores them; several parts' values follow one another, flat.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..arrays import on_cuda
-from ..errors import DeviceError, GeometryError
+from ..arrays import import_cupy, on_cuda
+from ..errors import GeometryError
 from .stir_api import StirChunk, _chunk, _frame, _image
 
-__all__ = ["forward_chunk_stir_tof", "back_chunk_stir_tof", "stir_tof_tables", "N_SIGMAS"]
+__all__ = ["forward_chunk_stir_tof", "back_chunk_stir_tof", "stir_tof_tables", "window_size", "N_SIGMAS"]
 
 #: STIR's Parallelproj projector truncates the TOF kernel at 4 sigmas (its ``n_sigmas``)
 N_SIGMAS = 4.0
@@ -49,29 +50,48 @@ def stir_tof_tables(proj_data_info, rescale, timing_poss: Sequence[int] | None =
     return np.array([width, sigma, N_SIGMAS, c0], np.float32), int(poss[0] - lo), int(poss.size)
 
 
-def _check_host(*arrays) -> None:
-    if any(on_cuda(a) for a in arrays):
-        raise DeviceError("TOF projection runs on the CPU only: the CUDA backend has no TOF kernels")
+def window_size(tof) -> int:
+    """An upper bound on the TOF bins one image plane touches, from a TOF table: libparallelproj
+    allows 64 (``MAX_NUM_TOF_WEIGHTS``, unchecked); the kernels here size their windows to it."""
+    width, sigma, n_sigmas = (float(v) for v in tof[:3])
+    return int(math.ceil(2 * n_sigmas * sigma / width)) + 3
 
 
 def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=None, out=None, cancel=None):
     """STIR's TOF forward projection of ``image`` over the chunk's LORs and TOF bins
-    (``timing_poss``, default all): ``(nb, nv, na, nt)`` float32 for one part, flat for several."""
-    from . import cpu, cpu_stir_tof
-
-    _check_host(image, *(() if out is None else (out,)))
+    (``timing_poss``, default all): ``(nb, nv, na, nt)`` float32 for one part, flat for several.
+    ``cancel``: as for :func:`stirgpu.kernels.forward_chunk` (CPU only)."""
     chunk = _chunk(tables, proj_data_info)
     _image("image", image)
     org, vs, rescale = _frame(frame)
     tof, first, nb = stir_tof_tables(proj_data_info, rescale, timing_poss)
     shape = (nb, *chunk.single_shape) if chunk.single_shape is not None else (nb * chunk.num_lors,)
+    cuda = on_cuda(image)
     if out is None:
-        out = np.empty(shape, np.float32)
-    elif out.size != nb * chunk.num_lors or out.dtype != np.float32 or not out.flags.c_contiguous:
-        raise GeometryError(f"out: expected a C-contiguous float32 array of {nb * chunk.num_lors} elements ({shape})")
+        out = import_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32)
+    elif (
+        int(np.prod(out.shape)) != nb * chunk.num_lors
+        or str(out.dtype) != "float32"
+        or on_cuda(out) != cuda
+        or not out.flags.c_contiguous
+    ):
+        raise GeometryError(
+            f"out: expected a C-contiguous float32 array of {nb * chunk.num_lors} elements ({shape}) beside the image"
+        )
+    if cuda:
+        from . import cuda_stir_tof
+
+        cp = import_cupy()
+        image = cp.asarray(image)
+        parts = chunk.device(image.device.id)
+        flat_out = cp.asarray(out).reshape(-1)
+        cuda_stir_tof.forward(parts, image, org, vs, rescale, tof, window_size(tof), first, nb, flat_out)
+        return out
+    from . import cpu, cpu_stir_tof
+
     flat, o = out.reshape(-1), 0
     dims = np.array(image.shape, np.int64)
-    nbuf = cpu_stir_tof.window_size(tof)
+    nbuf = window_size(tof)
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         part = flat[o : o + nb * k]
@@ -85,22 +105,33 @@ def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=Non
 
 def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing_poss=None, cancel=None):
     """Add STIR's TOF back projection of ``values`` (shaped like :func:`forward_chunk_stir_tof`'s
-    result) into ``out_image``; returns ``out_image``."""
-    from . import cpu, cpu_stir_tof
-
-    _check_host(values, out_image)
+    result) into ``out_image``; returns ``out_image``.  ``cancel``: as for
+    :func:`stirgpu.kernels.back_chunk` (CPU only)."""
     chunk: StirChunk = _chunk(tables, proj_data_info)
     _image("out_image", out_image, writable=True)
     org, vs, rescale = _frame(frame)
     tof, first, nb = stir_tof_tables(proj_data_info, rescale, timing_poss)
-    if values.size != nb * chunk.num_lors or values.dtype != np.float32:
+    if int(np.prod(values.shape)) != nb * chunk.num_lors or str(values.dtype) != "float32":
         raise GeometryError(
             f"values: expected {nb} x {chunk.num_lors} float32 values, got shape {values.shape} {values.dtype}"
         )
+    if on_cuda(values) != on_cuda(out_image):
+        raise GeometryError("values and out_image must both be on the host or both on one GPU")
+    if on_cuda(out_image):
+        from . import cuda_stir_tof
+
+        cp = import_cupy()
+        image = cp.asarray(out_image)
+        flat_values = cp.ascontiguousarray(cp.asarray(values)).reshape(-1)
+        parts = chunk.device(image.device.id)
+        cuda_stir_tof.back(parts, flat_values, image, org, vs, rescale, tof, window_size(tof), first, nb)
+        return out_image
+    from . import cpu, cpu_stir_tof
+
     flat, o = np.ascontiguousarray(values).reshape(-1), 0
     dims = np.array(out_image.shape, np.int64)
     target = out_image.reshape(-1)
-    nbuf = cpu_stir_tof.window_size(tof)
+    nbuf = window_size(tof)
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         if k:

@@ -267,7 +267,6 @@ class ProjectionSession:
                 pin_host_memory=opt.pin_host_memory,
                 compute_streams=opt.compute_streams,
             )
-        _check_backend(pdi, self._engine.backend)
         self._set_up = _SetUp(
             proj_data_info=pdi,
             image_info=info,
@@ -385,14 +384,6 @@ def _check_projectable(proj_data_info: ProjDataInfo, numerics: str) -> None:
         raise GeometryError(
             f"TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) are projected with "
             f"STIR's numerics only (numerics='stir', units='stir'), not numerics={numerics!r}"
-        )
-
-
-def _check_backend(proj_data_info: ProjDataInfo, backend: str) -> None:
-    if proj_data_info.is_tof_data() and backend != "cpu":
-        raise GeometryError(
-            f"TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) are not supported by "
-            f"the {backend} backend yet: use backend='cpu'"
         )
 
 

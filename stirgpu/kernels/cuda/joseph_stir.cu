@@ -139,14 +139,11 @@ struct StirWalk
     float fu, fw;
 };
 
-// false where the LOR adds nothing (misses the FOV cylinder or the image)
-__device__ __forceinline__ bool stir_walk(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
-                                          int na, int nt, long long idx, int n0, int n1, int n2, float o0, float o1,
-                                          float o2, float v0, float v1, float v2, float rescale, StirWalk &W)
+// The walk from s to e; false where it adds nothing (misses the image)
+__device__ __forceinline__ bool stir_walk_between(const float s[3], const float e[3], int n0, int n1, int n2,
+                                                  float o0, float o1, float o2, float v0, float v1, float v2,
+                                                  StirWalk &W)
 {
-    float s[3], e[3];
-    bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
     const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
     const int n[3] = {n0, n1, n2};
     W.L = stir_setup(s, e, org, vs, n);
@@ -156,6 +153,61 @@ __device__ __forceinline__ bool stir_walk(const float *__restrict__ T, const uns
     W.fu = F_ADD(F_MUL((float)W.L.istart, W.L.au), W.L.bu);
     W.fw = F_ADD(F_MUL((float)W.L.istart, W.L.aw), W.L.bw);
     return true;
+}
+
+// false where the LOR adds nothing (misses the FOV cylinder or the image)
+__device__ __forceinline__ bool stir_walk(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
+                                          int na, int nt, long long idx, int n0, int n1, int n2, float o0, float o1,
+                                          float o2, float v0, float v1, float v2, float rescale, StirWalk &W)
+{
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    return stir_walk_between(s, e, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+}
+
+// The bilinear sample at plane i of the walk, libparallelproj's float32 operations in its order
+// (zero outside the image)
+__device__ __forceinline__ float stir_sample(const float *__restrict__ img, const StirWalk &W, int i)
+{
+    const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
+    const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
+    const long long base = (long long)i * W.sd;
+    const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+    const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
+    const float v00 = (u0in && w0in) ? img[base + u0 * W.su + w0 * W.sw] : 0.0f;
+    const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * W.su + w0 * W.sw] : 0.0f;
+    const float v01 = (u0in && w1in) ? img[base + u0 * W.su + (w0 + 1) * W.sw] : 0.0f;
+    const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * W.su + (w0 + 1) * W.sw] : 0.0f;
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
+    return F_ADD(r, F_MUL(F_MUL(v11, wu), ww));
+}
+
+// The adjoint of stir_sample: add float32(val * weight) to each corner (atomically)
+__device__ __forceinline__ void stir_scatter(float *__restrict__ img, const StirWalk &W, int i, float val)
+{
+    const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
+    const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const long long base = (long long)i * W.sd;
+    const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+    const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
+    if (u0in && w0in)
+        atomicAdd(img + base + u0 * W.su + w0 * W.sw, F_MUL(val, F_MUL(mu, mw)));
+    if (u1in && w0in)
+        atomicAdd(img + base + (u0 + 1) * W.su + w0 * W.sw, F_MUL(val, F_MUL(wu, mw)));
+    if (u0in && w1in)
+        atomicAdd(img + base + u0 * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(mu, ww)));
+    if (u1in && w1in)
+        atomicAdd(img + base + (u0 + 1) * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(wu, ww)));
+}
+
+// one step along the principal axis
+__device__ __forceinline__ void stir_step(StirWalk &W)
+{
+    W.fu = F_ADD(W.fu, W.L.au);
+    W.fw = F_ADD(W.fw, W.L.aw);
 }
 
 extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
@@ -176,20 +228,8 @@ extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned 
     float acc = 0.0f;
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
-        const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
-        const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
-        const long long base = (long long)i * W.sd;
-        const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
-        const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
-        const float v00 = (u0in && w0in) ? img[base + u0 * W.su + w0 * W.sw] : 0.0f;
-        const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * W.su + w0 * W.sw] : 0.0f;
-        const float v01 = (u0in && w1in) ? img[base + u0 * W.su + (w0 + 1) * W.sw] : 0.0f;
-        const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * W.su + (w0 + 1) * W.sw] : 0.0f;
-        const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
-        const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
-        acc = F_ADD(acc, F_ADD(r, F_MUL(F_MUL(v11, wu), ww)));
-        W.fu = F_ADD(W.fu, W.L.au);
-        W.fw = F_ADD(W.fw, W.L.aw);
+        acc = F_ADD(acc, stir_sample(img, W, i));
+        stir_step(W);
     }
     out[idx] = F_MUL(acc, W.L.cf);
 }
@@ -210,21 +250,27 @@ extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned
     const float val = F_MUL(W.L.cf, y);
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
-        const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
-        const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
-        const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
-        const long long base = (long long)i * W.sd;
-        const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
-        const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
-        if (u0in && w0in)
-            atomicAdd(img + base + u0 * W.su + w0 * W.sw, F_MUL(val, F_MUL(mu, mw)));
-        if (u1in && w0in)
-            atomicAdd(img + base + (u0 + 1) * W.su + w0 * W.sw, F_MUL(val, F_MUL(wu, mw)));
-        if (u0in && w1in)
-            atomicAdd(img + base + u0 * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(mu, ww)));
-        if (u1in && w1in)
-            atomicAdd(img + base + (u0 + 1) * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(wu, ww)));
-        W.fu = F_ADD(W.fu, W.L.au);
-        W.fw = F_ADD(W.fw, W.L.aw);
+        stir_scatter(img, W, i, val);
+        stir_step(W);
+    }
+}
+
+// STIR's endpoints of every LOR of one part, times rescale, (z, y, x) each: what STIR's
+// Parallelproj projector hands libparallelproj (zero where the LOR misses the FOV cylinder)
+extern "C" __global__ void endpoints_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
+                                          int na, int nt, float rescale, float *__restrict__ start,
+                                          float *__restrict__ end)
+{
+    const long long total = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= total)
+        return;
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    for (int k = 0; k < 3; ++k)
+    {
+        start[3 * idx + k] = s[k];
+        end[3 * idx + k] = e[k];
     }
 }

@@ -1,0 +1,366 @@
+// TOF with STIR's numerics on the GPU: libparallelproj 2.0.3's TOF sinogram Joseph projector on
+// STIR's float32 LOR endpoints computed in the kernel, as stirgpu/kernels/cpu_stir_tof.py (the
+// reference; docs/tof.md has the rules).  Compiled after joseph_stir.cu (its endpoints, walk,
+// sample and scatter), with --fmad=false and every float operation an explicit intrinsic.
+//
+// One thread per LOR of one chunk part.  The LOR is walked once, from STIR's second endpoint to
+// its first (STIR hands libparallelproj xend as the start for TOF).  At each plane the window of
+// TOF bins within n_sigmas of the plane's TOF coordinate it_f gets Gaussian bin integrals
+// normalised by their sum over the window (bins outside the data included, then dropped).
+//
+// it_f moves monotonically along the walk (by `at` per plane), so the window slides over the
+// bins in one direction and every bin enters and leaves it once.  The kernels keep the window in
+// NW registers (slots, lowest bin first): the forward projection accumulates there and writes
+// each bin once as it leaves; the back projection loads each bin's value once as it enters.
+// Sums over a window run from its lowest bin up, in the plane order of the walk, as on the CPU;
+// the float32 results differ from the CPU's by erff's rounding against a rounded double erf.
+// Windows wider than the largest NW take the *_wide kernels, which keep the weights in local
+// memory and add into the output per plane (as the CPU does).
+//
+// Values of one part are [tof bin][view][axial][tangential] (TOF outermost), n_lors = nv*na*nt
+// values per bin; the part holds the data's bins first .. first + nb - 1, the TOF coordinate is
+// counted from the data's bin 0.  TOF parameters (kernel units): bin width, sigma, n_sigmas and
+// c0, the centre of the data's bin 0 in widths from the LOR's midpoint towards the walk's end.
+
+#define STIR_TOF_WIDE_MAX 256
+
+struct StirTof
+{
+    float it_f, at, max_diff, width, denom, half;
+};
+
+// The walk of LOR idx for TOF (reversed: e to s) and its TOF stepping; false where it adds nothing
+__device__ __forceinline__ bool stir_tof_walk(const float *__restrict__ T, const unsigned char *__restrict__ H,
+                                              int nv, int na, int nt, long long idx, int n0, int n1, int n2,
+                                              float o0, float o1, float o2, float v0, float v1, float v2,
+                                              float rescale, float width, float sigma, float n_sigmas, float c0,
+                                              StirWalk &W, StirTof &F)
+{
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    if (!stir_walk_between(e, s, n0, n1, n2, o0, o1, o2, v0, v1, v2, W))
+        return false;
+    const int di = W.L.dir;
+    const float vd = di == 0 ? v0 : (di == 1 ? v1 : v2);
+    const float od = di == 0 ? o0 : (di == 1 ? o1 : o2);
+    const float costheta = F_DIV(vd, W.L.cf);
+    F.max_diff = F_DIV(F_MUL(n_sigmas, sigma), width);
+    // the walk runs a = e -> b = s
+    const float sign = s[di] >= e[di] ? 1.0f : -1.0f;
+    // the centre of bin 0 on the principal axis, in double as libparallelproj evaluates it
+    const double centre = __dadd_rn(__dmul_rn(0.5, (double)F_ADD(e[di], s[di])),
+                                    __dmul_rn(__dmul_rn((double)sign, (double)c0), (double)F_MUL(width, costheta)));
+    const float origin = __double2float_rn(centre);
+    const float slope = F_MUL(F_MUL(sign, width), costheta);
+    F.at = F_DIV(F_MUL(sign, W.L.cf), width);
+    const float bt = F_DIV(F_SUB(od, origin), slope);
+    F.it_f = F_ADD(F_MUL((float)W.L.istart, F.at), bt);
+    F.width = width;
+    F.denom = F_MUL(1.414213562373095f, sigma);
+    F.half = F_MUL(0.5f, width);
+    return true;
+}
+
+// The window of bins of a plane: [lo, hi]
+__device__ __forceinline__ void tof_window(const StirTof &F, int &lo, int &hi)
+{
+    lo = (int)floorf(F_SUB(F.it_f, F.max_diff));
+    hi = (int)ceilf(F_ADD(F.it_f, F.max_diff));
+}
+
+// libparallelproj's effective Gaussian TOF kernel of the bin m bins above the window's first,
+// r = it_f - (the window's first bin)
+__device__ __forceinline__ float tof_weight(const StirTof &F, float r, int m)
+{
+    const float dist = F_MUL(fabsf(F_SUB(r, (float)m)), F.width);
+    const float x1 = F_DIV(F_ADD(dist, F.half), F.denom);
+    const float x2 = F_DIV(F_SUB(dist, F.half), F.denom);
+    return F_MUL(0.5f, F_SUB(erff(x1), erff(x2)));
+}
+
+// The bin of slot k: slots hold the bins base .. base + NW - 1 on an ascending walk (DIR > 0), and
+// base - NW + 1 .. base on a descending one
+template <int NW, int DIR>
+__device__ __forceinline__ int tof_slot_bin(int base, int k)
+{
+    return DIR > 0 ? base + k : base - (NW - 1) + k;
+}
+
+// The weights of the window [lo, hi] into the slots (0 outside it); returns their sum, lowest bin first
+template <int NW, int DIR>
+__device__ __forceinline__ float tof_slot_weights(const StirTof &F, int base, int lo, int hi, float w[NW])
+{
+    const float r = F_SUB(F.it_f, (float)lo);
+    float total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NW; ++k)
+    {
+        const int b = tof_slot_bin<NW, DIR>(base, k);
+        w[k] = (b >= lo && b <= hi) ? tof_weight(F, r, b - lo) : 0.0f;
+        total = F_ADD(total, w[k]);
+    }
+    return total;
+}
+
+__device__ __forceinline__ void tof_store(float *__restrict__ out, int bin, int first, int nb, long long n_lors,
+                                          long long idx, float v)
+{
+    const int t = bin - first;
+    if (t >= 0 && t < nb)
+        out[(long long)t * n_lors + idx] = v;
+}
+
+__device__ __forceinline__ float tof_load(const float *__restrict__ values, int bin, int first, int nb,
+                                          long long n_lors, long long idx)
+{
+    const int t = bin - first;
+    return (t >= 0 && t < nb) ? values[(long long)t * n_lors + idx] : 0.0f;
+}
+
+// Zero the part's bins in [lo, hi)
+__device__ __forceinline__ void tof_zero(float *__restrict__ out, int lo, int hi, int first, int nb, long long n_lors,
+                                         long long idx)
+{
+    for (int b = max(lo, first); b < min(hi, first + nb); ++b)
+        out[(long long)(b - first) * n_lors + idx] = 0.0f;
+}
+
+template <int NW, int DIR>
+__device__ void tof_forward_walk(const float *__restrict__ img, StirWalk &W, StirTof &F, int first, int nb,
+                                 long long n_lors, long long idx, float *__restrict__ out)
+{
+    float acc[NW];
+#pragma unroll
+    for (int k = 0; k < NW; ++k)
+        acc[k] = 0.0f;
+    int lo, hi;
+    tof_window(F, lo, hi);
+    int base = DIR > 0 ? lo : hi;
+    // the part's bins the walk's windows never reach before its first
+    if (DIR > 0)
+        tof_zero(out, first, base, first, nb, n_lors, idx);
+    else
+        tof_zero(out, base + 1, first + nb, first, nb, n_lors, idx);
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        const float sample = F_MUL(W.L.cf, stir_sample(img, W, i));
+        tof_window(F, lo, hi);
+        // bins leaving the window are complete: write them once
+        while (DIR > 0 ? base < lo : base > hi)
+        {
+            if (DIR > 0)
+            {
+                tof_store(out, base, first, nb, n_lors, idx, acc[0]);
+#pragma unroll
+                for (int k = 0; k < NW - 1; ++k)
+                    acc[k] = acc[k + 1];
+                acc[NW - 1] = 0.0f;
+                ++base;
+            }
+            else
+            {
+                tof_store(out, base, first, nb, n_lors, idx, acc[NW - 1]);
+#pragma unroll
+                for (int k = NW - 1; k > 0; --k)
+                    acc[k] = acc[k - 1];
+                acc[0] = 0.0f;
+                --base;
+            }
+        }
+        float w[NW];
+        const float total = tof_slot_weights<NW, DIR>(F, base, lo, hi, w);
+        const float to_add = F_DIV(sample, total);
+#pragma unroll
+        for (int k = 0; k < NW; ++k)
+        {
+            const int b = tof_slot_bin<NW, DIR>(base, k);
+            if (b >= lo && b <= hi)
+                acc[k] = F_ADD(acc[k], F_MUL(to_add, w[k]));
+        }
+        stir_step(W);
+        F.it_f = F_ADD(F.it_f, F.at);
+    }
+    // the last window, then the bins beyond it
+#pragma unroll
+    for (int k = 0; k < NW; ++k)
+        tof_store(out, tof_slot_bin<NW, DIR>(base, k), first, nb, n_lors, idx, acc[k]);
+    if (DIR > 0)
+        tof_zero(out, base + NW, first + nb, first, nb, n_lors, idx);
+    else
+        tof_zero(out, first, base - NW + 1, first, nb, n_lors, idx);
+}
+
+template <int NW, int DIR>
+__device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, StirTof &F, int first, int nb,
+                              long long n_lors, long long idx, float *__restrict__ img)
+{
+    int lo, hi;
+    tof_window(F, lo, hi);
+    int base = DIR > 0 ? lo : hi;
+    float v[NW];
+#pragma unroll
+    for (int k = 0; k < NW; ++k)
+        v[k] = tof_load(values, tof_slot_bin<NW, DIR>(base, k), first, nb, n_lors, idx);
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        tof_window(F, lo, hi);
+        // bins entering the window: load each once
+        while (DIR > 0 ? base < lo : base > hi)
+        {
+            if (DIR > 0)
+            {
+#pragma unroll
+                for (int k = 0; k < NW - 1; ++k)
+                    v[k] = v[k + 1];
+                ++base;
+                v[NW - 1] = tof_load(values, base + NW - 1, first, nb, n_lors, idx);
+            }
+            else
+            {
+#pragma unroll
+                for (int k = NW - 1; k > 0; --k)
+                    v[k] = v[k - 1];
+                --base;
+                v[0] = tof_load(values, base - NW + 1, first, nb, n_lors, idx);
+            }
+        }
+        float w[NW];
+        const float total = tof_slot_weights<NW, DIR>(F, base, lo, hi, w);
+        float gathered = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NW; ++k)
+            gathered = F_ADD(gathered, F_MUL(v[k], w[k]));
+        const float val = F_MUL(W.L.cf, F_DIV(gathered, total));
+        if (val != 0.0f)
+            stir_scatter(img, W, i, val);
+        stir_step(W);
+        F.it_f = F_ADD(F.it_f, F.at);
+    }
+}
+
+#define STIR_TOF_ARGS                                                                                                 \
+    const float *__restrict__ T, const unsigned char *__restrict__ H, int nv, int na, int nt, int n0, int n1, int n2, \
+        float o0, float o1, float o2, float v0, float v1, float v2, float rescale, float width, float sigma,          \
+        float n_sigmas, float c0, int first, int nb
+
+template <int NW>
+__global__ void fwd_stir_tof(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
+{
+    const long long n_lors = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_lors)
+        return;
+    StirWalk W;
+    StirTof F;
+    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
+                       c0, W, F))
+    {
+        tof_zero(out, first, first + nb, first, nb, n_lors, idx);
+        return;
+    }
+    if (F.at > 0.0f)
+        tof_forward_walk<NW, 1>(img, W, F, first, nb, n_lors, idx, out);
+    else
+        tof_forward_walk<NW, -1>(img, W, F, first, nb, n_lors, idx, out);
+}
+
+// the TOF values of LOR idx sum to 0 (libparallelproj skips such a LOR), summed as on the CPU
+__device__ __forceinline__ bool tof_lor_is_zero(const float *__restrict__ values, int nb, long long n_lors,
+                                                long long idx)
+{
+    float total = 0.0f;
+    for (int t = 0; t < nb; ++t)
+        total = F_ADD(total, values[(long long)t * n_lors + idx]);
+    return total == 0.0f;
+}
+
+template <int NW>
+__global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, float *__restrict__ img)
+{
+    const long long n_lors = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
+        return;
+    StirWalk W;
+    StirTof F;
+    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
+                       c0, W, F))
+        return;
+    if (F.at > 0.0f)
+        tof_back_walk<NW, 1>(values, W, F, first, nb, n_lors, idx, img);
+    else
+        tof_back_walk<NW, -1>(values, W, F, first, nb, n_lors, idx, img);
+}
+
+// Windows of up to STIR_TOF_WIDE_MAX bins: the weights of a plane in local memory, the output
+// added per plane, as the CPU reference does.
+__device__ __forceinline__ float tof_wide_weights(const StirTof &F, int lo, int hi, float *w)
+{
+    const float r = F_SUB(F.it_f, (float)lo);
+    float total = 0.0f;
+    for (int m = 0; m <= hi - lo; ++m)
+    {
+        w[m] = tof_weight(F, r, m);
+        total = F_ADD(total, w[m]);
+    }
+    return total;
+}
+
+extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
+{
+    const long long n_lors = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_lors)
+        return;
+    tof_zero(out, first, first + nb, first, nb, n_lors, idx);
+    StirWalk W;
+    StirTof F;
+    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
+                       c0, W, F))
+        return;
+    float w[STIR_TOF_WIDE_MAX];
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        const float sample = F_MUL(W.L.cf, stir_sample(img, W, i));
+        int lo, hi;
+        tof_window(F, lo, hi);
+        const float to_add = F_DIV(sample, tof_wide_weights(F, lo, hi, w));
+        for (int b = max(lo, first); b <= min(hi, first + nb - 1); ++b)
+        {
+            float *o = out + (long long)(b - first) * n_lors + idx;
+            *o = F_ADD(*o, F_MUL(to_add, w[b - lo]));
+        }
+        stir_step(W);
+        F.it_f = F_ADD(F.it_f, F.at);
+    }
+}
+
+extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ values,
+                                              float *__restrict__ img)
+{
+    const long long n_lors = (long long)nv * na * nt;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
+        return;
+    StirWalk W;
+    StirTof F;
+    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
+                       c0, W, F))
+        return;
+    float w[STIR_TOF_WIDE_MAX];
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        int lo, hi;
+        tof_window(F, lo, hi);
+        const float total = tof_wide_weights(F, lo, hi, w);
+        float gathered = 0.0f;
+        for (int b = max(lo, first); b <= min(hi, first + nb - 1); ++b)
+            gathered = F_ADD(gathered, F_MUL(values[(long long)(b - first) * n_lors + idx], w[b - lo]));
+        const float val = F_MUL(W.L.cf, F_DIV(gathered, total));
+        if (val != 0.0f)
+            stir_scatter(img, W, i, val);
+        stir_step(W);
+        F.it_f = F_ADD(F.it_f, F.at);
+    }
+}

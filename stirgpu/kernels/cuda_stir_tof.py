@@ -1,0 +1,99 @@
+"""CUDA TOF kernels with STIR's numerics (``cuda/joseph_stir_tof.cu``, compiled after
+``cuda/joseph_stir.cu``; the CPU reference is :mod:`stirgpu.kernels.cpu_stir_tof`).
+
+One thread per LOR walks it once and keeps its window of TOF bins in registers (the kernel
+template's ``NW`` slots, the smallest of :data:`SLOTS` that holds the window of the data's TOF
+parameters); wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The
+source is package data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first
+use and memoised per device; nothing happens at import.  The chunk tables are
+:func:`stirgpu.kernels.cuda_stir.upload_part`'s, shared with the non-TOF kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+
+import numpy as np
+
+from ..arrays import import_cupy
+from ..errors import DeviceError
+from .cuda_stir import frame_args, launch, part_bins
+
+__all__ = ["forward", "back", "kernel_name", "kernel_arguments", "tof_arguments", "SLOTS", "WIDE_MAX"]
+
+#: register-window sizes the kernels are instantiated for
+SLOTS = (4, 8, 12, 16, 24, 32)
+#: the widest window (TOF bins one plane touches) the wide kernels take (their local buffer)
+WIDE_MAX = 256
+
+
+@functools.lru_cache(maxsize=1)
+def _source() -> str:
+    d = importlib.resources.files("stirgpu.kernels").joinpath("cuda")
+    return "\n".join(d.joinpath(f).read_text(encoding="utf-8") for f in ("joseph_stir.cu", "joseph_stir_tof.cu"))
+
+
+def _names() -> tuple[str, ...]:
+    return tuple(f"{kind}_stir_tof<{n}>" for kind in ("fwd", "back") for n in SLOTS)
+
+
+@functools.lru_cache(maxsize=8)
+def _module(device_id: int):
+    cp = import_cupy()
+    with cp.cuda.Device(device_id):
+        mod = cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"), name_expressions=_names())
+        try:
+            mod.compile()
+        except cp.cuda.compiler.CompileException as e:
+            raise DeviceError(f"compiling the TOF kernels for CUDA device {device_id} failed:\n{e}") from e
+    return mod
+
+
+def kernel_name(kind: str, window: int) -> str:
+    """The kernel of ``kind`` (``"fwd"`` or ``"back"``) for windows of up to ``window`` TOF bins."""
+    if window > WIDE_MAX:
+        raise DeviceError(
+            f"TOF projection on the GPU: the Gaussian window spans up to {window} TOF bins per image plane, "
+            f"more than the kernels' {WIDE_MAX} (TOF bins far narrower than the timing resolution: mash them)"
+        )
+    slots = next((n for n in SLOTS if n >= window), None)
+    return f"{kind}_stir_tof<{slots}>" if slots is not None else f"{kind}_stir_tof_wide"
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel(device_id: int, kind: str, window: int):
+    return _module(device_id).get_function(kernel_name(kind, window))
+
+
+def tof_arguments(tof, first: int, nb: int) -> tuple:
+    """The kernels' TOF arguments after the frame's: width, sigma, n_sigmas, c0, first, nb."""
+    width, sigma, n_sigmas, c0 = (np.float32(v) for v in tof)
+    return width, sigma, n_sigmas, c0, np.int32(first), np.int32(nb)
+
+
+def kernel_arguments(part, frame: tuple, tof: tuple, first_array, second_array) -> tuple:
+    """One part's launch arguments: its tables (``(T, H, nv, na, nt)``), the image frame
+    (:func:`cuda_stir.frame_args`), :func:`tof_arguments`, then image and output (forward) or
+    values and image (back)."""
+    return (*part, *frame, *tof, first_array, second_array)
+
+
+def forward(parts, image, origin, voxel_size, rescale, tof, window: int, first: int, nb: int, out) -> None:
+    """``out`` (flat; per part ``nb`` x its LORs, TOF outermost, the parts one after the other) =
+    STIR's TOF forward projection of the device image ``image`` (float32, C order) over the
+    data's TOF bins ``first .. first + nb - 1``; ``tof``: :func:`stir_tof_api.stir_tof_tables`'s
+    table, ``window`` its :func:`stir_tof_api.window_size`."""
+    kernel = _kernel(image.device.id, "fwd", window)
+    frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
+    for tables, o, k in part_bins(parts):
+        launch(kernel, k, kernel_arguments(tables, frame, extra, image, out[nb * o : nb * (o + k)]))
+
+
+def back(parts, values, image, origin, voxel_size, rescale, tof, window: int, first: int, nb: int) -> None:
+    """Add STIR's TOF back projection of flat ``values`` (laid out as :func:`forward`'s ``out``)
+    into the device image ``image``."""
+    kernel = _kernel(image.device.id, "back", window)
+    frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
+    for tables, o, k in part_bins(parts):
+        launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image))

@@ -1,0 +1,88 @@
+// stirgpu/kernels/cuda/joseph_stir.cu + joseph_stir_tof.cu (the TOF kernels with STIR's numerics)
+// compiled for the host (tests/test_kernels_tof_cuda_host.py).  The kernels use one thread per LOR
+// and no shared memory, so a launch is its threads run one after the other; the float32
+// intrinsics are the host's IEEE float operations (built with -ffp-contract=off), erff the host
+// libm's and atomicAdd a plain addition.  Each kernel is a C function of its own parameters,
+// named after it (fwd_stir_tof_8 for fwd_stir_tof<8>), taking the number of blocks first.
+#include <algorithm>
+#include <cmath>
+
+struct dim3
+{
+    unsigned x = 0, y = 0, z = 0;
+};
+static dim3 threadIdx, blockIdx, blockDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+using std::max;
+using std::min;
+#define __restrict__
+#define __fadd_rn(a, b) ((float)(a) + (float)(b))
+#define __fsub_rn(a, b) ((float)(a) - (float)(b))
+#define __fmul_rn(a, b) ((float)(a) * (float)(b))
+#define __fdiv_rn(a, b) ((float)(a) / (float)(b))
+#define __fsqrt_rn(a) std::sqrt((float)(a))
+#define __dadd_rn(a, b) ((double)(a) + (double)(b))
+#define __dmul_rn(a, b) ((double)(a) * (double)(b))
+#define __double2float_rn(a) ((float)(a))
+inline float atomicAdd(float *p, float v)
+{
+    const float old = *p;
+    *p = old + v;
+    return old;
+}
+
+#include "joseph_stir.cu"
+#include "joseph_stir_tof.cu"
+
+#define SG_TOF_PARAMS                                                                                             \
+    unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt, int n0, int n1, int n2,      \
+        float o0, float o1, float o2, float v0, float v1, float v2, float rescale, float width, float sigma,      \
+        float n_sigmas, float c0, int first, int nb, float *a, float *b
+#define SG_TOF_PASS T, H, nv, na, nt, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
+
+template <typename F>
+static void sg_serial(unsigned blocks, F kernel)
+{
+    blockDim.x = SG_STIR_THREADS;
+    for (unsigned bl = 0; bl < blocks; ++bl)
+        for (unsigned t = 0; t < SG_STIR_THREADS; ++t)
+        {
+            blockIdx.x = bl;
+            threadIdx.x = t;
+            kernel();
+        }
+}
+
+#define SG_TOF_ENTRIES(NW)                                                                                        \
+    extern "C" void fwd_stir_tof_##NW(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_stir_tof<NW>(SG_TOF_PASS); }); } \
+    extern "C" void back_stir_tof_##NW(SG_TOF_PARAMS) { sg_serial(blocks, [&] { back_stir_tof<NW>(SG_TOF_PASS); }); }
+
+SG_TOF_ENTRIES(4)
+SG_TOF_ENTRIES(8)
+SG_TOF_ENTRIES(12)
+SG_TOF_ENTRIES(16)
+SG_TOF_ENTRIES(24)
+SG_TOF_ENTRIES(32)
+extern "C" void fwd_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_stir_tof_wide(SG_TOF_PASS); }); }
+extern "C" void back_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { back_stir_tof_wide(SG_TOF_PASS); }); }
+
+// the non-TOF kernels of joseph_stir.cu, and its endpoints (benchmarks/tof.py's baseline input)
+extern "C" void fwd_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
+                          const float *img, int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,
+                          float v2, float rescale, float *out)
+{
+    sg_serial(blocks, [&] { fwd_stir(T, H, nv, na, nt, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
+}
+extern "C" void back_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
+                           const float *values, float *img, int n0, int n1, int n2, float o0, float o1, float o2,
+                           float v0, float v1, float v2, float rescale)
+{
+    sg_serial(blocks, [&] { back_stir(T, H, nv, na, nt, values, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale); });
+}
+extern "C" void endpoints_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
+                                float rescale, float *start, float *end)
+{
+    sg_serial(blocks, [&] { endpoints_stir(T, H, nv, na, nt, rescale, start, end); });
+}

@@ -1,0 +1,207 @@
+"""The CUDA TOF kernels' own source (stirgpu/kernels/cuda/joseph_stir_tof.cu, after
+joseph_stir.cu), compiled for the host (tests/cuda_host/stir_tof_host.cpp: each thread of a
+launch run in turn, the float intrinsics as the host's IEEE float operations without
+contraction, erff the host libm's), against the numba kernels (stirgpu/kernels/cpu_stir_tof.py).
+
+What this checks without a GPU: the register window that slides with the walk's TOF coordinate
+(both directions, every register size the module is built for, and the wide kernels), the bins
+written once each and zeroed where the walk never reaches them, TOF-bin ranges of a chunk,
+several parts, the skipped all-zero LORs, the non-TOF kernels and the endpoints kernel of
+joseph_stir.cu, and the launch arguments cuda_stir_tof builds (sizes, order and C types of what
+cupy is given).  With the host's erff the forward projections are the numba ones bit for bit;
+back projections differ by the order of float32 additions into voxels.  What it cannot check:
+NVRTC's compilation, cupy's launches, and CUDA's erff (tests/test_kernels_gpu_tof.py, on a GPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import REPO_ROOT
+
+from stirgpu.geometry import ProjDataInfo, Scanner
+from stirgpu.kernels import cuda_stir, cuda_stir_tof
+from stirgpu.kernels.cpu_stir import endpoints_array
+from stirgpu.kernels.stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
+from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
+from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof, stir_tof_tables, window_size
+
+SOURCES = (REPO_ROOT / "stirgpu" / "kernels" / "cuda", REPO_ROOT / "tests" / "cuda_host")
+DMI = "GE Discovery MI 4 rings"
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    cxx = shutil.which(os.environ.get("CXX") or "g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (g++ or $CXX) to build the TOF kernels for the host")
+    lib = tmp_path_factory.mktemp("stir_tof_host") / "libstir_tof_host.so"
+    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f"-DSG_STIR_THREADS={cuda_stir.THREADS}"]
+    cmd += [*(f"-I{d}" for d in SOURCES), str(SOURCES[1] / "stir_tof_host.cpp"), "-o", str(lib)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return ctypes.CDLL(str(lib))
+
+
+_C_SCALARS = {np.int32: ctypes.c_int, np.float32: ctypes.c_float}
+
+
+def _c(a):
+    return a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray) else _C_SCALARS[type(a)](a)
+
+
+def _entry(lib, name: str):
+    """The host entry of kernel ``name`` (``fwd_stir_tof<8>`` -> ``fwd_stir_tof_8``)."""
+    return getattr(lib, name.replace("<", "_").replace(">", "") if "<" in name else name + "_")
+
+
+def _launch(lib, name, n, args):
+    blocks = (n + cuda_stir.THREADS - 1) // cuda_stir.THREADS
+    _entry(lib, name)(ctypes.c_uint(blocks), *map(_c, args))
+
+
+def tof_forward(lib, chunk, pdi, img, frame, poss=None, window=None):
+    """cuda_stir_tof.forward's launches, on the host: the same kernel choice and arguments."""
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    tof, first, nb = stir_tof_tables(pdi, r, poss)
+    name = cuda_stir_tof.kernel_name("fwd", window or window_size(tof))
+    out = np.full(nb * chunk.num_lors, np.nan, np.float32)  # every value must be written
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    extra = cuda_stir_tof.tof_arguments(tof, first, nb)
+    parts = [cuda_stir.pack_part(t) for t in chunk.host]
+    for part, o, k in cuda_stir.part_bins(parts):
+        args = cuda_stir_tof.kernel_arguments(part, frame_args, extra, img.reshape(-1), out[nb * o : nb * (o + k)])
+        _launch(lib, name, k, args)
+    return out, name
+
+
+def tof_back(lib, chunk, pdi, values, shape, frame, poss=None, window=None):
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    tof, first, nb = stir_tof_tables(pdi, r, poss)
+    name = cuda_stir_tof.kernel_name("back", window or window_size(tof))
+    img = np.zeros(shape, np.float32)
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    extra = cuda_stir_tof.tof_arguments(tof, first, nb)
+    parts = [cuda_stir.pack_part(t) for t in chunk.host]
+    for part, o, k in cuda_stir.part_bins(parts):
+        args = cuda_stir_tof.kernel_arguments(part, frame_args, extra, values[nb * o : nb * (o + k)], img.reshape(-1))
+        _launch(lib, name, k, args)
+    return img
+
+
+def _case(scanner, mash, views=6, tang=33, mrd=1):
+    pdi = ProjDataInfo.construct(Scanner.from_name(scanner), 1, mrd, views, tang, tof_mash_factor=mash)
+    info = stir_default_image_info(pdi)
+    nz, ny, nx = info.shape
+    z, y, x = np.meshgrid(*(np.linspace(-1, 1, n) for n in (nz, ny, nx)), indexing="ij")
+    img = ((x / 0.6) ** 2 + (y / 0.5) ** 2 <= 1) * (1 + np.random.default_rng(mash).uniform(0, 0.2, info.shape))
+    chunk = StirChunk([pdi.chunk_tables(s) for s in pdi.segment_nums], pdi)
+    return pdi, img.astype(np.float32), stir_image_frame(info), chunk
+
+
+def _relative(a, b):
+    return float(np.abs(a.astype(np.float64) - b).max() / np.abs(b).max())
+
+
+CASES = {
+    "dmi-mash29-odd": (DMI, 29, None),  # 13 bins, window 7: 8 registers
+    "dmi-mash13": (DMI, 13, None),  # 29 bins, window 11: 12 registers
+    "dmi-unmashed-wide": (DMI, 1, None),  # 377 bins, window 102: the wide kernels
+    "vision-mash8-odd": ("Siemens Vision 600", 8, None),  # 33 bins
+    "vision-mash12-even": ("Siemens Vision 600", 12, None),  # 22 bins
+    "vision-mash4-even": ("Siemens Vision 600", 4, None),  # 66 bins
+    "dmi-mash29-16-registers": (DMI, 29, 16),  # a window in more registers than it needs
+    "dmi-mash29-wide": (DMI, 29, 200),  # the wide kernels on a narrow window
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tof_kernels_compute_the_numba_numbers(host_kernels, case):
+    scanner, mash, window = CASES[case]
+    views, tang = (3, 17) if mash == 1 else (6, 33)
+    pdi, img, frame, chunk = _case(scanner, mash, views, tang)
+    got, name = tof_forward(host_kernels, chunk, pdi, img, frame, window=window)
+    want = forward_chunk_stir_tof(chunk, pdi, img, frame)
+    assert ("wide" in name) == (mash == 1 or window == 200), name
+    np.testing.assert_array_equal(got, want.reshape(-1))
+    y = np.random.default_rng(5).uniform(0, 1, got.size).astype(np.float32)
+    y[: chunk.shapes[0][2] * 3] = 0  # LORs whose TOF values are all 0 are skipped (some of them)
+    back = tof_back(host_kernels, chunk, pdi, y, img.shape, frame, window=window)
+    assert _relative(back, back_chunk_stir_tof(chunk, pdi, y, np.zeros_like(img), frame)) < 2e-6
+
+
+@pytest.mark.parametrize("scanner, mash", [(DMI, 29), (DMI, 13), ("Siemens Vision 600", 12)])
+def test_even_and_odd_numbers_of_tof_bins_and_bin_ranges(host_kernels, scanner, mash):
+    """A chunk's TOF bins may be any consecutive range of the data's (the window still slides
+    over all of them; bins outside the range are dropped): each range's values are the
+    whole projection's, bit for bit."""
+    pdi, img, frame, chunk = _case(scanner, mash)
+    whole, _ = tof_forward(host_kernels, chunk, pdi, img, frame)
+    lo, hi = pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num()
+    nb = hi - lo + 1
+    per_bin = whole.reshape(-1)
+    for poss in (range(lo, lo + 1), range(lo + 1, lo + 5), range(hi - 3, hi + 1), range(0, 2), range(lo, lo + nb - 1)):
+        got, _ = tof_forward(host_kernels, chunk, pdi, img, frame, poss=poss)
+        want = forward_chunk_stir_tof(chunk, pdi, img, frame, timing_poss=poss).reshape(-1)
+        np.testing.assert_array_equal(got, want)
+        first = poss[0] - lo
+        parts, o = [], 0
+        for nv, na, nt in chunk.shapes:
+            k = nv * na * nt
+            parts.append(per_bin[nb * o : nb * (o + k)].reshape(nb, k)[first : first + len(poss)].reshape(-1))
+            o += k
+        np.testing.assert_array_equal(got, np.concatenate(parts))
+
+
+def test_walks_in_both_directions_are_covered(host_kernels):
+    """The TOF coordinate rises along some walks and falls along others (the principal axis's
+    direction): the case's LORs include both, so both register windows were checked above."""
+    pdi, img, frame, chunk = _case(DMI, 29)
+    ends = [endpoints_array(t) for t in chunk.host]
+    e_minus_s = np.concatenate([(e - s).reshape(-1, 3) for s, e in ends])
+    principal = np.argmax(np.abs(e_minus_s), axis=1)
+    sign = np.sign(e_minus_s[np.arange(len(principal)), principal])
+    assert (sign > 0).any() and (sign < 0).any()
+
+
+def test_non_tof_kernels_and_endpoints(host_kernels):
+    """joseph_stir.cu's forward (bit for bit), back and endpoints (bit for bit) after its split
+    into sample / scatter / step functions."""
+    pdi, img, frame, chunk = _case(DMI, 29)
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    (part,) = [cuda_stir.pack_part(t) for t in chunk.host[:1]]
+    nv, na, nt = chunk.shapes[0]
+    k = nv * na * nt
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    out = np.full(k, np.nan, np.float32)
+    _launch(host_kernels, "fwd_stir", k, (*part, img.reshape(-1), *frame_args, out))
+    single = StirChunk(chunk_tables := pdi.chunk_tables(pdi.segment_nums[0]), pdi)
+    np.testing.assert_array_equal(out, forward_chunk_stir(single, pdi, img, frame).reshape(-1))
+    back = np.zeros(img.size, np.float32)
+    _launch(host_kernels, "back_stir", k, (*part, out, back, *frame_args))
+    want = back_chunk_stir(single, pdi, out, np.zeros_like(img), frame)
+    assert _relative(back, want.reshape(-1)) < 2e-6
+    start, end = np.full((k, 3), np.nan, np.float32), np.full((k, 3), np.nan, np.float32)
+    _launch(host_kernels, "endpoints_stir", k, (*part, r, start, end))
+    s_ref, e_ref = endpoints_array(chunk.host[0])
+    np.testing.assert_array_equal(start, (s_ref.reshape(-1, 3) * r).astype(np.float32))
+    np.testing.assert_array_equal(end, (e_ref.reshape(-1, 3) * r).astype(np.float32))
+    assert chunk_tables.num_lors == k
+
+
+def test_kernel_choice():
+    """The smallest register window that holds the window, the wide kernels above 32 bins, a
+    clear error above what they hold."""
+    assert cuda_stir_tof.kernel_name("fwd", 7) == "fwd_stir_tof<8>"
+    assert cuda_stir_tof.kernel_name("back", 11) == "back_stir_tof<12>"
+    assert cuda_stir_tof.kernel_name("fwd", 32) == "fwd_stir_tof<32>"
+    assert cuda_stir_tof.kernel_name("fwd", 33) == "fwd_stir_tof_wide"
+    from stirgpu.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="257 TOF bins"):
+        cuda_stir_tof.kernel_name("fwd", 257)
