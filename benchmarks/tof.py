@@ -21,7 +21,8 @@ its LORs and TOF bins, data resident where the backend computes (GPU memory for 
 Each figure is the median of ``--repeat`` timed calls after a warm-up (compilation, first
 touch); the GPU is synchronised around each.  Reported: seconds, LOR-bins/s (LORs x TOF bins
 per second), the ratio stirgpu / libparallelproj for forward and back, their agreement (max
-|diff| / max), and the GPU kernel chosen (its register window of TOF bins).
+|diff| / max), the GPU kernel chosen (its register window of TOF bins), and stirgpu's non-TOF
+projection of the same LORs (``stirgpu_non_tof``: what TOF costs on top).
 
 Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 """
@@ -145,27 +146,25 @@ def baseline_endpoints(backend: Backend, chunk, frame):
 def lor_major(xp, flat, chunk, nb: int):
     """stirgpu's values of a chunk (per part [TOF bin][LOR], parts one after the other) as
     libparallelproj lays them out: (LORs, TOF bins), C order."""
-    parts, o = [], 0
+    out = xp.empty((chunk.num_lors, nb), np.float32)
+    o = 0
     for nv, na, nt in chunk.shapes:
         k = nv * na * nt
-        parts.append(flat[nb * o : nb * (o + k)].reshape(nb, k).T)
+        out[o : o + k] = flat[nb * o : nb * (o + k)].reshape(nb, k).T
         o += k
-    return xp.ascontiguousarray(xp.concatenate(parts))
+    return out
 
 
-def _host(xp, a):
-    return a if xp is np else xp.asnumpy(a)
-
-
-def _relative(a, b) -> float:
-    a, b = (np.asarray(v, np.float64) for v in (a, b))
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+def relative_difference(xp, a, b) -> float:
+    """max |a - b| / max |b|, where the arrays are (no host copies of GPU data)."""
+    scale = float(xp.abs(b).max())
+    return float(xp.abs(a.reshape(-1) - b.reshape(-1)).max()) / max(scale, 1e-30)
 
 
 def run(args) -> dict:
-    from stirgpu.kernels.cuda_stir_tof import kernel_name
-    from stirgpu.kernels.stir_api import StirChunk
-    from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof, stir_tof_tables, window_size
+    from stirgpu.kernels.cuda_stir_tof import kernel_name, plane_window
+    from stirgpu.kernels.stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
+    from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof, stir_tof_tables
 
     backend = Backend(args.backend)
     xp = backend.xp
@@ -185,6 +184,16 @@ def run(args) -> dict:
         back_chunk_stir_tof(chunk, pdi, out, acc, frame)
 
     back = median_seconds(backend, back_call, args.repeat)
+    non_tof = xp.empty(n, np.float32)
+    fwd1 = median_seconds(backend, lambda: forward_chunk_stir(chunk, pdi, img, frame, out=non_tof), args.repeat)
+
+    acc1 = xp.zeros(info.shape, np.float32)
+
+    def back1_call():
+        acc1.fill(0)
+        back_chunk_stir(chunk, pdi, non_tof, acc1, frame)
+
+    back1 = median_seconds(backend, back1_call, args.repeat)
     res = {
         "backend": args.backend,
         "case": {
@@ -192,13 +201,16 @@ def run(args) -> dict:
             "views": args.views, "tangential": args.tangential, "tof_mash_factor": args.tof_mash,
             "tof_bins": nb, "lors": n, "lor_bins": n * nb, "image": list(info.shape),
         },  # fmt: skip
-        "window_bins": window_size(tof),
-        "gpu_kernel": kernel_name("fwd", window_size(tof)) if args.backend == "cuda" else None,
+        "window_bins": plane_window(tof),
+        "gpu_kernel": kernel_name("fwd", plane_window(tof)) if args.backend == "cuda" else None,
         "tables_seconds": tables_s,
         "stirgpu": {
             "forward_s": fwd, "back_s": back,
             "forward_lor_bins_per_s": n * nb / fwd, "back_lor_bins_per_s": n * nb / back,
         },
+    }  # fmt: skip
+    res["stirgpu_non_tof"] = {
+        "forward_s": fwd1, "back_s": back1, "forward_lor_per_s": n / fwd1, "back_lor_per_s": n / back1,
     }  # fmt: skip
     if args.lib:
         res["libparallelproj"] = baseline(args, backend, chunk, frame, tof, nb, img, out, acc)
@@ -220,7 +232,7 @@ def baseline(args, backend, chunk, frame, tof, nb, img, ours_fwd, ours_back) -> 
     # STIR passes xend as the start for TOF (docs/tof.md)
     fwd = median_seconds(backend, lambda: lpp.forward(xe, xs, img, origin, vox, out, dims, tof, nb), args.repeat)
     ours_t = lor_major(xp, ours_fwd, chunk, nb)
-    fwd_agree = _relative(_host(xp, ours_t).reshape(-1), _host(xp, out))
+    fwd_agree = relative_difference(xp, ours_t, out)
     values = ours_t  # the same values, in libparallelproj's layout
 
     def back_call():
@@ -228,7 +240,7 @@ def baseline(args, backend, chunk, frame, tof, nb, img, ours_fwd, ours_back) -> 
         lpp.back(xe, xs, acc, origin, vox, values, dims, tof, nb)
 
     back = median_seconds(backend, back_call, args.repeat)
-    back_agree = _relative(_host(xp, ours_back), _host(xp, acc))
+    back_agree = relative_difference(xp, ours_back, acc)
     return {
         "library": args.lib, "forward_s": fwd, "back_s": back,
         "forward_lor_bins_per_s": n * nb / fwd, "back_lor_bins_per_s": n * nb / back,

@@ -168,3 +168,17 @@ def test_direct_io_never_keeps_a_store_alive(tmp_path):
     del store
     gc.collect()
     assert alive() is None and len(direct._met) == 0
+
+
+def test_tof_stores_are_staged_not_copied_directly():
+    """A TOF part is one slab per timing position, apart in an in-memory store's memory (TOF
+    outermost): GPUs never copy TOF stores directly (one host_array per segment would be timing
+    position 0 only).  Checked before anything is page-locked, so this runs without cupy."""
+    from stirgpu.formats import ProjDataInMemory
+    from stirgpu.geometry import ProjDataInfo, Scanner
+
+    pdi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 1, 4, 21, tof_mash_factor=29)
+    store = ProjDataInMemory(pdi)
+    assert store.abilities.host_memory and store.host_array(0) is not None
+    direct = DirectIO("cuda", "always")
+    assert direct.find({"data": store}, pdi, tuple(pdi.segment_nums)) == {}

@@ -77,7 +77,9 @@ class DirectIO:
     def _host_arrays(self, store, pdi, segments, register: bool) -> dict | None:
         """``{segment: host_array(segment)}`` when every one fits and is page-locked (by this
         call when ``register``, else already), or None."""
-        if not store.abilities.host_memory:
+        if not store.abilities.host_memory or pdi.is_tof_data():
+            # a TOF part is one slab per timing position, apart in the store's memory (TOF
+            # outermost): such parts are staged
             return None
         get = store.host_array
         nt, nv = pdi.get_num_tangential_poss(), pdi.get_num_views()

@@ -2,10 +2,10 @@
 ``cuda/joseph_stir.cu``; the CPU reference is :mod:`stirgpu.kernels.cpu_stir_tof`).
 
 One thread per LOR walks it once and keeps its window of TOF bins in registers (the kernel
-template's ``NW`` slots, the smallest of :data:`SLOTS` that holds the window of the data's TOF
-parameters); wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The
-source is package data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first
-use and memoised per device; nothing happens at import.  The chunk tables are
+template's ``NW`` slots, the smallest of :data:`SLOTS` that holds :func:`plane_window` bins);
+wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The source is package
+data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first use, one module per
+register size, memoised per device; nothing happens at import.  The chunk tables are
 :func:`stirgpu.kernels.cuda_stir.upload_part`'s, shared with the non-TOF kernels.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import math
 
 import numpy as np
 
@@ -20,10 +21,10 @@ from ..arrays import import_cupy
 from ..errors import DeviceError
 from .cuda_stir import frame_args, launch, part_bins
 
-__all__ = ["forward", "back", "kernel_name", "kernel_arguments", "tof_arguments", "SLOTS", "WIDE_MAX"]
+__all__ = ["forward", "back", "kernel_name", "plane_window", "kernel_arguments", "tof_arguments", "SLOTS", "WIDE_MAX"]
 
-#: register-window sizes the kernels are instantiated for
-SLOTS = (4, 8, 12, 16, 24, 32)
+#: register-window sizes the kernels are instantiated for (each slot costs an erff per plane)
+SLOTS = (4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
 #: the widest window (TOF bins one plane touches) the wide kernels take (their local buffer)
 WIDE_MAX = 256
 
@@ -34,20 +35,27 @@ def _source() -> str:
     return "\n".join(d.joinpath(f).read_text(encoding="utf-8") for f in ("joseph_stir.cu", "joseph_stir_tof.cu"))
 
 
-def _names() -> tuple[str, ...]:
-    return tuple(f"{kind}_stir_tof<{n}>" for kind in ("fwd", "back") for n in SLOTS)
-
-
-@functools.lru_cache(maxsize=8)
-def _module(device_id: int):
+@functools.lru_cache(maxsize=32)
+def _module(device_id: int, slots: int | None):
+    """The module of one register size (None: the wide kernels only)."""
     cp = import_cupy()
+    names = () if slots is None else tuple(f"{kind}_stir_tof<{slots}>" for kind in ("fwd", "back"))
     with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"), name_expressions=_names())
+        mod = cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"), name_expressions=names)
         try:
             mod.compile()
         except cp.cuda.compiler.CompileException as e:
             raise DeviceError(f"compiling the TOF kernels for CUDA device {device_id} failed:\n{e}") from e
     return mod
+
+
+def plane_window(tof) -> int:
+    """The most TOF bins one image plane's window holds: ``floor(it_f - d) .. ceil(it_f + d)``
+    with ``d = n_sigmas * sigma / width`` in float32, as the kernels compute it, spans at most
+    ``ceil(2 d) + 2`` bins (float32 rounding of ``it_f -+ d`` only narrows it)."""
+    width, sigma, n_sigmas = (np.float32(v) for v in tof[:3])
+    d = np.float32(np.float32(n_sigmas * sigma) / width)
+    return int(math.ceil(2 * float(d))) + 2
 
 
 def kernel_name(kind: str, window: int) -> str:
@@ -57,13 +65,17 @@ def kernel_name(kind: str, window: int) -> str:
             f"TOF projection on the GPU: the Gaussian window spans up to {window} TOF bins per image plane, "
             f"more than the kernels' {WIDE_MAX} (TOF bins far narrower than the timing resolution: mash them)"
         )
-    slots = next((n for n in SLOTS if n >= window), None)
+    slots = _slots(window)
     return f"{kind}_stir_tof<{slots}>" if slots is not None else f"{kind}_stir_tof_wide"
+
+
+def _slots(window: int) -> int | None:
+    return next((n for n in SLOTS if n >= window), None)
 
 
 @functools.lru_cache(maxsize=64)
 def _kernel(device_id: int, kind: str, window: int):
-    return _module(device_id).get_function(kernel_name(kind, window))
+    return _module(device_id, _slots(window)).get_function(kernel_name(kind, window))
 
 
 def tof_arguments(tof, first: int, nb: int) -> tuple:
@@ -79,21 +91,21 @@ def kernel_arguments(part, frame: tuple, tof: tuple, first_array, second_array) 
     return (*part, *frame, *tof, first_array, second_array)
 
 
-def forward(parts, image, origin, voxel_size, rescale, tof, window: int, first: int, nb: int, out) -> None:
+def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int, out) -> None:
     """``out`` (flat; per part ``nb`` x its LORs, TOF outermost, the parts one after the other) =
     STIR's TOF forward projection of the device image ``image`` (float32, C order) over the
     data's TOF bins ``first .. first + nb - 1``; ``tof``: :func:`stir_tof_api.stir_tof_tables`'s
-    table, ``window`` its :func:`stir_tof_api.window_size`."""
-    kernel = _kernel(image.device.id, "fwd", window)
+    table."""
+    kernel = _kernel(image.device.id, "fwd", plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, kernel_arguments(tables, frame, extra, image, out[nb * o : nb * (o + k)]))
 
 
-def back(parts, values, image, origin, voxel_size, rescale, tof, window: int, first: int, nb: int) -> None:
+def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb: int) -> None:
     """Add STIR's TOF back projection of flat ``values`` (laid out as :func:`forward`'s ``out``)
     into the device image ``image``."""
-    kernel = _kernel(image.device.id, "back", window)
+    kernel = _kernel(image.device.id, "back", plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image))

@@ -85,7 +85,7 @@ def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=Non
         image = cp.asarray(image)
         parts = chunk.device(image.device.id)
         flat_out = cp.asarray(out).reshape(-1)
-        cuda_stir_tof.forward(parts, image, org, vs, rescale, tof, window_size(tof), first, nb, flat_out)
+        cuda_stir_tof.forward(parts, image, org, vs, rescale, tof, first, nb, flat_out)
         return out
     from . import cpu, cpu_stir_tof
 
@@ -124,7 +124,7 @@ def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing
         image = cp.asarray(out_image)
         flat_values = cp.ascontiguousarray(cp.asarray(values)).reshape(-1)
         parts = chunk.device(image.device.id)
-        cuda_stir_tof.back(parts, flat_values, image, org, vs, rescale, tof, window_size(tof), first, nb)
+        cuda_stir_tof.back(parts, flat_values, image, org, vs, rescale, tof, first, nb)
         return out_image
     from . import cpu, cpu_stir_tof
 

@@ -60,9 +60,15 @@ static void sg_serial(unsigned blocks, F kernel)
     extern "C" void back_stir_tof_##NW(SG_TOF_PARAMS) { sg_serial(blocks, [&] { back_stir_tof<NW>(SG_TOF_PASS); }); }
 
 SG_TOF_ENTRIES(4)
+SG_TOF_ENTRIES(5)
+SG_TOF_ENTRIES(6)
+SG_TOF_ENTRIES(7)
 SG_TOF_ENTRIES(8)
+SG_TOF_ENTRIES(10)
 SG_TOF_ENTRIES(12)
+SG_TOF_ENTRIES(14)
 SG_TOF_ENTRIES(16)
+SG_TOF_ENTRIES(20)
 SG_TOF_ENTRIES(24)
 SG_TOF_ENTRIES(32)
 extern "C" void fwd_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_stir_tof_wide(SG_TOF_PASS); }); }

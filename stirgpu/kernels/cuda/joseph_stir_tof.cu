@@ -13,9 +13,10 @@
 // NW registers (slots, lowest bin first): the forward projection accumulates there and writes
 // each bin once as it leaves; the back projection loads each bin's value once as it enters.
 // Sums over a window run from its lowest bin up, in the plane order of the walk, as on the CPU;
-// the float32 results differ from the CPU's by erff's rounding against a rounded double erf.
+// the float32 results differ from the CPU's by the weights' rounding (shared bin edges, CUDA's
+// erff).
 // Windows wider than the largest NW take the *_wide kernels, which keep the weights in local
-// memory and add into the output per plane (as the CPU does).
+// memory and add into the output per plane (the CPU's operations, but CUDA's erff).
 //
 // Values of one part are [tof bin][view][axial][tangential] (TOF outermost), n_lors = nv*na*nt
 // values per bin; the part holds the data's bins first .. first + nb - 1, the TOF coordinate is
@@ -87,18 +88,29 @@ __device__ __forceinline__ int tof_slot_bin(int base, int k)
     return DIR > 0 ? base + k : base - (NW - 1) + k;
 }
 
-// The weights of the window [lo, hi] into the slots (0 outside it); returns their sum, lowest bin first
+// The weights of the window [lo, hi] into the slots (0 outside it); returns their sum, lowest bin
+// first.  Neighbouring bins share an edge: the n bins of a window take n + 1 erff, not the 2n of
+// tof_weight (libparallelproj's; the wide kernels keep it), so the weights differ from the
+// CPU's by float32 rounding.  A bin's edges are its centre -+ width / 2, as in tof_weight.
 template <int NW, int DIR>
 __device__ __forceinline__ float tof_slot_weights(const StirTof &F, int base, int lo, int hi, float w[NW])
 {
     const float r = F_SUB(F.it_f, (float)lo);
-    float total = 0.0f;
+    float lower = 0.0f, total = 0.0f;
 #pragma unroll
-    for (int k = 0; k < NW; ++k)
+    for (int k = 0; k <= NW; ++k)
     {
+        // slot k's lower edge (k == NW: slot NW - 1's upper edge), where a bin of the window has it
         const int b = tof_slot_bin<NW, DIR>(base, k);
-        w[k] = (b >= lo && b <= hi) ? tof_weight(F, r, b - lo) : 0.0f;
-        total = F_ADD(total, w[k]);
+        float edge = 0.0f;
+        if (b >= lo && b <= hi + 1)
+            edge = erff(F_DIV(F_SUB(F_MUL(F_SUB((float)(b - lo), r), F.width), F.half), F.denom));
+        if (k > 0)
+        {
+            w[k - 1] = (b - 1 >= lo && b - 1 <= hi) ? F_MUL(0.5f, F_SUB(edge, lower)) : 0.0f;
+            total = F_ADD(total, w[k - 1]);
+        }
+        lower = edge;
     }
     return total;
 }
