@@ -22,7 +22,8 @@ Each figure is the median of ``--repeat`` timed calls after a warm-up (compilati
 touch); the GPU is synchronised around each.  Reported: seconds, LOR-bins/s (LORs x TOF bins
 per second), the ratio stirgpu / libparallelproj for forward and back, their agreement (max
 |diff| / max), the GPU kernel chosen (its register window of TOF bins), and stirgpu's non-TOF
-projection of the same LORs (``stirgpu_non_tof``: what TOF costs on top).
+projection of the same LORs (``stirgpu_non_tof``: what TOF costs on top), against
+libparallelproj's ``joseph3d_fwd`` / ``joseph3d_back`` there too.
 
 Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 """
@@ -63,7 +64,14 @@ class TofLibparallelproj:
                 + [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
                 + [ctypes.c_float, ctypes.c_short, ctypes.c_ubyte, ctypes.c_ubyte, ctypes.c_int, ctypes.c_int]
             )
+        for fn in (self.lib.joseph3d_fwd, self.lib.joseph3d_back):
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self.path = path
+
+    def non_tof(self, fn, xs, xe, img, origin, vox, values, dims) -> None:
+        """``joseph3d_fwd`` / ``joseph3d_back`` (``fn``) on the same LORs (STIR's order: start first)."""
+        fn(_ptr(xs), _ptr(xe), _ptr(img), _ptr(origin), _ptr(vox), _ptr(values), len(xs), _ptr(dims), 0, 64)
 
     def _call(self, fn, xs, xe, img, origin, vox, values, dims, tof, nb):
         width, sigma, n_sigmas, _ = (float(v) for v in tof)
@@ -215,7 +223,12 @@ def run(args) -> dict:
     if args.lib:
         res["libparallelproj"] = baseline(args, backend, chunk, frame, tof, nb, img, out, acc)
         lpp = res["libparallelproj"]
-        res["ratio"] = {"forward": lpp["forward_s"] / fwd, "back": lpp["back_s"] / back}
+        ours1 = res["stirgpu_non_tof"]
+        res["ratio"] = {
+            "forward": lpp["forward_s"] / fwd, "back": lpp["back_s"] / back,
+            "non_tof_forward": lpp["non_tof"]["forward_s"] / ours1["forward_s"],
+            "non_tof_back": lpp["non_tof"]["back_s"] / ours1["back_s"],
+        }  # fmt: skip
     return res
 
 
@@ -224,28 +237,53 @@ def baseline(args, backend, chunk, frame, tof, nb, img, ours_fwd, ours_back) -> 
     lpp = TofLibparallelproj(args.lib)
     lpp.prepare(xp, tof)
     xs, xe = baseline_endpoints(backend, chunk, frame)
-    n = xs.shape[0]
     origin, vox = (xp.asarray(np.asarray(v, np.float32)) for v in frame[:2])
     dims = xp.asarray(np.array(img.shape, np.int32))
+    lors = (xs, xe, img, origin, vox, dims)
+    res = {"library": args.lib, **_baseline_tof(args, backend, lpp, lors, chunk, tof, nb, ours_fwd, ours_back)}
+    res["non_tof"] = _baseline_non_tof(args, backend, lpp, lors)
+    return res
+
+
+def _baseline_tof(args, backend, lpp, lors, chunk, tof, nb, ours_fwd, ours_back) -> dict:
+    xp = backend.xp
+    xs, xe, img, origin, vox, dims = lors
+    n = xs.shape[0]
     out = xp.zeros(n * nb, np.float32)  # libparallelproj leaves LORs that miss the image untouched
     acc = xp.zeros(img.shape, np.float32)
     # STIR passes xend as the start for TOF (docs/tof.md)
     fwd = median_seconds(backend, lambda: lpp.forward(xe, xs, img, origin, vox, out, dims, tof, nb), args.repeat)
-    ours_t = lor_major(xp, ours_fwd, chunk, nb)
-    fwd_agree = relative_difference(xp, ours_t, out)
-    values = ours_t  # the same values, in libparallelproj's layout
+    values = lor_major(xp, ours_fwd, chunk, nb)  # stirgpu's values in libparallelproj's layout
+    fwd_agree = relative_difference(xp, values, out)
 
     def back_call():
         acc.fill(0)
         lpp.back(xe, xs, acc, origin, vox, values, dims, tof, nb)
 
     back = median_seconds(backend, back_call, args.repeat)
-    back_agree = relative_difference(xp, ours_back, acc)
     return {
-        "library": args.lib, "forward_s": fwd, "back_s": back,
+        "forward_s": fwd, "back_s": back,
         "forward_lor_bins_per_s": n * nb / fwd, "back_lor_bins_per_s": n * nb / back,
-        "forward_agreement": fwd_agree, "back_agreement": back_agree,
+        "forward_agreement": fwd_agree, "back_agreement": relative_difference(xp, ours_back, acc),
     }  # fmt: skip
+
+
+def _baseline_non_tof(args, backend, lpp, lors) -> dict:
+    """libparallelproj's non-TOF projection of the same LORs (STIR's order: start first)."""
+    xs, xe, img, origin, vox, dims = lors
+    n = xs.shape[0]
+    values = backend.xp.zeros(n, np.float32)
+    acc = backend.xp.zeros(img.shape, np.float32)
+
+    def fwd_call():
+        lpp.non_tof(lpp.lib.joseph3d_fwd, xs, xe, img, origin, vox, values, dims)
+
+    def back_call():
+        acc.fill(0)
+        lpp.non_tof(lpp.lib.joseph3d_back, xs, xe, acc, origin, vox, values, dims)
+
+    fwd, back = median_seconds(backend, fwd_call, args.repeat), median_seconds(backend, back_call, args.repeat)
+    return {"forward_s": fwd, "back_s": back, "forward_lor_per_s": n / fwd, "back_lor_per_s": n / back}
 
 
 def main(argv=None) -> int:
@@ -282,7 +320,8 @@ def main(argv=None) -> int:
         print(
             f"  libparallelproj forward {b['forward_lor_bins_per_s']:.3g} back {b['back_lor_bins_per_s']:.3g} "
             f"LOR-bins/s; stirgpu / libparallelproj: forward {r['forward']:.2f}x, back {r['back']:.2f}x "
-            f"(agreement {b['forward_agreement']:.1e}, {b['back_agreement']:.1e})"
+            f"(agreement {b['forward_agreement']:.1e}, {b['back_agreement']:.1e}); non-TOF on the same LORs: "
+            f"forward {r['non_tof_forward']:.2f}x, back {r['non_tof_back']:.2f}x"
         )
     return 0
 

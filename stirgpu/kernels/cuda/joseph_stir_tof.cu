@@ -28,6 +28,7 @@
 struct StirTof
 {
     float it_f, at, max_diff, width, denom, half;
+    float edge_step; // a bin width in erf's argument: width / (sqrt(2) sigma)
 };
 
 // The walk of LOR idx for TOF (reversed: e to s) and its TOF stepping; false where it adds nothing
@@ -60,6 +61,7 @@ __device__ __forceinline__ bool stir_tof_walk(const float *__restrict__ T, const
     F.width = width;
     F.denom = F_MUL(1.414213562373095f, sigma);
     F.half = F_MUL(0.5f, width);
+    F.edge_step = F_DIV(width, F.denom);
     return true;
 }
 
@@ -89,13 +91,15 @@ __device__ __forceinline__ int tof_slot_bin(int base, int k)
 }
 
 // The weights of the window [lo, hi] into the slots (0 outside it); returns their sum, lowest bin
-// first.  Neighbouring bins share an edge: the n bins of a window take n + 1 erff, not the 2n of
-// tof_weight (libparallelproj's; the wide kernels keep it), so the weights differ from the
-// CPU's by float32 rounding.  A bin's edges are its centre -+ width / 2, as in tof_weight.
+// first.  Neighbouring bins share an edge, and the edges of a plane are a bin width apart in
+// erf's argument: the n bins of a window take n + 1 erff and no division, where tof_weight
+// (libparallelproj's; the wide kernels keep it) takes 2n erff and 2n divisions.  So the weights
+// differ from the CPU's by float32 rounding.  A bin's edges are its centre -+ width / 2.
 template <int NW, int DIR>
 __device__ __forceinline__ float tof_slot_weights(const StirTof &F, int base, int lo, int hi, float w[NW])
 {
-    const float r = F_SUB(F.it_f, (float)lo);
+    // edge of bin m's lower side, in erf's argument: (m - r - 1/2) * width / (sqrt(2) sigma)
+    const float offset = F_ADD(F_SUB(F.it_f, (float)lo), 0.5f);
     float lower = 0.0f, total = 0.0f;
 #pragma unroll
     for (int k = 0; k <= NW; ++k)
@@ -104,7 +108,7 @@ __device__ __forceinline__ float tof_slot_weights(const StirTof &F, int base, in
         const int b = tof_slot_bin<NW, DIR>(base, k);
         float edge = 0.0f;
         if (b >= lo && b <= hi + 1)
-            edge = erff(F_DIV(F_SUB(F_MUL(F_SUB((float)(b - lo), r), F.width), F.half), F.denom));
+            edge = erff(F_MUL(F_SUB((float)(b - lo), offset), F.edge_step));
         if (k > 0)
         {
             w[k - 1] = (b - 1 >= lo && b - 1 <= hi) ? F_MUL(0.5f, F_SUB(edge, lower)) : 0.0f;
