@@ -91,9 +91,12 @@ def tof_back(lib, chunk, pdi, values, shape, frame, poss=None, window=None):
     frame_args = cuda_stir.frame_args(img, org, vs, r)
     extra = cuda_stir_tof.tof_arguments(tof, first, nb)
     parts = [cuda_stir.pack_part(t) for t in chunk.host]
+    along_x = cuda_stir.transposed_accumulator(np, img)
     for part, o, k in cuda_stir.part_bins(parts):
-        args = cuda_stir_tof.kernel_arguments(part, frame_args, extra, values[nb * o : nb * (o + k)], img.reshape(-1))
-        _launch(lib, name, k, args)
+        y = values[nb * o : nb * (o + k)]
+        _launch(lib, name, k, cuda_stir_tof.kernel_arguments(part, frame_args, extra, y, img.reshape(-1), along_x))
+    assert along_x.any() and img.any()  # walks along x and along y or z both took part
+    cuda_stir.fold(img, along_x)
     return img
 
 
@@ -210,10 +213,13 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     _launch(host_kernels, "fwd_stir", k, (*part, img.reshape(-1), *frame_args, out))
     single = StirChunk(chunk_tables := pdi.chunk_tables(pdi.segment_nums[0]), pdi)
     np.testing.assert_array_equal(out, forward_chunk_stir(single, pdi, img, frame).reshape(-1))
-    back = np.zeros(img.size, np.float32)
-    _launch(host_kernels, "back_stir", k, (*part, out, back, *frame_args))
+    back = np.zeros(img.shape, np.float32)
+    along_x = cuda_stir.transposed_accumulator(np, back)
+    _launch(host_kernels, "back_stir", k, (*part, out, back.reshape(-1), along_x, *frame_args))
+    assert along_x.any() and back.any()
+    cuda_stir.fold(back, along_x)
     want = back_chunk_stir(single, pdi, out, np.zeros_like(img), frame)
-    assert _relative(back, want.reshape(-1)) < 2e-6
+    assert _relative(back, want) < 2e-6
     start, end = np.full((k, 3), np.nan, np.float32), np.full((k, 3), np.nan, np.float32)
     _launch(host_kernels, "endpoints_stir", k, (*part, r, start, end))
     s_ref, e_ref = endpoints_array(chunk.host[0])

@@ -19,7 +19,18 @@ import numpy as np
 if TYPE_CHECKING:
     from .stir_api import DevicePart
 
-__all__ = ["forward", "back", "endpoints", "pack_part", "upload_part", "launch", "part_bins", "frame_args"]
+__all__ = [
+    "forward",
+    "back",
+    "endpoints",
+    "fold",
+    "transposed_accumulator",
+    "pack_part",
+    "upload_part",
+    "launch",
+    "part_bins",
+    "frame_args",
+]
 
 #: threads per block of the STIR-numerics kernels
 THREADS = 256
@@ -89,10 +100,26 @@ def forward(parts, image, origin, voxel_size, rescale, out) -> None:
 
 def back(parts, values, image, origin, voxel_size, rescale) -> None:
     """Add STIR's back projection of flat ``values`` into the device image ``image``."""
+    import cupy as cp
+
     kernel = _kernel(image.device.id, "back_stir")
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
+    along_x = transposed_accumulator(cp, image)
     for tables, o, k in part_bins(parts):
-        launch(kernel, k, (*tables, values[o : o + k], image, n0, n1, n2, *frame))
+        launch(kernel, k, (*tables, values[o : o + k], image, along_x, n0, n1, n2, *frame))
+    fold(image, along_x)
+
+
+def transposed_accumulator(xp, image):
+    """The back projections' zeroed (z, x, y) accumulator of ``image``: walks along x add there
+    (``stir_back_target`` in ``joseph_stir.cu``), and :func:`fold` adds it into the image."""
+    nz, ny, nx = image.shape
+    return xp.zeros((nz, nx, ny), np.float32)
+
+
+def fold(image, accumulator) -> None:
+    """Add the (z, x, y) ``accumulator`` into the (z, y, x) ``image``."""
+    image += accumulator.transpose(0, 2, 1)
 
 
 def endpoints(parts, rescale, device_id: int):

@@ -19,9 +19,18 @@ import numpy as np
 
 from ..arrays import import_cupy
 from ..errors import DeviceError
-from .cuda_stir import frame_args, launch, part_bins
+from .cuda_stir import fold, frame_args, launch, part_bins, transposed_accumulator
 
-__all__ = ["forward", "back", "kernel_name", "plane_window", "kernel_arguments", "tof_arguments", "SLOTS", "WIDE_MAX"]
+__all__ = [
+    "forward",
+    "back",
+    "kernel_name",
+    "plane_window",
+    "kernel_arguments",
+    "tof_arguments",
+    "SLOTS",
+    "WIDE_MAX",
+]
 
 #: register-window sizes the kernels are instantiated for (each slot costs an erff per plane)
 SLOTS = (4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
@@ -84,11 +93,11 @@ def tof_arguments(tof, first: int, nb: int) -> tuple:
     return width, sigma, n_sigmas, c0, np.int32(first), np.int32(nb)
 
 
-def kernel_arguments(part, frame: tuple, tof: tuple, first_array, second_array) -> tuple:
+def kernel_arguments(part, frame: tuple, tof: tuple, *arrays) -> tuple:
     """One part's launch arguments: its tables (``(T, H, nv, na, nt)``), the image frame
     (:func:`cuda_stir.frame_args`), :func:`tof_arguments`, then image and output (forward) or
-    values and image (back)."""
-    return (*part, *frame, *tof, first_array, second_array)
+    values, image and the transposed accumulator (back, :func:`cuda_stir.transposed_accumulator`)."""
+    return (*part, *frame, *tof, *arrays)
 
 
 def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int, out) -> None:
@@ -105,7 +114,10 @@ def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int,
 def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb: int) -> None:
     """Add STIR's TOF back projection of flat ``values`` (laid out as :func:`forward`'s ``out``)
     into the device image ``image``."""
+    cp = import_cupy()
     kernel = _kernel(image.device.id, "back", plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
+    along_x = transposed_accumulator(cp, image)
     for tables, o, k in part_bins(parts):
-        launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image))
+        launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image, along_x))
+    fold(image, along_x)

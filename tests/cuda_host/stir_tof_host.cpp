@@ -41,6 +41,8 @@ inline float atomicAdd(float *p, float v)
         float o0, float o1, float o2, float v0, float v1, float v2, float rescale, float width, float sigma,      \
         float n_sigmas, float c0, int first, int nb, float *a, float *b
 #define SG_TOF_PASS T, H, nv, na, nt, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
+#define SG_TOF_PARAMS_BACK SG_TOF_PARAMS, float *c
+#define SG_TOF_PASS_BACK SG_TOF_PASS, c
 
 template <typename F>
 static void sg_serial(unsigned blocks, F kernel)
@@ -57,7 +59,7 @@ static void sg_serial(unsigned blocks, F kernel)
 
 #define SG_TOF_ENTRIES(NW)                                                                                        \
     extern "C" void fwd_stir_tof_##NW(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_stir_tof<NW>(SG_TOF_PASS); }); } \
-    extern "C" void back_stir_tof_##NW(SG_TOF_PARAMS) { sg_serial(blocks, [&] { back_stir_tof<NW>(SG_TOF_PASS); }); }
+    extern "C" void back_stir_tof_##NW(SG_TOF_PARAMS_BACK) { sg_serial(blocks, [&] { back_stir_tof<NW>(SG_TOF_PASS_BACK); }); }
 
 SG_TOF_ENTRIES(4)
 SG_TOF_ENTRIES(5)
@@ -72,7 +74,7 @@ SG_TOF_ENTRIES(20)
 SG_TOF_ENTRIES(24)
 SG_TOF_ENTRIES(32)
 extern "C" void fwd_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_stir_tof_wide(SG_TOF_PASS); }); }
-extern "C" void back_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { back_stir_tof_wide(SG_TOF_PASS); }); }
+extern "C" void back_stir_tof_wide_(SG_TOF_PARAMS_BACK) { sg_serial(blocks, [&] { back_stir_tof_wide(SG_TOF_PASS_BACK); }); }
 
 // the non-TOF kernels of joseph_stir.cu, and its endpoints (benchmarks/tof.py's baseline input)
 extern "C" void fwd_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
@@ -82,10 +84,11 @@ extern "C" void fwd_stir_(unsigned blocks, const float *T, const unsigned char *
     sg_serial(blocks, [&] { fwd_stir(T, H, nv, na, nt, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
 }
 extern "C" void back_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
-                           const float *values, float *img, int n0, int n1, int n2, float o0, float o1, float o2,
-                           float v0, float v1, float v2, float rescale)
+                           const float *values, float *img, float *img_xy, int n0, int n1, int n2, float o0,
+                           float o1, float o2, float v0, float v1, float v2, float rescale)
 {
-    sg_serial(blocks, [&] { back_stir(T, H, nv, na, nt, values, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale); });
+    sg_serial(blocks,
+              [&] { back_stir(T, H, nv, na, nt, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale); });
 }
 extern "C" void endpoints_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
                                 float rescale, float *start, float *end)

@@ -234,10 +234,27 @@ extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned 
     out[idx] = F_MUL(acc, W.L.cf);
 }
 
+// The back projection's target for a walk: the image, or for walks along x (axis 2, whose
+// neighbouring LORs spread along y, strided in the image) the transposed (z, x, y) accumulator,
+// where they spread along its contiguous axis; the caller adds it into the image at the end.
+// Returns the number of planes along the walk's principal axis.
+__device__ __forceinline__ int stir_back_target(StirWalk &W, int n0, int n1, int n2, float *__restrict__ img,
+                                                float *__restrict__ img_xy, float *&target)
+{
+    target = img;
+    if (W.L.dir != 2)
+        return W.L.dir == 0 ? n0 : n1;
+    target = img_xy;
+    W.sd = n1;                 // x
+    W.su = (long long)n1 * n2; // z
+    W.sw = 1;                  // y
+    return n2;
+}
+
 extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
                                      int na, int nt, const float *__restrict__ values, float *__restrict__ img,
-                                     int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,
-                                     float v2, float rescale)
+                                     float *__restrict__ img_xy, int n0, int n1, int n2, float o0, float o1,
+                                     float o2, float v0, float v1, float v2, float rescale)
 {
     const long long total = (long long)nv * na * nt;
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -248,9 +265,16 @@ extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned
     if (y == 0.0f || !stir_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
         return;
     const float val = F_MUL(W.L.cf, y);
-    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    float *target;
+    const int planes = stir_back_target(W, n0, n1, n2, img, img_xy, target);
+    // every lane runs over all planes of its principal axis, adding on its own: the lanes of a
+    // warp (neighbouring LORs) then add into the same plane together, into a few contiguous
+    // runs of voxels, which reach L2 as a few requests instead of one per lane and corner
+    for (int i = 0; i < planes; ++i)
     {
-        stir_scatter(img, W, i, val);
+        if (i < W.L.istart || i > W.L.iend)
+            continue;
+        stir_scatter(target, W, i, val);
         stir_step(W);
     }
 }

@@ -209,7 +209,7 @@ __device__ void tof_forward_walk(const float *__restrict__ img, StirWalk &W, Sti
 
 template <int NW, int DIR>
 __device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, StirTof &F, int first, int nb,
-                              long long n_lors, long long idx, float *__restrict__ img)
+                              long long n_lors, long long idx, int planes, float *__restrict__ img)
 {
     int lo, hi;
     tof_window(F, lo, hi);
@@ -218,8 +218,13 @@ __device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, Sti
 #pragma unroll
     for (int k = 0; k < NW; ++k)
         v[k] = tof_load(values, tof_slot_bin<NW, DIR>(base, k), first, nb, n_lors, idx);
-    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    // every lane runs over all planes of its principal axis, adding on its own: the lanes of a
+    // warp (neighbouring LORs) then add into the same plane together, into a few contiguous
+    // runs of voxels, which reach L2 as a few requests instead of one per lane and corner
+    for (int i = 0; i < planes; ++i)
     {
+        if (i < W.L.istart || i > W.L.iend)
+            continue;
         tof_window(F, lo, hi);
         // bins entering the window: load each once
         while (DIR > 0 ? base < lo : base > hi)
@@ -292,7 +297,8 @@ __device__ __forceinline__ bool tof_lor_is_zero(const float *__restrict__ values
 }
 
 template <int NW>
-__global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, float *__restrict__ img)
+__global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, float *__restrict__ img,
+                              float *__restrict__ img_xy)
 {
     const long long n_lors = (long long)nv * na * nt;
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -303,10 +309,12 @@ __global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, f
     if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
                        c0, W, F))
         return;
+    float *target;
+    const int planes = stir_back_target(W, n0, n1, n2, img, img_xy, target);
     if (F.at > 0.0f)
-        tof_back_walk<NW, 1>(values, W, F, first, nb, n_lors, idx, img);
+        tof_back_walk<NW, 1>(values, W, F, first, nb, n_lors, idx, planes, target);
     else
-        tof_back_walk<NW, -1>(values, W, F, first, nb, n_lors, idx, img);
+        tof_back_walk<NW, -1>(values, W, F, first, nb, n_lors, idx, planes, target);
 }
 
 // Windows of up to STIR_TOF_WIDE_MAX bins: the weights of a plane in local memory, the output
@@ -353,7 +361,7 @@ extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restr
 }
 
 extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ values,
-                                              float *__restrict__ img)
+                                              float *__restrict__ img, float *__restrict__ img_xy)
 {
     const long long n_lors = (long long)nv * na * nt;
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -364,6 +372,8 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
     if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
                        c0, W, F))
         return;
+    float *target;
+    stir_back_target(W, n0, n1, n2, img, img_xy, target);
     float w[STIR_TOF_WIDE_MAX];
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
@@ -375,7 +385,7 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
             gathered = F_ADD(gathered, F_MUL(values[(long long)(b - first) * n_lors + idx], w[b - lo]));
         const float val = F_MUL(W.L.cf, F_DIV(gathered, total));
         if (val != 0.0f)
-            stir_scatter(img, W, i, val);
+            stir_scatter(target, W, i, val);
         stir_step(W);
         F.it_f = F_ADD(F.it_f, F.at);
     }
