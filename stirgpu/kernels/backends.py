@@ -74,10 +74,12 @@ class LaneKernels(Protocol):
 
 class _StirChunks:
     """STIR's numerics on either backend: one thread per LOR on the plain image, adding into the
-    accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU)."""
+    accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU) and, on a GPU,
+    for walks along x into a transposed accumulator ``along_x`` kept for the call and folded
+    into the accumulation image by :meth:`finish` (``cuda_stir.transposed_accumulator``)."""
 
-    def __init__(self, geometry: KernelGeometry, image, accum):
-        self.geometry, self.image, self.accum = geometry, image, accum
+    def __init__(self, geometry: KernelGeometry, image, accum, along_x=None):
+        self.geometry, self.image, self.accum, self.along_x = geometry, image, accum, along_x
 
     def tables(self, tables):
         return StirChunk(tables, self.geometry.proj_data_info)
@@ -95,11 +97,17 @@ class _StirChunks:
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
+        kept = {} if self.along_x is None else {"along_x": self.along_x}
         back = back_chunk_stir_tof if self._tof() else back_chunk_stir
-        back(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel)
+        back(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, **kept)
 
     def finish(self) -> None:
-        self.image = self.accum = None
+        if self.along_x is not None:
+            from ..arrays import import_cupy
+            from .cuda_stir import fold
+
+            fold(import_cupy().asarray(self.accum), self.along_x)  # queued on the current stream
+        self.image = self.accum = self.along_x = None
 
 
 class _CpuChunks:
@@ -227,9 +235,14 @@ class CudaLaneKernels:
         :meth:`ChunkKernels.finish` (the accumulators' fold), or zeroed here where the kernels add
         into it directly (STIR's numerics; no accumulators)."""
         if geometry.numerics == "stir":
+            along_x = None
             if accum is not None:
+                from ..arrays import import_cupy
+                from .cuda_stir import transposed_accumulator
+
                 _zero(accum)
-            return _StirChunks(geometry, image, accum)
+                along_x = transposed_accumulator(import_cupy(), accum)  # zeroed on the current stream
+            return _StirChunks(geometry, image, accum, along_x)
         from .cuda_workspaces import prepare_image
 
         forward = self._target_launcher("forward", prepare_image(image), geometry) if image is not None else None

@@ -98,16 +98,21 @@ def forward(parts, image, origin, voxel_size, rescale, out) -> None:
         launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
 
 
-def back(parts, values, image, origin, voxel_size, rescale) -> None:
-    """Add STIR's back projection of flat ``values`` into the device image ``image``."""
+def back(parts, values, image, origin, voxel_size, rescale, along_x=None) -> None:
+    """Add STIR's back projection of flat ``values`` into the device image ``image``.  Walks
+    along x add into ``along_x`` (:func:`transposed_accumulator`), which the caller folds into
+    the image after its last call (:func:`fold`); without one, this call makes and folds its own."""
     import cupy as cp
 
     kernel = _kernel(image.device.id, "back_stir")
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
-    along_x = transposed_accumulator(cp, image)
+    own = along_x is None
+    if own:
+        along_x = transposed_accumulator(cp, image)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, (*tables, values[o : o + k], image, along_x, n0, n1, n2, *frame))
-    fold(image, along_x)
+    if own:
+        fold(image, along_x)
 
 
 def transposed_accumulator(xp, image):

@@ -111,13 +111,16 @@ def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int,
         launch(kernel, k, kernel_arguments(tables, frame, extra, image, out[nb * o : nb * (o + k)]))
 
 
-def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb: int) -> None:
+def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb: int, along_x=None) -> None:
     """Add STIR's TOF back projection of flat ``values`` (laid out as :func:`forward`'s ``out``)
-    into the device image ``image``."""
+    into the device image ``image``; ``along_x`` as for :func:`cuda_stir.back`."""
     cp = import_cupy()
     kernel = _kernel(image.device.id, "back", plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
-    along_x = transposed_accumulator(cp, image)
+    own = along_x is None
+    if own:
+        along_x = transposed_accumulator(cp, image)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image, along_x))
-    fold(image, along_x)
+    if own:
+        fold(image, along_x)

@@ -124,10 +124,13 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
     return out
 
 
-def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=None):
+def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=None, along_x=None):
     """Add STIR's back projection of ``values`` (shaped like :func:`forward_chunk_stir`'s
     result) into ``out_image``; returns ``out_image``.  ``cancel``: as for
-    :func:`stirgpu.kernels.back_chunk` (CPU only)."""
+    :func:`stirgpu.kernels.back_chunk` (CPU only).  ``along_x`` (GPU only): a zeroed
+    :func:`stirgpu.kernels.cuda_stir.transposed_accumulator` of ``out_image`` kept over several
+    calls, which the caller folds into it after the last (:func:`~stirgpu.kernels.cuda_stir.fold`);
+    default: each call makes and folds its own."""
     chunk = _chunk(tables, proj_data_info)
     _image("out_image", out_image, writable=True)
     n = chunk.num_lors
@@ -141,7 +144,8 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
 
         cp = _cupy()
         image = cp.asarray(out_image)
-        cuda_stir.back(chunk.device(image.device.id), cp.asarray(values).reshape(-1), image, org, vs, rescale)
+        flat = cp.asarray(values).reshape(-1)
+        cuda_stir.back(chunk.device(image.device.id), flat, image, org, vs, rescale, along_x=along_x)
         return out_image
     from . import cpu, cpu_stir
 

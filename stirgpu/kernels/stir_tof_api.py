@@ -103,10 +103,11 @@ def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=Non
     return out
 
 
-def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing_poss=None, cancel=None):
+def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing_poss=None, cancel=None, along_x=None):
     """Add STIR's TOF back projection of ``values`` (shaped like :func:`forward_chunk_stir_tof`'s
     result) into ``out_image``; returns ``out_image``.  ``cancel``: as for
-    :func:`stirgpu.kernels.back_chunk` (CPU only)."""
+    :func:`stirgpu.kernels.back_chunk` (CPU only); ``along_x``: as for
+    :func:`~stirgpu.kernels.back_chunk_stir` (GPU only)."""
     chunk: StirChunk = _chunk(tables, proj_data_info)
     _image("out_image", out_image, writable=True)
     org, vs, rescale = _frame(frame)
@@ -124,7 +125,7 @@ def back_chunk_stir_tof(tables, proj_data_info, values, out_image, frame, timing
         image = cp.asarray(out_image)
         flat_values = cp.ascontiguousarray(cp.asarray(values)).reshape(-1)
         parts = chunk.device(image.device.id)
-        cuda_stir_tof.back(parts, flat_values, image, org, vs, rescale, tof, first, nb)
+        cuda_stir_tof.back(parts, flat_values, image, org, vs, rescale, tof, first, nb, along_x=along_x)
         return out_image
     from . import cpu, cpu_stir_tof
 
