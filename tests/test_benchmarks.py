@@ -26,6 +26,12 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
         (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir"),
     ],  # BadArgument
+    "lafov.py": [
+        (["--max-ring-diff", "-1"], "--max-ring-diff"),  # argparse type
+        (["--backend", "cpu", "--max-ring-diff", "400"], "max_ring_diff"),  # stirgpu's error, from a worker
+        (["--backend", "cpu", "--dir", "/nonexistent/folder"], "/nonexistent/folder"),
+        (["--backend", "cpu", "--rings", "2000", "--max-ring-diff", "1999"], "--dir"),  # 3.3 TB: no room
+    ],
     "mpi.py": [(["--ranks", "0,2"], "--ranks"), (["--scanner", "No Such Scanner"], "No Such Scanner")],
     "numerics.py": [(["--repeat", "0"], "--repeat")],
     "osem.py": [
@@ -228,3 +234,113 @@ def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeyp
     assert module.last_iteration_seconds(out, 4) == pytest.approx(1.25)
     with pytest.raises(SystemExit, match="printed 4 subiteration times, expected 5"):
         module.last_iteration_seconds(out, 5)
+
+
+def _lafov_module(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_lafov", BENCHMARKS / "lafov.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.stir
+def test_lafov_template_and_image_are_stirs(stir, monkeypatch):
+    """lafov.py's Quadra template is STIR's ``construct_proj_data_info`` for the scanner STIR
+    names "Siemens Quadra" (here with the maximum ring difference 2 and views mashed by 7), and
+    its image STIR's default image for it (645 x 447 x 447, STIR's voxel sizes to the bit)."""
+    import argparse
+
+    lafov = _lafov_module(monkeypatch)
+    args = argparse.Namespace(span=1, max_ring_diff=2, views=57, tangential=None, rings=None)
+    pdi = lafov.template(args)
+    theirs = stir.ProjDataInfo.construct_proj_data_info(
+        stir.Scanner.get_scanner_from_name("Siemens Quadra"), 1, 2, 57, 520, False
+    )
+    assert pdi.get_scanner().name == "Siemens Quadra" and pdi.get_scanner().num_rings == 323
+    assert (pdi.get_num_views(), pdi.get_num_tangential_poss()) == (theirs.get_num_views(), 520)
+    assert list(pdi.segment_nums) == list(range(theirs.get_min_segment_num(), theirs.get_max_segment_num() + 1))
+    for seg in pdi.segment_nums:
+        assert pdi.get_num_axial_poss(seg) == theirs.get_num_axial_poss(seg)
+        assert (pdi.segment(seg).min_ring_diff, pdi.segment(seg).max_ring_diff) == (
+            theirs.get_min_ring_difference(seg),
+            theirs.get_max_ring_difference(seg),
+        )
+    assert pdi.total_num_bins == theirs.size_all()
+    info = lafov.default_image(pdi)
+    image = stir.FloatVoxelsOnCartesianGrid(theirs, 1.0)
+    assert info.shape == tuple(image.shape()) == (645, 447, 447)
+    voxel = image.get_voxel_size()
+    assert info.voxel_size == (voxel[1], voxel[2], voxel[3])
+
+
+def test_lafov_cpu_tiny_run(tmp_path):
+    """``lafov.py --backend cpu`` on a tiny Quadra-like geometry: every run reported, the
+    ratios computed from them, the files removed (no timings asserted)."""
+    out = tmp_path / "lafov.json"
+    work = tmp_path / "work"
+    work.mkdir()
+    r = _run(
+        "lafov.py",
+        "--backend",
+        "cpu",
+        "--rings",
+        "4",
+        "--max-ring-diff",
+        "2",
+        "--views",
+        "21",
+        "--tangential",
+        "32",
+        "--dir",
+        str(work),
+        "--json",
+        str(out),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert list(work.iterdir()) == []
+    g = doc["geometry"]
+    assert (g["segments"], g["views"], g["tangential_poss"], g["rings"], g["backend"]) == (5, 21, 32, 4, "cpu")
+    assert g["data_bytes"] == 4 * g["bins"] and g["image"] == [7, 35, 35]
+    runs = doc["runs"]
+    assert set(runs) == {
+        "forward_disk",
+        "plain_read",
+        "back_disk",
+        "subset_back_disk",
+        "osem_disk",
+        "memory",
+        "plain_write",
+    }
+    assert runs["plain_read"]["bytes"] == runs["plain_write"]["bytes"] == g["data_bytes"]
+    projections = [runs[n] for n in ("forward_disk", "back_disk", "subset_back_disk")]
+    projections += [runs["memory"]["forward"], runs["memory"]["back"]]
+    for run in projections:
+        assert run["seconds"] > 0 and run["stats"]["backend"] == "cpu"
+        assert set(run["setup"]) == {
+            "input_seconds",
+            "engine_setup_seconds",
+            "outside_engine_seconds",
+            "first_stage_start_seconds",
+            "to_first_chunk_seconds",
+        }
+    assert runs["forward_disk"]["stats"]["bins"] == runs["back_disk"]["stats"]["bins"] == g["bins"]
+    assert runs["subset_back_disk"]["subset"] == [0, 21]
+    assert runs["subset_back_disk"]["stats"]["bins"] == g["bins"] // 21  # one view of 21
+    assert runs["back_disk"]["checksum"] > 0  # the forward projection of the phantom was read back
+    osem = runs["osem_disk"]
+    assert osem["subsets"] == 21 and len(osem["subiteration_seconds"]) == 21 and osem["estimate_max"] > 0
+    s = doc["summary"]
+    assert s["subset_fraction_of_back"] == pytest.approx(
+        runs["subset_back_disk"]["seconds"] / runs["back_disk"]["seconds"]
+    )
+    assert s["back_disk_of_plain_read"] == pytest.approx(runs["back_disk"]["GBps"] / runs["plain_read"]["GBps"])
+    bound = max(g["data_bytes"] / (runs["plain_read"]["GBps"] * 1e9), osem["kernel_seconds"])
+    assert s["osem_over_bound"] == pytest.approx(osem["seconds"] / bound)
+    assert set(s["targets"]) == {"back_disk_of_plain_read", "subset_fraction_of_back", "osem_over_bound"}
+    assert all(v > 0 for v in s["peak_rss_mb"].values())
+    assert r.stdout.splitlines()[-1].startswith("targets: back_disk_of_plain_read ")

@@ -1,0 +1,680 @@
+"""Long axial FOV: Siemens Biograph Vision Quadra projections from disk and in memory, a subset, OSEM.
+
+    python3 benchmarks/lafov.py                              # Quadra span 1, max ring difference 85 (39.8 GB)
+    python3 benchmarks/lafov.py --max-ring-diff 20 --views 133 --dir /scratch
+    python3 benchmarks/lafov.py --backend cpu --rings 4 --max-ring-diff 2 --views 21 --tangential 32
+
+Geometry: STIR's ``Siemens Quadra`` (323 rings of 798 detectors, 520 tangential positions),
+span 1, ``--max-ring-diff`` (85 by default: 171 segments, 9.94e9 bins, 39.8 GB float32),
+``--views`` (399: no mashing; fewer mash views), ``--tangential``, ``--rings`` (fewer than 323
+make a Quadra-like scanner, not one STIR names).  Image: STIR's default image for the data
+(``stir_default_image_info``, what STIR's ``back_project`` writes: 645 x 447 x 447 at full size)
+holding a phantom (a uniform cylinder with two hot spheres).
+
+Each run is a fresh process (workers import numpy and stirgpu; the parent does not, because
+Linux carries a process's peak RSS over fork + exec into its children), after the page cache
+of the data file is dropped (``posix_fadvise(DONTNEED)``):
+
+* ``forward_disk`` -- forward projection into a new Interfile file in ``--dir`` (with its fsync);
+* ``plain_read`` -- the disk's read rate on that same file (64 MiB ``readinto``, no stirgpu);
+* ``back_disk`` -- back projection of all views from the file;
+* ``subset_back_disk`` -- back projection of subset 0 of ``--subsets`` (STIR's views
+  v % 21 == 0) from the file;
+* ``osem_disk`` -- one full OSEM iteration (``--subsets`` subiterations of
+  ``ProjectorPair.forward_back_ratio`` on the file, the estimate on the device), after the
+  subset sensitivities, which are not timed;
+* ``memory`` -- forward projection into host memory (``ProjDataInMemory``) and back
+  projection from it (needs the data's size in RAM; ``--no-memory`` skips it);
+* ``plain_write`` -- the disk's write rate (with fsync): the data file replaced by a plain
+  file of the same name and size, written in 64 MiB blocks.
+
+Before its timed calls, each projecting worker pays its process's one-time costs (the kernels'
+compilation or loading from their caches, the devices' start) on a tiny Quadra-like geometry
+(``warm_up_seconds``; ``--no-warm-up`` times the calls cold instead), so the calls and their
+set-up are those of the run's geometry.  Per run: seconds, GB/s, LOR/s, peak RSS
+(``ru_maxrss``), the call's ``RunStats``, and its set-up: the projector's ``set_up``, the
+input image's upload (``set_input``), the engine's set-up (``RunStats.setup_seconds``) and
+``to_first_chunk_seconds``, from the call's start to the first stage of its first chunk (the
+upload, the projector's work around the engine's run, and the first event of
+``RunStats.events``).  Figures against the same run's baselines: the
+projector's disk rates over the plain ones (target: back from disk >= 90 % of the plain
+read), the subset's share of the full back projection (target <= 1.2 / 21), and the OSEM
+iteration over the larger of the time to read the data once at the plain rate and the
+kernels' time (the compute stage's busy seconds; target <= 1.2).
+
+The data never sit in this script's memory except in ``memory``.  The data size is checked
+against ``--dir``'s free space (and ``MemAvailable`` for ``memory``) before anything is
+written.  Output: a JSON document (``--json FILE`` also writes it), then readable lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import arguments
+
+REPO = Path(__file__).resolve().parent.parent
+SCANNER = "Siemens Quadra"
+BLOCK = 64 * 1024 * 1024
+#: the in-memory run may use at most this fraction of MemAvailable for the data
+MEMORY_FRACTION = 0.8
+#: room kept free in --dir beyond the data and the image
+DISK_MARGIN_BYTES = 256 * 1024 * 1024
+#: the issue's targets
+TARGET_BACK_OF_READ = 0.9
+TARGET_SUBSET_SHARE = 1.2  # x 1 / subsets
+TARGET_OSEM_RATIO = 1.2
+
+
+def note(*parts) -> None:
+    """A progress line on stderr, so a run cut short still says how far it got."""
+    print("[lafov]", *parts, file=sys.stderr, flush=True)
+
+
+# -- what the workers share (numpy and stirgpu imported here, in the workers only) -----------
+
+
+def _stirgpu():
+    if str(REPO) not in sys.path:  # run from a checkout without installing
+        sys.path.insert(0, str(REPO))
+    import numpy as np
+
+    import stirgpu
+
+    return np, stirgpu
+
+
+def template(args):
+    """The projection-data geometry of the run: STIR's Quadra (or a Quadra-like scanner of
+    ``--rings`` rings), span ``--span``, ``--max-ring-diff``, ``--views``, ``--tangential``."""
+    _stirgpu()
+    from stirgpu.geometry import ProjDataInfo, Scanner
+
+    scanner = Scanner.from_name(SCANNER)
+    if args.rings is not None and args.rings != scanner.num_rings:
+        scanner = scanner.replace(name=f"Quadra-like ({args.rings} rings)", num_rings=args.rings)
+    return ProjDataInfo.construct(
+        scanner, args.span, args.max_ring_diff, num_views=args.views, num_tangential_poss=args.tangential
+    )
+
+
+def default_image(pdi):
+    """STIR's default image for ``pdi``, to the last bit (what STIR's ``back_project`` writes)."""
+    from stirgpu.kernels.stir_lors import stir_default_image_info
+
+    return stir_default_image_info(pdi)
+
+
+def phantom(info):
+    """A uniform cylinder (radius 0.8 of the image's half width, all planes) with two hot
+    spheres; built plane by plane (no image-sized temporaries beyond the image)."""
+    np, _ = _stirgpu()
+    nz, ny, nx = info.shape
+    vz, vy, vx = info.voxel_size
+    y = (np.arange(ny) - (ny - 1) / 2) * vy
+    x = (np.arange(nx) - (nx - 1) / 2) * vx
+    r2 = y[:, None] ** 2 + x[None, :] ** 2
+    img = np.zeros(info.shape, np.float32)
+    img[:] = (r2 < (0.8 * min(ny * vy, nx * vx) / 2) ** 2).astype(np.float32)
+    half_z = nz * vz / 2
+    for cz, cy, cx, rad, value in ((0.0, 0.3, -0.2, 0.12, 4.0), (0.5, -0.25, 0.25, 0.08, 8.0)):
+        rr = rad * nx * vx / 2
+        zc = cz * half_z
+        for k in range(nz):
+            dz = (k - (nz - 1) / 2) * vz - zc
+            if abs(dz) < rr:
+                d2 = (y[:, None] - cy * ny * vy / 2) ** 2 + (x[None, :] - cx * nx * vx / 2) ** 2
+                img[k][d2 < rr * rr - dz * dz] = value
+    return img
+
+
+def _paths(folder: str) -> dict:
+    f = Path(folder)
+    return {"image": f / "phantom.hv", "data": f / "prompts.hs", "data_file": f / "prompts.s"}
+
+
+def drop_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def mem_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def kernel_seconds(stats) -> float:
+    """The compute stage's busy seconds of a call: summed over CPU lanes (they share the
+    cores), the busiest GPU's otherwise."""
+    busy = [b.get("compute", 0.0) for b in stats.busy.values()]
+    return sum(busy) if stats.shared_compute else max(busy, default=0.0)
+
+
+def call_figures(seconds: float, stats, nbytes: int, before: float = 0.0) -> dict:
+    """What one projector call took: ``seconds`` (timed around it), its statistics and set-up
+    (``before``: the input image's upload, done by ``set_input`` just before the call)."""
+    first = min((e.start for e in stats.events), default=0.0)
+    outside = max(seconds - stats.wall_seconds, 0.0)  # planning, checks, the image's finish
+    return {
+        "seconds": seconds,
+        "GBps": nbytes / seconds / 1e9,
+        "lor_per_s": stats.bins / seconds,
+        "kernel_seconds": kernel_seconds(stats),
+        "setup": {
+            "input_seconds": before,
+            "engine_setup_seconds": stats.setup_seconds,
+            "outside_engine_seconds": outside,
+            "first_stage_start_seconds": first,
+            "to_first_chunk_seconds": before + outside + first,
+        },
+        "stats": stats.as_dict(),
+    }
+
+
+def _best(calls: list[dict]) -> dict:
+    """The fastest of a worker's repeated calls, with the first (cold) call's set-up."""
+    best = dict(min(calls, key=lambda c: c["seconds"]))
+    best["setup"] = calls[0]["setup"]
+    best["all_seconds"] = [c["seconds"] for c in calls]
+    return best
+
+
+def _configured(args):
+    _, stirgpu = _stirgpu()
+    return stirgpu.config(backend=args.backend, numerics=args.numerics)
+
+
+def warm_up(args) -> float:
+    """The process's one-time costs (the kernels' compilation or loading from their caches,
+    the devices' start), paid on a tiny Quadra-like geometry before the timed calls, so those
+    time the run's geometry alone; returns the seconds (0 with ``--no-warm-up``)."""
+    if args.no_warm_up:
+        return 0.0
+    np, _ = _stirgpu()
+    from stirgpu.formats import ProjDataInMemory
+    from stirgpu.geometry import ProjDataInfo, Scanner
+    from stirgpu.projectors import ProjectorPair
+
+    t0 = time.perf_counter()
+    tiny = Scanner.from_name(SCANNER).replace(name="Quadra-like (2 rings)", num_rings=2)
+    pdi = ProjDataInfo.construct(tiny, 1, 1, num_views=2, num_tangential_poss=8)
+    info = default_image(pdi)
+    with _configured(args):
+        pp = ProjectorPair()
+        pp.set_up(pdi, info)
+        image = np.ones(info.shape, np.float32)
+        store = ProjDataInMemory(pdi)
+        pp.forward_project(store, image)
+        for subset in (0, 1), (0, 2):  # all views; a subset (chunks of several segments)
+            pp.back_project(None, store, *subset)
+            pp.sensitivity(None, *subset)
+            pp.forward_back_ratio(image, store, *subset)
+    return time.perf_counter() - t0
+
+
+# -- the workers -----------------------------------------------------------------------------
+
+
+def describe(args) -> dict:
+    """The run's geometry and sizes, the backend resolved; writes nothing."""
+    from stirgpu.execution import resolve_backend
+
+    pdi = template(args)
+    info = default_image(pdi)
+    sc = pdi.get_scanner()
+    return {
+        "scanner": sc.name,
+        "rings": sc.num_rings,
+        "span": args.span,
+        "max_ring_diff": args.max_ring_diff,
+        "segments": pdi.get_num_segments(),
+        "views": pdi.get_num_views(),
+        "tangential_poss": pdi.get_num_tangential_poss(),
+        "bins": pdi.total_num_bins,
+        "data_bytes": 4 * pdi.total_num_bins,
+        "image": list(info.shape),
+        "voxel_size": list(info.voxel_size),
+        "image_bytes": 4 * info.shape[0] * info.shape[1] * info.shape[2],
+        "backend": resolve_backend(args.backend),
+        "mem_available_bytes": mem_available_bytes(),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def make(args) -> dict:
+    """The phantom image, written into the run's folder."""
+    from stirgpu.formats import VoxelsOnCartesianGrid, write_image
+
+    info = default_image(template(args))
+    t0 = time.perf_counter()
+    write_image(_paths(args.dir)["image"], VoxelsOnCartesianGrid(info, fill=phantom(info)))
+    return {"seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
+
+
+def forward_disk(args) -> dict:
+    from stirgpu.formats import ProjDataFromFile, read_image
+    from stirgpu.projectors import ForwardProjector
+
+    warm = warm_up(args)
+    p = _paths(args.dir)
+    pdi = template(args)
+    image = read_image(p["image"])
+    calls = []
+    with _configured(args):
+        fp = ForwardProjector()
+        t0 = time.perf_counter()
+        fp.set_up(pdi, image.info)
+        set_up = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fp.set_input(image.as_array())
+        upload = time.perf_counter() - t0
+        for r in range(args.repeat):
+            t0 = time.perf_counter()
+            with ProjDataFromFile.create(p["data"], pdi, overwrite=True) as out:  # its close: fsync, commit
+                fp.forward_project(out)
+            seconds = time.perf_counter() - t0
+            calls.append(call_figures(seconds, fp.last_stats, 4 * pdi.total_num_bins, upload if r == 0 else 0.0))
+    return {**_best(calls), "set_up_seconds": set_up, "warm_up_seconds": warm, "peak_rss_mb": peak_rss_mb()}
+
+
+def back_disk(args, subset: bool = False) -> dict:
+    from stirgpu.formats import read_from_file, read_image
+    from stirgpu.projectors import BackProjector
+
+    warm = warm_up(args)
+    p = _paths(args.dir)
+    info = read_image(p["image"]).info
+    k, n = (0, args.subsets) if subset else (0, 1)
+    calls = []
+    with _configured(args), read_from_file(p["data"]) as store:
+        pdi = store.get_proj_data_info()
+        bp = BackProjector()
+        t0 = time.perf_counter()
+        bp.set_up(pdi, info)
+        set_up = time.perf_counter() - t0
+        nbytes = 4 * sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
+        nbytes *= len(pdi.subset_views(k, n)) * pdi.get_num_tangential_poss()
+        for _ in range(args.repeat):
+            drop_cache(p["data_file"])
+            t0 = time.perf_counter()
+            image = bp.back_project(None, store, subset_num=k, num_subsets=n)
+            seconds = time.perf_counter() - t0
+            calls.append(call_figures(seconds, bp.last_stats, nbytes))
+            calls[-1]["checksum"] = float(image.sum(dtype="float64"))
+    return {
+        **_best(calls),
+        "set_up_seconds": set_up,
+        "warm_up_seconds": warm,
+        "subset": [k, n],
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def osem_disk(args) -> dict:
+    """One full OSEM iteration from the file: per subset the fused step (forward, quotient,
+    back per chunk), then ``x *= ratio / sensitivity`` on the device."""
+    np, _ = _stirgpu()
+    from stirgpu.formats import read_from_file, read_image
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon.arrays import stir_divide, to_numpy
+
+    warm = warm_up(args)
+    p = _paths(args.dir)
+    info = read_image(p["image"]).info
+    K = args.subsets
+    with _configured(args), read_from_file(p["data"]) as store:
+        pp = ProjectorPair()
+        pp.set_up(store.get_proj_data_info(), info)
+        t0 = time.perf_counter()
+        sens = [pp.sensitivity(None, k, K) for k in range(K)]
+        sens_seconds = time.perf_counter() - t0
+        xp = np
+        if pp.backend == "cuda":
+            import cupy as xp  # the estimate stays on the GPU, as in stirgpu.recon.OSEM
+
+            sens = [xp.asarray(s) for s in sens]
+        x = xp.ones(info.shape, dtype=np.float32)
+        drop_cache(p["data_file"])
+        subiterations = []
+        t_iter = time.perf_counter()
+        for k in range(K):
+            t0 = time.perf_counter()
+            pp.set_input(x)
+            upload = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            ratio = pp.forward_back_ratio(None, store, k, K, out_image=xp.zeros_like(x))
+            x *= stir_divide(ratio, sens[k])
+            seconds = time.perf_counter() - t1
+            subiterations.append(call_figures(seconds + upload, pp.last_stats, 0, upload))
+        x = to_numpy(x)
+        iteration = time.perf_counter() - t_iter
+    return {
+        "seconds": iteration,
+        "subsets": K,
+        "sensitivity_seconds": sens_seconds,
+        "warm_up_seconds": warm,
+        "kernel_seconds": sum(s["kernel_seconds"] for s in subiterations),
+        "subiteration_seconds": [s["seconds"] for s in subiterations],
+        "setup": subiterations[0]["setup"],
+        "subiteration_setup_seconds": [s["setup"]["to_first_chunk_seconds"] for s in subiterations],
+        "first_subiteration_stats": subiterations[0]["stats"],
+        "estimate_max": float(x.max()),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def memory(args) -> dict:
+    """Forward projection into host memory and back projection from it, ``--repeat`` times each."""
+    from stirgpu.formats import ProjDataInMemory, read_image
+    from stirgpu.projectors import ProjectorPair
+
+    warm = warm_up(args)
+    p = _paths(args.dir)
+    pdi = template(args)
+    image = read_image(p["image"])
+    nbytes = 4 * pdi.total_num_bins
+    fwd, back = [], []
+    with _configured(args):
+        pp = ProjectorPair()
+        t0 = time.perf_counter()
+        pp.set_up(pdi, image.info)
+        set_up = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pp.set_input(image.as_array())
+        upload = time.perf_counter() - t0
+        store = ProjDataInMemory(pdi)
+        for r in range(args.repeat):
+            t0 = time.perf_counter()
+            pp.forward_project(store)
+            fwd.append(call_figures(time.perf_counter() - t0, pp.last_stats, nbytes, upload if r == 0 else 0.0))
+            t0 = time.perf_counter()
+            pp.back_project(None, store)
+            back.append(call_figures(time.perf_counter() - t0, pp.last_stats, nbytes))
+    return {
+        "forward": {**_best(fwd), "set_up_seconds": set_up},
+        "back": {**_best(back), "set_up_seconds": 0.0},
+        "warm_up_seconds": warm,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def plain_read(args) -> dict:
+    """The disk's sequential read rate on the data file itself (no numpy, no stirgpu)."""
+    path = _paths(args.dir)["data_file"]
+    drop_cache(path)
+    buf = bytearray(BLOCK)
+    n = 0
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while got := f.readinto(buf):
+            n += got
+    seconds = time.perf_counter() - t0
+    return {"bytes": n, "seconds": seconds, "GBps": n / seconds / 1e9, "peak_rss_mb": peak_rss_mb()}
+
+
+def plain_write(args) -> dict:
+    """The disk's sequential write rate (with fsync): the data file replaced by a plain file of
+    its name and size (the last run: nothing reads the data afterwards)."""
+    p = _paths(args.dir)
+    path = p["data_file"]
+    nbytes = path.stat().st_size
+    p["data"].unlink()
+    path.unlink()
+    block = memoryview(os.urandom(BLOCK))
+    t0 = time.perf_counter()
+    with open(path, "xb", buffering=0) as f:
+        left = nbytes
+        while left > 0:
+            left -= f.write(block[: min(left, BLOCK)])
+        os.fsync(f.fileno())
+    seconds = time.perf_counter() - t0
+    path.unlink()
+    return {"bytes": nbytes, "seconds": seconds, "GBps": nbytes / seconds / 1e9, "peak_rss_mb": peak_rss_mb()}
+
+
+WORKERS = {
+    "describe": describe,
+    "make": make,
+    "forward_disk": forward_disk,
+    "plain_read": plain_read,
+    "back_disk": back_disk,
+    "subset_back_disk": lambda args: back_disk(args, subset=True),
+    "osem_disk": osem_disk,
+    "memory": memory,
+    "plain_write": plain_write,
+}
+
+
+# -- the parent ------------------------------------------------------------------------------
+
+
+def _worker_argv(args, mode: str, folder: str | None) -> list[str]:
+    argv = [sys.executable, __file__, "--worker", mode, "--backend", args.backend]
+    argv += ["--span", str(args.span), "--max-ring-diff", str(args.max_ring_diff), "--subsets", str(args.subsets)]
+    argv += ["--repeat", str(args.repeat)] + (["--no-warm-up"] if args.no_warm_up else [])
+    for flag, value in (
+        ("--views", args.views),
+        ("--tangential", args.tangential),
+        ("--rings", args.rings),
+        ("--numerics", args.numerics),
+        ("--dir", folder),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def run_worker(args, mode: str, folder: str | None = None) -> dict:
+    """``mode`` in a fresh process; a refusal there (exit code 2) is this script's refusal."""
+    if mode != "describe":  # (nothing on stderr before the checks: a refusal is its one line)
+        note(f"{mode} ...")
+    r = subprocess.run(_worker_argv(args, mode, folder), capture_output=True, text=True)
+    if r.returncode == arguments.EXIT_BAD_ARGUMENT and r.stderr.startswith(f"{Path(__file__).name}: error: "):
+        raise arguments.BadArgument(r.stderr.strip().split(": error: ", 1)[1])
+    if r.returncode:
+        raise SystemExit(f"worker {mode} failed:\n{r.stderr}")
+    return json.loads(r.stdout)
+
+
+def check_room(args, geometry: dict) -> None:
+    """Refuse before writing anything: ``--dir`` must hold the data and the image, and host
+    memory the data for the in-memory runs."""
+    gb = 1e9
+    data, image = geometry["data_bytes"], geometry["image_bytes"]
+    folder = args.dir or tempfile.gettempdir()
+    free = shutil.disk_usage(folder).free
+    need = data + image + DISK_MARGIN_BYTES
+    if free < need:
+        raise arguments.BadArgument(
+            f"--dir {folder}: {free / gb:.1f} GB free, the run needs {need / gb:.1f} GB (data {data / gb:.2f} GB, "
+            f"image {image / gb:.2f} GB); give a --dir with more room or a smaller --max-ring-diff / --views / --rings"
+        )
+    avail = geometry["mem_available_bytes"]
+    if not args.no_memory and avail is not None and data > MEMORY_FRACTION * avail:
+        raise arguments.BadArgument(
+            f"the in-memory runs need the data ({data / gb:.2f} GB) in host memory, and MemAvailable is "
+            f"{avail / gb:.1f} GB; give --no-memory or a smaller --max-ring-diff / --views / --rings"
+        )
+
+
+def summarise(geometry: dict, runs: dict, subsets: int) -> dict:
+    """The ratios against the same run's baselines, and the issue's targets."""
+    read, write = runs["plain_read"], runs["plain_write"]
+    back, sub, osem = runs["back_disk"], runs["subset_back_disk"], runs["osem_disk"]
+    read_once = geometry["data_bytes"] / (read["GBps"] * 1e9)
+    bound = max(read_once, osem["kernel_seconds"])
+    s = {
+        "forward_disk_of_plain_write": runs["forward_disk"]["GBps"] / write["GBps"],
+        "back_disk_of_plain_read": back["GBps"] / read["GBps"],
+        "subset_fraction_of_back": sub["seconds"] / back["seconds"],
+        "read_once_seconds": read_once,
+        "osem_kernel_seconds": osem["kernel_seconds"],
+        "osem_over_bound": osem["seconds"] / bound,
+        "setup_to_first_chunk_seconds": {
+            name: runs[name]["setup"]["to_first_chunk_seconds"]
+            for name in ("forward_disk", "back_disk", "subset_back_disk", "osem_disk")
+        },
+        "peak_rss_mb": {name: run["peak_rss_mb"] for name, run in runs.items()},
+    }
+    if "memory" in runs:
+        for op in ("forward", "back"):
+            s["setup_to_first_chunk_seconds"][f"{op}_memory"] = runs["memory"][op]["setup"]["to_first_chunk_seconds"]
+    s["targets"] = {
+        "back_disk_of_plain_read": {"value": s["back_disk_of_plain_read"], "target": f">= {TARGET_BACK_OF_READ}"},
+        "subset_fraction_of_back": {
+            "value": s["subset_fraction_of_back"],
+            "target": f"<= {TARGET_SUBSET_SHARE}/{subsets} = {TARGET_SUBSET_SHARE / subsets:.4f}",
+        },
+        "osem_over_bound": {"value": s["osem_over_bound"], "target": f"<= {TARGET_OSEM_RATIO}"},
+    }
+    s["targets"]["back_disk_of_plain_read"]["met"] = s["back_disk_of_plain_read"] >= TARGET_BACK_OF_READ
+    s["targets"]["subset_fraction_of_back"]["met"] = s["subset_fraction_of_back"] <= TARGET_SUBSET_SHARE / subsets
+    s["targets"]["osem_over_bound"]["met"] = s["osem_over_bound"] <= TARGET_OSEM_RATIO
+    return s
+
+
+def readable(result: dict) -> str:
+    g, runs, s = result["geometry"], result["runs"], result["summary"]
+    lines = [
+        f"{g['scanner']} span {g['span']}, max ring difference {g['max_ring_diff']}: {g['segments']} segments x "
+        f"{g['views']} views x {g['tangential_poss']} tangential, {g['bins']:.3e} bins "
+        f"({g['data_bytes'] / 1e9:.2f} GB); "
+        f"image {' x '.join(map(str, g['image']))}; backend {g['backend']}",
+        f"disk: plain write {runs['plain_write']['GBps']:.2f} GB/s, plain read {runs['plain_read']['GBps']:.2f} GB/s",
+    ]
+
+    def line(name, run, rate_of=None):
+        rss = run.get("peak_rss_mb")
+        text = (
+            f"{name}: {run['seconds']:.2f} s, {run['GBps']:.2f} GB/s, {run['lor_per_s']:.2e} LOR/s, "
+            f"kernels {run['kernel_seconds']:.2f} s, "
+            f"set-up to the first chunk {run['setup']['to_first_chunk_seconds']:.2f} s"
+        )
+        if rate_of is not None:
+            text += f", {rate_of}"
+        return text + (f", peak RSS {rss:.0f} MB" if rss is not None else "")
+
+    lines.append(
+        line("forward to disk", runs["forward_disk"], f"{s['forward_disk_of_plain_write']:.0%} of plain write")
+    )
+    lines.append(line("back from disk", runs["back_disk"], f"{s['back_disk_of_plain_read']:.0%} of plain read"))
+    lines.append(
+        line(
+            f"subset 1/{result['subsets']} back from disk",
+            runs["subset_back_disk"],
+            f"{s['subset_fraction_of_back']:.4f} of the full back projection",
+        )
+    )
+    if "memory" in runs:
+        mem = runs["memory"]
+        lines.append(line("forward in memory", {**mem["forward"], "peak_rss_mb": mem["peak_rss_mb"]}))
+        lines.append(line("back in memory", {**mem["back"], "peak_rss_mb": mem["peak_rss_mb"]}))
+    o = runs["osem_disk"]
+    lines.append(
+        f"OSEM iteration ({o['subsets']} subsets) from disk: {o['seconds']:.2f} s "
+        f"(kernels {o['kernel_seconds']:.2f} s, "
+        f"reading the data once {s['read_once_seconds']:.2f} s: {s['osem_over_bound']:.2f} x the larger), "
+        f"set-up to the first chunk {o['setup']['to_first_chunk_seconds']:.2f} s, peak RSS {o['peak_rss_mb']:.0f} MB"
+    )
+    lines.append(
+        "targets: "
+        + "; ".join(
+            f"{k} {v['value']:.3f} ({v['target']}: {'met' if v['met'] else 'not met'})" for k, v in s["targets"].items()
+        )
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=85)
+    ap.add_argument("--span", type=arguments.positive_int, default=1)
+    ap.add_argument("--views", type=arguments.positive_int, default=None, help="399 for the Quadra; fewer mash views")
+    ap.add_argument("--tangential", type=arguments.positive_int, default=None, help="520 for the Quadra")
+    ap.add_argument("--rings", type=arguments.positive_int, default=None, help="323 for the Quadra")
+    ap.add_argument("--subsets", type=arguments.positive_int, default=21)
+    ap.add_argument("--repeat", type=arguments.positive_int, default=1, help="calls per run (best kept)")
+    ap.add_argument(
+        "--numerics", default=None, choices=("stir", "exact"), help="the projectors' numerics (default: theirs, STIR's)"
+    )
+    ap.add_argument("--dir", default=None, help="folder for the data and image files (default: the temp folder)")
+    ap.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="time each process's first calls cold (kernel compilation and device start included)",
+    )
+    ap.add_argument("--no-memory", action="store_true", help="skip the in-memory runs (they hold the data in RAM)")
+    ap.add_argument("--json", default=None, help="also write the JSON result here")
+    ap.add_argument("--worker", default=None, choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](args)))
+        return 0
+    if args.dir is not None and not Path(args.dir).is_dir():
+        raise arguments.BadArgument(f"--dir {args.dir}: not a folder")
+
+    geometry = run_worker(args, "describe")
+    check_room(args, geometry)  # (a refusal names the sizes)
+    note(
+        f"data: {geometry['bins']:.3e} bins, {geometry['data_bytes'] / 1e9:.2f} GB float32; "
+        f"image {geometry['image']}, {geometry['image_bytes'] / 1e9:.2f} GB"
+    )
+    args.backend = geometry["backend"]
+    with tempfile.TemporaryDirectory(prefix="stirgpu-lafov-", dir=args.dir) as folder:
+        made = run_worker(args, "make", folder)
+        runs = {}
+        for mode in ("forward_disk", "plain_read", "back_disk", "subset_back_disk", "osem_disk"):
+            runs[mode] = run_worker(args, mode, folder)
+        if not args.no_memory:
+            runs["memory"] = run_worker(args, "memory", folder)
+        runs["plain_write"] = run_worker(args, "plain_write", folder)
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "parent_peak_rss_mb": peak_rss_mb(),
+            "baseline_peak_rss_mb": geometry["peak_rss_mb"],
+        },
+        "geometry": geometry,
+        "subsets": args.subsets,
+        "numerics": args.numerics or "default",
+        "repeat": args.repeat,
+        "page_cache_dropped": True,
+        "phantom_seconds": made["seconds"],
+        "runs": runs,
+        "summary": summarise(geometry, runs, args.subsets),
+    }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(readable(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(arguments.run(main))
