@@ -183,6 +183,36 @@ def test_one_set_input_serves_both_directions_and_uploads_once():
             call()
 
 
+def test_cpu_uploads_reuse_one_host_copy_and_give_each_images_projection():
+    """On the CPU every upload is written into the one host copy of the last image (same
+    shape), masked afresh: each forward projection is its own image's, also after an image
+    with values outside the FOV and a float64 image; a refused upload leaves the last image
+    whole."""
+    pdi, info = geometry()
+    fp = ForwardProjector(backend="cpu")
+    fp.set_up(pdi, info)
+    residency = fp.session.engine.residency
+    first = image(info, seed=3)
+    first[:, 0, 0] = np.nan  # outside STIR's cylinder: masked to 0
+    fp.set_input(first)
+    kept = residency.input_image(0)
+    last = image(info, seed=5).astype(np.float64)
+    for img in (first, image(info, seed=4), last):
+        got = fp.forward_project(ProjDataInMemory(pdi), img)
+        assert residency.input_image(0) is kept
+        assert same_data(got, forward_of(pdi, info, img), pdi)
+
+    class Broken:
+        shape, dtype, ndim = info.shape, np.dtype(np.float32), 3
+
+        def __array__(self, dtype=None, copy=None):
+            raise ValueError("no values")
+
+    with pytest.raises((ValueError, StirGpuError)):
+        fp.set_input(Broken())
+    assert same_data(fp.forward_project(ProjDataInMemory(pdi)), forward_of(pdi, info, last), pdi)
+
+
 def test_lone_projectors_keep_their_own_sessions():
     """A lone ForwardProjector and BackProjector each make a session of their own: setting up
     or feeding one leaves the other as it was, and each projects on its own with the pair's
