@@ -79,10 +79,15 @@ class _StirChunks:
     into the accumulation image by :meth:`finish` (``cuda_stir.transposed_accumulator``)."""
 
     def __init__(self, geometry: KernelGeometry, image, accum, along_x=None):
+        from .stir_lors import TransaxialTables
+
         self.geometry, self.image, self.accum, self.along_x = geometry, image, accum, along_x
+        # the views' transaxial tables, made once for the chunks of every segment of the call
+        pdi = geometry.proj_data_info
+        self.transaxial = TransaxialTables(pdi) if pdi is not None else None
 
     def tables(self, tables):
-        return StirChunk(tables, self.geometry.proj_data_info)
+        return StirChunk(tables, self.geometry.proj_data_info, self.transaxial)
 
     def _tof(self) -> bool:
         # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part

@@ -24,6 +24,7 @@ from .tables import chunk_parts, parts_shapes
 
 if TYPE_CHECKING:
     from ..array_types import Array
+    from .stir_lors import TransaxialTables
 
 __all__ = ["forward_chunk_stir", "back_chunk_stir", "StirChunk"]
 
@@ -34,10 +35,12 @@ DevicePart = tuple["Array", "Array", np.int32, np.int32, np.int32]
 class StirChunk:
     """A chunk's STIR float32 tables (:func:`stirgpu.kernels.stir_lors.stir_chunk_tables` of
     each part), computed once on the host and copied once per device, so that a chunk projected
-    forward and then back (OSEM's fused step) pays for them once.  Accepted wherever
+    forward and then back (OSEM's fused step) pays for them once; ``transaxial``
+    (:class:`~stirgpu.kernels.stir_lors.TransaxialTables` of ``proj_data_info``) shares the
+    views' tables between the chunks of a call.  Accepted wherever
     :func:`forward_chunk_stir` / :func:`back_chunk_stir` take tables."""
 
-    def __init__(self, tables, proj_data_info):
+    def __init__(self, tables, proj_data_info, transaxial: TransaxialTables | None = None):
         from .stir_lors import stir_chunk_tables
 
         parts, single = chunk_parts(tables)
@@ -46,7 +49,7 @@ class StirChunk:
         self.single_shape = self.shapes[0] if single else None
         self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
         #: per part, its float32 host tables ``(x1, y1, dx, dy, l1, l2, hit, m, max_a tan)``
-        self.host: list[tuple[np.ndarray, ...]] = [stir_chunk_tables(proj_data_info, p) for p in parts]
+        self.host: list[tuple[np.ndarray, ...]] = [stir_chunk_tables(proj_data_info, p, transaxial) for p in parts]
         self._device: dict[int, list[DevicePart]] = {}
 
     def device(self, device_id: int) -> list[DevicePart]:

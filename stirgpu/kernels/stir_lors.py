@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import platform
+import threading
 
 import numpy as np
 from numba import types
@@ -46,6 +47,7 @@ __all__ = [
     "stir_float_geometry",
     "stir_lor_endpoints",
     "stir_chunk_tables",
+    "TransaxialTables",
     "geometry_tables",
     "stir_image_frame",
     "stir_default_image_info",
@@ -275,24 +277,66 @@ def _axial_offsets(s, tantheta, ring_radius):
     return out
 
 
-def geometry_tables(g: StirFloatGeometry) -> tuple:
+def geometry_tables(g: StirFloatGeometry, transaxial: tuple | None = None) -> tuple:
     """The float32 tables the STIR-numerics kernels compute endpoints from, for the bins of
     ``g``: ``(x1, y1, dx, dy, l1, l2, hit)`` per (view, tangential position), ``m`` per axial
     position, ``max_a tan(theta)`` per tangential position (``hit`` bool).  The LOR of bin
     (i, k, j) runs from ``p(l1)`` to ``p(l2)`` with ``p(l) = (z1 + dz l, y1 + dy l, x1 + dx l)``,
-    ``z1 = m - mt``, ``dz = (m + mt) - z1``, each operation rounded to float32."""
+    ``z1 = m - mt``, ``dz = (m + mt) - z1``, each operation rounded to float32.  ``transaxial``:
+    the first seven, already made (:meth:`TransaxialTables.rows`)."""
     phi, s, tt = (np.asarray(a, _F) for a in (g.phi, g.s, g.tantheta))
-    x1, y1, dx, dy, l1, l2, hit = _transaxial_tables(phi, s, g.ring_radius, g.fov_radius)
-    return (x1, y1, dx, dy, l1, l2, hit, np.asarray(g.m, _F), _axial_offsets(s, tt, g.ring_radius))
+    if transaxial is None:
+        transaxial = _transaxial_tables(phi, s, g.ring_radius, g.fov_radius)
+    return (*transaxial, np.asarray(g.m, _F), _axial_offsets(s, tt, g.ring_radius))
 
 
-def stir_chunk_tables(proj_data_info, chunk_tables) -> tuple:
+class TransaxialTables:
+    """The transaxial tables ``(x1, y1, dx, dy, l1, l2, hit)`` of one projection-data geometry,
+    each view's made the first time a chunk needs it and kept.  They depend on the view's phi,
+    the tangential positions' s, the ring and FOV radii -- not on the segment --, so the chunks of
+    all segments share them; they are most of a chunk's table work otherwise (a Quadra span-1
+    call has 171 segments).  Every element is the one :func:`geometry_tables` computes alone.
+    Thread-safe."""
+
+    def __init__(self, proj_data_info):
+        self.proj_data_info = proj_data_info
+        self._lock = threading.Lock()
+        # (ring radius, FOV radius, s) -> (the seven (views, tangential) tables, views made)
+        self._kept: dict[tuple, tuple[list[np.ndarray], np.ndarray]] = {}
+
+    def rows(self, g: StirFloatGeometry, views) -> tuple[np.ndarray, ...]:
+        """The tables of ``views`` (``g``'s views, ascending; ``g`` of this geometry); for a run of
+        consecutive views, views of the kept tables (never to be written)."""
+        views = np.asarray(views, dtype=np.int64)
+        s = np.asarray(g.s, _F)
+        key = (float(g.ring_radius), float(g.fov_radius), s.tobytes())
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None:
+                shape = (self.proj_data_info.get_num_views(), s.shape[0])
+                tables = [np.zeros(shape, _F) for _ in range(6)] + [np.zeros(shape, np.bool_)]
+                kept = self._kept[key] = (tables, np.zeros(shape[0], np.bool_))
+            tables, made = kept
+            new = np.flatnonzero(~made[views])
+            if new.size:
+                phi = np.ascontiguousarray(np.asarray(g.phi, _F)[new])
+                for table, part in zip(tables, _transaxial_tables(phi, s, g.ring_radius, g.fov_radius), strict=True):
+                    table[views[new]] = part
+                made[views[new]] = True
+            if views.size and np.all(np.diff(views) == 1):  # a run of views: no copy
+                rows = slice(int(views[0]), int(views[-1]) + 1)
+                return tuple(table[rows] for table in tables)
+            return tuple(table[views] for table in tables)
+
+
+def stir_chunk_tables(proj_data_info, chunk_tables, transaxial: TransaxialTables | None = None) -> tuple:
     """:func:`geometry_tables` of one :class:`stirgpu.geometry.ChunkTables` part (its segment,
-    views, axial and tangential positions, FOV radius)."""
+    views, axial and tangential positions, FOV radius); ``transaxial``: the tables of this
+    geometry's views kept from part to part."""
     t = chunk_tables
     g = stir_float_geometry(proj_data_info, t.segment, t.views, t.axial_poss, t.tangential_poss)
     g.fov_radius = float(t.radius)
-    return geometry_tables(g)
+    return geometry_tables(g, None if transaxial is None else transaxial.rows(g, t.views))
 
 
 def stir_default_image_info(
