@@ -503,6 +503,8 @@ def check_room(args, geometry: dict) -> None:
     """Refuse before writing anything: ``--dir`` must hold the data and the image, and host
     memory the data for the in-memory runs."""
     gb = 1e9
+    if args.subsets > geometry["views"]:
+        raise arguments.BadArgument(f"--subsets {args.subsets}: more subsets than the {geometry['views']} views")
     data, image = geometry["data_bytes"], geometry["image_bytes"]
     folder = args.dir or tempfile.gettempdir()
     free = shutil.disk_usage(folder).free

@@ -31,6 +31,7 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--max-ring-diff", "400"], "max_ring_diff"),  # stirgpu's error, from a worker
         (["--backend", "cpu", "--dir", "/nonexistent/folder"], "/nonexistent/folder"),
         (["--backend", "cpu", "--rings", "2000", "--max-ring-diff", "1999"], "--dir"),  # 3.3 TB: no room
+        (["--backend", "cpu", "--rings", "4", "--max-ring-diff", "2", "--views", "7"], "--subsets 21"),
     ],
     "mpi.py": [(["--ranks", "0,2"], "--ranks"), (["--scanner", "No Such Scanner"], "No Such Scanner")],
     "numerics.py": [(["--repeat", "0"], "--repeat")],
