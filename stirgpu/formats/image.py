@@ -179,15 +179,27 @@ def read_image(path: str | os.PathLike) -> VoxelsOnCartesianGrid:
             f"{dtype.itemsize} bytes)",
             path=dp,
         )
-    with open(dp, "rb") as f:
-        f.seek(offset)
-        raw = np.fromfile(f, dtype=dtype, count=info.num_voxels)
     img = VoxelsOnCartesianGrid(info)
-    img.array[...] = raw.reshape(info.shape)
+    with open(dp, "rb", buffering=0) as f:
+        f.seek(offset)
+        if dtype == img.array.dtype:  # native float32: straight into the image, one pass over it
+            _read_into(f, img.array.reshape(-1).data.cast("B"), dp)
+        else:
+            img.array[...] = np.fromfile(f, dtype=dtype, count=info.num_voxels).reshape(info.shape)
     scale = np.asarray(factors, dtype=np.float32)
     if np.any(scale != 1):
         img.array[...] *= scale[:, None, None] if len(factors) > 1 else scale[0]  # float32, as STIR
     return img
+
+
+def _read_into(f, buffer: memoryview, path: Path) -> None:
+    """Fill ``buffer`` from ``f`` (a file whose size was checked: a short read means it shrank)."""
+    done = 0
+    while done < len(buffer):
+        got = f.readinto(buffer[done:])
+        if not got:
+            raise FormatError(f"data file ended after {done} of {len(buffer)} bytes while being read", path=path)
+        done += got
 
 
 def format_image_header(
