@@ -42,6 +42,9 @@ read), the subset's share of the full back projection (target <= 1.2 / 21), and 
 iteration over the larger of the time to read the data once at the plain rate and the
 kernels' time (the compute stage's busy seconds; target <= 1.2).
 
+``--setup-only`` times each call's set-up alone, at the run's geometry, on a sparse data file
+(no room needed but the image's): ``lafov_setup.py``.
+
 The data never sit in this script's memory except in ``memory``.  The data size is checked
 against ``--dir``'s free space (and ``MemAvailable`` for ``memory``) before anything is
 written.  Output: a JSON document (``--json FILE`` also writes it), then readable lines.
@@ -455,6 +458,19 @@ def plain_write(args) -> dict:
     return {"bytes": nbytes, "seconds": seconds, "GBps": nbytes / seconds / 1e9, "peak_rss_mb": peak_rss_mb()}
 
 
+def _setup_workers() -> dict:
+    """``--setup-only``'s workers (:mod:`lafov_setup`)."""
+    import lafov_setup
+
+    def common():  # this module (looked up when a worker runs: a script is "__main__")
+        return sys.modules[__name__]
+
+    workers = {"setup_make": lambda args: lafov_setup.make(args, common())}
+    for call in lafov_setup.CALLS:
+        workers[f"setup_{call}"] = lambda args, call=call: lafov_setup.run(args, call, common())
+    return workers
+
+
 WORKERS = {
     "describe": describe,
     "make": make,
@@ -465,6 +481,7 @@ WORKERS = {
     "osem_disk": osem_disk,
     "memory": memory,
     "plain_write": plain_write,
+    **_setup_workers(),
 }
 
 
@@ -475,6 +492,7 @@ def _worker_argv(args, mode: str, folder: str | None) -> list[str]:
     argv = [sys.executable, __file__, "--worker", mode, "--backend", args.backend]
     argv += ["--span", str(args.span), "--max-ring-diff", str(args.max_ring_diff), "--subsets", str(args.subsets)]
     argv += ["--repeat", str(args.repeat)] + (["--no-warm-up"] if args.no_warm_up else [])
+    argv += ["--setup-only"] if args.setup_only else []
     for flag, value in (
         ("--views", args.views),
         ("--tangential", args.tangential),
@@ -508,14 +526,14 @@ def check_room(args, geometry: dict) -> None:
     data, image = geometry["data_bytes"], geometry["image_bytes"]
     folder = args.dir or tempfile.gettempdir()
     free = shutil.disk_usage(folder).free
-    need = data + image + DISK_MARGIN_BYTES
+    need = (0 if args.setup_only else data) + image + DISK_MARGIN_BYTES  # (--setup-only: a sparse file)
     if free < need:
         raise arguments.BadArgument(
             f"--dir {folder}: {free / gb:.1f} GB free, the run needs {need / gb:.1f} GB (data {data / gb:.2f} GB, "
             f"image {image / gb:.2f} GB); give a --dir with more room or a smaller --max-ring-diff / --views / --rings"
         )
     avail = geometry["mem_available_bytes"]
-    if not args.no_memory and avail is not None and data > MEMORY_FRACTION * avail:
+    if not (args.no_memory or args.setup_only) and avail is not None and data > MEMORY_FRACTION * avail:
         raise arguments.BadArgument(
             f"the in-memory runs need the data ({data / gb:.2f} GB) in host memory, and MemAvailable is "
             f"{avail / gb:.1f} GB; give --no-memory or a smaller --max-ring-diff / --views / --rings"
@@ -610,6 +628,28 @@ def readable(result: dict) -> str:
     return "\n".join(lines)
 
 
+def setup_only(args, geometry: dict) -> int:
+    """``--setup-only``: each call's set-up on a sparse data file (:mod:`lafov_setup`)."""
+    import lafov_setup
+
+    with tempfile.TemporaryDirectory(prefix="stirgpu-lafov-", dir=args.dir) as folder:
+        run_worker(args, "setup_make", folder)
+        setup = {call: run_worker(args, f"setup_{call}", folder) for call in lafov_setup.CALLS}
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "geometry": geometry,
+        "subsets": args.subsets,
+        "numerics": args.numerics or "default",
+        "setup": setup,
+    }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(lafov_setup.readable(result))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
@@ -630,6 +670,11 @@ def main(argv=None) -> int:
         help="time each process's first calls cold (kernel compilation and device start included)",
     )
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory runs (they hold the data in RAM)")
+    ap.add_argument(
+        "--setup-only",
+        action="store_true",
+        help="time each call's set-up to its first chunk on a sparse data file, projecting nothing",
+    )
     ap.add_argument("--json", default=None, help="also write the JSON result here")
     ap.add_argument("--worker", default=None, choices=sorted(WORKERS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -646,6 +691,8 @@ def main(argv=None) -> int:
         f"image {geometry['image']}, {geometry['image_bytes'] / 1e9:.2f} GB"
     )
     args.backend = geometry["backend"]
+    if args.setup_only:
+        return setup_only(args, geometry)
     with tempfile.TemporaryDirectory(prefix="stirgpu-lafov-", dir=args.dir) as folder:
         made = run_worker(args, "make", folder)
         runs = {}

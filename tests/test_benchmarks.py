@@ -345,3 +345,21 @@ def test_lafov_cpu_tiny_run(tmp_path):
     assert set(s["targets"]) == {"back_disk_of_plain_read", "subset_fraction_of_back", "osem_over_bound"}
     assert all(v > 0 for v in s["peak_rss_mb"].values())
     assert r.stdout.splitlines()[-1].startswith("targets: back_disk_of_plain_read ")
+
+
+def test_lafov_setup_only_tiny_run(tmp_path):
+    """``lafov.py --setup-only``: every call's set-up to its first chunk, first and again, on a
+    sparse data file; the folder left empty (no timings asserted)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    tiny = ["--rings", "4", "--max-ring-diff", "2", "--views", "21", "--tangential", "32"]
+    r = _run("lafov.py", "--backend", "cpu", "--setup-only", *tiny, "--dir", str(work), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout[: r.stdout.rindex("}") + 1])
+    assert list(work.iterdir()) == [] and doc["geometry"]["bins"] == 9408
+    assert list(doc["setup"]) == ["forward_disk", "back_disk", "subset_back_disk", "osem_disk"]
+    for name, run in doc["setup"].items():
+        assert run["to_first_chunk_seconds"] >= run["input_seconds"] >= 0
+        assert run["again_to_first_chunk_seconds"] >= run["again_input_seconds"] >= 0
+        assert (run["input_seconds"] > 0) == (name in ("forward_disk", "osem_disk"))
+    assert r.stdout.splitlines()[-1].startswith("osem_disk: to the first chunk ")
