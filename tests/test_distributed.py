@@ -12,10 +12,12 @@ import pytest
 from helpers import phantom, small_geometry
 
 from stirgpu.distributed import Communicator, share_bins, share_viewgrams, shared_output, world
+from stirgpu.distributed.outputs import _pieces
 from stirgpu.errors import RankFailure, StirGpuError
 from stirgpu.execution.plan import make_plan
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
 from stirgpu.formats.projdata_disk import ProjDataFromFile
+from stirgpu.geometry import ProjDataInfo, Scanner
 from stirgpu.projectors import ForwardProjector
 
 
@@ -33,6 +35,45 @@ def test_shares_are_disjoint_complete_and_balanced_by_bins(size, subset):
     assert max(bins) - sum(bins) / size <= largest  # at most one viewgram above the even share
     for share in shares:
         assert all(np.all(np.diff(v) > 0) for v in share.values())
+
+
+def _tof_geometry():
+    """GE Discovery MI, 3 segments of 35 / 36 / 35 axial positions, 6 views, 31 tangential
+    positions, 13 TOF bins."""
+    return ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 1, 6, 31, tof_mash_factor=29)
+
+
+def test_shares_of_tof_data_count_every_timing_position():
+    """A viewgram of TOF data is all its timing positions: its bins count them, the plan of a
+    share holds them (the plan's bins are the share's), and viewgrams of nearly one size are dealt
+    out evenly (by their middles: 6 viewgrams, 2 per rank, not 3 / 1 / 2 by their starts)."""
+    pdi = _tof_geometry()
+    views = pdi.subset_views(2, 3)
+    shares = [share_viewgrams(pdi, pdi.segment_nums, views, r, 3) for r in range(3)]
+    bins = [share_bins(pdi, share) for share in shares]
+    assert sum(bins) == 13 * 31 * len(views) * sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
+    assert [sum(len(v) for v in share.values()) for share in shares] == [2, 2, 2]
+    for share in shares:
+        plan = make_plan(
+            pdi, pdi.segment_nums, share, lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None,
+            host_budget=1 << 30, gpu_budget=None, target_chunk_bytes=64 << 10,
+        )  # fmt: skip
+        assert plan.num_bins == share_bins(pdi, share)
+
+
+@pytest.mark.parametrize("limit", [1 << 20, 3 * 4 * 35 * 31, 4 * 35 * 31 - 1])
+def test_completing_outputs_sends_bounded_pieces_of_every_timing_position(limit):
+    """complete_on_every_rank's pieces (one segment's share of a rank): all timing positions of
+    a run of views where one viewgram's fit the staging size, else each timing position alone;
+    each piece at most the staging size (or one viewgram of one timing position); every
+    (timing position, view) once."""
+    timing, views, view_bytes = tuple(range(-6, 7)), np.arange(5), 4 * 35 * 31
+    pieces = list(_pieces(timing, views, view_bytes, limit))
+    seen = sorted((t, int(v)) for times, piece in pieces for t in times for v in piece)
+    assert seen == sorted((t, int(v)) for t in timing for v in views)
+    assert all(len(times) * len(piece) * view_bytes <= max(limit, view_bytes) for times, piece in pieces)
+    assert all(len(times) == (13 if 13 * view_bytes <= limit else 1) for times, _ in pieces)
+    assert list(_pieces((None,), views, view_bytes, limit))[0][0] == (None,)  # non-TOF: no timing_pos
 
 
 def test_shares_refuse_a_bad_rank():

@@ -11,8 +11,8 @@ Two kinds of output:
   rank sees.
 * **Anything else** (in memory, STIR's objects, a file each rank opened itself):
   :func:`complete_on_every_rank` sends each rank's share to every other rank after the
-  projection, in pieces of at most the staging size, so that every rank's output holds the
-  whole projection -- as it would without MPI.
+  projection (all timing positions of TOF data), in pieces of at most the staging size, so that
+  every rank's output holds the whole projection -- as it would without MPI.
 """
 
 from __future__ import annotations
@@ -71,31 +71,52 @@ def shared_output(comm: Communicator, path, proj_data_info, *, overwrite: bool =
         raise
 
 
-def complete_on_every_rank(
-    comm: Communicator, store, proj_data_info, segments: Sequence[int], views, timing_pos: int = 0
-) -> int:
+def complete_on_every_rank(comm: Communicator, store, proj_data_info, segments: Sequence[int], views) -> int:
     """After every rank wrote its share (:func:`~.share.share_viewgrams`) of ``segments x views``
     into its own ``store``, give every rank's store the other ranks' shares: each rank in turn
-    broadcasts its viewgrams, in pieces of at most ``comm.staging_bytes``.  Returns the bytes
-    this rank sent."""
+    broadcasts its viewgrams -- all their timing positions for TOF data -- in pieces of at most
+    ``comm.staging_bytes``.  Returns the bytes this rank sent."""
     if not comm.parallel:
         return 0
     nt = proj_data_info.get_num_tangential_poss()
+    timing = _timing_positions(proj_data_info)
     sent = 0
     for owner in range(comm.size):
         share = share_viewgrams(proj_data_info, segments, views, owner, comm.size)
         for seg, seg_views in share.items():
-            view_bytes = 4 * proj_data_info.get_num_axial_poss(seg) * nt
-            step = max(comm.staging_bytes // view_bytes, 1)
-            for i in range(0, len(seg_views), step):
-                piece = seg_views[i : i + step]
-                shape = (len(piece), proj_data_info.get_num_axial_poss(seg), nt)
+            na = proj_data_info.get_num_axial_poss(seg)
+            for times, piece in _pieces(timing, seg_views, 4 * na * nt, comm.staging_bytes):
                 if comm.rank == owner:
-                    buffer = np.ascontiguousarray(store.read_views(seg, piece, timing_pos=timing_pos), dtype=np.float32)
+                    buffer = np.stack([store.read_views(seg, piece, **_at(t)) for t in times]).astype(np.float32)
                     sent += buffer.nbytes * (comm.size - 1)
                 else:
-                    buffer = np.empty(shape, dtype=np.float32)
+                    buffer = np.empty((len(times), len(piece), na, nt), dtype=np.float32)
                 comm.broadcast(buffer, root=owner)
                 if comm.rank != owner:
-                    store.write_views(buffer, seg, piece, timing_pos=timing_pos)
+                    for t, values in zip(times, buffer, strict=True):
+                        store.write_views(values, seg, piece, **_at(t))
     return sent
+
+
+def _timing_positions(proj_data_info) -> tuple[int | None, ...]:
+    """The timing positions of the data's viewgrams, lowest first; ``(None,)`` for non-TOF data
+    (whose stores are called without ``timing_pos``, as the engine's chunk I/O calls them)."""
+    if proj_data_info.get_num_tof_poss() == 1:
+        return (None,)
+    lo = proj_data_info.get_min_tof_pos_num()
+    return tuple(range(lo, lo + proj_data_info.get_num_tof_poss()))
+
+
+def _pieces(timing: tuple, views: np.ndarray, view_bytes: int, limit: int) -> Iterator[tuple[tuple, np.ndarray]]:
+    """(timing positions, views) pieces of one segment's share of at most ``limit`` bytes (or one
+    viewgram of one timing position): runs of views with all timing positions where one such
+    viewgram fits, else each timing position alone."""
+    groups = [timing] if len(timing) * view_bytes <= limit else [(t,) for t in timing]
+    for times in groups:
+        step = max(limit // (len(times) * view_bytes), 1)
+        for i in range(0, len(views), step):
+            yield times, views[i : i + step]
+
+
+def _at(timing_pos: int | None) -> dict:
+    return {} if timing_pos is None else {"timing_pos": timing_pos}
