@@ -300,3 +300,15 @@ def test_gradient_filename_prefix_writes_one_image_per_gradient(tmp_path):
     p.set_gradient_filename_prefix(f"{tmp_path}/sub/")
     p.get_gradient(x)
     assert (tmp_path / "sub" / "3.hv").is_file()
+
+
+def test_a_gradient_computed_without_its_file_still_counts(tmp_path):
+    """``write_file=False`` (the MPI ranks other than 0: they compute the same gradients) writes
+    nothing, and the next file keeps STIR's numbering; the gradient is the same."""
+    x = _image(INFO.shape, dtype=np.float32)
+    p = RelativeDifferencePrior(0.5, gradient_filename_prefix=tmp_path / "g_")
+    p.set_up(INFO)
+    quiet = p.get_gradient(x, write_file=False)
+    assert list(tmp_path.iterdir()) == []
+    assert (p.get_gradient(x) == quiet).all()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["g_2.hv", "g_2.v"]

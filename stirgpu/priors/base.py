@@ -202,9 +202,11 @@ class NeighbourhoodPrior:
         p1, p2 = self._potential()
         return prior_value(x, w, self._kind, p1, p2, kappa=self._kappa_like(x)) * self._beta
 
-    def get_gradient(self, image, out=None):
+    def get_gradient(self, image, out=None, *, write_file: bool = True):
         """The penalty's gradient at ``image`` (STIR's ``compute_gradient``), into ``out`` (an array
-        like the image's, overwritten) or a new image / array."""
+        like the image's, overwritten) or a new image / array.  ``write_file=False``: this call
+        writes no gradient file even with a gradient filename prefix (under MPI every rank computes
+        the same gradient and rank 0 alone writes it); the files' numbering counts it all the same."""
         w = self._ready()
         x = self._array(image)
         target = None if out is None else self._array(out, "out")
@@ -213,7 +215,7 @@ class NeighbourhoodPrior:
         else:
             p1, p2 = self._potential()
             res = prior_gradient(x, w, self._kind, p1, p2, scale=self._beta, out=target, kappa=self._kappa_like(x))
-        self._write_gradient(res)
+        self._write_gradient(res, write_file)
         return out if out is not None else self._wrap(image, res)
 
     def accumulate_Hessian_times_input(self, current_estimate, input_, out):
@@ -234,11 +236,13 @@ class NeighbourhoodPrior:
         self.accumulate_Hessian_times_input(current_estimate, input_, target)
         return out if out is not None else self._wrap(current_estimate, target)
 
-    def _write_gradient(self, gradient) -> None:
+    def _write_gradient(self, gradient, write_file: bool) -> None:
         """STIR's ``gradient filename prefix``: ``<prefix><n>.v`` for the n-th gradient computed."""
         if self._gradient_prefix is None or self._info is None:
             return
         self._gradient_count += 1
+        if not write_file:
+            return
         host = gradient.get() if _is_gpu(gradient) else np.asarray(gradient)
         path = Path(f"{self._gradient_prefix}{self._gradient_count}.v")
         write_image(path, VoxelsOnCartesianGrid(self._info, fill=host.astype(np.float32)), overwrite=True)

@@ -368,8 +368,21 @@ class OSEM:
             # only exact 0/0 gives 0; tiny sensitivities still divide (see docs/conventions.md)
             stir_divide(upd, sens, small_num=0.0)
             return
-        denominator = osl_denominator(self.prior.get_gradient(image), sens, self.num_subsets, self.map_model)
+        denominator = osl_denominator(self._prior_gradient(image), sens, self.num_subsets, self.map_model)
         stir_divide(upd, denominator, small_num=SMALL_NUM)
+
+    def _prior_gradient(self, image):
+        """The prior's gradient at the estimate.  Under MPI every rank computes it on the whole
+        estimate (the same on every rank: it is not summed over the ranks, as the back
+        projections are) and rank 0 alone writes its file (STIR's ``gradient filename prefix``),
+        in a step the ranks take together."""
+        if not self.comm.parallel:
+            return self.prior.get_gradient(image)
+        writes_files = getattr(self.prior, "get_gradient_filename_prefix", lambda: None)() is not None
+        with self.comm.together("the prior's gradient"):
+            if self.comm.is_root or not writes_files:
+                return self.prior.get_gradient(image)
+            return self.prior.get_gradient(image, write_file=False)
 
     def _inter_update_filter(self, image, subiteration_num: int) -> None:
         """STIR's inter-update filter: the estimate, before the update multiplies it."""
