@@ -1,7 +1,7 @@
 """MPI (stirgpu.distributed): ``mpiexec -n 1/2/3`` (oversubscribed on CI's 2 cores) against one
-process without MPI -- the library (projections, OSEM, the SIRF-style model) and the command line
-(forward-project, back-project, osmaposl) -- and the faults: a failing rank, a rank that runs out
-of memory between two steps, Ctrl-C.
+process without MPI -- the library (projections, OSEM, the SIRF-style model; TOF data; OSMAPOSL
+with priors) and the command line (forward-project, back-project, osmaposl; on TOF data, with a
+prior) -- and the faults: a failing rank, a rank that runs out of memory between two steps, Ctrl-C.
 
 Agreement: forward projections bit for bit (each bin is computed by one rank, as without MPI),
 sums over ranks (back projections, OSEM) within 1e-5 of the maximum (float32 summation order).
@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT
 
-from stirgpu.formats import ProjDataOnDisk, read_image, write_image
+from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_image, write_image
 from stirgpu.formats.image import VoxelsOnCartesianGrid
+from stirgpu.geometry import ProjDataInfo, Scanner
+from stirgpu.kernels.stir_lors import stir_default_image_info
 from stirgpu.parfile import osmaposl_par
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
@@ -114,6 +116,45 @@ def test_library_results_equal_one_process(launcher, library_reference, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir() if ".tmp-" in p.name) == []
 
 
+@pytest.fixture(scope="module")
+def tof_and_priors_reference(launcher, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tof_priors_no_mpi")
+    _ok(_plain(launcher, [sys.executable, str(HERE / "mpi" / "tof_and_priors.py"), str(out)], out))
+    return out
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_tof_and_priors_equal_one_process(launcher, tof_and_priors_reference, tmp_path, ranks):
+    """TOF data (forward into memory with all timing positions, back, the fused ratio, OSEM, OSL)
+    and OSMAPOSL with a prior: every rank holds the results of one process; the shares count TOF
+    bins; the prior's gradient is each rank's own, on the whole estimate (not summed over the
+    ranks), and rank 0 alone writes its files."""
+    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "tof_and_priors.py"), str(tmp_path)])], tmp_path))
+    ref = tof_and_priors_reference
+    want = np.load(ref / "rank0.npz")
+    shares = []
+    for rank in range(ranks):
+        got = np.load(tmp_path / f"rank{rank}.npz")
+        assert int(got["ranks"]) == ranks
+        for name in ("tof_forward", "tof_forward_subset"):
+            assert np.array_equal(got[name], want[name]), f"rank {rank}: {name} differs"
+        for name in ("tof_back", "tof_ratio", "tof_osem", "tof_osl", "osl", "prior_gradient"):
+            _close(got[name], want[name], f"rank {rank}: {name}")
+        assert float(got["tof_loglik"]) == pytest.approx(float(want["tof_loglik"]), rel=1e-9)
+        for name in ("tof_osl_penalty", "osl_penalty", "osl_objective"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=f"rank {rank}: {name}")
+        written = got["gradient_files"].tolist()
+        assert written == (want["gradient_files"].tolist() if rank == 0 else []), f"rank {rank} wrote {written}"
+        shares.append(int(got["tof_share_bins"]))
+    assert sum(shares) == int(want["tof_share_bins"])  # every TOF bin of the subset once
+    assert max(shares) - min(shares) <= 36 * 31 * 13  # (the largest viewgram: 36 x 31 x 13 TOF bins)
+    for name in ["osl_2.hv", "osl_4.hv"] + [f"grad_{n}.hv" for n in (2, 3, 4)]:
+        _close(read_image(tmp_path / name).array, read_image(ref / name).array, name)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".hv") == sorted(
+        p.name for p in ref.iterdir() if p.suffix == ".hv"
+    )
+
+
 # -- the command line -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
@@ -128,9 +169,12 @@ def scan(tmp_path_factory):
     return d
 
 
-def _workdir(scan, path: Path, par_lines: dict | None = None) -> Path:
+def _workdir(scan, path: Path, par_lines: dict | None = None, par: bool = True) -> Path:
+    """``path`` with links to ``scan``'s files (and, with ``par``, an OSMAPOSL file ``osem.par``)."""
     for f in scan.iterdir():
         os.symlink(f, path / f.name)
+    if not par:
+        return path
     (path / "osem.par").write_text(
         osmaposl_par(
             "prompts.hs",
@@ -175,6 +219,73 @@ def test_back_project_and_osmaposl_on_two_ranks(launcher, scan, cli_reference, t
     assert proc.stdout.count("subiteration 1 ") == 1  # rank 0 alone prints
     for name in ("osem_3.hv", "sens_0.hv", "sens_2.hv"):
         _close(read_image(d / name).array, read_image(cli_reference / name).array, name)
+
+
+@pytest.fixture(scope="module")
+def tof_scan(tmp_path_factory):
+    """TOF data (GE Discovery MI, 3 segments, 6 views, 13 TOF bins): prompts, a template, the image,
+    and an OSMAPOSL file with a Quadratic prior that writes its gradients."""
+    d = tmp_path_factory.mktemp("mpi_tof_scan")
+    pdi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 1, 6, 31, tof_mash_factor=29)
+    info = stir_default_image_info(pdi)
+    rng = np.random.default_rng(3)
+    image = rng.uniform(0.5, 1.5, info.shape).astype(np.float32)
+    write_image(d / "image.hv", VoxelsOnCartesianGrid(info, fill=image))
+    ProjDataOnDisk.create(d / "template.hs", pdi, fill=0.0).close()
+    mean = ProjDataInMemory(pdi)
+    ProjectorPair(backend="cpu").forward_project(mean, VoxelsOnCartesianGrid(info, fill=image))
+    prompts = rng.poisson(5 * mean.as_array() + 0.5).astype(np.float32)
+    ProjDataOnDisk.create(d / "prompts.hs", pdi, fill=prompts).close()
+    prior = (
+        "  prior type := Quadratic\n  Quadratic Prior Parameters :=\n    penalisation factor := 0.1\n"
+        "    gradient filename prefix := grad_\n  END Quadratic Prior Parameters :=\n"
+    )
+    par = osmaposl_par(
+        "prompts.hs",
+        subset_sensitivity_filenames="sens_%d.hv",
+        output_filename_prefix="osl",
+        num_subsets=3,
+        num_subiterations=3,
+        save_interval=3,
+    )
+    (d / "osl.par").write_text(par.replace("  recompute sensitivity := 1\n", "  recompute sensitivity := 1\n" + prior))
+    return d
+
+
+TOF_FORWARD = ["forward-project", "fwd.hs", "image.hv", "template.hs", "--backend", "cpu"]
+TOF_OSL = ["osmaposl", "osl.par", "--backend", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def tof_cli_reference(launcher, tof_scan, tmp_path_factory):
+    d = _workdir(tof_scan, tmp_path_factory.mktemp("tof_cli_no_mpi"), par=False)
+    _ok(_plain(launcher, STIRGPU + TOF_FORWARD, d))
+    _ok(_plain(launcher, STIRGPU + TOF_OSL, d))
+    return d
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_tof_forward_project_files_are_bit_identical(launcher, tof_scan, tof_cli_reference, tmp_path, ranks):
+    """The ranks write their shares of every timing position into one file (STIR's order, TOF
+    outermost): the same bytes as one process."""
+    d = _workdir(tof_scan, tmp_path, par=False)
+    assert f"on {ranks} MPI rank" in _ok(_mpi(launcher, [(ranks, STIRGPU + TOF_FORWARD)], d)).stdout
+    assert (d / "fwd.s").read_bytes() == (tof_cli_reference / "fwd.s").read_bytes()
+    assert (d / "fwd.hs").read_text() == (tof_cli_reference / "fwd.hs").read_text()
+    assert [p.name for p in d.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_tof_osmaposl_with_a_prior_on_three_ranks(launcher, tof_scan, tof_cli_reference, tmp_path):
+    d = _workdir(tof_scan, tmp_path, par=False)
+    proc = _ok(_mpi(launcher, [(3, STIRGPU + TOF_OSL)], d))
+    assert [line for line in proc.stdout.splitlines() if line.startswith("done")][0].endswith("on 3 MPI ranks")
+    names = ["osl_3.hv", "sens_0.hv", "sens_2.hv", "grad_2.hv", "grad_3.hv"]
+    for name in names:
+        _close(read_image(d / name).array, read_image(tof_cli_reference / name).array, name)
+    assert not read_image(d / "grad_1.hv").array.any()  # (the uniform initial image: no gradient)
+    made = sorted(p.name for p in d.iterdir() if not p.is_symlink())
+    want = sorted(p.name for p in tof_cli_reference.iterdir() if not p.is_symlink() and p.stem != "fwd")
+    assert made == want
 
 
 # -- faults ---------------------------------------------------------------------------------------
