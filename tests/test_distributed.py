@@ -12,6 +12,8 @@ import pytest
 from helpers import phantom, small_geometry
 
 from stirgpu.distributed import Communicator, share_bins, share_viewgrams, shared_output, world
+from stirgpu.distributed import comm as comm_module
+from stirgpu.distributed import cuda_aware as cuda_aware_module
 from stirgpu.distributed.outputs import _pieces
 from stirgpu.errors import RankFailure, StirGpuError
 from stirgpu.execution.plan import make_plan
@@ -164,3 +166,61 @@ def test_shared_output_of_one_process_is_a_plain_new_file(tmp_path):
         out.fill(2.0)
     with read_from_file(tmp_path / "a.hs") as back:
         assert float(back.as_array().min()) == 2.0
+
+
+class _Info:
+    def __init__(self, kinds):
+        self.kinds, self.freed = kinds, False
+
+    def Get(self, key):  # noqa: N802  (mpi4py's names)
+        return self.kinds if key == "mpi_memory_alloc_kinds" else None
+
+    def Free(self):  # noqa: N802
+        self.freed = True
+
+
+class _Comm:
+    """What cuda_aware asks of an mpi4py communicator: its info."""
+
+    def __init__(self, kinds):
+        self.info = _Info(kinds)
+
+    def Get_info(self):  # noqa: N802
+        return self.info
+
+
+@pytest.mark.parametrize(
+    "environ, kinds, query, want",
+    [
+        ({"STIRGPU_MPI_CUDA_AWARE": "1"}, None, 0, (True, "STIRGPU_MPI_CUDA_AWARE=1")),
+        ({"STIRGPU_MPI_CUDA_AWARE": "0"}, "mpi,system,cuda:device", 1, (False, "STIRGPU_MPI_CUDA_AWARE=0")),
+        ({}, "mpi,system,cuda:device", 0, (True, "mpi_memory_alloc_kinds lists cuda:device")),
+        ({}, "mpi,system", 1, (True, "MPIX_Query_cuda_support() = 1")),
+        ({}, "mpi,system", 0, (False, "MPIX_Query_cuda_support() = 0")),
+        ({}, None, None, (False, "the MPI says nothing of CUDA; set STIRGPU_MPI_CUDA_AWARE=1 if it is CUDA-aware")),
+        ({}, "mpi,system", None, (False, "the MPI says nothing of CUDA (mpi_memory_alloc_kinds: mpi,system); "
+                                         "set STIRGPU_MPI_CUDA_AWARE=1 if it is CUDA-aware")),
+    ],
+)  # fmt: skip
+def test_cuda_awareness_the_user_then_the_mpis_memory_kinds_then_its_query(monkeypatch, environ, kinds, query, want):
+    """STIRGPU_MPI_CUDA_AWARE over anything the MPI says; then MPI 4.1's mpi_memory_alloc_kinds
+    (cuda:device); then MPIX_Query_cuda_support() (None: the library has none)."""
+    monkeypatch.setattr(cuda_aware_module, "mpix_query_cuda_support", lambda: query)
+    comm = _Comm(kinds)
+    assert cuda_aware_module.is_cuda_aware(comm, environ) == want
+    assert comm.info.freed or "STIRGPU_MPI_CUDA_AWARE" in environ  # (the info object asked is freed)
+
+
+@pytest.mark.parametrize("value", ["yes", "2", ""])
+def test_cuda_awareness_refuses_other_words(value):
+    with pytest.raises(StirGpuError, match=rf"STIRGPU_MPI_CUDA_AWARE='{value}': must be 1 .* or 0"):
+        cuda_aware_module.is_cuda_aware(_Comm(None), {"STIRGPU_MPI_CUDA_AWARE": value})
+
+
+def test_one_process_asks_nothing_of_the_mpi(monkeypatch):
+    """One rank: sum_image neither sums nor asks whether the MPI is CUDA-aware (not even for a
+    device image), and says nothing of a path."""
+    monkeypatch.setattr(comm_module, "is_cuda_aware", lambda *a: pytest.fail("asked"))
+    comm = Communicator(None)
+    image = np.ones((2, 3, 4), np.float32)
+    assert comm.sum_image(image) == 0 and comm.last_image_sum == "" and float(image.sum()) == 24.0

@@ -12,6 +12,7 @@ either is missing they skip, saying which.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -155,6 +156,46 @@ def test_tof_and_priors_equal_one_process(launcher, tof_and_priors_reference, tm
     )
 
 
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_image_sums_take_the_device_path_only_where_every_rank_can(launcher, tmp_path, ranks):
+    """``sum_image`` under mpiexec (tests/mpi/image_sums.py; "device" images are host memory
+    behind ``__cuda_array_interface__``): host images through host memory; device images through
+    host staging where this MPI says it is not CUDA-aware (MPICH's MPIX_Query_cuda_support() = 0)
+    or STIRGPU_MPI_CUDA_AWARE=0, on the device (the buffer itself, float32, after the GPU's work)
+    with =1 -- and through the host on every rank when one rank cannot; the same sums every way."""
+    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "image_sums.py"), str(tmp_path)])], tmp_path))
+    voxels = 3 * 50 * 137
+    staged = {"path": None, "sent": 8 * voxels, "synchronized": 0}
+    want = {
+        "host": {**staged, "path": "in host memory", "synchronized": None},
+        "device, MPI not CUDA-aware": {**staged, "path": "through host staging (MPIX_Query_cuda_support() = 0)"},
+        "device, told it is not": {**staged, "path": "through host staging (STIRGPU_MPI_CUDA_AWARE=0)"},
+        "device, told it is": {
+            "path": "on the GPUs (CUDA-aware MPI: STIRGPU_MPI_CUDA_AWARE=1)",
+            "sent": 4 * voxels,
+            "synchronized": 1,
+        },
+    }
+    if ranks > 1:
+        another = "through host staging (another rank's image is in host memory or its MPI is not CUDA-aware)"
+        want["device, told it is on rank 0 alone"] = {**staged, "path": another}
+        want["device on rank 0 alone, told it is"] = {**staged, "path": another}
+    for rank in range(ranks):
+        got = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert got["mpix_query_cuda_support"] == 0
+        for name, expected in want.items():
+            case = got["cases"][name]
+            if ranks == 1:  # one rank: nothing to sum, nothing said
+                assert (case["path"], case["sent"], case["error"]) == ("", 0, 0.0), (rank, name)
+                continue
+            if rank > 0 and name == "device, told it is on rank 0 alone":  # (the others were told 0)
+                expected = {**expected, "path": "through host staging (STIRGPU_MPI_CUDA_AWARE=0)"}
+            if rank > 0 and name == "device on rank 0 alone, told it is":  # (the others hold host images)
+                expected = {**expected, "path": "in host memory", "synchronized": None}
+            assert {k: case[k] for k in expected} == expected, (rank, name)
+            assert case["error"] == 0.0 and case["equal_on_every_rank"], (rank, name)
+
+
 # -- the command line -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
@@ -211,12 +252,14 @@ def test_forward_project_files_are_bit_identical(launcher, scan, cli_reference, 
 def test_back_project_and_osmaposl_on_two_ranks(launcher, scan, cli_reference, tmp_path):
     d = _workdir(scan, tmp_path)
     back = ["back-project", "back.hv", "prompts.hs", "--subset", "1/3", "--backend", "cpu"]
-    assert "on 2 MPI ranks" in _ok(_mpi(launcher, [(2, STIRGPU + back)], d)).stdout
+    out = _ok(_mpi(launcher, [(2, STIRGPU + back)], d)).stdout
+    assert "on 2 MPI ranks (the image summed in host memory)" in out  # (which path the sum took)
     _close(read_image(d / "back.hv").array, read_image(cli_reference / "back.hv").array, "back-project")
     proc = _ok(_mpi(launcher, [(2, STIRGPU + ["osmaposl", "osem.par", "--backend", "cpu"])], d))
     first, done = proc.stdout.splitlines()[0], [line for line in proc.stdout.splitlines() if line.startswith("done")]
     assert first.endswith("on 2 MPI ranks") and done and done[0].endswith("on 2 MPI ranks"), proc.stdout
     assert proc.stdout.count("subiteration 1 ") == 1  # rank 0 alone prints
+    assert "\nMPI: images summed over the ranks in host memory\n" in proc.stdout
     for name in ("osem_3.hv", "sens_0.hv", "sens_2.hv"):
         _close(read_image(d / name).array, read_image(cli_reference / name).array, name)
 

@@ -163,6 +163,8 @@ def run(args) -> int:
     if args.timeline and "%d" not in args.timeline and last is not None and last.stats.events and comm.is_root:
         pictures.append(_timeline(render_timeline, args.timeline, last))
     print(f"done in {time.perf_counter() - t0:.1f} s{on_ranks}")
+    if osem.comm.last_image_sum:  # (under MPI: which path the sums over the ranks took)
+        print(f"MPI: images summed over the ranks {osem.comm.last_image_sum}")
     shown_pictures = pictures if len(pictures) <= 2 else [f"{plural(len(pictures), 'timeline')} ({args.timeline})"]
     print(wrote_line(result.saved, result.sensitivity_files, shown_pictures))
     return 0

@@ -216,6 +216,11 @@ def run_forward(args) -> int:
     return 0
 
 
+def _image_sum(comm) -> str:
+    """`` (the image summed through host staging (...))`` under MPI, else nothing."""
+    return f" (the image summed {comm.last_image_sum})" if comm.last_image_sum else ""
+
+
 def _on_ranks(comm) -> str:
     """`` on 3 MPI ranks`` under MPI, else nothing."""
     return f" {comm.describe()}" if comm.describe() else ""
@@ -268,5 +273,5 @@ def run_back(args) -> int:
     if comm.is_root:
         _report(args, bp, timeline)
         say_written(args.output, names)
-        print(wrote_interfile(names.header) + _on_ranks(comm))
+        print(wrote_interfile(names.header) + _on_ranks(comm) + _image_sum(comm))
     return 0

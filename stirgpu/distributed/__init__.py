@@ -2,7 +2,8 @@
 
 Each rank of a communicator projects its share of every call's viewgrams (balanced by bins,
 :mod:`.share`); back projections and log-likelihoods are summed over the ranks
-(:class:`Communicator`); forward projections go into one file that the ranks write, each its
+(:class:`Communicator`: on the GPUs where the MPI is CUDA-aware, :mod:`.cuda_aware`, else
+through bounded host staging); forward projections go into one file that the ranks write, each its
 share (:func:`shared_output`), or are completed on every rank (:func:`complete_on_every_rank`).
 mpi4py is imported only under an MPI launcher or when a communicator is passed.  See
 docs/distributed.md.
@@ -11,6 +12,7 @@ docs/distributed.md.
 from __future__ import annotations
 
 from .comm import STAGING_BYTES, Communicator, as_communicator, describe_failure, launched_by_mpi, world
+from .cuda_aware import CUDA_AWARE_VARIABLE, is_cuda_aware
 from .outputs import complete_on_every_rank, shared_output, written_by_ranks
 from .share import share_bins, share_viewgrams
 
@@ -27,6 +29,8 @@ __all__ = [
     "complete_on_every_rank",
     "written_by_ranks",
     "STAGING_BYTES",
+    "is_cuda_aware",
+    "CUDA_AWARE_VARIABLE",
 ]
 
 

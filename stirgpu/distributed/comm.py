@@ -7,7 +7,8 @@ the few collective steps stirgpu needs, each one a step every rank takes in the 
   each got through, or every rank raises the same :class:`~stirgpu.errors.RankFailure`,
   naming the failing rank(s) and the first one's cause (no rank is left waiting);
 * :meth:`~Communicator.sum_image` -- the element-wise sum of an image over the ranks, in
-  place, through float64 host buffers of at most :attr:`~Communicator.staging_bytes`;
+  place: a GPU image on the device where the MPI is CUDA-aware (:mod:`.cuda_aware`), else
+  through float64 host buffers of at most :attr:`~Communicator.staging_bytes`;
 * :meth:`~Communicator.sum_scalars` -- float64 sums of a few named numbers;
 * :meth:`~Communicator.broadcast` -- a buffer (in place) or a small picklable object.
 
@@ -30,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import array_module
+from ..arrays import array_module, on_cuda
 from ..errors import RankFailure, StirGpuError
+from .cuda_aware import is_cuda_aware
 
 __all__ = ["Communicator", "world", "as_communicator", "launched_by_mpi", "describe_failure", "STAGING_BYTES"]
 
@@ -68,8 +70,8 @@ class Communicator:
 
     ``staging_bytes``: the size of each of the two float64 host buffers an image sum goes
     through (None: :data:`STAGING_BYTES`; the projectors pass a share of their host memory
-    budget).  Device arrays are copied through the same host buffers: the seam for a
-    CUDA-aware MPI, which could take the device buffers directly, is :meth:`sum_image`.
+    budget).  GPU images are summed on the device where the MPI is CUDA-aware, else through
+    the same host buffers (:meth:`sum_image`).
     """
 
     def __init__(self, mpi_comm=None, *, staging_bytes: int | None = None):
@@ -77,6 +79,9 @@ class Communicator:
         self.rank = 0 if mpi_comm is None else int(mpi_comm.Get_rank())
         self.size = 1 if mpi_comm is None else int(mpi_comm.Get_size())
         self.staging_bytes = max(int(staging_bytes or STAGING_BYTES), 1 << 16)
+        #: how the last image was summed over the ranks, in words ("" before the first sum)
+        self.last_image_sum = ""
+        self._cuda_aware: tuple[bool, str] | None = None  # (this rank's MPI's answer, why)
 
     @property
     def is_root(self) -> bool:
@@ -148,17 +153,64 @@ class Communicator:
 
     # -- reductions ----------------------------------------------------------------------
     def sum_image(self, image) -> int:
-        """Replace ``image`` (C-contiguous float32, numpy or cupy) by its sum over the ranks,
-        piece by piece through float64 host buffers (the sum of float32 partial images in
-        float64, rounded once).  Returns this rank's bytes sent.
+        """Replace ``image`` (C-contiguous float32, numpy or cupy) by its sum over the ranks, in
+        place; returns this rank's bytes sent.  :attr:`last_image_sum` says how:
 
-        Where a CUDA-aware MPI is available, a cupy image could be reduced on the device
-        instead (mpi4py takes ``__cuda_array_interface__`` buffers): that would go here, in
-        place of the host staging."""
+        * a GPU image where every rank's MPI is CUDA-aware (:func:`.cuda_aware.is_cuda_aware`, asked
+          once) and every rank's image is on a GPU: the device buffer itself, all-reduced in
+          float32 (:meth:`_sum_on_device`);
+        * otherwise through float64 host buffers, piece by piece (:meth:`_sum_through_host`):
+          float32 partial images added in float64 and rounded once.
+
+        The ranks agree on the path first (one small all-reduce), so that every rank makes the
+        same MPI calls."""
         if not self.parallel:
             return 0
         if not image.flags.c_contiguous:
             raise StirGpuError("sum_image: the image must be C-contiguous")
+        on_device, why = self._device_path(image)
+        if on_device:
+            self.last_image_sum = f"on the GPUs (CUDA-aware MPI: {why})"
+            return self._sum_on_device(image)
+        self.last_image_sum = "in host memory" if not on_cuda(image) else f"through host staging ({why})"
+        return self._sum_through_host(image)
+
+    def _device_path(self, image) -> tuple[bool, str]:
+        """(whether every rank sums this image on the device, why or why not).  Ranks whose image
+        is in host memory, or whose MPI is not CUDA-aware, send 0: any 0 takes every rank
+        through the host."""
+        if not on_cuda(image):
+            mine, why = False, "a host image"
+        else:
+            if self._cuda_aware is None:
+                self._cuda_aware = is_cuda_aware(self.mpi)
+            mine, why = self._cuda_aware
+        from mpi4py import MPI
+
+        flag = np.array([1 if mine else 0], dtype=np.int32)
+        every = np.empty_like(flag)
+        self._wait(self.mpi.Iallreduce(flag, every, op=MPI.MIN))
+        if mine and not every[0]:
+            return False, "another rank's image is in host memory or its MPI is not CUDA-aware"
+        return bool(every[0]), why
+
+    def _sum_on_device(self, image) -> int:
+        """All-reduce the device buffer in place (float32; the sum's order is the MPI's, the same
+        on every rank).  The GPU's pending work is waited for first (the buffer must hold the
+        image when MPI reads it), then every rank's arrival (a polled barrier: Ctrl-C still
+        reaches Python while ranks wait); the all-reduce itself is a blocking call, because
+        CUDA-aware MPIs take device buffers in blocking collectives (Open MPI: not in the
+        non-blocking ones)."""
+        from mpi4py import MPI
+
+        image.device.synchronize()
+        self.barrier()
+        self.mpi.Allreduce(MPI.IN_PLACE, image, op=MPI.SUM)
+        return 4 * int(image.size)
+
+    def _sum_through_host(self, image) -> int:
+        """Piece by piece through two float64 host buffers of at most :attr:`staging_bytes`
+        (each piece copied from the GPU for a cupy image, all-reduced, copied back)."""
         from mpi4py import MPI
 
         xp = array_module(image)
@@ -170,7 +222,7 @@ class Communicator:
             stop = min(start + piece, flat.size)
             k = stop - start
             part = flat[start:stop]
-            send[:k] = part if xp is np else part.get()
+            send[:k] = part if isinstance(part, np.ndarray) else part.get()
             self._wait(self.mpi.Iallreduce(send[:k], recv[:k], op=MPI.SUM))
             flat[start:stop] = xp.asarray(recv[:k], dtype=np.float32)
         return 8 * int(flat.size)

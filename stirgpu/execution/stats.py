@@ -100,6 +100,9 @@ class RunStats:
     rank: int = 0
     exchanged_bytes: int = 0
     exchange_seconds: float = 0.0
+    #: how the call's image was summed over the ranks, in words ("on the GPUs (CUDA-aware MPI:
+    #: ...)", "through host staging (...)", "in host memory"; "" without an image or MPI)
+    image_sum: str = ""
 
     # -- derived figures -------------------------------------------------------------
     @property
@@ -167,6 +170,7 @@ class RunStats:
             "rank": self.rank,
             "exchanged_bytes": self.exchanged_bytes,
             "exchange_seconds": self.exchange_seconds,
+            "image_sum": self.image_sum,
         }
 
     def summary(self) -> str:
@@ -185,6 +189,7 @@ class RunStats:
             lines.append(
                 f"  MPI: {self.exchanged_bytes / gb:.3f} GB reduced or exchanged with the other ranks in "
                 f"{self.exchange_seconds:.3f} s (waiting for them included)"
+                + (f"; the image summed {self.image_sum}" if self.image_sum else "")
             )
         for lane, b in self.busy.items():
             parts = ", ".join(f"{s} {b[s]:.3f}" for s in STAGES if s in b)

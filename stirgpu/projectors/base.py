@@ -336,6 +336,7 @@ class StreamingProjector:
         sent = 0
         if result.image is not None:
             sent += comm.sum_image(result.image)
+            result.stats.image_sum = comm.last_image_sum
         if result.scalars:
             result.scalars = comm.sum_scalars(result.scalars)
             sent += 8 * len(result.scalars)
