@@ -197,14 +197,13 @@ class Communicator:
     def _sum_on_device(self, image) -> int:
         """All-reduce the device buffer in place (float32; the sum's order is the MPI's, the same
         on every rank).  The GPU's pending work is waited for first (the buffer must hold the
-        image when MPI reads it), then every rank's arrival (a polled barrier: Ctrl-C still
-        reaches Python while ranks wait); the all-reduce itself is a blocking call, because
-        CUDA-aware MPIs take device buffers in blocking collectives (Open MPI: not in the
-        non-blocking ones)."""
+        image when MPI reads it; mpi4py does not synchronise).  The all-reduce is a blocking
+        call, because CUDA-aware MPIs take device buffers in blocking collectives (Open MPI: not
+        in the non-blocking ones); every rank is already here (the polled agreement on the path
+        waited for them, Ctrl-C reaching Python meanwhile), so it blocks only while it moves data."""
         from mpi4py import MPI
 
         image.device.synchronize()
-        self.barrier()
         self.mpi.Allreduce(MPI.IN_PLACE, image, op=MPI.SUM)
         return 4 * int(image.size)
 
