@@ -20,8 +20,13 @@ in memory), computes the subset sensitivities, then runs ``--iterations`` full O
 
 CPU ranks on one machine share its cores: each rank's numba kernels get ``cores / N`` threads
 (``NUMBA_NUM_THREADS``), so N ranks use the machine as one process does.  ``--backend cuda``
-gives each rank one GPU: its rank on the node modulo the node's GPUs (the launcher's
-``MPI_LOCALRANKID`` / ``OMPI_COMM_WORLD_LOCAL_RANK`` / ``SLURM_LOCALID``).
+gives each rank one GPU: its rank on the node modulo the GPUs it sees (the launcher's
+``MPI_LOCALRANKID`` / ``OMPI_COMM_WORLD_LOCAL_RANK`` / ``SLURM_LOCALID``; with
+``CUDA_VISIBLE_DEVICES`` set per rank, as ``srun --gpus-per-task 1`` does, that is the one GPU
+it sees).  The report lists every rank's host and GPU (``rank_devices``; ``gpus_shared`` when
+two ranks of a node got the same GPU: more ranks than GPUs) and how the images were summed over
+the ranks (``image_sum``: on the GPUs with a CUDA-aware MPI, else through host staging;
+``STIRGPU_MPI_CUDA_AWARE=1`` tells stirgpu the MPI is CUDA-aware where it does not say so).
 
 Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 """
@@ -88,18 +93,42 @@ def _problem(args, pair):
     return pdi, info, y, ProjDataInMemory(pdi, fill=0.1), ProjDataInMemory(pdi, fill=1.25)
 
 
-def worker(args) -> dict:
-    """One rank's run (under mpiexec); rank 0's figures are the report."""
+def gpu_of_rank(environ, device_count: int) -> int:
+    """The GPU a rank uses: its rank on the node (as the launcher says; 0 where it says nothing)
+    modulo the GPUs this rank sees."""
+    if device_count < 1:
+        raise arguments.BadArgument("--backend cuda: no CUDA GPU is visible (CUDA_VISIBLE_DEVICES, the driver)")
+    local = next((int(environ[v]) for v in LOCAL_RANK_VARIABLES if environ.get(v, "").isdigit()), 0)
+    return local % device_count
+
+
+def _synchronize(x) -> None:
+    """Wait for a cupy array's GPU (the iteration's last update is queued, not done); nothing
+    for a numpy array (whose ``device`` is the string "cpu")."""
+    if not isinstance(x, np.ndarray):
+        x.device.synchronize()
+
+
+def worker(args) -> tuple[int, dict]:
+    """One rank's run (under mpiexec): (its rank, its figures); rank 0's are the report."""
+    import socket
+
     from stirgpu.execution import cuda_device_count
     from stirgpu.projectors import ProjectorPair
     from stirgpu.recon.arrays import array_module, stir_divide, to_numpy
 
     devices = None
-    if args.backend == "cuda":  # one GPU per rank: the rank on its node, modulo the node's GPUs
-        local = next((int(os.environ[v]) for v in LOCAL_RANK_VARIABLES if v in os.environ), 0)
-        devices = [local % max(cuda_device_count(), 1)]
+    if args.backend == "cuda":  # one GPU per rank: the rank on its node, modulo the GPUs it sees
+        import cupy
+
+        devices = [gpu_of_rank(os.environ, cuda_device_count())]
+        # this rank's arrays on its GPU (not the current device, 0 on every rank): an output
+        # image on a GPU the projector does not use gets its result in host memory
+        cupy.cuda.Device(devices[0]).use()
     pair = ProjectorPair(backend=args.backend, devices=devices)
     comm = pair.comm
+    where = (socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES"), devices)
+    rank_devices = comm.mpi.allgather(where) if comm.mpi is not None else [where]
     pdi, info, y, background, f = _problem(args, pair)
     K = args.subsets
     sens = [pair.sensitivity(None, k, K, multiplicative=f) for k in range(K)]
@@ -123,19 +152,25 @@ def worker(args) -> dict:
             )
             spent += pair.last_stats.exchange_seconds
             x *= stir_divide(ratio, sens[k])
+        _synchronize(x)
         seconds.append(time.perf_counter() - t0)
         exchange.append(spent)
-    probe = np.zeros(info.shape, dtype=np.float32)
+    image_sum = comm.last_image_sum  # (how the iterations' images were summed over the ranks)
+    probe = array_module(x).zeros(info.shape, dtype=np.float32)  # (on the GPU for --backend cuda)
+    _synchronize(probe)
     comm.barrier()
     t0 = time.perf_counter()
     comm.sum_image(probe)
     allreduce = time.perf_counter() - t0
-    return {
+    return comm.rank, {
         "ranks": comm.size,
         "seconds_per_iteration": statistics.median(seconds),
         "exchange_seconds_per_iteration": statistics.median(exchange),
         "allreduce_seconds": allreduce,
         "image_bytes": int(probe.nbytes),
+        "image_sum": image_sum,
+        "rank_devices": [{"host": h, "cuda_visible_devices": v, "devices": d} for h, v, d in rank_devices],
+        "gpus_shared": args.backend == "cuda" and len({(h, v, tuple(d)) for h, v, d in rank_devices}) < comm.size,
         "bins_per_subset": int(pdi.total_num_bins // K),
         "checksum": float(np.sum(to_numpy(x), dtype=np.float64)),
     }
@@ -153,8 +188,8 @@ def _mpiexec() -> list[str]:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.worker is not None:
-        result = worker(args)
-        if int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) == 0:
+        rank, result = worker(args)
+        if rank == 0:
             Path(args.worker).write_text(json.dumps(result))
         return 0
     if not args.ranks or min(args.ranks) < 1:
@@ -162,6 +197,10 @@ def main(argv=None) -> int:
     from stirgpu.geometry import Scanner
 
     Scanner.from_name(args.scanner)  # (a bad name: refused here, before any rank starts)
+    if args.backend == "cuda":  # (no GPU: refused here too, in one line)
+        from stirgpu.execution import cuda_device_count
+
+        gpu_of_rank({}, cuda_device_count())
     launch = _mpiexec()
     cores = os.cpu_count() or 1
     runs = []
@@ -202,6 +241,8 @@ def main(argv=None) -> int:
             f"{r['ranks']} rank(s): {r['seconds_per_iteration']:.3f} s per iteration, MPI steps "
             f"{100 * r['exchange_share']:.1f} % of it; one image all-reduce {1e3 * r['allreduce_seconds']:.2f} ms "
             f"({r['image_bytes'] / 1e6:.1f} MB){eff}"
+            + (f"; images summed {r['image_sum']}" if r["image_sum"] else "")
+            + ("; some ranks shared a GPU" if r["gpus_shared"] else "")
         )
     return 0
 

@@ -363,3 +363,23 @@ def test_lafov_setup_only_tiny_run(tmp_path):
         assert run["again_to_first_chunk_seconds"] >= run["again_input_seconds"] >= 0
         assert (run["input_seconds"] > 0) == (name in ("forward_disk", "osem_disk"))
     assert r.stdout.splitlines()[-1].startswith("osem_disk: to the first chunk ")
+
+
+def test_mpi_benchmark_gives_each_rank_of_a_node_its_own_gpu(monkeypatch):
+    """``mpi.py --backend cuda``: a rank's GPU is its rank on the node (MPICH's hydra, Open MPI or
+    Slurm says which) modulo the GPUs it sees -- each its own while a node has as many GPUs as
+    ranks, GPU 0 of one visible device (``srun --gpus-per-task 1``); none visible is a clear error."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_mpi", BENCHMARKS / "mpi.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    gpu = module.gpu_of_rank
+    assert [gpu({"MPI_LOCALRANKID": str(r)}, 4) for r in range(4)] == [0, 1, 2, 3]  # MPICH's hydra
+    assert [gpu({"OMPI_COMM_WORLD_LOCAL_RANK": str(r)}, 8) for r in range(8)] == list(range(8))  # Open MPI
+    assert gpu({"SLURM_LOCALID": "5"}, 4) == 1  # more ranks than GPUs: shared
+    assert gpu({"SLURM_LOCALID": "3"}, 1) == 0  # one visible GPU per rank
+    assert gpu({}, 2) == 0  # a launcher that says nothing
+    with pytest.raises(module.arguments.BadArgument, match="no CUDA GPU is visible"):
+        gpu({"MPI_LOCALRANKID": "0"}, 0)
