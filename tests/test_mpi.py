@@ -194,6 +194,18 @@ def test_image_sums_take_the_device_path_only_where_every_rank_can(launcher, tmp
                 expected = {**expected, "path": "in host memory", "synchronized": None}
             assert {k: case[k] for k in expected} == expected, (rank, name)
             assert case["error"] == 0.0 and case["equal_on_every_rank"], (rank, name)
+            assert case["refused"] is None, (rank, name)
+        if ranks > 1:  # a bad STIRGPU_MPI_CUDA_AWARE on rank 1: refused there after the sum, through the host
+            case = got["cases"]["device, a bad word on rank 1"]
+            assert case["error"] == 0.0 and case["equal_on_every_rank"], rank
+            if rank == 1:
+                assert (
+                    case["refused"]
+                    == "STIRGPU_MPI_CUDA_AWARE='yes': must be 1 (the MPI is CUDA-aware) or 0 (it is not)"
+                )
+                assert case["path"].startswith("through host staging (STIRGPU_MPI_CUDA_AWARE='yes': must be")
+            else:
+                assert case["refused"] is None and case["path"] == another, rank
 
 
 # -- the command line -------------------------------------------------------------------------------

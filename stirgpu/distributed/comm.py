@@ -163,28 +163,41 @@ class Communicator:
           float32 partial images added in float64 and rounded once.
 
         The ranks agree on the path first (one small all-reduce), so that every rank makes the
-        same MPI calls."""
+        same MPI calls.  A GPU image is a cupy array (or one with cupy's ``get``,
+        ``device.synchronize()`` and ``__cuda_array_interface__``).  A bad
+        ``STIRGPU_MPI_CUDA_AWARE`` is raised after the sum (through the host), so that a rank
+        refusing it still makes the calls the others make."""
         if not self.parallel:
             return 0
         if not image.flags.c_contiguous:
             raise StirGpuError("sum_image: the image must be C-contiguous")
-        on_device, why = self._device_path(image)
+        refusal = None
+        try:
+            mine, why = self._may_sum_on_device(image)
+        except StirGpuError as exc:
+            refusal, mine, why = exc, False, str(exc)
+        on_device, why = self._agree_on_path(mine, why)
         if on_device:
             self.last_image_sum = f"on the GPUs (CUDA-aware MPI: {why})"
             return self._sum_on_device(image)
         self.last_image_sum = "in host memory" if not on_cuda(image) else f"through host staging ({why})"
-        return self._sum_through_host(image)
+        sent = self._sum_through_host(image)
+        if refusal is not None:
+            raise refusal
+        return sent
 
-    def _device_path(self, image) -> tuple[bool, str]:
-        """(whether every rank sums this image on the device, why or why not).  Ranks whose image
-        is in host memory, or whose MPI is not CUDA-aware, send 0: any 0 takes every rank
-        through the host."""
+    def _may_sum_on_device(self, image) -> tuple[bool, str]:
+        """(whether this rank could sum ``image`` on the device, why or why not): a GPU image
+        and a CUDA-aware MPI (asked once)."""
         if not on_cuda(image):
-            mine, why = False, "a host image"
-        else:
-            if self._cuda_aware is None:
-                self._cuda_aware = is_cuda_aware(self.mpi)
-            mine, why = self._cuda_aware
+            return False, "a host image"
+        if self._cuda_aware is None:
+            self._cuda_aware = is_cuda_aware(self.mpi)
+        return self._cuda_aware
+
+    def _agree_on_path(self, mine: bool, why: str) -> tuple[bool, str]:
+        """(whether every rank sums on the device, why or why not): each rank says whether it
+        can; any rank that cannot takes every rank through the host."""
         from mpi4py import MPI
 
         flag = np.array([1 if mine else 0], dtype=np.int32)

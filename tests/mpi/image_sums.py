@@ -19,6 +19,7 @@ from mpi4py import MPI
 from stirgpu.distributed import Communicator
 from stirgpu.distributed.cuda_aware import CUDA_AWARE_VARIABLE
 from stirgpu.distributed.cuda_aware import mpix_query_cuda_support as query
+from stirgpu.errors import StirGpuError
 
 
 class _Device:
@@ -75,7 +76,10 @@ def case(name, image, staging=None, aware=None):
     else:
         os.environ[CUDA_AWARE_VARIABLE] = aware
     comm = Communicator(mpi, staging_bytes=staging)
-    sent = comm.sum_image(image)
+    try:
+        sent, refused = comm.sum_image(image), None
+    except StirGpuError as exc:  # (raised after the sum: the image is summed all the same)
+        sent, refused = None, str(exc)
     values = image.array if isinstance(image, HostMemoryAsDevice) else image
     synchronized = image.device.synchronized if isinstance(image, HostMemoryAsDevice) else None
     results["cases"][name] = {
@@ -84,6 +88,7 @@ def case(name, image, staging=None, aware=None):
         "error": float(np.max(np.abs(values - want)) / np.max(want)),
         "equal_on_every_rank": bool(mpi.allreduce(values.tobytes() == mpi.bcast(values.tobytes()), op=MPI.LAND)),
         "synchronized": synchronized,
+        "refused": refused,
     }
 
 
@@ -93,5 +98,6 @@ case("device, told it is not", HostMemoryAsDevice(mine.copy()), aware="0")
 case("device, told it is", HostMemoryAsDevice(mine.copy()), aware="1")
 case("device, told it is on rank 0 alone", HostMemoryAsDevice(mine.copy()), aware="1" if rank == 0 else "0")
 case("device on rank 0 alone, told it is", HostMemoryAsDevice(mine.copy()) if rank == 0 else mine.copy(), aware="1")
+case("device, a bad word on rank 1", HostMemoryAsDevice(mine.copy()), aware="yes" if rank == 1 else "1")
 
 (out_dir / f"rank{rank}.json").write_text(json.dumps(results, indent=1))
