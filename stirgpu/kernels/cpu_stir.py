@@ -138,18 +138,26 @@ def _strides(di, n0, n1, n2):
 
 
 @cached_njit(inline="always", error_model="numpy")
-def _interp(img, base, fu, fw, su, nu, sw, nw):
-    """libparallelproj's bilinear interpolation in the plane starting at ``base`` (zero
-    outside), its float32 operations in its order."""
+def _floor_int(x):
+    """``int(math.floor(x))`` of a float32 wherever the result is an image index (|x| < 2**63).
+    numba lowers ``math.floor`` to a call of libm's ``floorf``, and a call in the plane loop
+    makes LLVM keep every float of the loop in memory around it; the truncation and its
+    correction for negative non-integers are inline instructions."""
+    t = int(x)
+    return t - 1 if F32(t) > x else t
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _inside(u0, nu, w0, nw):
+    """All four corners (u0 .. u0 + 1, w0 .. w0 + 1) lie in the plane (unsigned compares)."""
+    return np.uint64(u0) < np.uint64(nu - 1) and np.uint64(w0) < np.uint64(nw - 1)
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _bilinear(v00, v10, v01, v11, wu, ww):
+    """libparallelproj's bilinear weighting of the four corner values, its float32 operations
+    in its order."""
     one = F32(1)
-    u0 = int(math.floor(fu))
-    w0 = int(math.floor(fw))
-    wu = F32(fu - F32(u0))
-    ww = F32(fw - F32(w0))
-    v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
-    v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
-    v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
-    v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
     r = F32(
         F32(F32(F32(v00 * F32(one - wu)) * F32(one - ww)) + F32(F32(v10 * wu) * F32(one - ww)))
         + F32(F32(v01 * F32(one - wu)) * ww)
@@ -158,33 +166,85 @@ def _interp(img, base, fu, fw, su, nu, sw, nw):
 
 
 @cached_njit(inline="always", error_model="numpy")
-def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
-    """The adjoint of :func:`_interp`: add ``float32(val * weight)`` to each corner."""
-    one = F32(1)
+def _edge_samples(img, base, fu, fw, su, nu, sw, nw):
+    """(wu, ww, v00, v10, v01, v11) of :func:`_interp` where a corner may lie outside the
+    plane (it counts as zero)."""
     u0 = int(math.floor(fu))
     w0 = int(math.floor(fw))
-    wu = F32(fu - F32(u0))
-    ww = F32(fw - F32(w0))
+    v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
+    v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
+    v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
+    v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
+    return F32(fu - F32(u0)), F32(fw - F32(w0)), v00, v10, v01, v11
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _interp(img, base, fu, fw, su, nu, sw, nw):
+    """libparallelproj's bilinear interpolation in the plane starting at ``base`` (zero
+    outside), its float32 operations in its order.  Samples with all four corners inside take
+    unchecked loads with unsigned indices (numba adds a negative-index wraparound to every
+    signed one); the others the checked path, whose floor is libm's (the same numbers: the two
+    floors agree wherever the first path is taken)."""
+    u0 = _floor_int(fu)
+    w0 = _floor_int(fw)
+    if _inside(u0, nu, w0, nw):
+        wu = F32(fu - F32(u0))
+        ww = F32(fw - F32(w0))
+        k = np.uint64(base + u0 * su + w0 * sw)
+        ku, kw = np.uint64(su), np.uint64(sw)
+        v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
+    else:
+        wu, ww, v00, v10, v01, v11 = _edge_samples(img, base, fu, fw, su, nu, sw, nw)
+    return _bilinear(v00, v10, v01, v11, wu, ww)
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _corner_weights(wu, ww):
+    """The four corner weights of the back projection, libparallelproj's operations."""
+    one = F32(1)
+    return (
+        F32(F32(one - wu) * F32(one - ww)),
+        F32(wu * F32(one - ww)),
+        F32(F32(one - wu) * ww),
+        F32(wu * ww),
+    )
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
+    """The adjoint of :func:`_interp`: add ``float32(val * weight)`` to each corner (same two
+    paths as there)."""
+    u0 = _floor_int(fu)
+    w0 = _floor_int(fw)
+    if _inside(u0, nu, w0, nw):
+        w00, w10, w01, w11 = _corner_weights(F32(fu - F32(u0)), F32(fw - F32(w0)))
+        k = np.uint64(base + u0 * su + w0 * sw)
+        ku, kw = np.uint64(su), np.uint64(sw)
+        img[k] = F32(img[k] + F32(val * w00))
+        img[k + ku] = F32(img[k + ku] + F32(val * w10))
+        img[k + kw] = F32(img[k + kw] + F32(val * w01))
+        img[k + ku + kw] = F32(img[k + ku + kw] + F32(val * w11))
+        return
+    u0 = int(math.floor(fu))
+    w0 = int(math.floor(fw))
+    w00, w10, w01, w11 = _corner_weights(F32(fu - F32(u0)), F32(fw - F32(w0)))
     if 0 <= u0 < nu and 0 <= w0 < nw:
         k = base + u0 * su + w0 * sw
-        img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * F32(one - ww))))
+        img[k] = F32(img[k] + F32(val * w00))
     if 0 <= u0 + 1 < nu and 0 <= w0 < nw:
         k = base + (u0 + 1) * su + w0 * sw
-        img[k] = F32(img[k] + F32(val * F32(wu * F32(one - ww))))
+        img[k] = F32(img[k] + F32(val * w10))
     if 0 <= u0 < nu and 0 <= w0 + 1 < nw:
         k = base + u0 * su + (w0 + 1) * sw
-        img[k] = F32(img[k] + F32(val * F32(F32(one - wu) * ww)))
+        img[k] = F32(img[k] + F32(val * w01))
     if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw:
         k = base + (u0 + 1) * su + (w0 + 1) * sw
-        img[k] = F32(img[k] + F32(val * F32(wu * ww)))
+        img[k] = F32(img[k] + F32(val * w11))
 
 
-@cached_njit(error_model="numpy")
-def _forward_one(s, e, img, org, vs, dims):
-    di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
-    if istart == -1:
-        return F32(0)
-    sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
+@cached_njit(inline="always", error_model="numpy")
+def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
+    """The float32 sum of the samples of planes ``istart .. iend``."""
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
     acc = F32(0)
@@ -192,6 +252,35 @@ def _forward_one(s, e, img, org, vs, dims):
         acc = F32(acc + _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)
+    return acc
+
+
+@cached_njit(inline="always", error_model="numpy")
+def _line_add(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w, val):
+    """Add ``val`` times the weights of planes ``istart .. iend`` into ``img``."""
+    fu = F32(F32(F32(istart) * a_u) + b_u)
+    fw = F32(F32(F32(istart) * a_w) + b_w)
+    for i in range(istart, iend + 1):
+        _interp_adjoint(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw, val)
+        fu = F32(fu + a_u)
+        fw = F32(fw + a_w)
+
+
+@cached_njit(error_model="numpy")
+def _forward_one(s, e, img, org, vs, dims):
+    # one inlined plane loop per principal axis, so that its strides are constants there
+    # (:func:`_strides` gives the same in one call)
+    di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
+    if istart == -1:
+        return F32(0)
+    n0, n1, n2 = np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2])
+    one = np.int64(1)
+    if di == 0:
+        acc = _line_sum(img, istart, iend, n1 * n2, n2, n1, one, n2, a_u, b_u, a_w, b_w)
+    elif di == 1:
+        acc = _line_sum(img, istart, iend, n2, n1 * n2, n0, one, n2, a_u, b_u, a_w, b_w)
+    else:
+        acc = _line_sum(img, istart, iend, one, n1 * n2, n0, n2, n1, a_u, b_u, a_w, b_w)
     return F32(acc * cf)
 
 
@@ -201,13 +290,14 @@ def _back_one(s, e, value, img, org, vs, dims):
     if istart == -1:
         return
     val = F32(cf * value)
-    sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
-    fu = F32(F32(F32(istart) * a_u) + b_u)
-    fw = F32(F32(F32(istart) * a_w) + b_w)
-    for i in range(istart, iend + 1):
-        _interp_adjoint(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw, val)
-        fu = F32(fu + a_u)
-        fw = F32(fw + a_w)
+    n0, n1, n2 = np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2])
+    one = np.int64(1)
+    if di == 0:
+        _line_add(img, istart, iend, n1 * n2, n2, n1, one, n2, a_u, b_u, a_w, b_w, val)
+    elif di == 1:
+        _line_add(img, istart, iend, n2, n1 * n2, n0, one, n2, a_u, b_u, a_w, b_w, val)
+    else:
+        _line_add(img, istart, iend, one, n1 * n2, n0, n2, n1, a_u, b_u, a_w, b_w, val)
 
 
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
