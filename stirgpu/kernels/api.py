@@ -358,12 +358,14 @@ def forward_chunk(tables, image, origin, voxel_size, out=None, scale=1.0, cancel
     return out
 
 
-def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, cancel=None):
+def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, cancel=None, workers=None):
     """Add the back projection of one chunk's ``values`` (float32, shaped like
     :func:`forward_chunk`'s result for the same ``tables``) into ``out_image``; the exact
     adjoint of :func:`forward_chunk` with the same arguments.  Returns ``out_image``.
     ``cancel`` as for :func:`forward_chunk` (a cancelled call leaves ``out_image`` with part
-    of the back projection added; the pieces do not change the result of a complete one)."""
+    of the back projection added; the pieces do not change the result of a complete one).
+    ``workers`` (CPU only): a :class:`stirgpu.kernels.cpu.WorkerImages` of ``out_image`` kept
+    over several calls; the back projection is then only complete after its ``reduce()``."""
     parts, t64, single = _chunk_parts(tables)
     shape = _result_shape(t64, single)
     named = {"values": _facts("values", values), "out_image": _facts("out_image", out_image)}
@@ -385,5 +387,6 @@ def back_chunk(tables, values, out_image, origin, voxel_size, scale=1.0, cancel=
             b - a,
             (*out_image.shape, *org, *vox, sc),
             cancel=cancel,
+            workers=workers,
         )
     return out_image

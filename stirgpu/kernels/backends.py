@@ -33,6 +33,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..arrays import on_cuda
 from .api import back_chunk, forward_chunk
 from .stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
 from .stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
@@ -72,6 +73,29 @@ class LaneKernels(Protocol):
     def release(self) -> None: ...
 
 
+class _CallWorkers:
+    """A CPU lane's per-worker back-projection images for one call (made at its first chunk,
+    added into the accumulation image once, at the end): :class:`stirgpu.kernels.cpu.WorkerImages`
+    instead of a set made and reduced for every part of every chunk.  On a GPU lane: nothing."""
+
+    def __init__(self):
+        self._images = None
+
+    def get(self, accum):
+        if on_cuda(accum):
+            return None
+        if self._images is None:
+            from .cpu import WorkerImages
+
+            self._images = WorkerImages(accum.reshape(-1))
+        return self._images
+
+    def reduce(self) -> None:
+        if self._images is not None:
+            self._images.reduce()
+            self._images = None
+
+
 class _StirChunks:
     """STIR's numerics on either backend: one thread per LOR on the plain image, adding into the
     accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU) and, on a GPU,
@@ -85,6 +109,7 @@ class _StirChunks:
         # the views' transaxial tables, made once for the chunks of every segment of the call
         pdi = geometry.proj_data_info
         self.transaxial = TransaxialTables(pdi) if pdi is not None else None
+        self.workers = _CallWorkers()
 
     def tables(self, tables):
         return StirChunk(tables, self.geometry.proj_data_info, self.transaxial)
@@ -103,8 +128,13 @@ class _StirChunks:
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
         kept = {} if self.along_x is None else {"along_x": self.along_x}
-        back = back_chunk_stir_tof if self._tof() else back_chunk_stir
-        back(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, **kept)
+        if self._tof():
+            back_chunk_stir_tof(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, **kept)
+            return
+        workers = self.workers.get(self.accum)
+        back_chunk_stir(
+            tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, workers=workers, **kept
+        )
 
     def finish(self) -> None:
         if self.along_x is not None:
@@ -112,6 +142,7 @@ class _StirChunks:
             from .cuda_stir import fold
 
             fold(import_cupy().asarray(self.accum), self.along_x)  # queued on the current stream
+        self.workers.reduce()
         self.image = self.accum = self.along_x = None
 
 
@@ -120,6 +151,7 @@ class _CpuChunks:
 
     def __init__(self, geometry: KernelGeometry, image, accum):
         self.geometry, self.image, self.accum = geometry, image, accum
+        self.workers = _CallWorkers()
 
     def tables(self, tables):
         return tables
@@ -130,9 +162,11 @@ class _CpuChunks:
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
-        back_chunk(tables, values, self.accum, g.origin, g.voxel_size, scale=g.scale, cancel=cancel)
+        workers = self.workers.get(self.accum)
+        back_chunk(tables, values, self.accum, g.origin, g.voxel_size, scale=g.scale, cancel=cancel, workers=workers)
 
     def finish(self) -> None:
+        self.workers.reduce()
         self.image = self.accum = None
 
 

@@ -40,7 +40,7 @@ import math
 import numpy as np
 from numba import get_num_threads, prange
 
-from ..errors import Cancelled
+from ..errors import Cancelled, GeometryError
 from .jit import cached_njit
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "reduce_slabs",
     "extra_slabs",
     "back_project",
+    "WorkerImages",
     "lor_ranges",
     "CANCEL_CHECK_LORS",
 ]
@@ -158,6 +159,23 @@ def _strides(di, nz, ny, nx):
     return np.int64(1), sz, nz, sy, ny
 
 
+@cached_njit(inline="always", fastmath=False)
+def _floor_int(x):
+    """``np.int64(math.floor(x))`` wherever the result is an image index (|x| < 2**63).
+    numba lowers ``math.floor`` to a call of libm's ``floor``, and a call in the plane loop
+    makes LLVM keep every float of the loop in memory around it; the truncation and its
+    correction for negative non-integers are inline instructions.  The loops below use it
+    only where all four corners lie in the plane, and libm's floor everywhere else."""
+    t = np.int64(x)
+    return t - 1 if np.float64(t) > x else t
+
+
+@cached_njit(inline="always", fastmath=False)
+def _inside(iu, nu, iw, nw):
+    """All four corners (iu .. iu + 1, iw .. iw + 1) lie in the plane (unsigned compares)."""
+    return np.uint64(iu) < np.uint64(nu - 1) and np.uint64(iw) < np.uint64(nw - 1)
+
+
 @cached_njit(fastmath=False)
 def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6)."""
@@ -171,11 +189,24 @@ def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, 
     for i in range(istart, iend + 1):
         fu = i * a_u + b_u
         fw = i * a_w + b_w
+        iu = _floor_int(fu)
+        iw = _floor_int(fw)
+        wu = fu - iu
+        ww = fw - iw
+        base = np.int64(i) * sd
+        if _inside(iu, nu, iw, nw):
+            # all four corners inside: unchecked loads with unsigned indices (no wraparound)
+            k = np.uint64(base + iu * su + iw * sw)
+            ku, kw = np.uint64(su), np.uint64(sw)
+            acc += (1.0 - wu) * (1.0 - ww) * img[k]
+            acc += (1.0 - wu) * ww * img[k + kw]
+            acc += wu * (1.0 - ww) * img[k + ku]
+            acc += wu * ww * img[k + ku + kw]
+            continue
         iu = np.int64(math.floor(fu))
         iw = np.int64(math.floor(fw))
         wu = fu - iu
         ww = fw - iw
-        base = np.int64(i) * sd
         # bilinear interpolation; corners outside the image contribute 0
         if 0 <= iu < nu:
             if 0 <= iw < nw:
@@ -204,11 +235,23 @@ def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, 
     for i in range(istart, iend + 1):
         fu = i * a_u + b_u
         fw = i * a_w + b_w
+        iu = _floor_int(fu)
+        iw = _floor_int(fw)
+        wu = fu - iu
+        ww = fw - iw
+        base = np.int64(i) * sd
+        if _inside(iu, nu, iw, nw):
+            k = np.uint64(base + iu * su + iw * sw)
+            ku, kw = np.uint64(su), np.uint64(sw)
+            img[k] += np.float32(val * ((1.0 - wu) * (1.0 - ww)))
+            img[k + kw] += np.float32(val * ((1.0 - wu) * ww))
+            img[k + ku] += np.float32(val * (wu * (1.0 - ww)))
+            img[k + ku + kw] += np.float32(val * (wu * ww))
+            continue
         iu = np.int64(math.floor(fu))
         iw = np.int64(math.floor(fw))
         wu = fu - iu
         ww = fw - iw
-        base = np.int64(i) * sd
         if 0 <= iu < nu:
             if 0 <= iw < nw:
                 img[base + iu * su + iw * sw] += np.float32(val * ((1.0 - wu) * (1.0 - ww)))
@@ -382,6 +425,27 @@ def extra_slabs(nvox: int, num_lors: int, max_slab_bytes: int = DEFAULT_SLAB_BYT
     return np.zeros((max(k, 1) - 1, int(nvox)), dtype=np.float32)
 
 
+class WorkerImages:
+    """The extra per-worker images of back projections into one flat ``target``, kept over
+    several calls (a pipeline call's chunks and their parts) and added into it once by
+    :meth:`reduce`, instead of being made, zeroed and added for every part (each an
+    image-sized write and read).  Made with the calling thread's numba thread count."""
+
+    def __init__(self, target: np.ndarray, max_slab_bytes: int = DEFAULT_SLAB_BYTES):
+        self.target = target
+        self.extra = extra_slabs(target.shape[0], target.shape[0], max_slab_bytes)
+
+    def adds_into(self, flat: np.ndarray) -> bool:
+        """``flat`` is (a view of) the very memory of the target."""
+        return flat.shape == self.target.shape and flat.ctypes.data == self.target.ctypes.data
+
+    def reduce(self) -> None:
+        """Add the extra images into the target and zero them (ready for more calls)."""
+        if self.extra.shape[0]:
+            reduce_slabs(self.extra, self.target)
+            self.extra.fill(0)
+
+
 def back_project(
     kernel,
     args_before,
@@ -390,14 +454,18 @@ def back_project(
     args_after,
     max_slab_bytes: int = DEFAULT_SLAB_BYTES,
     cancel=None,
+    workers: WorkerImages | None = None,
 ) -> None:
     """Run a back-projection kernel (:func:`back_lors` or :func:`back_tables`) race-free:
     ``kernel(*args_before, out_flat, extra, *args_after, lo, hi)`` over the LOR ranges of
-    :func:`lor_ranges` (one without ``cancel``), then add the extra images."""
-    extra = extra_slabs(out_flat.shape[0], num_lors, max_slab_bytes)
+    :func:`lor_ranges` (one without ``cancel``), then add the extra images -- or, with
+    ``workers`` (whose target must be ``out_flat``), into its images, which its owner reduces."""
+    if workers is not None and not workers.adds_into(out_flat):
+        raise GeometryError("workers: the worker images belong to another target image")
+    extra = extra_slabs(out_flat.shape[0], num_lors, max_slab_bytes) if workers is None else workers.extra
     for lo, hi in lor_ranges(num_lors, cancel, multiple=extra.shape[0] + 1):
         kernel(*args_before, out_flat, extra, *args_after, lo, hi)
-    if extra.shape[0]:
+    if workers is None and extra.shape[0]:
         reduce_slabs(extra, out_flat)
 
 

@@ -127,10 +127,10 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
     return out
 
 
-def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=None, along_x=None):
+def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=None, along_x=None, workers=None):
     """Add STIR's back projection of ``values`` (shaped like :func:`forward_chunk_stir`'s
-    result) into ``out_image``; returns ``out_image``.  ``cancel``: as for
-    :func:`stirgpu.kernels.back_chunk` (CPU only).  ``along_x`` (GPU only): a zeroed
+    result) into ``out_image``; returns ``out_image``.  ``cancel`` and ``workers`` (CPU only):
+    as for :func:`stirgpu.kernels.back_chunk`.  ``along_x`` (GPU only): a zeroed
     :func:`stirgpu.kernels.cuda_stir.transposed_accumulator` of ``out_image`` kept over several
     calls, which the caller folds into it after the last (:func:`~stirgpu.kernels.cuda_stir.fold`);
     default: each call makes and folds its own."""
@@ -155,13 +155,15 @@ def back_chunk_stir(tables, proj_data_info, values, out_image, frame, cancel=Non
     flat, o = values.reshape(-1), 0
     dims = np.array(out_image.shape, np.int64)
     target = out_image.reshape(-1)
+    if workers is not None and not workers.adds_into(target):
+        raise GeometryError("workers: the worker images belong to another target image")
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         if k:
-            extra = cpu.extra_slabs(target.shape[0], k)
+            extra = cpu.extra_slabs(target.shape[0], k) if workers is None else workers.extra
             for lo, hi in cpu.lor_ranges(k, cancel, multiple=extra.shape[0] + 1):
                 cpu_stir.back_stir(t, flat[o : o + k], target, extra, dims, org, vs, rescale, lo, hi)
-            if extra.shape[0]:
+            if workers is None and extra.shape[0]:
                 cpu.reduce_slabs(extra, target)
         o += k
     return out_image
