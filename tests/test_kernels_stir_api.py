@@ -107,3 +107,37 @@ def test_kept_transaxial_tables_are_each_parts_own():
             assert len(got) == len(want)
             for g, w in zip(got, want, strict=True):
                 assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+def test_worker_images_kept_over_calls_give_the_same_back_projection(setup):
+    """Back projections of several chunks into worker images kept over the calls
+    (``workers=``, what a CPU lane does for one pipeline call) equal the calls' own back
+    projections once reduced, for both numerics; worker images of another image are refused
+    and the image is left alone."""
+    from stirgpu.kernels import back_chunk
+    from stirgpu.kernels.cpu import WorkerImages
+
+    pdi, info, _, frame = setup
+    rng = np.random.default_rng(7)
+    chunks = [pdi.chunk_tables(s, views=v) for s in pdi.segment_nums for v in ([0, 1, 2], [5, 9])]
+    values = [rng.random(t.shape, dtype=np.float32) for t in chunks]
+    g = stir_scaled_geometry(info)
+    ways = {
+        "stir": lambda t, y, out, w: back_chunk_stir(t, pdi, y, out, frame, workers=w),
+        "exact": lambda t, y, out, w: back_chunk(t, y, out, g.origin, g.voxel_size, scale=g.scale, workers=w),
+    }
+    for name, back in ways.items():
+        want = np.zeros(info.shape, np.float32)
+        for t, y in zip(chunks, values, strict=True):
+            back(t, y, want, None)
+        got = np.zeros(info.shape, np.float32)
+        workers = WorkerImages(got.reshape(-1))
+        for t, y in zip(chunks, values, strict=True):
+            back(t, y, got, workers)
+        workers.reduce()
+        assert np.count_nonzero(workers.extra) == 0, name
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(want.max()), err_msg=name)
+        other = np.zeros(info.shape, np.float32)
+        with pytest.raises(GeometryError, match="workers"):
+            back(chunks[0], values[0], other, workers)
+        assert not other.any(), name
