@@ -17,6 +17,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: script -> bad arguments, each refused before any real work (what goes wrong in brackets)
 BAD_ARGUMENTS = {
+    "cpu_lanes.py": [(["--repeat", "0"], "--repeat"), (["--numerics", "fast"], "--numerics")],
     "io.py": [
         (["--size-gb", "-1"], "--size-gb"),  # argparse type
         (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder"),

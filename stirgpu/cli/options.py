@@ -32,7 +32,10 @@ NUMERICS_HELP = (
     "stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
     "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)"
 )
-DEVICES_HELP = "GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids (default 2)"
+DEVICES_HELP = (
+    "GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids "
+    "(default 1: its kernels use every core)"
+)
 MEMORY_BUDGET_HELP = (
     "most memory each projection may use on each GPU and on the host, e.g. 512M, 2G (default: from the free memory)"
 )

@@ -12,8 +12,9 @@ same way; only the four primitives below differ:
   page-locked store (GPUs only, see :mod:`stirgpu.execution.pinning`);
 * ``compute``: runs a chunk program's device step on the compute stream (CPU: under a
   lock shared by the CPU lanes -- numba's parallel kernels already use every core, and
-  numba's default ``workqueue`` threading layer must not be entered by two threads at
-  once; the lanes still overlap reading, writing and computing);
+  numba's ``workqueue`` threading layer must not be entered by two threads at once; by
+  default there is one CPU lane, whose reader and writer threads overlap reading and writing
+  with its computing);
 * ``fence``: a marker recorded after the queued work, that another thread waits on;
 * ``out_of_memory(exc)``: whether an exception is an allocation failure, and of which memory
   (:mod:`stirgpu.execution.retry` then retries the call with smaller chunks).
@@ -60,8 +61,10 @@ AllocationHook = Callable[[str, str, int], None]
 #: cudaErrorMemoryAllocation (runtime) and CUDA_ERROR_OUT_OF_MEMORY (driver): both 2
 _CUDA_OUT_OF_MEMORY = 2
 
-#: CPU lanes by default: two, so that reading/writing one chunk overlaps computing another
-DEFAULT_CPU_LANES = 2
+#: CPU lanes by default: one, whose numba kernels run every chunk on all cores (its reader
+#: and writer threads overlap reading and writing with computing; docs/kernel-tuning.md, "CPU
+#: backend", has what a second lane and lanes with one core each measured)
+DEFAULT_CPU_LANES = 1
 
 
 def cuda_device_count() -> int:
