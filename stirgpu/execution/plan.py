@@ -388,7 +388,7 @@ def make_plan(
                 "host",
                 free // n if free > 0 else 0,
                 f"host budget {format_bytes(host_budget)} less {format_bytes(host_fixed_bytes)} "
-                f"of images, shared by {n} buffers ({lanes} lanes x {depth} slots x "
+                f"of images, shared by {n} buffers ({plural(lanes, 'lane')} x {depth} slots x "
                 f"{host_buffers_per_slot})",
             )
         )
@@ -416,7 +416,7 @@ def make_plan(
             f"not even one viewgram fits the {name} memory budget: one view of the largest "
             f"segment is {format_bytes(largest)} ({largest} bytes) per buffer, but the "
             f"{why} leaves {format_bytes(max(lim, 0))} ({max(lim, 0)} bytes) per buffer; "
-            f"raise the budget or lower the number of lanes"
+            f"raise the budget{' or lower the number of lanes' if lanes > 1 else ''}"
         )
 
     total = sum(len(by_segment[s]) * view_bytes[s] for s in segments)
