@@ -564,20 +564,26 @@ def test_settings_built_in_code_are_checked_too(tmp_path):
             dataclasses.replace(s, **bad)
 
 
-@pytest.mark.parametrize(
-    "key, good, bad",
-    [
-        ("z zoom", "1", "2"),
-        ("use time-of-flight sensitivities", "0", "1"),
-    ],
-)
-def test_keys_stir_lists_are_accepted_at_their_defaults(tmp_path, key, good, bad):
-    """Keys STIR itself prints in its parameter listing ('z zoom', 'use time-of-flight
-    sensitivities') are read at STIR's default, and any other value is refused at its line
-    (stirgpu reproduces only the default).  Guards against refusing a listing STIR wrote."""
+def test_keys_stir_lists_are_accepted_at_their_defaults(tmp_path):
+    """A key STIR itself prints in its parameter listing ('z zoom') is read at STIR's default,
+    and any other value is refused at its line (stirgpu reproduces only the default).  Guards
+    against refusing a listing STIR wrote."""
+    key, good, bad = "z zoom", "1", "2"
     assert read(tmp_path, par(objective=f"{key} := {good}\n")) == read(tmp_path, par())
     text = par(objective=f"{key} := {bad}\n")
     assert refused(tmp_path, text).line == line_of(text, key)
+
+
+def test_use_tof_sensitivities_is_read_and_written(tmp_path):
+    """'use time-of-flight sensitivities' (STIR's default 0) is read as a boolean, written back
+    by to_par, and a value that is not one is refused at its line."""
+    assert read(tmp_path, par()).use_tof_sensitivities is False
+    assert read(tmp_path, par(objective="use time-of-flight sensitivities := 0\n")) == read(tmp_path, par())
+    s = read(tmp_path, par(objective="use time-of-flight sensitivities := 1\n"))
+    assert s.use_tof_sensitivities is True
+    assert "use time-of-flight sensitivities := 1" in s.to_par()
+    text = par(objective="use time-of-flight sensitivities := maybe\n")
+    assert refused(tmp_path, text).line == line_of(text, "use time-of-flight sensitivities")
 
 
 def test_interfile_output_block_takes_stirs_four_keys(tmp_path):

@@ -143,6 +143,10 @@ class OsmaposlSettings:
     recompute_sensitivity: bool = False
     #: STIR 6.5's default is 1 (``PoissonLogLikelihoodWithLinearModelForMean::set_defaults``)
     use_subset_sensitivities: bool = True
+    #: 'use time-of-flight sensitivities': with TOF data, back project the sensitivity over all
+    #: timing positions even without a TOF normalisation (STIR's default 0: without TOF, unless
+    #: the normalisation is TOF; docs/tof.md)
+    use_tof_sensitivities: bool = False
     #: 'prior type' and its block; None: 'prior type := None' (OSEM)
     prior: PriorSettings | None = None
     # --- the iterations (IterativeReconstruction, OSMAPOSLReconstruction) ---
@@ -335,6 +339,7 @@ class OsmaposlSettings:
         obj += [
             f"recompute sensitivity := {fmt(self.recompute_sensitivity)}",
             f"use subset sensitivities := {fmt(self.use_subset_sensitivities)}",
+            f"use time-of-flight sensitivities := {fmt(self.use_tof_sensitivities)}",
             *(["prior type := None"] if self.prior is None else self.prior.par_lines()),
         ]
         top = [
@@ -601,11 +606,7 @@ _OBJECTIVE_KEYS = (
     Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
     Key("recompute sensitivity", "recompute_sensitivity", as_bool),
     Key("use subset sensitivities", "use_subset_sensitivities", as_bool),
-    Key(
-        "use time-of-flight sensitivities",
-        "use_tof_sensitivities",
-        _refuse_true("TOF sensitivities are not implemented"),
-    ),
+    Key("use time-of-flight sensitivities", "use_tof_sensitivities", as_bool),
     PRIOR_TYPE,
 )
 
@@ -741,7 +742,6 @@ def _check_values(values: dict, lines: dict, ctx: Context, root: Block) -> None:
         "randomise_subset_order",
         "write_update_image",
         "z_zoom",
-        "use_tof_sensitivities",
     ):
         values.pop(unused, None)  # validated by their parsers: only the STIR defaults get here
     for k in ("xy_output_image_size", "z_output_image_size", "max_segment_num_to_process"):

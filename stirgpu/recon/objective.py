@@ -37,6 +37,12 @@ are zeroed there (the quotient of a zero datum is 0) and ``f`` is set to 0 there
 the projector treats as "bin left out" (sensitivity contribution and log-likelihood term
 0), and ``a / f`` is 0 there too.
 
+TOF data (docs/tof.md): the additive sinogram must be TOF too; the normalisation may be
+non-TOF, its factors applying to every timing position (:class:`~.views.TofBroadcast`, STIR's
+``BinNormalisationFromProjData``).  The sensitivity is then back projected without TOF, on the
+non-TOF geometry with the non-TOF factors, unless ``use time-of-flight sensitivities`` or a TOF
+normalisation asks for all timing positions (STIR's ``use_tofsens``).
+
 The quotient ``y / ybar`` follows STIR's ``divide_and_truncate`` (0 where ``y`` is
 nearly 0, capped at 1e4) inside the projector's fused call
 (:mod:`stirgpu.projectors.poisson`).
@@ -47,21 +53,75 @@ from __future__ import annotations
 from ..errors import GeometryError
 from ..formats import ProjData
 from ..geometry import ImageInfo, ProjDataInfo
-from .views import Constant, EndPlanes, Quotient, restrict_segments
+from .views import Constant, EndPlanes, Quotient, TofBroadcast, restrict_segments
 
-__all__ = ["PoissonLogLikelihood", "as_float_image"]
+__all__ = ["PoissonLogLikelihood", "as_float_image", "geometry_problem", "sensitivity_uses_same_projector"]
 
 
-def _check_same(name: str, pd: ProjData | None, pdi: ProjDataInfo) -> None:
+def geometry_problem(name: str, proj_data_info: ProjDataInfo, measured: ProjDataInfo) -> str | None:
+    """Why STIR's OSMAPOSL cannot take ``name`` (``"additive"`` or ``"normalisation"``) of
+    geometry ``proj_data_info`` with measured data of geometry ``measured``; None if it can.
+
+    Both must have the measured data's geometry, with one exception that STIR 6.5 makes
+    (``BinNormalisationFromProjData::set_up``): a non-TOF normalisation with TOF data, whose
+    factors then apply to every timing position.  A non-TOF additive sinogram with TOF data
+    stops STIR's OSMAPOSL at its first TOF viewgram ("Viewgram constructed with out-of-range
+    indices"); a TOF additive sinogram with non-TOF data runs there, adding its timing position
+    0 alone, which stirgpu refuses rather than lose the others (docs/tof.md)."""
+    if proj_data_info == measured:
+        return None
+    n, n_measured = proj_data_info.get_num_tof_poss(), measured.get_num_tof_poss()
+    if proj_data_info.create_non_tof_clone() != measured.create_non_tof_clone():
+        return f"its geometry differs from the measured data's:\n  {name}: {proj_data_info!r}\n  measured: {measured!r}"
+    tof, tof_measured = proj_data_info.is_tof_data(), measured.is_tof_data()
+    data = "the measured data ('input file')"
+    if tof == tof_measured:
+        return (
+            f"its TOF sampling ({n} timing positions, TOF mashing factor {proj_data_info.get_tof_mash_factor()}) "
+            f"differs from that of {data} ({n_measured}, {measured.get_tof_mash_factor()}): they must be equal"
+        )
+    if name == "normalisation" and tof_measured:
+        return None
+    if name == "normalisation":
+        return (
+            f"the normalisation has {n} TOF timing positions but {data} are non-TOF: STIR 6.5 refuses this "
+            f"too ('BinNormalisationFromProjData: incompatible projection data'); give a non-TOF normalisation"
+        )
+    if tof_measured:
+        return (
+            f"the additive sinogram is non-TOF but {data} have {n_measured} TOF timing positions: STIR 6.5's "
+            f"OSMAPOSL stops on this ('Viewgram constructed with out-of-range indices'); give an additive "
+            f"sinogram with their TOF sampling"
+        )
+    return (
+        f"the additive sinogram has {n} TOF timing positions but {data} are non-TOF: STIR 6.5's OSMAPOSL "
+        f"would add its timing position 0 alone to the non-TOF model and ignore the others; stirgpu refuses "
+        f"this: give a non-TOF additive sinogram"
+    )
+
+
+def _check_input(name: str, pd: ProjData | None, measured: ProjDataInfo) -> None:
     if pd is None:
         return
     if not isinstance(pd, ProjData):
         raise GeometryError(f"{name}: expected projection data (a stirgpu ProjData), not {type(pd).__name__}")
-    if pd.get_proj_data_info() != pdi:
-        raise GeometryError(
-            f"{name}: its geometry differs from the measured data's:\n  {name}: "
-            f"{pd.get_proj_data_info()!r}\n  measured: {pdi!r}"
-        )
+    problem = geometry_problem(name, pd.get_proj_data_info(), measured)
+    if problem is not None:
+        raise GeometryError(f"{name}: {problem}")
+
+
+def sensitivity_uses_same_projector(
+    measured: ProjDataInfo, normalisation: ProjDataInfo | None, use_tof_sensitivities: bool
+) -> bool:
+    """STIR's rule (``PoissonLogLikelihoodWithLinearModelForMeanAndProjData``'s
+    ``set_up_before_sensitivity`` and ``sensitivity_uses_same_projector``): the sensitivity
+    of TOF data is back projected over all timing positions (with the data's projector) when
+    ``use time-of-flight sensitivities`` says so or the normalisation is TOF (more than one
+    timing position: STIR then sets that key itself); otherwise without TOF, on the data's
+    non-TOF geometry.  Non-TOF data: always the data's projector."""
+    if not measured.is_tof_data() or use_tof_sensitivities:
+        return True
+    return normalisation is not None and normalisation.get_num_tof_poss() > 1
 
 
 class PoissonLogLikelihood:
@@ -75,8 +135,13 @@ class PoissonLogLikelihood:
         STIR's ``additive sinogram`` ``a`` (normalised units, see the module docstring), or None.
     normalisation
         The correction factors ``f`` of ``Bin Normalisation From ProjData``, or None (f = 1).
+        With TOF measured data it may be non-TOF (its factors apply to every timing position).
     zero_end_planes_of_segment_0, max_segment_num_to_process
         As STIR's keys of the same names (None: all segments).
+    use_tof_sensitivities
+        STIR's ``use time-of-flight sensitivities``: with TOF data, back project the
+        sensitivity over all timing positions even without a TOF normalisation (see
+        :func:`sensitivity_uses_same_projector`).
 
     Nothing is read until a projector uses it; the inputs are never modified.
     """
@@ -89,14 +154,25 @@ class PoissonLogLikelihood:
         normalisation: ProjData | None = None,
         zero_end_planes_of_segment_0: bool = False,
         max_segment_num_to_process: int | None = None,
+        use_tof_sensitivities: bool = False,
     ):
         if not isinstance(measured, ProjData):
             raise GeometryError(
                 f"measured: expected projection data (a stirgpu ProjData), not {type(measured).__name__}"
             )
         full = measured.get_proj_data_info()
-        _check_same("additive", additive, full)
-        _check_same("normalisation", normalisation, full)
+        _check_input("additive", additive, full)
+        _check_input("normalisation", normalisation, full)
+        norm_pdi = None if normalisation is None else normalisation.get_proj_data_info()
+        #: False: the sensitivity of TOF data is back projected without TOF (STIR's rule)
+        self.sensitivity_uses_same_projector = sensitivity_uses_same_projector(
+            full, norm_pdi, bool(use_tof_sensitivities)
+        )
+        if norm_pdi is not None and norm_pdi.is_tof_data() and not self.sensitivity_uses_same_projector:
+            raise GeometryError(
+                "normalisation: TOF with one timing position; STIR computes this sensitivity without TOF "
+                "and cannot set this normalisation up for it: use use_tof_sensitivities=True"
+            )
         self._measured_full = measured
         self.zero_end_planes_of_segment_0 = bool(zero_end_planes_of_segment_0)
         self.max_segment_num_to_process = (
@@ -104,16 +180,25 @@ class PoissonLogLikelihood:
         )
         y = restrict_segments(measured, self.max_segment_num_to_process)
         a = restrict_segments(additive, self.max_segment_num_to_process)
-        f = restrict_segments(normalisation, self.max_segment_num_to_process)
+        f_own = restrict_segments(normalisation, self.max_segment_num_to_process)
+        pdi = y.get_proj_data_info()
+        # a non-TOF normalisation applies to every timing position of TOF data (STIR)
+        f = f_own if f_own is None or f_own.get_proj_data_info() == pdi else TofBroadcast(f_own, pdi)
+        #: the geometry the sensitivity is back projected on (STIR's ``sens_proj_data_info_sptr``)
+        self.sensitivity_proj_data_info = pdi if self.sensitivity_uses_same_projector else pdi.create_non_tof_clone()
+        f_sens = f if self.sensitivity_uses_same_projector else f_own
         if self.zero_end_planes_of_segment_0:
             # STIR zeroes y, a and 1/f there; f = 0 makes the projector leave those bins out
             y = EndPlanes(y, 0.0)
             a = None if a is None else EndPlanes(a, 0.0)
-            f = EndPlanes(f if f is not None else Constant(y.get_proj_data_info(), 1.0), 0.0)
+            f = EndPlanes(f if f is not None else Constant(pdi, 1.0), 0.0)
+            f_sens = EndPlanes(f_sens if f_sens is not None else Constant(self.sensitivity_proj_data_info, 1.0), 0.0)
         #: what the projector reads: y, the additive sinogram a (normalised units) for the update,
         #: the background b = a / f (measured units) and f for sensitivities and log-likelihoods
         self.measured = y
         self.multiplicative = f
+        #: the factors of the sensitivity, on :attr:`sensitivity_proj_data_info`
+        self.sensitivity_multiplicative = f_sens
         self.background = None if a is None else (a if f is None else Quotient(a, f))
         self.additive = a
 
@@ -144,8 +229,23 @@ class PoissonLogLikelihood:
 
     # -- the two operations OSMAPOSL uses ------------------------------------------------
     def subset_sensitivity(self, projector, out_image, subset_num: int, num_subsets: int):
-        """``out_image = B_k(1/f)`` (overwritten) and returned."""
-        return projector.sensitivity(out_image, subset_num, num_subsets, multiplicative=self.multiplicative)
+        """``out_image = B_k(1/f)`` (overwritten) and returned.  Where
+        :attr:`sensitivity_uses_same_projector` is False (TOF data, no TOF normalisation, no
+        ``use_tof_sensitivities``), ``B_k`` is the non-TOF
+        back projection, as in STIR: the projector (set up by :meth:`set_up`) is set up on the
+        non-TOF geometry for the call, then back on the data's; the uploaded input image is
+        forgotten then (OSEM passes its image with every call)."""
+        own = self.sensitivity_proj_data_info
+        if own == self.proj_data_info:
+            return projector.sensitivity(out_image, subset_num, num_subsets, multiplicative=self.multiplicative)
+        image_info = projector.get_image_info()
+        projector.set_up(own, image_info)
+        try:
+            return projector.sensitivity(
+                out_image, subset_num, num_subsets, multiplicative=self.sensitivity_multiplicative
+            )
+        finally:
+            projector.set_up(self.proj_data_info, image_info)
 
     def gradient_plus_sensitivity(
         self, projector, image, out_image, subset_num: int, num_subsets: int, return_loglik: bool = False

@@ -23,7 +23,7 @@ from ..errors import FormatError, GeometryError, ParFileError, ParFileProblems, 
 from ..formats import read_from_file, read_image
 from ..parfile import OsmaposlSettings, read_osmaposl_par
 from .filtering import FilterSchedule
-from .objective import PoissonLogLikelihood
+from .objective import PoissonLogLikelihood, geometry_problem
 from .osem import OSEM, OSEMResult
 from .sensitivity import SensitivitySpec
 
@@ -154,18 +154,19 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
         if y is not None:
             files.append(y)
         extra = {}
-        for field, name in (("additive_sinogram", "additive"), ("normalisation", "normalisation")):
+        for field, name, key in (
+            ("additive_sinogram", "additive", "additive sinogram"),
+            ("normalisation", "normalisation", "normalisation projdata filename"),
+        ):
             path = getattr(s, field)
             pd = None if path is None else check.open(field, path)
             if pd is None:
                 continue
             files.append(pd)
-            if y is not None and pd.get_proj_data_info() != y.get_proj_data_info():
-                check.add(
-                    field,
-                    f"{path}: its geometry differs from the input file's "
-                    f"({pd.get_proj_data_info()!r} vs {y.get_proj_data_info()!r})",
-                )
+            problem = None if y is None else geometry_problem(name, pd.get_proj_data_info(), y.get_proj_data_info())
+            if problem is not None:
+                check.add(field, f"'{key}': {path}: {problem}")
+                continue
             extra[name] = pd
         initial, info = _image(s, check, y)
         objective = None
@@ -264,6 +265,7 @@ def _objective(s: OsmaposlSettings, check: _Check, y, extra: dict):
         normalisation=extra.get("normalisation"),
         zero_end_planes_of_segment_0=s.zero_end_planes_of_segment_0,
         max_segment_num_to_process=m,
+        use_tof_sensitivities=s.use_tof_sensitivities,
     )
     nv = objective.proj_data_info.get_num_views()
     if s.num_subsets > nv:

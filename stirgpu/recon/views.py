@@ -13,6 +13,9 @@ streaming projector sees exactly the numbers STIR's objective function sees:
   sinogram is in *normalised* units (mean = (A x + a) / f), while the projector's
   fused OSEM call takes a background in measured units (mean = A x / f + b); b = a / f;
 * :class:`Constant` -- every bin the same value, without storing it;
+* :class:`TofBroadcast` -- non-TOF data seen as TOF data, every timing position of a bin
+  reading the non-TOF bin (STIR's ``BinNormalisationFromProjData`` with a non-TOF
+  normalisation on TOF data);
 * :class:`Product`, :class:`Sum`, :class:`Reciprocal` -- bin-wise arithmetic (the
   SIRF layer builds its objective function's terms from them).
 
@@ -31,7 +34,17 @@ from ..errors import GeometryError, StoreAbilityError
 from ..formats import ProjData, StorageOrder, StoreAbilities
 from ..geometry import ProjDataInfo
 
-__all__ = ["SegmentRange", "EndPlanes", "Quotient", "Constant", "Product", "Sum", "Reciprocal", "restrict_segments"]
+__all__ = [
+    "SegmentRange",
+    "EndPlanes",
+    "Quotient",
+    "Constant",
+    "TofBroadcast",
+    "Product",
+    "Sum",
+    "Reciprocal",
+    "restrict_segments",
+]
 
 
 class _ReadOnly(ProjData):
@@ -171,6 +184,29 @@ class Constant(_ReadOnly):
 
     def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
         out[...] = self._value
+
+
+class TofBroadcast(_ReadOnly):
+    """Non-TOF ``source`` seen with the TOF geometry ``proj_data_info`` (its non-TOF clone must
+    be the source's geometry): every timing position of a bin holds the source's value there.
+    STIR's ``BinNormalisationFromProjData::apply`` / ``undo`` read timing position 0 of a
+    non-TOF normalisation for every timing position of TOF data."""
+
+    def __init__(self, source: ProjData, proj_data_info: ProjDataInfo):
+        own = source.get_proj_data_info()
+        if own.is_tof_data() or not proj_data_info.is_tof_data() or proj_data_info.create_non_tof_clone() != own:
+            raise GeometryError(
+                f"TofBroadcast: the source must be the non-TOF geometry of {proj_data_info!r}, not {own!r}"
+            )
+        self._source = source
+        self._pdi = proj_data_info
+
+    @property
+    def proj_data_info(self) -> ProjDataInfo:
+        return self._pdi
+
+    def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
+        self._source._read_box(segment, 0, view_range, axial_range, out)
 
 
 class _Binary(_ReadOnly):

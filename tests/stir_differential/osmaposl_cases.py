@@ -11,6 +11,9 @@ one folder, what an OSMAPOSL run reads -- all of it produced by STIR:
 * ``additive.hs``: an additive sinogram ``a`` (normalised units, smooth, > 0);
 * ``prompts.hs``: ``y = (A x + a) / f``, noiseless or seeded Poisson.
 
+:class:`TofGeometry` adds STIR's TOF mashing factor; :func:`write_non_tof_inputs` adds non-TOF
+versions of a TOF case's inputs beside them.
+
 :func:`run_both` writes one ``.par`` into two sibling folders ``stir/`` and ``gpu/`` (inputs
 referenced as ``../in/...``; outputs relative to the working directory, as both programs
 take them), runs STIR's ``OSMAPOSL`` in one and ``stirgpu``'s engine (CPU backend) in the
@@ -56,6 +59,26 @@ class Geometry:
         sc = stir.Scanner.get_scanner_from_name(self.scanner)
         return stir.ProjDataInfo.construct_proj_data_info(
             sc, self.span, self.max_delta, self.num_views, self.num_tangential_poss, self.arc_corrected
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TofGeometry(Geometry):
+    """:class:`Geometry` with STIR's TOF mashing factor (``construct_proj_data_info``'s last
+    argument; 0: non-TOF)."""
+
+    tof_mash_factor: int = 29
+
+    def proj_data_info(self, stir):
+        sc = stir.Scanner.get_scanner_from_name(self.scanner)
+        return stir.ProjDataInfo.construct_proj_data_info(
+            sc,
+            self.span,
+            self.max_delta,
+            self.num_views,
+            self.num_tangential_poss,
+            self.arc_corrected,
+            self.tof_mash_factor,
         )
 
 
@@ -137,6 +160,27 @@ def make_inputs(
     _write_proj_data(stir, exam, pdi, folder / "norm.hs", f)
     _write_proj_data(stir, exam, pdi, folder / "additive.hs", a)
     _write_proj_data(stir, exam, pdi, folder / "prompts.hs", y)
+    return folder
+
+
+def write_non_tof_inputs(stir, folder: Path, geometry: TofGeometry, *, seed: int = 0) -> Path:
+    """Beside the TOF inputs of :func:`make_inputs` in ``folder``, the same geometry without TOF
+    (all written by STIR): ``norm_nontof.hs`` (factors in [1, 3]), ``additive_nontof.hs``,
+    ``prompts_nontof.hs`` (the TOF prompts summed over timing positions) and
+    ``additive_position0.hs`` (timing position 0 of the TOF additive sinogram).  Returns ``folder``."""
+    rng = np.random.default_rng(seed)
+    pdi = dataclasses.replace(geometry, tof_mash_factor=0).proj_data_info(stir)
+    exam = stir.ExamInfo()
+    exam.imaging_modality = stir.ImagingModality(stir.ImagingModality.PT)
+    additive = stir.ProjData.read_from_file(str(folder / "additive.hs"))
+    a = additive.as_array()  # [TOF][axial positions of the segments][view][tangential]
+    k0 = -additive.get_proj_data_info().get_min_tof_pos_num()  # the index of timing position 0
+    shape = (1, *a.shape[1:])
+    _write_proj_data(stir, exam, pdi, folder / "norm_nontof.hs", _smooth_factors(shape, rng, 1.0, 3.0))
+    _write_proj_data(stir, exam, pdi, folder / "additive_nontof.hs", a.sum(axis=0, keepdims=True))
+    _write_proj_data(stir, exam, pdi, folder / "additive_position0.hs", a[k0 : k0 + 1])
+    y = stir.ProjData.read_from_file(str(folder / "prompts.hs")).as_array()
+    _write_proj_data(stir, exam, pdi, folder / "prompts_nontof.hs", y.sum(axis=0, keepdims=True))
     return folder
 
 
