@@ -122,3 +122,77 @@ def test_fused_osem_ratio_equals_the_unfused_steps(case):
     unfused = np.asarray(pair.back_project(None, ratio, subset_num=1, num_subsets=2))
     assert np.abs(np.asarray(fused) - unfused).max() <= 1e-6 * unfused.max()
     assert ll == pytest.approx(ll_ref[0], rel=1e-9)
+
+
+#: (scanner, TOF mashing factor) for 1, 13 and 33 TOF bins
+TOF_BIN_CASES = {
+    1: ("GE Discovery MI 4 rings", 377),
+    13: ("GE Discovery MI 4 rings", 29),
+    33: ("Siemens Vision 600", 8),
+}
+
+
+def _tof_bin_case(num_tof_bins: int):
+    scanner, mash = TOF_BIN_CASES[num_tof_bins]
+    pdi = ProjDataInfo.construct(Scanner.from_name(scanner), 1, 0, 4, 21, tof_mash_factor=mash)
+    assert pdi.get_num_tof_poss() == num_tof_bins and pdi.is_tof_data()
+    info = stir_default_image_info(pdi)
+    return pdi, info, np.random.default_rng(num_tof_bins).uniform(0, 1, info.shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("num_tof_bins", sorted(TOF_BIN_CASES))
+def test_tiny_host_budget_bounds_the_plan_whatever_the_tof_bins(num_tof_bins):
+    """A host budget that leaves each chunk buffer room for 1.5 viewgrams (all timing positions)
+    beside the images (the ample plan's): every plan (forward and back) fits it, its chunks fit their buffers, the
+    data take several chunks, and the projections equal those of an ample budget (forward bit
+    for bit, back to float32 summation order)."""
+    pdi, info, img = _tof_bin_case(num_tof_bins)
+    viewgram = 4 * num_tof_bins * pdi.get_num_axial_poss(0) * pdi.get_num_tangential_poss()
+
+    def tiny_budget(plan):
+        return plan.host_fixed_bytes + plan.lanes * plan.depth * plan.host_buffers_per_slot * (3 * viewgram // 2)
+
+    ample = _pair(pdi, info)
+    fwd_ref = ample.forward_project(ProjDataInMemory(pdi), img)
+    fwd_budget = tiny_budget(ample.last_plan)
+    back_ref = np.asarray(ample.back_project(None, fwd_ref))
+    back_budget = tiny_budget(ample.last_plan)
+    tiny_fwd = _pair(pdi, info, host_memory_budget=fwd_budget)
+    fwd = tiny_fwd.forward_project(ProjDataInMemory(pdi), img)
+    tiny_back = _pair(pdi, info, host_memory_budget=back_budget)
+    back = np.asarray(tiny_back.back_project(None, fwd_ref))
+    for plan, budget in ((tiny_fwd.last_plan, fwd_budget), (tiny_back.last_plan, back_budget)):
+        assert plan is not None and plan.host_budget == budget
+        assert plan.host_bytes <= budget
+        assert max(c.nbytes for c in plan.chunks) <= plan.buffer_bytes < 2 * viewgram
+        assert len(plan.chunks) > 1
+        assert all(part.num_tof_poss == num_tof_bins for c in plan.chunks for part in c.parts)
+    assert np.array_equal(fwd.as_array(), fwd_ref.as_array())
+    assert np.abs(back - back_ref).max() <= 1e-6 * back_ref.max()  # chunks summed in another order
+
+
+@pytest.mark.parametrize("num_tof_bins", sorted(TOF_BIN_CASES))
+def test_gpu_budget_bounds_the_plan_whatever_the_tof_bins(num_tof_bins):
+    """The planner's GPU side (what the CUDA backend asks of it): with a GPU budget for 1.5
+    viewgrams per device buffer, every chunk fits and the device bytes stay within the budget."""
+    from stirgpu.execution import make_plan
+
+    pdi, _, _ = _tof_bin_case(num_tof_bins)
+    viewgram = 4 * num_tof_bins * pdi.get_num_axial_poss(0) * pdi.get_num_tangential_poss()
+    fixed, depth, device_buffers = 1 << 20, 3, 2
+    gpu_budget = fixed + depth * device_buffers * (3 * viewgram // 2)
+    plan = make_plan(
+        pdi,
+        pdi.segment_nums,
+        range(pdi.get_num_views()),
+        lanes=1,
+        host_buffers_per_slot=0,
+        device_buffers_per_slot=device_buffers,
+        host_budget=1 << 40,
+        gpu_budget=gpu_budget,
+        device_fixed_bytes=fixed,
+        depth=depth,
+    )
+    assert plan.device_bytes_per_lane <= gpu_budget
+    assert max(c.nbytes for c in plan.chunks) <= plan.buffer_bytes < 2 * viewgram
+    assert sum(c.num_bins for c in plan.chunks) == pdi.total_num_bins
