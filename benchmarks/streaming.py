@@ -35,8 +35,16 @@ Measurements (best of ``--repeat``):
 4. **lanes** -- forward + back on 1 vs 2 GPUs (``--multi-span`` data, default span 1, so
    the work is compute-bound).  Target: >= 1.8 x.
 
+**TOF** (``--tof``): the same measurements on TOF data -- GE Discovery MI 4 rings, span 1
+(``--span``), all ring differences (``--max-ring-diff``), TOF mashing factor ``--tof-mash``
+(default 29: 13 TOF bins) -- with STIR's numerics (the only ones for TOF data): every chunk
+carries all timing positions of its views, the kernels alone and the bridge call the TOF
+kernels (``forward_chunk_stir_tof`` / ``back_chunk_stir_tof``, one walk per LOR over all its
+bins), through the same API on either backend.  A subset is STIR's views with all TOF bins.
+
 Output: one JSON document, then readable lines.  ``--quick`` shrinks everything (views
-mashed, smaller image, fewer repeats) for CPU smoke runs.
+mashed, smaller image, fewer repeats; with ``--tof`` one segment, 101 tangential positions)
+for CPU smoke runs.
 """
 
 from __future__ import annotations
@@ -60,7 +68,16 @@ from stirgpu import config  # noqa: E402
 from stirgpu.execution import cuda_device_count, resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
-from stirgpu.kernels import back_chunk, forward_chunk, stir_scaled_geometry  # noqa: E402
+from stirgpu.kernels import (  # noqa: E402
+    back_chunk,
+    back_chunk_stir,
+    back_chunk_stir_tof,
+    forward_chunk,
+    forward_chunk_stir,
+    forward_chunk_stir_tof,
+    stir_scaled_geometry,
+)
+from stirgpu.kernels.stir_api import StirChunk  # noqa: E402
 from stirgpu.projectors import ProjectorPair  # noqa: E402
 
 BLOCK = 64 * 1024 * 1024
@@ -135,6 +152,67 @@ class Device:
         with self.dev:
             held = prepare_back_accumulator(acc)
         return held, held.finish
+
+
+class Kernels:
+    """The chunk kernels the baselines call, as the projectors' lanes call them
+    (``stirgpu.kernels.backends``): the exact kernels, or STIR's numerics -- for TOF data the TOF
+    kernels, every timing position of a LOR in one walk -- on numpy or cupy arrays alike.
+    Values of one segment's views are ``(nv, na, nt)``, for TOF data ``(TOF bins, nv, na, nt)``
+    (TOF outermost, STIR's order)."""
+
+    def __init__(self, d: Device, pdi, info, numerics: str):
+        self.d, self.pdi, self.stir = d, pdi, numerics == "stir"
+        self.g = stir_scaled_geometry(info, numerics=numerics, proj_data_info=pdi)
+        self.tof = pdi.is_tof_data()
+        self.timing_poss = list(range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1))
+
+    def tables(self, segment: int, views=None):
+        """One segment's tables (of ``views``, default all) as the kernels take them."""
+        t = self.pdi.chunk_tables(segment) if views is None else self.pdi.chunk_tables(segment, views)
+        return StirChunk(t, self.pdi) if self.stir else self.d.tables(t)
+
+    def shape(self, segment: int, num_views: int) -> tuple[int, ...]:
+        pdi = self.pdi
+        shape = (num_views, pdi.get_num_axial_poss(segment), pdi.get_num_tangential_poss())
+        return (len(self.timing_poss), *shape) if self.tof else shape
+
+    def read(self, data, segment: int, views) -> np.ndarray:
+        if not self.tof:
+            return data.read_views(segment, views)
+        return np.stack([data.read_views(segment, views, timing_pos=t) for t in self.timing_poss])
+
+    def write(self, out, values: np.ndarray, segment: int, views) -> None:
+        if not self.tof:
+            out.write_views(values, segment, views)
+            return
+        for j, t in enumerate(self.timing_poss):
+            out.write_views(values[j], segment, views, timing_pos=t)
+
+    def kept_image(self, img):
+        """The image as the lanes keep it for a call (STIR's numerics take the plain image)."""
+        return img if self.stir else self.d.kept_image(img)
+
+    def kept_accumulator(self, acc):
+        """(target, finish) of the back projection's accumulation (STIR's numerics add into the
+        image itself)."""
+        return (acc, lambda: None) if self.stir else self.d.kept_accumulator(acc)
+
+    def forward(self, tables, image, out) -> None:
+        g = self.g
+        if self.stir:
+            fwd = forward_chunk_stir_tof if self.tof else forward_chunk_stir
+            fwd(tables, self.pdi, image, g.stir_frame, out=out)
+        else:
+            forward_chunk(tables, image, g.origin, g.voxel_size, out=out, scale=g.scale)
+
+    def back(self, tables, values, acc) -> None:
+        g = self.g
+        if self.stir:
+            back = back_chunk_stir_tof if self.tof else back_chunk_stir
+            back(tables, self.pdi, values, acc, g.stir_frame)
+        else:
+            back_chunk(tables, values, acc, g.origin, g.voxel_size, scale=g.scale)
 
 
 def best(fn, repeat: int, setup=None) -> float:
@@ -241,84 +319,109 @@ def disk_rates(folder: Path, nbytes: int) -> dict:
 # --------------------------------------------------------------------------------------
 # the bridge strategy and the kernels alone
 # --------------------------------------------------------------------------------------
-def bridge_forward(d: Device, pdi, info, img, out, views) -> None:
+def bridge_forward(k: Kernels, img, out, views) -> None:
     """STIR's bridge: project ALL bins into one full array, copy the wanted views out."""
-    g = stir_scaled_geometry(info)
+    d, pdi = k.d, k.pdi
     dimg = d.asarray(img)
     full = d.empty((pdi.total_num_bins,))
     off = 0
     for s in pdi.segment_nums:
-        t = pdi.chunk_tables(s)
-        n = t.num_lors
-        forward_chunk(
-            d.tables(t), dimg, g.origin, g.voxel_size, out=full[off : off + n].reshape(t.shape), scale=g.scale
-        )
+        shape = k.shape(s, pdi.get_num_views())
+        n = int(np.prod(shape))
+        k.forward(k.tables(s), k.kept_image(dimg), full[off : off + n].reshape(shape))
         off += n
     host = d.to_host(full)
     off = 0
     for s in pdi.segment_nums:
-        n = pdi.num_bins(s)
-        seg = host[off : off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
-        out.write_views(seg[views], s, views)
+        shape = k.shape(s, pdi.get_num_views())
+        n = int(np.prod(shape))
+        seg = host[off : off + n].reshape(shape)
+        k.write(out, seg[..., views, :, :], s, views)
         off += n
 
 
-def bridge_back(d: Device, pdi, info, data, views) -> np.ndarray:
+def bridge_back(k: Kernels, info, data, views) -> np.ndarray:
     """STIR's bridge: assemble ALL bins (zeros outside the subset) in one array, back project all."""
-    g = stir_scaled_geometry(info)
+    d, pdi = k.d, k.pdi
     host = np.zeros(pdi.total_num_bins, np.float32)
     off = 0
     for s in pdi.segment_nums:
-        n = pdi.num_bins(s)
-        seg = host[off : off + n].reshape(pdi.get_num_views(), pdi.get_num_axial_poss(s), -1)
-        seg[views] = data.read_views(s, views)
+        shape = k.shape(s, pdi.get_num_views())
+        n = int(np.prod(shape))
+        host[off : off + n].reshape(shape)[..., views, :, :] = k.read(data, s, views)
         off += n
     full = d.asarray(host)
     acc = d.zeros(info.shape)
+    target, finish = k.kept_accumulator(acc)
     off = 0
     for s in pdi.segment_nums:
-        t = pdi.chunk_tables(s)
-        n = t.num_lors
-        back_chunk(d.tables(t), full[off : off + n].reshape(t.shape), acc, g.origin, g.voxel_size, scale=g.scale)
+        shape = k.shape(s, pdi.get_num_views())
+        n = int(np.prod(shape))
+        k.back(k.tables(s), full[off : off + n].reshape(shape), target)
         off += n
+    finish()
     return d.to_host(acc)
 
 
-def kernel_only(d: Device, pdi, info, img, data, repeat: int, views=None) -> dict:
+def kernel_only(k: Kernels, info, img, data, repeat: int, views=None) -> dict:
     """The kernels alone (one call per segment): image, tables, data and outputs already on
     the device, workspaces kept for the call as the projectors keep them."""
-    g = stir_scaled_geometry(info)
+    d, pdi = k.d, k.pdi
     dimg = d.asarray(img)
     segs = pdi.segment_nums
     views = np.arange(pdi.get_num_views()) if views is None else np.asarray(views)
-    tabs = {s: d.tables(pdi.chunk_tables(s, views)) for s in segs}
-    outs = {s: d.empty(tabs[s].shape) for s in segs}
-    vals = {s: d.asarray(data.read_views(s, views)) for s in segs}
+    tabs = {s: k.tables(s, views) for s in segs}
+    outs = {s: d.empty(k.shape(s, len(views))) for s in segs}
+    vals = {s: d.asarray(k.read(data, s, views)) for s in segs}
     acc = d.zeros(info.shape)
 
     def fwd():
-        image = d.kept_image(dimg)  # once per call, as the projectors do
+        image = k.kept_image(dimg)  # once per call, as the projectors do
         for s in segs:
-            forward_chunk(tabs[s], image, g.origin, g.voxel_size, out=outs[s], scale=g.scale)
+            k.forward(tabs[s], image, outs[s])
         d.sync()
 
     def back():
-        target, finish = d.kept_accumulator(acc)
+        target, finish = k.kept_accumulator(acc)
         for s in segs:
-            back_chunk(tabs[s], vals[s], target, g.origin, g.voxel_size, scale=g.scale)
+            k.back(tabs[s], vals[s], target)
         finish()
         d.sync()
 
     fwd(), back()  # warm-up (compilation, pools)
-    return {"forward": best(fwd, repeat), "back": best(back, repeat)}
+    res = {"forward": best(fwd, repeat), "back": best(back, repeat)}
+    # the same work as the streamed calls: its forward projection against theirs (``data``)
+    diff = max(float(np.abs(d.to_host(outs[s]) - k.read(data, s, views)).max()) for s in segs)
+    res["forward_max_difference"] = diff / max(float(np.abs(k.read(data, s, views)).max()) for s in segs)
+    return res
 
 
 # --------------------------------------------------------------------------------------
 # the runs
 # --------------------------------------------------------------------------------------
-def make_geometry(span: int, views: int | None, zoom: float):
-    pdi = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=span, max_ring_diff=60, num_views=views)
-    return pdi, ImageInfo.default_for(pdi, zoom=zoom)
+#: the scanner of each case (``--tof`` or not), its default span and maximum ring difference
+#: (None: all)
+SCANNERS = {False: "Siemens mMR", True: "GE Discovery MI 4 rings"}
+DEFAULT_SPAN = {False: 11, True: 1}
+DEFAULT_MAX_RING_DIFF = {False: 60, True: None}
+
+
+def make_geometry(args, span: int | None = None):
+    """The data and image of the run (``span``: instead of ``--span``)."""
+    sc = Scanner.from_name(SCANNERS[args.tof])
+    max_rd = args.max_ring_diff if args.max_ring_diff is not None else DEFAULT_MAX_RING_DIFF[args.tof]
+    max_rd = sc.num_rings - 1 if max_rd is None else max_rd
+    if not 0 <= max_rd < sc.num_rings:
+        raise arguments.BadArgument(f"--max-ring-diff {max_rd}: {sc.name} has {sc.num_rings} rings")
+    pdi = ProjDataInfo.construct(
+        sc,
+        span=args.span if span is None else span,
+        max_ring_diff=max_rd,
+        num_views=args.views,
+        num_tangential_poss=args.tangential,
+        tof_mash_factor=args.tof_mash if args.tof else None,
+    )
+    return pdi, ImageInfo.default_for(pdi, zoom=args.zoom)
 
 
 def note(*parts) -> None:
@@ -329,14 +432,18 @@ def note(*parts) -> None:
 def run(args) -> dict:
     backend = resolve_backend(args.backend)
     d = Device(backend)
-    pdi, info = make_geometry(args.span, args.views, args.zoom)
+    pdi, info = make_geometry(args)
+    k = Kernels(d, pdi, info, args.numerics)
     img = phantom(info)
     nbytes = 4 * pdi.total_num_bins
     res: dict = {
         "config": {
             "backend": backend,
-            "scanner": "Siemens mMR",
+            "scanner": SCANNERS[args.tof],
             "span": args.span,
+            "max_ring_diff": pdi.get_max_ring_difference_overall(),
+            "tof_bins": pdi.get_num_tof_poss() if pdi.is_tof_data() else 0,
+            "tof_mash_factor": pdi.get_tof_mash_factor(),
             "num_views": pdi.get_num_views(),
             "num_tangential_poss": pdi.get_num_tangential_poss(),
             "sinograms": pdi.get_num_sinograms(),
@@ -356,7 +463,7 @@ def run(args) -> dict:
     pp.back_project(None, data)
 
     # 1. in memory ---------------------------------------------------------------------
-    k = kernel_only(d, pdi, info, img, data, args.repeat)
+    k_all = kernel_only(k, info, img, data, args.repeat)
     target = ProjDataInMemory(pdi)
     for _ in range(2):  # page-locked at its second use
         pp.forward_project(target, img)
@@ -365,11 +472,12 @@ def run(args) -> dict:
     s_b = best(lambda: pp.back_project(None, data), args.repeat)
     st_b = pp.last_stats
     g_f, g_b = staged_rounds(backend, pdi, info, img, data, args.repeat)
-    b_f = best(lambda: bridge_forward(d, pdi, info, img, target, all_views), args.repeat)
-    b_b = best(lambda: bridge_back(d, pdi, info, data, all_views), args.repeat)
+    b_f = best(lambda: bridge_forward(k, img, target, all_views), args.repeat)
+    b_b = best(lambda: bridge_back(k, info, data, all_views), args.repeat)
     res["in_memory"] = {
-        "kernel_only_forward_s": k["forward"],
-        "kernel_only_back_s": k["back"],
+        "kernel_only_forward_s": k_all["forward"],
+        "kernel_only_back_s": k_all["back"],
+        "kernel_only_forward_max_difference": k_all["forward_max_difference"],
         "stream_forward_s": s_f,
         "stream_back_s": s_b,
         "bridge_forward_s": b_f,
@@ -377,18 +485,18 @@ def run(args) -> dict:
         "stream_direct": list(st_f.direct),
         "staged_forward_s": g_f,
         "staged_back_s": g_b,
-        "staged_forward_over_kernel": g_f / k["forward"],
-        "staged_back_over_kernel": g_b / k["back"],
-        "stream_forward_over_kernel": s_f / k["forward"],
-        "stream_back_over_kernel": s_b / k["back"],
-        "bridge_forward_over_kernel": b_f / k["forward"],
-        "bridge_back_over_kernel": b_b / k["back"],
+        "staged_forward_over_kernel": g_f / k_all["forward"],
+        "staged_back_over_kernel": g_b / k_all["back"],
+        "stream_forward_over_kernel": s_f / k_all["forward"],
+        "stream_back_over_kernel": s_b / k_all["back"],
+        "bridge_forward_over_kernel": b_f / k_all["forward"],
+        "bridge_back_over_kernel": b_b / k_all["back"],
         "stream_forward_stats": st_f.as_dict(),
         "stream_back_stats": st_b.as_dict(),
         "plan_forward": pp.last_plan and str(pp.last_plan),
     }
     note(
-        f"in memory: kernel fwd {k['forward']:.4f} back {k['back']:.4f}; stream fwd {s_f:.4f} back {s_b:.4f} "
+        f"in memory: kernel fwd {k_all['forward']:.4f} back {k_all['back']:.4f}; stream fwd {s_f:.4f} back {s_b:.4f} "
         f"(staged {g_f:.4f} / {g_b:.4f}); "
         f"bridge fwd {b_f:.4f} back {b_b:.4f}"
     )
@@ -408,9 +516,9 @@ def run(args) -> dict:
     st_sf = pp.last_stats
     pp.back_project(dout, data, 0, args.subsets)
     st_sb = pp.last_stats
-    k_sub = kernel_only(d, pdi, info, img, data, short, views=sub_views)
-    b_sf = best(lambda: bridge_forward(d, pdi, info, img, target, sub_views), args.repeat)
-    b_sb = best(lambda: bridge_back(d, pdi, info, data, sub_views), args.repeat)
+    k_sub = kernel_only(k, info, img, data, short, views=sub_views)
+    b_sf = best(lambda: bridge_forward(k, img, target, sub_views), args.repeat)
+    b_sb = best(lambda: bridge_back(k, info, data, sub_views), args.repeat)
     one = None
     if backend == "cuda":
         # the same with one compute stream per GPU (chunks never overlap their kernels): what
@@ -440,12 +548,13 @@ def run(args) -> dict:
         "stream_subset_back_s": s_sb,
         "stream_full_s": full,
         "stream_subset_fraction": (s_sf + s_sb) / full,
-        "ideal_fraction": 1 / args.subsets,
+        # subset 0's share of the views (1 / 21 where 21 divides the views)
+        "ideal_fraction": len(sub_views) / pdi.get_num_views(),
         "bridge_subset_s": b_sf + b_sb,
         "bridge_subset_fraction_of_stream_full": (b_sf + b_sb) / full,
         "kernel_only_subset_forward_s": k_sub["forward"],
         "kernel_only_subset_back_s": k_sub["back"],
-        "kernel_only_subset_fraction": (k_sub["forward"] + k_sub["back"]) / (k["forward"] + k["back"]),
+        "kernel_only_subset_fraction": (k_sub["forward"] + k_sub["back"]) / (k_all["forward"] + k_all["back"]),
         "stream_subset_forward_stats": st_sf.as_dict(),
         "stream_subset_back_stats": st_sb.as_dict(),
         "one_compute_stream": one,
@@ -474,11 +583,11 @@ def run(args) -> dict:
 
             def bridge_fwd_disk():
                 with ProjDataOnDisk.create(path, pdi, overwrite=True) as store:
-                    bridge_forward(d, pdi, info, img, store, all_views)
+                    bridge_forward(k, img, store, all_views)
 
             def bridge_back_disk():
                 with read_from_file(path) as store:
-                    bridge_back(d, pdi, info, store, all_views)
+                    bridge_back(k, info, store, all_views)
 
             t_bfw = best(bridge_fwd_disk, args.repeat)
             t_bbk = best(bridge_back_disk, args.repeat, setup=cold)
@@ -532,7 +641,7 @@ def run(args) -> dict:
 
     # 4. lanes -------------------------------------------------------------------------
     if backend == "cuda" and cuda_device_count() >= 2 and not args.no_multi:
-        mpdi, minfo = make_geometry(args.multi_span, args.views, args.zoom)
+        mpdi, minfo = make_geometry(args, span=args.multi_span)
         mimg = phantom(minfo)
         times = {}
         for devs in ([0], [0, 1]):
@@ -600,9 +709,11 @@ def run(args) -> dict:
 
 def readable(res: dict) -> str:
     c, m, s = res["config"], res["in_memory"], res["subset"]
+    tof = f", {c['tof_bins']} TOF bins (mashing {c['tof_mash_factor']})" if c["tof_bins"] else ""
     lines = [
-        f"{c['backend']}: mMR span {c['span']}, {c['num_views']} views, {c['data_bytes'] / 1e6:.0f} MB of data, "
-        f"image {tuple(c['image_shape'])}",
+        f"{c['backend']}: {c['scanner']} span {c['span']}, max ring difference {c['max_ring_diff']}, "
+        f"{c['num_views']} views x {c['num_tangential_poss']} tangential{tof}, {c['data_bytes'] / 1e6:.0f} MB of data, "
+        f"image {tuple(c['image_shape'])}, numerics {c['numerics']}",
         f"in memory: forward stream {m['stream_forward_s']:.3f} s = "
         f"{m['stream_forward_over_kernel']:.2f} x kernel-only "
         f"({m['kernel_only_forward_s']:.3f} s), bridge {m['bridge_forward_s']:.3f} s; back stream "
@@ -647,9 +758,20 @@ def readable(res: dict) -> str:
 def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--span", type=arguments.positive_int, default=11)
+    p.add_argument("--tof", action="store_true", help="TOF data: GE Discovery MI 4 rings, STIR's numerics")
     p.add_argument(
-        "--views", type=arguments.positive_int, default=None, help="number of views (mashing); default all 252"
+        "--tof-mash", type=arguments.positive_int, default=29, help="TOF mashing factor (default 29: 13 TOF bins)"
+    )
+    p.add_argument("--span", type=arguments.positive_int, default=None, help="default 11 (mMR), 1 (--tof)")
+    p.add_argument(
+        "--max-ring-diff",
+        type=arguments.non_negative_int,
+        default=None,
+        help="maximum ring difference; default 60 (mMR), all (--tof)",
+    )
+    p.add_argument("--views", type=arguments.positive_int, default=None, help="number of views (mashing); default all")
+    p.add_argument(
+        "--tangential", type=arguments.positive_int, default=None, help="tangential positions; default the scanner's"
     )
     p.add_argument(
         "--zoom", type=arguments.positive_float, default=1.0, help="image zoom (STIR's default image otherwise)"
@@ -666,18 +788,26 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write the JSON here")
     p.add_argument(
         "--numerics",
-        default="exact",
+        default=None,
         choices=("exact", "stir"),
-        help="the projectors' numerics (default exact: the bridge and kernel-only baselines use "
-        "the exact kernels, so the comparison is about data movement alone; "
-        "benchmarks/numerics.py measures what STIR's numerics cost)",
+        help="the numerics of the projectors and of the bridge and kernel-only baselines alike, so "
+        "the comparison is about data movement alone (default exact; stir with --tof, the only "
+        "numerics for TOF data; benchmarks/numerics.py measures what STIR's numerics cost)",
     )
     args = p.parse_args(argv)
+    if args.tof and args.numerics == "exact":
+        raise arguments.BadArgument("--numerics exact: TOF data (--tof) are projected with STIR's numerics only")
+    args.numerics = args.numerics or ("stir" if args.tof else "exact")
+    args.span = args.span or DEFAULT_SPAN[args.tof]
     if args.quick:
-        args.views = args.views or 21
+        # the TOF case keeps all 272 views (subset 0 of 21 is 13 of them), with one segment
+        args.views = args.views or (None if args.tof else 21)
         args.zoom = 0.25 if args.zoom == 1.0 else args.zoom
         args.repeat = 1
         args.multi_span = 11
+        if args.tof:
+            args.max_ring_diff = 0 if args.max_ring_diff is None else args.max_ring_diff
+            args.tangential = args.tangential or 101
     with config(numerics=args.numerics):
         res = run(args)
     res["config"]["numerics"] = args.numerics

@@ -56,7 +56,12 @@ BAD_ARGUMENTS = {
         (["/tmp", "--wait-policy", "lazy"], "--wait-policy"),
     ],
     "stir_objects.py": [(["--views", "many"], "--views"), (["--stir", "/nonexistent"], "--stir")],
-    "streaming.py": [(["--zoom", "-2"], "--zoom"), (["--no-such-option"], "--no-such-option")],
+    "streaming.py": [
+        (["--zoom", "-2"], "--zoom"),
+        (["--no-such-option"], "--no-such-option"),
+        (["--tof", "--numerics", "exact"], "--numerics"),  # BadArgument: TOF has STIR's numerics only
+        (["--backend", "cpu", "--tof", "--max-ring-diff", "36"], "--max-ring-diff"),
+    ],
     "tof.py": [
         (["--lib", "/nonexistent/libparallelproj.so"], "--lib"),
         (["--backend", "cpu", "--scanner", "Siemens mMR", "--views", "8", "--tangential", "31"], "not a TOF scanner"),
@@ -384,3 +389,28 @@ def test_mpi_benchmark_gives_each_rank_of_a_node_its_own_gpu(monkeypatch):
     assert gpu({}, 2) == 0  # a launcher that says nothing
     with pytest.raises(module.arguments.BadArgument, match="no CUDA GPU is visible"):
         gpu({"MPI_LOCALRANKID": "0"}, 0)
+
+
+def test_streaming_tof_case_runs_on_the_cpu(tmp_path):
+    """``streaming.py --tof`` on a tiny GE Discovery MI case (13 TOF bins, STIR's numerics): the
+    in-memory, subset and target figures of the non-TOF case, chunks carrying all timing
+    positions, and kernels alone that compute the streamed forward projection bit for bit."""
+    out = tmp_path / "streaming.json"
+    args = ["--backend", "cpu", "--tof", "--quick", "--no-disk", "--views", "16", "--subsets", "4"]
+    r = _run("streaming.py", *args, "--tangential", "21", "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    c = doc["config"]
+    assert (c["scanner"], c["tof_bins"], c["tof_mash_factor"], c["numerics"]) == (
+        "GE Discovery MI 4 rings",
+        13,
+        29,
+        "stir",
+    )
+    m, s = doc["in_memory"], doc["subset"]
+    assert m["kernel_only_forward_max_difference"] == 0
+    assert all(m[k] > 0 for k in ("kernel_only_forward_s", "stream_forward_s", "stream_back_s", "bridge_forward_s"))
+    assert "TOF: 13 timing positions (-6..6) in every viewgram of every chunk" in m["plan_forward"]
+    assert s["ideal_fraction"] == 4 / 16 and 0 < s["stream_subset_fraction"] < 1
+    assert set(doc["targets"]) == {"in-memory forward <= 1.25 x kernel-only", "subset cost <= 1.2/4 of full"}
+    assert r.stdout.splitlines()[-1].startswith("targets: ")
