@@ -194,9 +194,23 @@ class Kernels:
         return img if self.stir else self.d.kept_image(img)
 
     def kept_accumulator(self, acc):
-        """(target, finish) of the back projection's accumulation (STIR's numerics add into the
-        image itself)."""
-        return (acc, lambda: None) if self.stir else self.d.kept_accumulator(acc)
+        """(target, finish) of the back projection's accumulation, as a lane keeps it for a call:
+        STIR's numerics add into the image itself, and on a GPU walks along x into a transposed
+        accumulator folded into it at the end (``kernels.backends``)."""
+        if not self.stir:
+            return self.d.kept_accumulator(acc)
+        if self.d.cp is None:
+            return (acc, None), lambda: None
+        from stirgpu.kernels.cuda_stir import fold, transposed_accumulator
+
+        with self.d.dev:
+            along_x = transposed_accumulator(self.d.cp, acc)
+
+        def finish():
+            with self.d.dev:
+                fold(acc, along_x)
+
+        return (acc, along_x), finish
 
     def forward(self, tables, image, out) -> None:
         g = self.g
@@ -206,13 +220,16 @@ class Kernels:
         else:
             forward_chunk(tables, image, g.origin, g.voxel_size, out=out, scale=g.scale)
 
-    def back(self, tables, values, acc) -> None:
+    def back(self, tables, values, target) -> None:
+        """Add the back projection of ``values`` into ``target`` (from :meth:`kept_accumulator`)."""
         g = self.g
         if self.stir:
+            acc, along_x = target
+            kept = {} if along_x is None else {"along_x": along_x}
             back = back_chunk_stir_tof if self.tof else back_chunk_stir
-            back(tables, self.pdi, values, acc, g.stir_frame)
+            back(tables, self.pdi, values, acc, g.stir_frame, **kept)
         else:
-            back_chunk(tables, values, acc, g.origin, g.voxel_size, scale=g.scale)
+            back_chunk(tables, values, target, g.origin, g.voxel_size, scale=g.scale)
 
 
 def best(fn, repeat: int, setup=None) -> float:
