@@ -68,33 +68,46 @@ def _launch(lib, name, n, args):
     _entry(lib, name)(ctypes.c_uint(blocks), *map(_c, args))
 
 
-def tof_forward(lib, chunk, pdi, img, frame, poss=None, window=None):
-    """cuda_stir_tof.forward's launches, on the host: the same kernel choice and arguments."""
+def _tof_launches(lib, kind, chunk, pdi, image, frame, poss, window, arrays):
+    """cuda_stir_tof's launches of ``kind`` on the host, with its kernel choice and arguments:
+    ``arrays(o, k, nb)`` gives each part's arrays after the TOF arguments.  Returns the kernel's
+    name."""
     (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
     tof, first, nb = stir_tof_tables(pdi, r, poss)
-    name = cuda_stir_tof.kernel_name("fwd", window or cuda_stir_tof.plane_window(tof))
-    out = np.full(nb * chunk.num_lors, np.nan, np.float32)  # every value must be written
-    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    name = cuda_stir_tof.kernel_name(kind, window or cuda_stir_tof.plane_window(tof))
+    frame_args = cuda_stir.frame_args(image, org, vs, r)
     extra = cuda_stir_tof.tof_arguments(tof, first, nb)
     parts = [cuda_stir.pack_part(t) for t in chunk.host]
     for part, o, k in cuda_stir.part_bins(parts):
-        args = cuda_stir_tof.kernel_arguments(part, frame_args, extra, img.reshape(-1), out[nb * o : nb * (o + k)])
-        _launch(lib, name, k, args)
+        _launch(lib, name, k, cuda_stir_tof.kernel_arguments(part, frame_args, extra, *arrays(o, k, nb)))
+    return name
+
+
+def tof_forward(lib, chunk, pdi, img, frame, poss=None, window=None):
+    """cuda_stir_tof.forward's launches, on the host."""
+    nb = pdi.get_num_tof_poss() if poss is None else len(poss)
+    out = np.full(nb * chunk.num_lors, np.nan, np.float32)  # every value must be written
+    name = _tof_launches(
+        lib, "fwd", chunk, pdi, img, frame, poss, window, lambda o, k, nb: (img.reshape(-1), out[nb * o : nb * (o + k)])
+    )
     return out, name
 
 
 def tof_back(lib, chunk, pdi, values, shape, frame, poss=None, window=None):
-    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
-    tof, first, nb = stir_tof_tables(pdi, r, poss)
-    name = cuda_stir_tof.kernel_name("back", window or cuda_stir_tof.plane_window(tof))
+    """cuda_stir_tof.back's launches, on the host."""
     img = np.zeros(shape, np.float32)
-    frame_args = cuda_stir.frame_args(img, org, vs, r)
-    extra = cuda_stir_tof.tof_arguments(tof, first, nb)
-    parts = [cuda_stir.pack_part(t) for t in chunk.host]
     along_x = cuda_stir.transposed_accumulator(np, img)
-    for part, o, k in cuda_stir.part_bins(parts):
-        y = values[nb * o : nb * (o + k)]
-        _launch(lib, name, k, cuda_stir_tof.kernel_arguments(part, frame_args, extra, y, img.reshape(-1), along_x))
+    _tof_launches(
+        lib,
+        "back",
+        chunk,
+        pdi,
+        img,
+        frame,
+        poss,
+        window,
+        lambda o, k, nb: (values[nb * o : nb * (o + k)], img.reshape(-1), along_x),
+    )
     assert along_x.any() and img.any()  # walks along x and along y or z both took part
     cuda_stir.fold(img, along_x)
     return img
