@@ -17,7 +17,7 @@ from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 from stirgpu.kernels import back_chunk_stir, forward_chunk_stir
 from stirgpu.kernels.stir_lors import stir_image_frame
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("both_lor_orders")]
 
 GEOMETRIES = {
     # the mMR's native views (63 and 189 at 45 / 135 degrees), segments 0 and +-1

@@ -22,7 +22,7 @@ from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
 from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
 from stirgpu.projectors import ProjectorPair
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("both_lor_orders")]
 
 DMI = "GE Discovery MI 4 rings"
 CASES = {

@@ -38,13 +38,16 @@ SOURCES = (REPO_ROOT / "stirgpu" / "kernels" / "cuda", REPO_ROOT / "tests" / "cu
 DMI = "GE Discovery MI 4 rings"
 
 
-@pytest.fixture(scope="module")
-def host_kernels(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["view-major", "axial-major"])
+def host_kernels(request, tmp_path_factory):
+    """The kernels built for the host in each LOR order (``cuda_stir.order_option``): every test
+    runs on both, so each order's threads take every LOR of a part once."""
     cxx = shutil.which(os.environ.get("CXX") or "g++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++ or $CXX) to build the TOF kernels for the host")
     lib = tmp_path_factory.mktemp("stir_tof_host") / "libstir_tof_host.so"
     cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f"-DSG_STIR_THREADS={cuda_stir.THREADS}"]
+    cmd += [cuda_stir.order_option(request.param)]
     cmd += [*(f"-I{d}" for d in SOURCES), str(SOURCES[1] / "stir_tof_host.cpp"), "-o", str(lib)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -254,3 +257,18 @@ def test_kernel_choice(host_kernels):
 
     with pytest.raises(DeviceError, match="257 TOF bins"):
         cuda_stir_tof.kernel_name("fwd", 257)
+
+
+def test_lor_order_choice():
+    """Axial-major threads for every non-TOF forward projection, and for the other kernels where
+    the image is larger than the GPU's L2 cache (docs/kernel-tuning.md measured both sides)."""
+    l2 = 50 << 20
+    assert cuda_stir.axial_major("fwd", 10 << 20, l2)
+    assert cuda_stir.axial_major("fwd", 600 << 20, l2)
+    assert not cuda_stir.axial_major("back", 41 << 20, l2)
+    assert cuda_stir.axial_major("back", 515 << 20, l2)
+    assert not cuda_stir.axial_major("fwd", 30 << 20, l2, tof=True)
+    assert cuda_stir.axial_major("fwd", 515 << 20, l2, tof=True)
+    assert cuda_stir.axial_major("back", 515 << 20, l2, tof=True)
+    assert cuda_stir.order_option(True) == "-DSTIR_AXIAL_MAJOR=1"
+    assert cuda_stir.order_option(False) == "-DSTIR_AXIAL_MAJOR=0"

@@ -30,6 +30,9 @@ __all__ = [
     "launch",
     "part_bins",
     "frame_args",
+    "axial_major",
+    "order_option",
+    "l2_cache_bytes",
 ]
 
 #: threads per block of the STIR-numerics kernels
@@ -41,12 +44,43 @@ def _source() -> str:
     return importlib.resources.files("stirgpu.kernels").joinpath("cuda", "joseph_stir.cu").read_text(encoding="utf-8")
 
 
+def order_option(axial_major: bool) -> str:
+    """The compile option of the kernels' LOR order (``STIR_AXIAL_MAJOR`` in ``joseph_stir.cu``)."""
+    return f"-DSTIR_AXIAL_MAJOR={int(axial_major)}"
+
+
 @functools.lru_cache(maxsize=16)
-def _kernel(device_id: int, name: str):
+def _kernel(device_id: int, name: str, axial_major: bool = False):
     import cupy as cp
 
+    options = ("--std=c++17", "--fmad=false", order_option(axial_major))
     with cp.cuda.Device(device_id):
-        return cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false")).get_function(name)
+        return cp.RawModule(code=_source(), options=options).get_function(name)
+
+
+@functools.lru_cache(maxsize=16)
+def l2_cache_bytes(device_id: int) -> int:
+    """The L2 cache size of GPU ``device_id``, in bytes."""
+    import cupy as cp
+
+    return int(cp.cuda.Device(device_id).attributes["L2CacheSize"])
+
+
+def axial_major(kind: str, image_bytes: int, l2_bytes: int, tof: bool = False) -> bool:
+    """Whether the kernels of ``kind`` (``"fwd"`` or ``"back"``) take a part's LORs axial
+    position first (``joseph_stir.cu``): always for the non-TOF forward projection, else where
+    the image (``image_bytes``) is larger than the GPU's L2 cache (``l2_bytes``).  Measured in
+    docs/kernel-tuning.md: axial-major makes every non-TOF forward projection faster, and the
+    back projections of an image larger than the L2 (the Quadra's); it makes those of an image
+    that fits 2-5 % slower (the view-major lanes in flight share voxels), and the TOF forward of
+    one 2 % slower."""
+    if kind == "fwd" and not tof:
+        return True
+    return image_bytes > l2_bytes
+
+
+def _order(kind: str, image, tof: bool = False) -> bool:
+    return axial_major(kind, int(image.nbytes), l2_cache_bytes(image.device.id), tof)
 
 
 def pack_part(tables: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.int32, np.int32, np.int32]:
@@ -92,7 +126,7 @@ def frame_args(image, origin, voxel_size, rescale) -> tuple:
 def forward(parts, image, origin, voxel_size, rescale, out) -> None:
     """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
     device image ``image`` (float32, C order); ``parts``: :func:`upload_part` of each part."""
-    kernel = _kernel(image.device.id, "fwd_stir")
+    kernel = _kernel(image.device.id, "fwd_stir", _order("fwd", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
@@ -104,7 +138,7 @@ def back(parts, values, image, origin, voxel_size, rescale, along_x=None) -> Non
     the image after its last call (:func:`fold`); without one, this call makes and folds its own."""
     import cupy as cp
 
-    kernel = _kernel(image.device.id, "back_stir")
+    kernel = _kernel(image.device.id, "back_stir", _order("back", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
     own = along_x is None
     if own:

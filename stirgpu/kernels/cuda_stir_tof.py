@@ -19,7 +19,16 @@ import numpy as np
 
 from ..arrays import import_cupy
 from ..errors import DeviceError
-from .cuda_stir import fold, frame_args, launch, part_bins, transposed_accumulator
+from .cuda_stir import (
+    axial_major,
+    fold,
+    frame_args,
+    l2_cache_bytes,
+    launch,
+    order_option,
+    part_bins,
+    transposed_accumulator,
+)
 
 __all__ = [
     "forward",
@@ -45,12 +54,13 @@ def _source() -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _module(device_id: int, slots: int | None):
-    """The module of one register size (None: the wide kernels only)."""
+def _module(device_id: int, slots: int | None, axial_major: bool = False):
+    """The module of one register size (None: the wide kernels only) and LOR order."""
     cp = import_cupy()
     names = () if slots is None else tuple(f"{kind}_stir_tof<{slots}>" for kind in ("fwd", "back"))
+    options = ("--std=c++17", "--fmad=false", order_option(axial_major))
     with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=_source(), options=("--std=c++17", "--fmad=false"), name_expressions=names)
+        mod = cp.RawModule(code=_source(), options=options, name_expressions=names)
         try:
             mod.compile()
         except cp.cuda.compiler.CompileException as e:
@@ -83,8 +93,15 @@ def _slots(window: int) -> int | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _kernel(device_id: int, kind: str, window: int):
-    return _module(device_id, _slots(window)).get_function(kernel_name(kind, window))
+def _kernel(device_id: int, kind: str, window: int, axial_major: bool = False):
+    return _module(device_id, _slots(window), axial_major).get_function(kernel_name(kind, window))
+
+
+def _launched(kind: str, image, window: int):
+    """The kernel of ``kind`` for ``window`` bins, in the LOR order :func:`cuda_stir.axial_major`
+    picks for a TOF projection of ``image``."""
+    order = axial_major(kind, int(image.nbytes), l2_cache_bytes(image.device.id), tof=True)
+    return _kernel(image.device.id, kind, window, order)
 
 
 def tof_arguments(tof, first: int, nb: int) -> tuple:
@@ -105,7 +122,7 @@ def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int,
     STIR's TOF forward projection of the device image ``image`` (float32, C order) over the
     data's TOF bins ``first .. first + nb - 1``; ``tof``: :func:`stir_tof_api.stir_tof_tables`'s
     table."""
-    kernel = _kernel(image.device.id, "fwd", plane_window(tof))
+    kernel = _launched("fwd", image, plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, kernel_arguments(tables, frame, extra, image, out[nb * o : nb * (o + k)]))
@@ -115,7 +132,7 @@ def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb:
     """Add STIR's TOF back projection of flat ``values`` (laid out as :func:`forward`'s ``out``)
     into the device image ``image``; ``along_x`` as for :func:`cuda_stir.back`."""
     cp = import_cupy()
-    kernel = _kernel(image.device.id, "back", plane_window(tof))
+    kernel = _launched("back", image, plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
     own = along_x is None
     if own:

@@ -51,6 +51,33 @@ __device__ __forceinline__ void stir_endpoints(const float *__restrict__ T, cons
     e[2] = F_MUL(F_ADD(F_MUL(dx, l2), x1), rescale);
 }
 
+// The order in which threads take a part's LORs (each module is compiled with one; see
+// cuda_stir.axial_major for which): 0 in the bins' own [view][axial][tangential] order, 1 axial
+// position outermost, then view, then tangential position.  With 1 the blocks in flight cover a
+// thin slab of axial positions of every view of the part instead of every axial position of a
+// few views, so the image planes they touch are few enough to stay in the L2 cache of an image
+// much larger than it (long axial FOV).  Neighbouring threads keep neighbouring tangential positions.
+#ifndef STIR_AXIAL_MAJOR
+#define STIR_AXIAL_MAJOR 0
+#endif
+
+// The LOR a thread takes: its index in the part's [view][axial][tangential] bins (past the
+// part's end for the threads past it)
+__device__ __forceinline__ long long stir_lor_of_thread(int nv, int na, int nt)
+{
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+#if STIR_AXIAL_MAJOR
+    const long long row = tid / nt; // axial * nv + view
+    const long long ia = row / nv;
+    if (ia >= na)
+        return tid;
+    const long long iv = row - ia * nv;
+    return (iv * na + ia) * nt + (tid - row * nt);
+#else
+    return tid;
+#endif
+}
+
 // libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients
 __device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3], const float org[3],
                                                const float vs[3], const int n[3])
@@ -216,7 +243,7 @@ extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned 
                                     float *__restrict__ out)
 {
     const long long total = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= total)
         return;
     StirWalk W;
@@ -257,7 +284,7 @@ extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned
                                      float o2, float v0, float v1, float v2, float rescale)
 {
     const long long total = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= total)
         return;
     const float y = values[idx];
@@ -286,7 +313,7 @@ extern "C" __global__ void endpoints_stir(const float *__restrict__ T, const uns
                                           float *__restrict__ end)
 {
     const long long total = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= total)
         return;
     float s[3], e[3];

@@ -269,7 +269,7 @@ template <int NW>
 __global__ void fwd_stir_tof(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
     const long long n_lors = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= n_lors)
         return;
     StirWalk W;
@@ -301,7 +301,7 @@ __global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, f
                               float *__restrict__ img_xy)
 {
     const long long n_lors = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
         return;
     StirWalk W;
@@ -334,7 +334,7 @@ __device__ __forceinline__ float tof_wide_weights(const StirTof &F, int lo, int 
 extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
     const long long n_lors = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= n_lors)
         return;
     tof_zero(out, first, first + nb, first, nb, n_lors, idx);
@@ -364,7 +364,7 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
                                               float *__restrict__ img, float *__restrict__ img_xy)
 {
     const long long n_lors = (long long)nv * na * nt;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long idx = stir_lor_of_thread(nv, na, nt);
     if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
         return;
     StirWalk W;
