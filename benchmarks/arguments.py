@@ -30,6 +30,7 @@ __all__ = [
     "positive_float",
     "non_negative_int",
     "int_list",
+    "name_list",
     "one_line",
     "run",
 ]
@@ -80,6 +81,20 @@ def non_negative_int(text: str) -> int:
 def int_list(text: str) -> tuple[int, ...]:
     """argparse type: comma-separated integers >= 0 (GPU ids), e.g. ``0,1``."""
     return tuple(non_negative_int(part.strip()) for part in text.split(","))
+
+
+def name_list(known: tuple[str, ...]):
+    """argparse type: comma-separated names, each one of ``known`` (e.g. ``--cases dmi,mmr``)."""
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in names if n not in known]
+        if bad or not names:
+            shown = ", ".join(map(repr, bad)) or repr(text)
+            raise argparse.ArgumentTypeError(f"unknown name {shown} (known: {', '.join(known)})")
+        return names
+
+    return parse
 
 
 def _int(text: str) -> int:

@@ -62,6 +62,7 @@ BAD_ARGUMENTS = {
         (["--tof", "--numerics", "exact"], "--numerics"),  # BadArgument: TOF has STIR's numerics only
         (["--backend", "cpu", "--tof", "--max-ring-diff", "36"], "--max-ring-diff"),
     ],
+    "lor_order.py": [(["--cases", "dmi,nosuch"], "--cases"), (["--rounds", "0"], "--rounds")],
     "tof.py": [
         (["--lib", "/nonexistent/libparallelproj.so"], "--lib"),
         (["--backend", "cpu", "--scanner", "Siemens mMR", "--views", "8", "--tangential", "31"], "not a TOF scanner"),
