@@ -19,6 +19,7 @@ order.  What it cannot check: NVRTC's compilation, cupy's launches, and CUDA's e
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import shutil
 import subprocess
@@ -38,20 +39,26 @@ SOURCES = (REPO_ROOT / "stirgpu" / "kernels" / "cuda", REPO_ROOT / "tests" / "cu
 DMI = "GE Discovery MI 4 rings"
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["view-major", "axial-major"])
-def host_kernels(request, tmp_path_factory):
-    """The kernels built for the host in each LOR order (``cuda_stir.order_option``): every test
-    runs on both, so each order's threads take every LOR of a part once."""
+def build_host_kernels(folder, axial_major: bool):
+    """The kernels built for the host in ``folder`` in one LOR order (``cuda_stir.order_option``);
+    skips the test where there is no C++ compiler."""
     cxx = shutil.which(os.environ.get("CXX") or "g++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++ or $CXX) to build the TOF kernels for the host")
-    lib = tmp_path_factory.mktemp("stir_tof_host") / "libstir_tof_host.so"
+    lib = folder / "libstir_tof_host.so"
     cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f"-DSG_STIR_THREADS={cuda_stir.THREADS}"]
-    cmd += [cuda_stir.order_option(request.param)]
+    cmd += [cuda_stir.order_option(axial_major)]
     cmd += [*(f"-I{d}" for d in SOURCES), str(SOURCES[1] / "stir_tof_host.cpp"), "-o", str(lib)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return ctypes.CDLL(str(lib))
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["view-major", "axial-major"])
+def host_kernels(request, tmp_path_factory):
+    """The kernels built for the host in each LOR order: every test runs on both, so each
+    order's threads take every LOR of a part once."""
+    return build_host_kernels(tmp_path_factory.mktemp("stir_tof_host"), request.param)
 
 
 _C_SCALARS = {np.int32: ctypes.c_int, np.float32: ctypes.c_float}
@@ -272,3 +279,19 @@ def test_lor_order_choice():
     assert cuda_stir.axial_major("back", 515 << 20, l2, tof=True)
     assert cuda_stir.order_option(True) == "-DSTIR_AXIAL_MAJOR=1"
     assert cuda_stir.order_option(False) == "-DSTIR_AXIAL_MAJOR=0"
+
+
+def test_the_register_kernels_erf_is_within_1_1e_7_of_erf(host_kernels):
+    """``tof_erf`` (the register kernels' bin edges) against erf in double precision, on every
+    float32 from 0 to 5 spaced 2^-18 apart and around its joins (2^f's range ends, 3.92): odd,
+    0 at 0, 1 from 3.92 on, within 1.1e-7 (CUDA's erff: 2 ulp, up to 1.2e-7 near 1)."""
+    x = np.concatenate(
+        [np.arange(0, 5, 2.0**-18), np.nextafter(np.float32(3.92), [0, 10]), np.linspace(0.4, 0.5, 4097)]
+    ).astype(np.float32)
+    x = np.concatenate([x, -x])
+    y = np.empty_like(x)
+    host_kernels.tof_erf_(ctypes.c_int(x.size), _c(x), _c(y))
+    exact = np.array([math.erf(v) for v in x.astype(np.float64)])
+    assert np.abs(y - exact).max() <= 1.1e-7
+    np.testing.assert_array_equal(y[: x.size // 2], -y[x.size // 2 :])
+    assert y[0] == 0.0 and np.all(np.abs(y[np.abs(x) >= 3.92]) == 1.0)

@@ -1,11 +1,13 @@
 // stirgpu/kernels/cuda/joseph_stir.cu + joseph_stir_tof.cu (the TOF kernels with STIR's numerics)
 // compiled for the host (tests/test_kernels_tof_cuda_host.py).  The kernels use one thread per LOR
 // and no shared memory, so a launch is its threads run one after the other; the float32
-// intrinsics are the host's IEEE float operations (built with -ffp-contract=off), erff the host
-// libm's and atomicAdd a plain addition.  Each kernel is a C function of its own parameters,
-// named after it (fwd_stir_tof_8 for fwd_stir_tof<8>), taking the number of blocks first.
+// intrinsics are the host's IEEE float operations (built with -ffp-contract=off; __fmaf_rn the
+// host's fused multiply-add), the wide kernels' erff the host libm's and atomicAdd a plain
+// addition.  Each kernel is a C function of its own parameters, named after it (fwd_stir_tof_8
+// for fwd_stir_tof<8>), taking the number of blocks first; tof_erf_ is tof_erf on an array.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 struct dim3
 {
@@ -26,6 +28,19 @@ using std::min;
 #define __dadd_rn(a, b) ((double)(a) + (double)(b))
 #define __dmul_rn(a, b) ((double)(a) * (double)(b))
 #define __double2float_rn(a) ((float)(a))
+#define __fmaf_rn(a, b, c) std::fma((float)(a), (float)(b), (float)(c))
+inline int __float_as_int(float v)
+{
+    int i;
+    std::memcpy(&i, &v, sizeof i);
+    return i;
+}
+inline float __int_as_float(int v)
+{
+    float f;
+    std::memcpy(&f, &v, sizeof f);
+    return f;
+}
 inline float atomicAdd(float *p, float v)
 {
     const float old = *p;
@@ -94,4 +109,11 @@ extern "C" void endpoints_stir_(unsigned blocks, const float *T, const unsigned 
                                 float rescale, float *start, float *end)
 {
     sg_serial(blocks, [&] { endpoints_stir(T, H, nv, na, nt, rescale, start, end); });
+}
+
+// the register kernels' erf, element by element
+extern "C" void tof_erf_(int n, const float *x, float *y)
+{
+    for (int i = 0; i < n; ++i)
+        y[i] = tof_erf(x[i]);
 }

@@ -13,8 +13,7 @@
 // NW registers (slots, lowest bin first): the forward projection accumulates there and writes
 // each bin once as it leaves; the back projection loads each bin's value once as it enters.
 // Sums over a window run from its lowest bin up, in the plane order of the walk, as on the CPU;
-// the float32 results differ from the CPU's by the weights' rounding (shared bin edges, CUDA's
-// erff).
+// the float32 results differ from the CPU's by the weights' rounding (shared bin edges, tof_erf).
 // Windows wider than the largest NW take the *_wide kernels, which keep the weights in local
 // memory and add into the output per plane (the CPU's operations, but CUDA's erff).
 //
@@ -72,6 +71,39 @@ __device__ __forceinline__ void tof_window(const StirTof &F, int &lo, int &hi)
     hi = (int)ceilf(F_ADD(F.it_f, F.max_diff));
 }
 
+// erf for the register kernels' bin edges: within 1.1e-7 of erf for every float32 argument (CUDA's
+// erff: 2 ulp, up to 1.2e-7 near 1), in about two thirds of erff's instructions and without its
+// branch.  erf(x) = sign(x) (1 - 2^q(|x|)), q a degree-8 fit of log2(erfc) on [0, 3.92] (beyond, as
+// at 3.92, float32's erf is 1); 2^q = 2^n 2^f, n = rint(q), |f| <= 1/2, 2^f a degree-6 polynomial
+// (1.3 ulp), n added to the exponent.  Explicitly rounded operations only (no MUFU
+// approximation), so the host build of this file computes the same bits.  Coefficients and
+// accuracy: docs/tof.md, "The GPU kernels".
+__device__ __forceinline__ float tof_erf(float x)
+{
+    const float t = fminf(fabsf(x), 3.92f);
+    float q = -4.43550779891666e-05f;
+    q = __fmaf_rn(q, t, 0.00043696005013771355f);
+    q = __fmaf_rn(q, t, -0.0014604255557060242f);
+    q = __fmaf_rn(q, t, -0.0008251037215813994f);
+    q = __fmaf_rn(q, t, 0.028301840648055077f);
+    q = __fmaf_rn(q, t, -0.14850662648677826f);
+    q = __fmaf_rn(q, t, -0.9184098243713379f);
+    q = __fmaf_rn(q, t, -1.6279093027114868f);
+    q = __fmaf_rn(q, t, 2.171419488661286e-08f);
+    const float shifted = __fadd_rn(q, 12582912.0f); // 1.5 * 2^23 + rint(q), exactly
+    const float n = __fsub_rn(shifted, 12582912.0f);
+    const float f = __fsub_rn(q, n);
+    float p = 0.0001534580806037411f;
+    p = __fmaf_rn(p, f, 0.0013399932067841291f);
+    p = __fmaf_rn(p, f, 0.009618489071726799f);
+    p = __fmaf_rn(p, f, 0.05550328642129898f);
+    p = __fmaf_rn(p, f, 0.24022646248340607f);
+    p = __fmaf_rn(p, f, 0.6931471824645996f);
+    p = __fmaf_rn(p, f, 1.0f);
+    const int scale = (__float_as_int(shifted) - 0x4B400000) * (1 << 23);
+    return copysignf(__fsub_rn(1.0f, __int_as_float(__float_as_int(p) + scale)), x);
+}
+
 // libparallelproj's effective Gaussian TOF kernel of the bin m bins above the window's first,
 // r = it_f - (the window's first bin)
 __device__ __forceinline__ float tof_weight(const StirTof &F, float r, int m)
@@ -92,26 +124,27 @@ __device__ __forceinline__ int tof_slot_bin(int base, int k)
 
 // The weights of the window [lo, hi] into the slots (0 outside it); returns their sum, lowest bin
 // first.  Neighbouring bins share an edge, and the edges of a plane are a bin width apart in
-// erf's argument: the n bins of a window take n + 1 erff and no division, where tof_weight
-// (libparallelproj's; the wide kernels keep it) takes 2n erff and 2n divisions.  So the weights
-// differ from the CPU's by float32 rounding.  A bin's edges are its centre -+ width / 2.
+// erf's argument: the n bins of a window take n + 1 erf (tof_erf) and no division, where
+// tof_weight (libparallelproj's; the wide kernels keep it) takes 2n erff and 2n divisions.  So the
+// weights differ from the CPU's by float32 rounding.  A bin's edges are its centre -+ width / 2.  A slot
+// outside the window takes the window's nearest edge (its index clamped), so that its two edges
+// are equal and its weight 0 without a test per slot.
 template <int NW, int DIR>
 __device__ __forceinline__ float tof_slot_weights(const StirTof &F, int base, int lo, int hi, float w[NW])
 {
     // edge of bin m's lower side, in erf's argument: (m - r - 1/2) * width / (sqrt(2) sigma)
     const float offset = F_ADD(F_SUB(F.it_f, (float)lo), 0.5f);
+    const int first = tof_slot_bin<NW, DIR>(base, 0) - lo; // slot 0's lower edge, from lo's
     float lower = 0.0f, total = 0.0f;
 #pragma unroll
     for (int k = 0; k <= NW; ++k)
     {
-        // slot k's lower edge (k == NW: slot NW - 1's upper edge), where a bin of the window has it
-        const int b = tof_slot_bin<NW, DIR>(base, k);
-        float edge = 0.0f;
-        if (b >= lo && b <= hi + 1)
-            edge = erff(F_MUL(F_SUB((float)(b - lo), offset), F.edge_step));
+        // slot k's lower edge (k == NW: slot NW - 1's upper edge), within the window's edges
+        const int j = min(max(first + k, 0), hi + 1 - lo);
+        const float edge = tof_erf(F_MUL(F_SUB((float)j, offset), F.edge_step));
         if (k > 0)
         {
-            w[k - 1] = (b - 1 >= lo && b - 1 <= hi) ? F_MUL(0.5f, F_SUB(edge, lower)) : 0.0f;
+            w[k - 1] = F_MUL(0.5f, F_SUB(edge, lower));
             total = F_ADD(total, w[k - 1]);
         }
         lower = edge;
@@ -187,13 +220,10 @@ __device__ void tof_forward_walk(const float *__restrict__ img, StirWalk &W, Sti
         float w[NW];
         const float total = tof_slot_weights<NW, DIR>(F, base, lo, hi, w);
         const float to_add = F_DIV(sample, total);
+        // (a slot outside the window has weight 0: its sum is unchanged)
 #pragma unroll
         for (int k = 0; k < NW; ++k)
-        {
-            const int b = tof_slot_bin<NW, DIR>(base, k);
-            if (b >= lo && b <= hi)
-                acc[k] = F_ADD(acc[k], F_MUL(to_add, w[k]));
-        }
+            acc[k] = F_ADD(acc[k], F_MUL(to_add, w[k]));
         stir_step(W);
         F.it_f = F_ADD(F.it_f, F.at);
     }
