@@ -44,8 +44,9 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 #: default bytes of one host staging buffer of :meth:`Communicator.sum_image` (two are used)
 STAGING_BYTES = 16 << 20
-#: polling a pending request: first and longest sleep between polls (seconds)
-_POLL_FIRST, _POLL_LONGEST = 1e-4, 1e-2
+#: polling a pending request: how long polls follow each other at once, then the first and
+#: longest sleep between polls (seconds); see :meth:`Communicator._wait`
+_POLL_AT_ONCE, _POLL_FIRST, _POLL_LONGEST = 2e-3, 5e-5, 1e-3
 
 
 def launched_by_mpi(environ: Mapping[str, str] | None = None) -> tuple[bool, int | None]:
@@ -296,10 +297,18 @@ class Communicator:
     # -- waiting ---------------------------------------------------------------------------
     @staticmethod
     def _wait(request) -> None:
-        """Poll ``request`` until it completes, sleeping between polls, so that signals reach
-        Python (a blocking MPI call would hold off Ctrl-C until the other ranks arrive)."""
+        """Poll ``request`` until it completes, so that signals reach Python (a blocking MPI call
+        would hold off Ctrl-C until the other ranks arrive).  The MPI moves a non-blocking
+        collective's data only inside MPI calls (MPICH and Open MPI run no progress thread by
+        default), one step of its schedule at a time: so the polls first follow each other at
+        once, then sleep ever longer but at most a millisecond, which keeps a large sum moving
+        and a rank waiting for a slower one off the CPU (measured: docs/distributed.md, "Image
+        sums")."""
+        at_once_until = time.perf_counter() + _POLL_AT_ONCE
         delay = _POLL_FIRST
         while not request.Test():
+            if time.perf_counter() < at_once_until:
+                continue
             time.sleep(delay)
             delay = min(2 * delay, _POLL_LONGEST)
 
