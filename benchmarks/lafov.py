@@ -20,6 +20,9 @@ of the data file is dropped (``posix_fadvise(DONTNEED)``):
 * ``back_disk`` -- back projection of all views from the file;
 * ``subset_back_disk`` -- back projection of subset 0 of ``--subsets`` (STIR's views
   v % 21 == 0) from the file;
+* ``back_disk_gpu_image`` / ``subset_back_disk_gpu_image`` (GPU backends) -- the same two
+  into a GPU image (a cupy ``image_out``, filled in place), which leaves out the image's copy
+  to the host and its host-side finish (515 MB for the Quadra's default image);
 * ``osem_disk`` -- one full OSEM iteration (``--subsets`` subiterations of
   ``ProjectorPair.forward_back_ratio`` on the file, the estimate on the device), after the
   subset sensitivities, which are not timed;
@@ -303,7 +306,9 @@ def forward_disk(args) -> dict:
     return {**_best(calls), "set_up_seconds": set_up, "warm_up_seconds": warm, "peak_rss_mb": peak_rss_mb()}
 
 
-def back_disk(args, subset: bool = False) -> dict:
+def back_disk(args, subset: bool = False, gpu_image: bool = False) -> dict:
+    """Back projection from the file into a new host image, or with ``gpu_image`` into a GPU
+    image (a cupy array, filled in place: no image copied to the host)."""
     from stirgpu.formats import read_from_file, read_image
     from stirgpu.projectors import BackProjector
 
@@ -320,10 +325,12 @@ def back_disk(args, subset: bool = False) -> dict:
         set_up = time.perf_counter() - t0
         nbytes = 4 * sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
         nbytes *= len(pdi.subset_views(k, n)) * pdi.get_num_tangential_poss()
+        target, synchronise = _image_target(info, gpu_image)
         for _ in range(args.repeat):
             drop_cache(p["data_file"])
             t0 = time.perf_counter()
-            image = bp.back_project(None, store, subset_num=k, num_subsets=n)
+            image = bp.back_project(target, store, subset_num=k, num_subsets=n)
+            synchronise()
             seconds = time.perf_counter() - t0
             calls.append(call_figures(seconds, bp.last_stats, nbytes))
             calls[-1]["checksum"] = float(image.sum(dtype="float64"))
@@ -334,6 +341,16 @@ def back_disk(args, subset: bool = False) -> dict:
         "subset": [k, n],
         "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def _image_target(info, gpu_image: bool):
+    """(the back projection's ``image_out``, a call that waits for its GPU work): None (a new
+    host image) and nothing, or a zeroed GPU image and its device's synchronisation."""
+    if not gpu_image:
+        return None, lambda: None
+    import cupy
+
+    return cupy.zeros(info.shape, dtype="float32"), cupy.cuda.Device().synchronize
 
 
 def osem_disk(args) -> dict:
@@ -478,6 +495,8 @@ WORKERS = {
     "plain_read": plain_read,
     "back_disk": back_disk,
     "subset_back_disk": lambda args: back_disk(args, subset=True),
+    "back_disk_gpu_image": lambda args: back_disk(args, gpu_image=True),
+    "subset_back_disk_gpu_image": lambda args: back_disk(args, subset=True, gpu_image=True),
     "osem_disk": osem_disk,
     "memory": memory,
     "plain_write": plain_write,
@@ -550,6 +569,11 @@ def summarise(geometry: dict, runs: dict, subsets: int) -> dict:
         "forward_disk_of_plain_write": runs["forward_disk"]["GBps"] / write["GBps"],
         "back_disk_of_plain_read": back["GBps"] / read["GBps"],
         "subset_fraction_of_back": sub["seconds"] / back["seconds"],
+        "subset_fraction_of_back_gpu_image": (
+            runs["subset_back_disk_gpu_image"]["seconds"] / runs["back_disk_gpu_image"]["seconds"]
+            if "back_disk_gpu_image" in runs
+            else None
+        ),
         "read_once_seconds": read_once,
         "osem_kernel_seconds": osem["kernel_seconds"],
         "osem_over_bound": osem["seconds"] / bound,
@@ -608,6 +632,15 @@ def readable(result: dict) -> str:
             f"{s['subset_fraction_of_back']:.4f} of the full back projection",
         )
     )
+    if s["subset_fraction_of_back_gpu_image"] is not None:
+        lines.append(line("back from disk into a GPU image", runs["back_disk_gpu_image"]))
+        lines.append(
+            line(
+                f"subset 1/{result['subsets']} back from disk into a GPU image",
+                runs["subset_back_disk_gpu_image"],
+                f"{s['subset_fraction_of_back_gpu_image']:.4f} of the full one",
+            )
+        )
     if "memory" in runs:
         mem = runs["memory"]
         lines.append(line("forward in memory", {**mem["forward"], "peak_rss_mb": mem["peak_rss_mb"]}))
@@ -698,6 +731,9 @@ def main(argv=None) -> int:
         runs = {}
         for mode in ("forward_disk", "plain_read", "back_disk", "subset_back_disk", "osem_disk"):
             runs[mode] = run_worker(args, mode, folder)
+        if args.backend == "cuda":
+            for mode in ("back_disk_gpu_image", "subset_back_disk_gpu_image"):
+                runs[mode] = run_worker(args, mode, folder)
         if not args.no_memory:
             runs["memory"] = run_worker(args, "memory", folder)
         runs["plain_write"] = run_worker(args, "plain_write", folder)

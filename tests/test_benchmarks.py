@@ -349,6 +349,7 @@ def test_lafov_cpu_tiny_run(tmp_path):
     assert s["back_disk_of_plain_read"] == pytest.approx(runs["back_disk"]["GBps"] / runs["plain_read"]["GBps"])
     bound = max(g["data_bytes"] / (runs["plain_read"]["GBps"] * 1e9), osem["kernel_seconds"])
     assert s["osem_over_bound"] == pytest.approx(osem["seconds"] / bound)
+    assert s["subset_fraction_of_back_gpu_image"] is None  # (GPU backends only)
     assert set(s["targets"]) == {"back_disk_of_plain_read", "subset_fraction_of_back", "osem_over_bound"}
     assert all(v > 0 for v in s["peak_rss_mb"].values())
     assert r.stdout.splitlines()[-1].startswith("targets: back_disk_of_plain_read ")
