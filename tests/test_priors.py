@@ -16,7 +16,7 @@ import pytest
 from stirgpu.errors import DeviceError, GeometryError, StirGpuError
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image
 from stirgpu.geometry import ImageInfo
-from stirgpu.kernels import prior_cuda
+from stirgpu.kernels import cuda_compile, prior_cuda
 from stirgpu.kernels.prior_api import (
     LOGCOSH,
     QUADRATIC,
@@ -129,7 +129,7 @@ def test_cuda_kernel_names_are_the_instantiations_of_priors_cu():
     assert prior_cuda.kernel_name("prior_value_blocks", LOGCOSH, "float64", True) == (
         "prior_value_blocks<2, double, long long>"
     )
-    source = prior_cuda._source()
+    source = cuda_compile.package_source(("priors.cu",))
     for op in ("prior_value_blocks", "prior_gradient", "prior_hessian_times"):
         assert f"void __launch_bounds__(SG_PRIOR_THREADS)\n    {op}(" in source
     with pytest.raises(StirGpuError, match="float32 or float64"):

@@ -1,19 +1,23 @@
-"""Compilation of the CUDA Joseph kernels: ``cuda/joseph.cu`` + ``cuda/joseph_common.cuh``
-(package data) compiled by :class:`cupy.RawModule` (NVRTC; cupy passes ``-arch=sm_XX`` of the
-current device) on first use, memoised per (device, compile options); kernels looked up once.
-Nothing happens at import; cupy is imported on the first compilation.
+"""Compilation of the package's CUDA sources (``cuda/*.cu``, package data) by
+:class:`cupy.RawModule` (NVRTC; cupy passes ``-arch=sm_XX`` of the current device) on first use:
+:func:`compiled_module`, memoised per (device, source files, options, name expressions), serves
+every CUDA kernel module of stirgpu; a compile error is a :class:`~stirgpu.errors.DeviceError`
+naming the source.  The Joseph kernels (``cuda/joseph.cu`` + ``cuda/joseph_common.cuh``) are
+looked up once each (:func:`get_kernel`).  Nothing happens at import; cupy is imported on the
+first compilation.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.resources
+import re
 
 from ..arrays import import_cupy
 from ..errors import DeviceError, StirGpuError
 from .cuda_options import KernelOptions
 
-__all__ = ["kernel_source", "get_kernel", "device_arch"]
+__all__ = ["package_source", "compiled_module", "kernel_source", "get_kernel", "device_arch"]
 
 
 _E_TYPES = ("float", "double")
@@ -29,29 +33,52 @@ def _name_expressions() -> tuple[str, ...]:
     return tuple(names)
 
 
-@functools.lru_cache(maxsize=1)
+#: a quoted include of one of the package's own headers (inlined by :func:`package_source`)
+_INCLUDE = re.compile(r'^#include "([^"]+)"[ \t]*$', re.MULTILINE)
+_SOURCE_DIR = "stirgpu/kernels/cuda"
+_JOSEPH = ("joseph.cu",)
+
+
+def _read(name: str, named_by: str) -> str:
+    path = importlib.resources.files("stirgpu.kernels").joinpath("cuda", name)
+    if not path.is_file():
+        raise StirGpuError(f"{named_by} names {_SOURCE_DIR}/{name}, which is not in the package")
+    return path.read_text(encoding="utf-8")
+
+
+def _with_headers(name: str) -> str:
+    """``cuda/<name>`` with each quoted include of a package header replaced by the header."""
+    return _INCLUDE.sub(lambda m: _read(m.group(1), f"{_SOURCE_DIR}/{name}"), _read(name, "a CUDA kernel module"))
+
+
+@functools.lru_cache(maxsize=8)
+def package_source(files: tuple[str, ...]) -> str:
+    """The package's CUDA sources ``cuda/<file>`` of ``files``, one after the other, their quoted
+    ``#include "header"`` of package headers inlined: cupy's on-disk kernel cache, keyed by the
+    source text, then sees every change of every file."""
+    return "\n".join(_with_headers(f) for f in files)
+
+
 def kernel_source() -> str:
-    """joseph.cu with joseph_common.cuh inlined, so that cupy's on-disk kernel cache,
-    keyed by the source text, sees every change of either file."""
-    d = importlib.resources.files("stirgpu.kernels").joinpath("cuda")
-    header = d.joinpath("joseph_common.cuh").read_text(encoding="utf-8")
-    body = d.joinpath("joseph.cu").read_text(encoding="utf-8")
-    include = '#include "joseph_common.cuh"'
-    if include not in body:
-        raise StirGpuError("stirgpu/kernels/cuda/joseph.cu does not include joseph_common.cuh")
-    return body.replace(include, header, 1)
+    """joseph.cu with joseph_common.cuh inlined: what the Joseph kernels are compiled from."""
+    return package_source(_JOSEPH)
 
 
-@functools.lru_cache(maxsize=16)
-def _module(device_id: int, compile_options: tuple[str, ...]):
-    """The compiled RawModule for one device (cupy picks -arch=sm_XX of that device)."""
+@functools.lru_cache(maxsize=512)  # room for every module of 8 GPUs (both LOR orders, every TOF window)
+def compiled_module(
+    device_id: int, files: tuple[str, ...], options: tuple[str, ...], name_expressions: tuple[str, ...] = ()
+):
+    """The RawModule of :func:`package_source` ``(files)`` compiled with ``options`` for one
+    device (cupy adds ``-arch=sm_XX`` of that device), instantiating the templates of
+    ``name_expressions`` (``extern "C"`` kernels need none); memoised per argument tuple."""
     cp = import_cupy()
     with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=kernel_source(), options=compile_options, name_expressions=_name_expressions())
+        mod = cp.RawModule(code=package_source(files), options=options, name_expressions=name_expressions)
         try:
             mod.compile()
         except cp.cuda.compiler.CompileException as e:
-            raise DeviceError(f"compiling the Joseph kernels for CUDA device {device_id} failed:\n{e}") from e
+            where = " + ".join(f"{_SOURCE_DIR}/{f}" for f in files)
+            raise DeviceError(f"compiling {where} for CUDA device {device_id} failed:\n{e}") from e
     return mod
 
 
@@ -61,7 +88,7 @@ def get_kernel(device_id: int, options: KernelOptions, name: str):
     kernels come from the module compiled with the back options, the others from the
     forward one: a register cap that speeds up the forward slows the atomics down."""
     back = name.startswith("back_") or name == "combine_back"
-    mod = _module(device_id, options.compile_options(back=back))
+    mod = compiled_module(device_id, _JOSEPH, options.compile_options(back=back), _name_expressions())
     return mod.get_function(name)
 
 

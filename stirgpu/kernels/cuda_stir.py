@@ -11,10 +11,11 @@ kernels then compute every LOR's endpoints themselves.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .cuda_compile import compiled_module
 
 if TYPE_CHECKING:
     from .stir_api import DevicePart
@@ -39,11 +40,6 @@ __all__ = [
 THREADS = 256
 
 
-@functools.lru_cache(maxsize=1)
-def _source() -> str:
-    return importlib.resources.files("stirgpu.kernels").joinpath("cuda", "joseph_stir.cu").read_text(encoding="utf-8")
-
-
 def order_option(axial_major: bool) -> str:
     """The compile option of the kernels' LOR order (``STIR_AXIAL_MAJOR`` in ``joseph_stir.cu``)."""
     return f"-DSTIR_AXIAL_MAJOR={int(axial_major)}"
@@ -51,11 +47,8 @@ def order_option(axial_major: bool) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _kernel(device_id: int, name: str, axial_major: bool = False):
-    import cupy as cp
-
     options = ("--std=c++17", "--fmad=false", order_option(axial_major))
-    with cp.cuda.Device(device_id):
-        return cp.RawModule(code=_source(), options=options).get_function(name)
+    return compiled_module(device_id, ("joseph_stir.cu",), options).get_function(name)
 
 
 @functools.lru_cache(maxsize=16)

@@ -12,13 +12,13 @@ register size, memoised per device; nothing happens at import.  The chunk tables
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import math
 
 import numpy as np
 
 from ..arrays import import_cupy
 from ..errors import DeviceError
+from .cuda_compile import compiled_module
 from .cuda_stir import (
     axial_major,
     fold,
@@ -47,25 +47,11 @@ SLOTS = (4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
 WIDE_MAX = 256
 
 
-@functools.lru_cache(maxsize=1)
-def _source() -> str:
-    d = importlib.resources.files("stirgpu.kernels").joinpath("cuda")
-    return "\n".join(d.joinpath(f).read_text(encoding="utf-8") for f in ("joseph_stir.cu", "joseph_stir_tof.cu"))
-
-
-@functools.lru_cache(maxsize=32)
 def _module(device_id: int, slots: int | None, axial_major: bool = False):
     """The module of one register size (None: the wide kernels only) and LOR order."""
-    cp = import_cupy()
     names = () if slots is None else tuple(f"{kind}_stir_tof<{slots}>" for kind in ("fwd", "back"))
     options = ("--std=c++17", "--fmad=false", order_option(axial_major))
-    with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=_source(), options=options, name_expressions=names)
-        try:
-            mod.compile()
-        except cp.cuda.compiler.CompileException as e:
-            raise DeviceError(f"compiling the TOF kernels for CUDA device {device_id} failed:\n{e}") from e
-    return mod
+    return compiled_module(device_id, ("joseph_stir.cu", "joseph_stir_tof.cu"), options, names)
 
 
 def plane_window(tof) -> int:

@@ -20,12 +20,12 @@ rules; ``docs/priors.md`` the formulas), for cupy arrays, which never leave thei
 from __future__ import annotations
 
 import functools
-import importlib.resources
 
 import numpy as np
 
 from ..arrays import import_cupy
 from ..errors import DeviceError, StirGpuError
+from .cuda_compile import compiled_module
 from .prior_api import KINDS
 
 __all__ = [
@@ -85,23 +85,10 @@ def kernel_name(op: str, kind: int, dtype, index64: bool) -> str:
 # --------------------------------------------------------------------------------------
 # compilation (lazy, memoised per device)
 # --------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _source() -> str:
-    return importlib.resources.files("stirgpu.kernels").joinpath("cuda", "priors.cu").read_text(encoding="utf-8")
-
-
-@functools.lru_cache(maxsize=64)
 def _module(device_id: int, kind: int, dtype_name: str, index64: bool):
     """The three kernels of one (kind, dtype, index width), compiled for one device."""
-    cp = import_cupy()
     names = tuple(kernel_name(op, kind, dtype_name, index64) for op in _OPS)
-    with cp.cuda.Device(device_id):
-        mod = cp.RawModule(code=_source(), options=_OPTIONS, name_expressions=names)
-        try:
-            mod.compile()
-        except cp.cuda.compiler.CompileException as e:
-            raise DeviceError(f"compiling the prior kernels for CUDA device {device_id} failed:\n{e}") from e
-    return mod
+    return compiled_module(device_id, ("priors.cu",), _OPTIONS, names)
 
 
 @functools.lru_cache(maxsize=256)
