@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -68,6 +67,7 @@ for p in (REPO, Path(__file__).resolve().parent):  # the checkout (not installed
 
 import arguments  # noqa: E402
 import kernels_cpu  # noqa: E402
+import timing  # noqa: E402
 
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.kernels import stir_scaled_geometry  # noqa: E402
@@ -205,18 +205,8 @@ def _endpoints(cp, t, dtype):
 
 
 def time_gpu(cp, fn, repeats: int) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` runs, CUDA events, after one warm-up."""
-    fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(times)
+    """This script's figure: the median of ``repeats`` CUDA-event timings of ``fn()``, after a warm-up."""
+    return timing.median_seconds(timing.Device(cp, events=True), fn, repeats)
 
 
 def _sweeps(cb, kg, opts, tables, outs, back_img):

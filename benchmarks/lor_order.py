@@ -32,7 +32,6 @@ import contextlib
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,6 +40,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
+from timing import Device, median_seconds  # noqa: E402
 
 CASES = ("dmi", "dmi-tof", "mmr", "quadra")
 ORDERS = {"view-major": False, "axial-major": True}
@@ -57,18 +57,6 @@ def forced_order(axial: bool):
         yield
     finally:
         cuda_stir.axial_major, cuda_stir_tof.axial_major = saved
-
-
-def median_seconds(cp, call, repeat: int) -> float:
-    call()  # warm-up: compilation, first touch
-    times = []
-    for _ in range(repeat):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        call()
-        cp.cuda.Device().synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def ellipse_phantom(shape) -> np.ndarray:
@@ -145,8 +133,8 @@ def run_case(cp, name: str, args) -> dict:
         for order, axial in ORDERS.items():
             with forced_order(axial):
                 fwd, back, out, acc = projections(cp, chunk, pdi, image, stir_image_frame(info))
-                times[order]["forward_s"].append(median_seconds(cp, fwd, repeat))
-                times[order]["back_s"].append(median_seconds(cp, back, repeat))
+                times[order]["forward_s"].append(median_seconds(Device(cp), fwd, repeat))
+                times[order]["back_s"].append(median_seconds(Device(cp), back, repeat))
             kept.setdefault(order, (out, acc))
     (f0, b0), (f1, b1) = kept["view-major"], kept["axial-major"]
     n = chunk.num_lors

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +37,8 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
+import timing  # noqa: E402
+from timing import best_seconds  # noqa: E402
 
 #: case -> (scanner, image shape (z, y, x))
 CASES = {"mmr": ("Siemens mMR", (127, 285, 285)), "quadra": ("Siemens Quadra", (645, 447, 447))}
@@ -63,39 +64,15 @@ def voxel_size(scanner_name: str) -> tuple[float, float, float]:
     return (sc.ring_spacing / 2, sc.default_bin_size, sc.default_bin_size)
 
 
-class Device:
-    """Where the arrays live: ``xp`` (numpy or cupy), ``sync`` (wait for queued work)."""
-
-    def __init__(self, backend: str):
-        self.backend = backend
-        if backend == "cuda":
-            import cupy
-
-            self.xp = cupy
-            self.sync = cupy.cuda.get_current_stream().synchronize
-        else:
-            self.xp = np
-            self.sync = lambda: None
+class Device(timing.Device):
+    """Where the arrays live, and the bandwidth reference there."""
 
     def copy(self, dst, src) -> None:
         """A device-to-device copy of ``src`` into ``dst`` (the bandwidth reference)."""
-        if self.backend == "cuda":
+        if self.name == "cuda":
             dst.data.copy_from_device_async(src.data, src.nbytes)
         else:
             np.copyto(dst, src)
-
-
-def best_seconds(device: Device, call, repeat: int) -> float:
-    """The best of ``repeat`` timed calls (after one untimed call: compilation, first touch)."""
-    call()
-    best = float("inf")
-    for _ in range(repeat):
-        device.sync()
-        t = time.perf_counter()
-        call()
-        device.sync()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def make_prior(args, scanner_name: str, shape, cls=None):
@@ -141,11 +118,9 @@ def time_osem(args, device: Device) -> dict:
             self.seconds: list[float] = []
 
         def get_gradient(self, image, out=None):
-            device.sync()
-            t = time.perf_counter()
-            g = super().get_gradient(image, out)
-            device.sync()
-            self.seconds.append(time.perf_counter() - t)
+            gradient = super().get_gradient
+            seconds, g = device.timed(lambda: gradient(image, out))
+            self.seconds.append(seconds)
             return g
 
     problem = argparse.Namespace(
@@ -165,11 +140,7 @@ def time_osem(args, device: Device) -> dict:
     prior.seconds = []
     subiterations = []
     for n in range(1, K + 1):
-        device.sync()
-        t = time.perf_counter()
-        recon.update(x, n)
-        device.sync()
-        subiterations.append(time.perf_counter() - t)
+        subiterations.append(device.timed(lambda n=n: recon.update(x, n))[0])
     shares = [p / s for p, s in zip(prior.seconds, subiterations, strict=True)]
     return {
         "scanner": problem.scanner,
@@ -205,7 +176,7 @@ def main(argv=None) -> int:
     from stirgpu.execution import resolve_backend
 
     args.backend = resolve_backend(args.backend)
-    device = Device(args.backend)
+    device = Device.of(args.backend)
     cases = [QUICK_CASE] if args.quick else [(n, *CASES[n]) for n in args.cases]
     result: dict = {"backend": args.backend, "gamma": args.gamma, "epsilon": args.epsilon, "repeat": args.repeat}
     result["cases"] = {name: time_case(args, device, name, scanner, shape) for name, scanner, shape in cases}

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
+from timing import Device, median_seconds  # noqa: E402
 
 
 class TofLibparallelproj:
@@ -96,31 +96,6 @@ def _ptr(a) -> int:
     return a.data.ptr if hasattr(a, "device") and not isinstance(a, np.ndarray) else a.ctypes.data
 
 
-class Backend:
-    """Where the arrays live: ``xp`` (numpy or cupy) and ``sync``."""
-
-    def __init__(self, name: str):
-        self.name = name
-        if name == "cuda":
-            import cupy
-
-            self.xp, self.sync = cupy, cupy.cuda.Device().synchronize
-        else:
-            self.xp, self.sync = np, lambda: None
-
-
-def median_seconds(backend: Backend, call, repeat: int) -> float:
-    call()  # warm-up: compilation, first touch
-    times = []
-    for _ in range(repeat):
-        backend.sync()
-        t = time.perf_counter()
-        call()
-        backend.sync()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def make_case(args):
     from stirgpu.geometry import ProjDataInfo, Scanner
     from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
@@ -137,7 +112,7 @@ def make_case(args):
     return pdi, info, img, stir_image_frame(info)
 
 
-def baseline_endpoints(backend: Backend, chunk, frame):
+def baseline_endpoints(backend: Device, chunk, frame):
     """STIR's float32 endpoints of every LOR times rescale, (n, 3) each, where the backend computes."""
     if backend.name == "cuda":
         from stirgpu.kernels.cuda_stir import endpoints
@@ -174,7 +149,7 @@ def run(args) -> dict:
     from stirgpu.kernels.stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
     from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof, stir_tof_tables
 
-    backend = Backend(args.backend)
+    backend = Device.of(args.backend)
     xp = backend.xp
     pdi, info, host_img, frame = make_case(args)
     t0 = time.perf_counter()
