@@ -33,6 +33,7 @@ __all__ = [
     "frame_args",
     "axial_major",
     "order_option",
+    "compile_options",
     "l2_cache_bytes",
 ]
 
@@ -45,10 +46,15 @@ def order_option(axial_major: bool) -> str:
     return f"-DSTIR_AXIAL_MAJOR={int(axial_major)}"
 
 
+def compile_options(axial_major: bool) -> tuple[str, ...]:
+    """NVRTC's options for the STIR-numerics modules (these and the TOF ones) in one LOR order:
+    no contraction of multiply-adds, whatever the source's intrinsics leave open."""
+    return ("--std=c++17", "--fmad=false", order_option(axial_major))
+
+
 @functools.lru_cache(maxsize=16)
 def _kernel(device_id: int, name: str, axial_major: bool = False):
-    options = ("--std=c++17", "--fmad=false", order_option(axial_major))
-    return compiled_module(device_id, ("joseph_stir.cu",), options).get_function(name)
+    return compiled_module(device_id, ("joseph_stir.cu",), compile_options(axial_major)).get_function(name)
 
 
 @functools.lru_cache(maxsize=16)

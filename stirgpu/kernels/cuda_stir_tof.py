@@ -21,11 +21,11 @@ from ..errors import DeviceError
 from .cuda_compile import compiled_module
 from .cuda_stir import (
     axial_major,
+    compile_options,
     fold,
     frame_args,
     l2_cache_bytes,
     launch,
-    order_option,
     part_bins,
     transposed_accumulator,
 )
@@ -50,8 +50,7 @@ WIDE_MAX = 256
 def _module(device_id: int, slots: int | None, axial_major: bool = False):
     """The module of one register size (None: the wide kernels only) and LOR order."""
     names = () if slots is None else tuple(f"{kind}_stir_tof<{slots}>" for kind in ("fwd", "back"))
-    options = ("--std=c++17", "--fmad=false", order_option(axial_major))
-    return compiled_module(device_id, ("joseph_stir.cu", "joseph_stir_tof.cu"), options, names)
+    return compiled_module(device_id, ("joseph_stir.cu", "joseph_stir_tof.cu"), compile_options(axial_major), names)
 
 
 def plane_window(tof) -> int:
