@@ -242,14 +242,37 @@ def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
         img[k] = F32(img[k] + F32(val * w11))
 
 
-@cached_njit(inline="always", error_model="numpy")
+@cached_njit(error_model="numpy")
 def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
-    """The float32 sum of the samples of planes ``istart .. iend``."""
+    """The float32 sum of the samples of planes ``istart .. iend``: :func:`_interp`'s numbers,
+    with its two paths written out here.  A helper taking the image, inlined by numba
+    (``inline="always"``, IR inlining), increfs and decrefs the image on every call: two calls
+    per plane (which make LLVM keep the loop's floats in memory) and two atomic updates of a
+    reference count that every thread shares.  This loop calls nothing and counts no
+    references; the floor of a sample with a corner outside is :func:`_floor_int`'s too (it is
+    libm's wherever the sample is in or near the image)."""
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
+    ku, kw = np.uint64(su), np.uint64(sw)
     acc = F32(0)
     for i in range(istart, iend + 1):
-        acc = F32(acc + _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
+        base = np.int64(i) * sd
+        u0 = _floor_int(fu)
+        w0 = _floor_int(fw)
+        wu = F32(fu - F32(u0))
+        ww = F32(fw - F32(w0))
+        if _inside(u0, nu, w0, nw):
+            k = np.uint64(base + u0 * su + w0 * sw)
+            v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
+        else:
+            k0 = base + u0 * su + w0 * sw
+            u_in, u1_in = 0 <= u0 < nu, 0 <= u0 + 1 < nu
+            w_in, w1_in = 0 <= w0 < nw, 0 <= w0 + 1 < nw
+            v00 = img[k0] if u_in and w_in else F32(0)
+            v10 = img[k0 + su] if u1_in and w_in else F32(0)
+            v01 = img[k0 + sw] if u_in and w1_in else F32(0)
+            v11 = img[k0 + su + sw] if u1_in and w1_in else F32(0)
+        acc = F32(acc + _bilinear(v00, v10, v01, v11, wu, ww))
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)
     return acc
@@ -266,21 +289,16 @@ def _line_add(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w, val):
         fw = F32(fw + a_w)
 
 
-@cached_njit(error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _forward_one(s, e, img, org, vs, dims):
-    # one inlined plane loop per principal axis, so that its strides are constants there
-    # (:func:`_strides` gives the same in one call)
+    # inlined into the parallel loop, which holds its arrays for all its LORs: a function of
+    # its own increfs and decrefs the image once per LOR (shared, atomic, as in _line_sum).
+    # ``org``, ``vs``, ``dims``: tuples of scalars, for the same reason
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
     if istart == -1:
         return F32(0)
-    n0, n1, n2 = np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2])
-    one = np.int64(1)
-    if di == 0:
-        acc = _line_sum(img, istart, iend, n1 * n2, n2, n1, one, n2, a_u, b_u, a_w, b_w)
-    elif di == 1:
-        acc = _line_sum(img, istart, iend, n2, n1 * n2, n0, one, n2, a_u, b_u, a_w, b_w)
-    else:
-        acc = _line_sum(img, istart, iend, one, n1 * n2, n0, n2, n1, a_u, b_u, a_w, b_w)
+    sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
+    acc = _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w)
     return F32(acc * cf)
 
 
@@ -300,6 +318,17 @@ def _back_one(s, e, value, img, org, vs, dims):
         _line_add(img, istart, iend, one, n1 * n2, n0, n2, n1, a_u, b_u, a_w, b_w, val)
 
 
+@cached_njit(error_model="numpy")
+def _frame_scalars(org, vs, dims):
+    """The image frame's arrays as tuples of scalars: a call taking an array increfs and
+    decrefs it (an atomic update of a count all threads share), one taking scalars does not."""
+    return (
+        (org[0], org[1], org[2]),
+        (vs[0], vs[1], vs[2]),
+        (np.int64(dims[0]), np.int64(dims[1]), np.int64(dims[2])),
+    )
+
+
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
 def forward_stir(tables, img, dims, org, vs, rescale, out, lo, hi):
     """Bins ``[lo, hi)`` of ``out`` (nv*na*nt,) flat [view][axial][tangential]: STIR's forward
@@ -307,10 +336,11 @@ def forward_stir(tables, img, dims, org, vs, rescale, out, lo, hi):
     part's LORs."""
     nt = tables[0].shape[1]
     na = tables[7].shape[0]
+    org3, vs3, dims3 = _frame_scalars(org, vs, dims)
     for idx in prange(np.int64(lo), np.int64(hi)):
         iv, ia, it = chunk_bin(idx, na, nt)
         sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
-        out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims)
+        out[idx] = _forward_one((sz, sy, sx), (ez, ey, ex), img, org3, vs3, dims3)
 
 
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
@@ -320,6 +350,7 @@ def back_stir(tables, values, out, extra, dims, org, vs, rescale, lo, hi):
     nt = tables[0].shape[1]
     na = tables[7].shape[0]
     nk = extra.shape[0] + 1
+    org3, vs3, dims3 = _frame_scalars(org, vs, dims)
     for k in prange(nk):
         img = out if k == 0 else extra[k - 1]
         for idx in range(np.int64(lo) + k, np.int64(hi), np.int64(nk)):
@@ -328,7 +359,7 @@ def back_stir(tables, values, out, extra, dims, org, vs, rescale, lo, hi):
                 continue
             iv, ia, it = chunk_bin(idx, na, nt)
             sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
-            _back_one((sz, sy, sx), (ez, ey, ex), y, img, org, vs, dims)
+            _back_one((sz, sy, sx), (ez, ey, ex), y, img, org3, vs3, dims3)
 
 
 @cached_njit(error_model="numpy")
