@@ -113,8 +113,8 @@ def _setup(s, e, org, vs, dims):
         return di, -1, -1, cf, F32(0), F32(0), F32(0), F32(0)
     if f1 > f2:
         f1, f2 = f2, f1
-    istart = int(math.floor(f1)) + 1
-    iend = int(math.floor(f2))
+    istart = int(np.floor(f1)) + 1  # np.floor: LLVM's floor, not a call (see _floor_split)
+    iend = int(np.floor(f2))
     u = 1 if di == 0 else 0
     w = 1 if di == 2 else 2
     dr = d[di]
@@ -138,13 +138,15 @@ def _strides(di, n0, n1, n2):
 
 
 @cached_njit(inline="always", error_model="numpy")
-def _floor_int(x):
-    """``int(math.floor(x))`` of a float32 wherever the result is an image index (|x| < 2**63).
-    numba lowers ``math.floor`` to a call of libm's ``floorf``, and a call in the plane loop
-    makes LLVM keep every float of the loop in memory around it; the truncation and its
-    correction for negative non-integers are inline instructions."""
-    t = int(x)
-    return t - 1 if F32(t) > x else t
+def _floor_split(x):
+    """(floor of the float32 ``x`` as an int, ``float32(x - floor(x))``): where the floor is an
+    image index, ``int(math.floor(x))`` and ``float32(x - float32(that int))`` to the bit
+    (the floor of a float32 is a float32 integer, so converting it to an int and back is
+    exact).  ``np.floor`` is LLVM's floor, one instruction (``roundss``); numba lowers
+    ``math.floor`` to a call of libm's ``floorf``, and a call in the plane loop makes LLVM
+    keep every float of the loop in memory around it."""
+    fl = F32(np.floor(x))
+    return int(fl), F32(x - fl)
 
 
 @cached_njit(inline="always", error_model="numpy")
@@ -185,11 +187,9 @@ def _interp(img, base, fu, fw, su, nu, sw, nw):
     unchecked loads with unsigned indices (numba adds a negative-index wraparound to every
     signed one); the others the checked path, whose floor is libm's (the same numbers: the two
     floors agree wherever the first path is taken)."""
-    u0 = _floor_int(fu)
-    w0 = _floor_int(fw)
+    u0, wu = _floor_split(fu)
+    w0, ww = _floor_split(fw)
     if _inside(u0, nu, w0, nw):
-        wu = F32(fu - F32(u0))
-        ww = F32(fw - F32(w0))
         k = np.uint64(base + u0 * su + w0 * sw)
         ku, kw = np.uint64(su), np.uint64(sw)
         v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
@@ -214,10 +214,10 @@ def _corner_weights(wu, ww):
 def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
     """The adjoint of :func:`_interp`: add ``float32(val * weight)`` to each corner (same two
     paths as there)."""
-    u0 = _floor_int(fu)
-    w0 = _floor_int(fw)
+    u0, wu = _floor_split(fu)
+    w0, ww = _floor_split(fw)
     if _inside(u0, nu, w0, nw):
-        w00, w10, w01, w11 = _corner_weights(F32(fu - F32(u0)), F32(fw - F32(w0)))
+        w00, w10, w01, w11 = _corner_weights(wu, ww)
         k = np.uint64(base + u0 * su + w0 * sw)
         ku, kw = np.uint64(su), np.uint64(sw)
         img[k] = F32(img[k] + F32(val * w00))
@@ -249,7 +249,7 @@ def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
     (``inline="always"``, IR inlining), increfs and decrefs the image on every call: two calls
     per plane (which make LLVM keep the loop's floats in memory) and two atomic updates of a
     reference count that every thread shares.  This loop calls nothing and counts no
-    references; the floor of a sample with a corner outside is :func:`_floor_int`'s too (it is
+    references; the floor of a sample with a corner outside is :func:`_floor_split`'s too (it is
     libm's wherever the sample is in or near the image)."""
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
@@ -257,10 +257,8 @@ def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
     acc = F32(0)
     for i in range(istart, iend + 1):
         base = np.int64(i) * sd
-        u0 = _floor_int(fu)
-        w0 = _floor_int(fw)
-        wu = F32(fu - F32(u0))
-        ww = F32(fw - F32(w0))
+        u0, wu = _floor_split(fu)
+        w0, ww = _floor_split(fw)
         if _inside(u0, nu, w0, nw):
             k = np.uint64(base + u0 * su + w0 * sw)
             v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
