@@ -32,7 +32,8 @@ of the data file is dropped (``posix_fadvise(DONTNEED)``):
   file of the same name and size, written in 64 MiB blocks.
 
 Before its timed calls, each projecting worker pays its process's one-time costs (the kernels'
-compilation or loading from their caches, the devices' start) on a tiny Quadra-like geometry
+compilation or loading from their caches -- on GPUs also those of an OSEM subiteration with the
+estimate on the device --, the devices' start) on a tiny Quadra-like geometry
 (``warm_up_seconds``; ``--no-warm-up`` times the calls cold instead), so the calls and their
 set-up are those of the run's geometry.  Per run: seconds, GB/s, LOR/s, peak RSS
 (``ru_maxrss``), the call's ``RunStats``, and its set-up: the projector's ``set_up``, the
@@ -238,6 +239,29 @@ def warm_up(args) -> float:
             pp.back_project(None, store, *subset)
             pp.sensitivity(None, *subset)
             pp.forward_back_ratio(image, store, *subset)
+        if pp.backend == "cuda":  # the OSEM run's path: the estimate and the ratio on the GPU
+            _osem_subiteration(pp, store, 0, 2, *_device_estimate(image, pp.sensitivity(None, 0, 2)))
+    return time.perf_counter() - t0
+
+
+def _device_estimate(x, sensitivity):
+    """(estimate, sensitivity) on the GPU, as ``stirgpu.recon.OSEM`` keeps them."""
+    import cupy
+
+    return cupy.asarray(x), cupy.asarray(sensitivity)
+
+
+def _osem_subiteration(pp, store, k: int, n: int, x, sensitivity) -> float:
+    """One OSEM subiteration in place: the estimate ``x`` set as the input, the fused
+    forward-ratio-back step of subset ``k`` of ``n``, ``x *= ratio / sensitivity``; returns the
+    seconds of its step (the input's upload excluded)."""
+    from stirgpu.arrays import array_module
+    from stirgpu.recon.arrays import stir_divide
+
+    pp.set_input(x)
+    t0 = time.perf_counter()
+    ratio = pp.forward_back_ratio(None, store, k, n, out_image=array_module(x).zeros_like(x))
+    x *= stir_divide(ratio, sensitivity)
     return time.perf_counter() - t0
 
 
@@ -359,7 +383,7 @@ def osem_disk(args) -> dict:
     np, _ = _stirgpu()
     from stirgpu.formats import read_from_file, read_image
     from stirgpu.projectors import ProjectorPair
-    from stirgpu.recon.arrays import stir_divide, to_numpy
+    from stirgpu.recon.arrays import to_numpy
 
     warm = warm_up(args)
     p = _paths(args.dir)
@@ -382,12 +406,8 @@ def osem_disk(args) -> dict:
         t_iter = time.perf_counter()
         for k in range(K):
             t0 = time.perf_counter()
-            pp.set_input(x)
-            upload = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            ratio = pp.forward_back_ratio(None, store, k, K, out_image=xp.zeros_like(x))
-            x *= stir_divide(ratio, sens[k])
-            seconds = time.perf_counter() - t1
+            seconds = _osem_subiteration(pp, store, k, K, x, sens[k])
+            upload = time.perf_counter() - t0 - seconds
             subiterations.append(call_figures(seconds + upload, pp.last_stats, 0, upload))
         x = to_numpy(x)
         iteration = time.perf_counter() - t_iter
