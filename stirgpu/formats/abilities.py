@@ -75,9 +75,11 @@ class StoreAbilities:
         Geometry only, no values (a header whose data file is absent or empty): neither
         readable nor writable; reading it is a StoreAbilityError saying it is a template.
     ``host_memory``
-        ``host_array(segment)`` is the store's own float32 view-order host memory (the data
-        themselves): the engine page-locks it and copies chunks straight between it and the
-        GPUs, with no staging copy.  False: ``host_array`` returns None.
+        ``host_array(segment, timing_pos)`` is the store's own float32 view-order host memory
+        (the data themselves) for every segment and timing position, each apart from the
+        others: the engine page-locks it and copies chunks straight between it and the GPUs
+        (TOF data: one copy per part and timing position), with no staging copy.  False:
+        ``host_array`` returns None.
     ``residence``
         Where the bins are (:class:`Residence`).  Informational: the engine decides by the
         fields above; reports and messages say it.

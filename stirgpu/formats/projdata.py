@@ -140,8 +140,10 @@ class ProjData(abc.ABC):
         its bins in host memory in view order: a writable, C-contiguous float32 array
         (views, axial, tangential) that *is* the data (writes to it change the store), and
         the same memory for the store's whole life.  ``None`` (the default) for stores that
-        do not.  The execution engine page-locks it and moves chunks between it and a GPU by
-        DMA, with no staging copy."""
+        do not.  A TOF store has one such array for every segment and timing position, none
+        sharing memory with another (the engine copies each timing position of a chunk's part
+        from and to its own array).  The execution engine page-locks them and moves chunks
+        between them and a GPU by DMA, with no staging copy."""
         return None
 
     # -- context manager -----------------------------------------------------------------

@@ -77,7 +77,8 @@ class ProjDataInMemory(ProjData):
         return _ABILITIES
 
     def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray:
-        """The segment's bins themselves, (views, axial, tangential) float32 (see
+        """The segment's bins at one timing position themselves, (views, axial, tangential)
+        float32: a slab of the segment's [TOF][view][axial][tangential] array (see
         :meth:`ProjData.host_array`)."""
         return self._segments[self._segment(segment)][self._tof_index(timing_pos)]
 

@@ -259,25 +259,35 @@ class StoreAbilitiesContract:
 
     # -- host memory and residence ---------------------------------------------------------
     def test_host_memory_as_declared(self, store):
-        """Declared host memory: host_array of every segment is the data itself (float32,
-        C-contiguous, writable, view order, the same memory each time, equal to read_views; a
-        write through it is read back; a bad segment is a GeometryError).  Not: None."""
+        """Declared host memory: host_array of every segment and timing position is the data
+        itself (float32, C-contiguous, writable, view order, the same memory each time, equal
+        to read_views at that timing position, apart from every other segment's and timing
+        position's); a write through it is read back at that timing position alone; a bad
+        segment or timing position is a GeometryError.  Not: None."""
         pdi = store.get_proj_data_info()
-        t = store.get_max_tof_pos_num()
+        timing = range(store.get_min_tof_pos_num(), store.get_max_tof_pos_num() + 1)
+        if not store.abilities.host_memory:
+            assert all(store.host_array(s, timing_pos=t) is None for s in pdi.segment_nums for t in timing)
+            return
+        spans = []
         for s in pdi.segment_nums:
-            a = store.host_array(s, timing_pos=t)
-            if not store.abilities.host_memory:
-                assert a is None
-                continue
-            assert a.shape == (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
-            assert a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
-            assert store.host_array(s, timing_pos=t).ctypes.data == a.ctypes.data
-            np.testing.assert_array_equal(a, store.read_views(s, range(pdi.get_num_views()), timing_pos=t))
-            a[1] = 5.0
-            assert np.all(store.read_views(s, [1], timing_pos=t) == 5.0)
-        if store.abilities.host_memory:
-            with pytest.raises(GeometryError, match="segment"):
-                store.host_array(pdi.get_max_segment_num() + 1)
+            for t in timing:
+                a = store.host_array(s, timing_pos=t)
+                assert a.shape == (pdi.get_num_views(), pdi.get_num_axial_poss(s), pdi.get_num_tangential_poss())
+                assert a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+                assert store.host_array(s, timing_pos=t).ctypes.data == a.ctypes.data
+                np.testing.assert_array_equal(a, store.read_views(s, range(pdi.get_num_views()), timing_pos=t))
+                spans.append((a.ctypes.data, a.ctypes.data + a.nbytes))
+        spans.sort()
+        assert all(start >= end for (_, end), (start, _) in zip(spans, spans[1:], strict=False)), "host arrays overlap"
+        for t in timing:
+            store.host_array(pdi.get_max_segment_num(), timing_pos=t)[1] = 5.0 + t
+        for t in timing:
+            assert np.all(store.read_views(pdi.get_max_segment_num(), [1], timing_pos=t) == 5.0 + t)
+        with pytest.raises(GeometryError, match="segment"):
+            store.host_array(pdi.get_max_segment_num() + 1)
+        with pytest.raises(GeometryError, match="timing_pos"):
+            store.host_array(0, timing_pos=timing.stop)
 
     def test_residence_as_declared(self, store, tmp_path):
         """In memory: writing puts nothing in the folder.  On disk: a file in the folder holds
