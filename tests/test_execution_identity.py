@@ -12,6 +12,7 @@ import gc
 import threading
 import weakref
 
+import numpy as np
 import pytest
 
 from stirgpu.execution import identity
@@ -170,15 +171,26 @@ def test_direct_io_never_keeps_a_store_alive(tmp_path):
     assert alive() is None and len(direct._met) == 0
 
 
-def test_tof_stores_are_staged_not_copied_directly():
+def test_tof_stores_are_copied_directly_at_every_timing_position():
     """A TOF part is one slab per timing position, apart in an in-memory store's memory (TOF
-    outermost): GPUs never copy TOF stores directly (one host_array per segment would be timing
-    position 0 only).  Checked before anything is page-locked, so this runs without cupy."""
+    outermost): GPUs copy TOF stores directly with one array per segment and timing position,
+    never timing position 0's for all of them.  (Page-locking that needs no GPU: the decision
+    alone; tests/test_execution_direct_tof.py checks the copies.)"""
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.geometry import ProjDataInfo, Scanner
 
+    class Pinning:
+        def pin(self, a):
+            return True
+
     pdi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 1, 4, 21, tof_mash_factor=29)
     store = ProjDataInMemory(pdi)
-    assert store.abilities.host_memory and store.host_array(0) is not None
-    direct = DirectIO("cuda", "always")
-    assert direct.find({"data": store}, pdi, tuple(pdi.segment_nums)) == {}
+    direct = DirectIO("cuda", "always", Pinning())
+    arrays = direct.find({"data": store}, pdi, tuple(pdi.segment_nums))["data"]
+    timing = range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1)
+    assert set(arrays) == {(s, t) for s in pdi.segment_nums for t in timing} and len(timing) == 13
+    for (s, t), a in arrays.items():
+        a[...] = 100 * s + t
+    for s in pdi.segment_nums:
+        for t in timing:
+            assert np.all(store.read_views(s, range(4), timing_pos=t) == 100 * s + t)

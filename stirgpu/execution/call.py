@@ -16,9 +16,9 @@ sums, the stop flag -- and the steps every strategy of :mod:`.strategies` shares
 * :meth:`Call.result`: the lanes' images reduced in lane order (on the host, or on one GPU peer
   to peer), the scalars summed, the statistics.
 
-Imports: numpy, ``stirgpu.errors``, :mod:`.program`, :mod:`.residency`, :mod:`.stats`,
-:mod:`.stopping` (and :mod:`.plan`, :mod:`.hostio` for their types); the engine's other parts
-(slots, tables) are handed in.
+Imports: numpy, ``stirgpu.errors``, :mod:`.direct_io` (the direct copies' layout),
+:mod:`.program`, :mod:`.residency`, :mod:`.stats`, :mod:`.stopping` (and :mod:`.plan`,
+:mod:`.hostio` for their types); the engine's other parts (slots, tables) are handed in.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import PipelineError
+from .direct_io import direct_copies
 from .hostio import DaemonPool
 from .plan import Chunk, Plan
 from .program import ChunkData, ChunkProgram
@@ -43,7 +44,15 @@ if TYPE_CHECKING:
     from ..array_types import Array
     from .slots import Slot
 
-__all__ = ["Call", "RunResult"]
+__all__ = ["Call", "RunResult", "copy_direct"]
+
+
+def copy_direct(lane, to_device: bool, dev_ptr: int, arrays: Mapping, chunk: Chunk, stream) -> None:
+    """Queue on ``stream`` the DMA between a direct store's page-locked ``arrays`` (by segment and
+    timing position, :meth:`.DirectIO.find`) and ``chunk``'s device buffer at ``dev_ptr``: one
+    copy per part and timing position (:func:`.direct_copies`)."""
+    for c in direct_copies(chunk):
+        lane.copy_views(to_device, dev_ptr + 4 * c.offset, arrays[c.segment, c.timing_pos], c.views, stream)
 
 
 @dataclasses.dataclass
@@ -271,9 +280,7 @@ class Call:
         tables = self.tables.on_device(k, lane, self.pdi, chunk, slot)
         for i, name in enumerate(self.program.inputs):
             if name in self.direct:
-                arrays, base = self.direct[name], slot.dev[i].data.ptr
-                for part in chunk.parts:
-                    lane.copy_views(True, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_in)
+                copy_direct(lane, True, slot.dev[i].data.ptr, self.direct[name], chunk, lane.s_in)
             else:
                 lane.to_device(slot.dev[i], slot.host[self.host_index[name]], chunk.nbytes)
         lane.record(lane.s_in, ev["h2d1"])
@@ -298,9 +305,7 @@ class Call:
         lane.record(lane.s_out, ev["d0"])
         for j, name in enumerate(program.outputs):
             if name in self.direct:
-                arrays, base = self.direct[name], slot.dev[n_in + j].data.ptr
-                for part in chunk.parts:
-                    lane.copy_views(False, base + 4 * part.offset, arrays[part.segment], part.views, lane.s_out)
+                copy_direct(lane, False, slot.dev[n_in + j].data.ptr, self.direct[name], chunk, lane.s_out)
             else:
                 lane.to_host(slot.host[self.host_index[name]], slot.dev[n_in + j], nbytes)
         lane.record(lane.s_out, ev["d1"])

@@ -211,10 +211,11 @@ class Engine:
 
     def direct_io(self, stores: Mapping[str, Any], proj_data_info, segments) -> dict:
         """Which of ``stores`` (by name) GPUs can copy straight to and from: those whose
-        ``host_array(segment)`` is float32 view-order memory for every one of ``segments``,
-        page-locked (:mod:`stirgpu.execution.pinning`) -- here at the store's second use
-        ("reused"; page-locking costs more than one call gains from it) or first ("always"),
-        or by its owner already.  Returns ``{name: {segment: array}}``; empty on the CPU
+        ``host_array(segment, timing_pos)`` is float32 view-order memory for every one of
+        ``segments`` and every timing position (TOF data: one array each), page-locked
+        (:mod:`stirgpu.execution.pinning`) -- here at the store's second use ("reused";
+        page-locking costs more than one call gains from it) or first ("always"), or by its
+        owner already.  Returns ``{name: {(segment, timing_pos): array}}``; empty on the CPU
         backend or with ``pin_host_memory="never"``.  Everything else goes through the host
         staging buffers."""
         if self.backend != "cuda" or self.pin_host_memory == "never":
