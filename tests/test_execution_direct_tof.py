@@ -217,13 +217,15 @@ def _gpu_pair(pdi, info, pin):
 
 
 def _projections(pair, pdi, img, data, subset):
-    """(forward projection, back projection, the stores each went direct with)."""
+    """(forward projection, back projection, (the stores each went direct with, the stages of
+    each: no read or write stage where every store is direct))."""
     kw = {} if subset is None else dict(subset_num=subset[0], num_subsets=subset[1])
     out = ProjDataInMemory(pdi, fill=-1.0)
     pair.forward_project(out, img, **kw)
-    fdirect = pair.last_stats.direct
+    fstats = pair.last_stats
     back = np.asarray(pair.back_project(None, data, **kw))
-    return out, back, (fdirect, pair.last_stats.direct)
+    stats = (fstats, pair.last_stats)
+    return out, back, tuple((st.direct, {e.stage for e in st.events} & {"read", "write"}) for st in stats)
 
 
 @pytest.mark.gpu
@@ -240,7 +242,7 @@ def test_tof_direct_equals_staged_and_the_cpu(subset):
     got = {}
     for pin in (False, True):
         out, back, direct = _projections(_gpu_pair(pdi, info, pin), pdi, img, data, subset)
-        assert direct == ((("out",), ("data",)) if pin else ((), ()))
+        assert direct == (((("out",), set()), (("data",), set())) if pin else (((), {"write"}), ((), {"read"})))
         got[pin] = out, back
     cpu = ProjectorPair(backend="cpu", restrict_to_cylindrical_fov=False, max_views_per_chunk=3)
     cpu.set_up(pdi, info)
