@@ -1,7 +1,7 @@
 """The STIR plugin: STIR's own executables and Python classes with the projector type
 ``stirgpu``, against the same runs with STIR's ``Parallelproj`` type.
 
-The plugin is built once per session (``stir_plugin`` fixture, into stirgpu's user cache:
+The plugin is built once per session (``stir_plugin`` fixture of ``conftest.py``, into stirgpu's user cache:
 a second session reuses the build until the sources change).  Every run gets the same inputs,
 made by STIR (``osmaposl_cases``: ECAT 931, span 3, 5 segments, 16 views, 64 tangential
 positions).  ``STIRGPU_STIR_PLUGIN_TRACE`` makes the plugin log each projection it runs (views,
@@ -10,92 +10,36 @@ segments, bins), which is how the tests see that a subset costs only its own vie
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import osmaposl_cases as oc
 import pytest
-from helpers import REPO_ROOT
-
-from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
-from stirgpu.stir_plugin.building import PluginBuildError, build
-
-pytestmark = pytest.mark.stir
-
-FORWARD_PAR = """Forward Projector parameters :=
-type := {type}
-Forward Projector Using {type} Parameters :=
-{keys}End Forward Projector Using {type} Parameters :=
-end :=
-"""
-BACK_PAR = FORWARD_PAR.replace("Forward", "Back")
-STIRGPU_CPU = "backend := cpu\n"
-STIRGPU_PAIR = (
-    "projector pair type := stirgpu\nProjector Pair Using stirgpu Parameters :=\nbackend := cpu\n"
-    "End Projector Pair Using stirgpu Parameters :="
+from plugin_runs import (
+    BACK_PAR,
+    FORWARD_PAR,
+    STIRGPU_CPU,
+    STIRGPU_PAIR,
+    plugin_env,
+    read_trace,
+    rel_max,
+    run_with_plugin,
 )
 
+from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
 
-@pytest.fixture(scope="session")
-def stir_plugin(reference_stir):
-    """The plugin built against the reference STIR for this Python (skipped where the toolchain
-    is missing, except in CI, whose .ci/run installs it)."""
-    prefix = reference_stir.bin_dir.parent if reference_stir.bin_dir is not None else None
-    try:
-        return build(prefix)
-    except PluginBuildError as e:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"the STIR plugin cannot be built here: {e}")
+pytestmark = pytest.mark.stir
 
 
 @pytest.fixture(scope="module")
 def inputs(reference_stir, stir, tmp_path_factory):
     geometry = oc.Geometry(span=3, max_delta=7, num_views=16, num_tangential_poss=64)
     return oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("plugin_in"), geometry, seed=11)
-
-
-def _env(reference_stir, trace: Path | None = None) -> dict:
-    env = reference_stir.env()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env.pop("STIRGPU_STIR_PLUGIN_TRACE", None)
-    if trace is not None:
-        env["STIRGPU_STIR_PLUGIN_TRACE"] = str(trace)
-    return env
-
-
-def _with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, env=None, **kw):
-    """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed; ``env`` (default
-    :func:`_env`) is the environment it runs in."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "stirgpu.cli.main",
-        "stir",
-        "--stir",
-        str(reference_stir.bin_dir.parent),
-        program,
-        *map(str, args),
-    ]
-    env = _env(reference_stir, trace) if env is None else env
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
-
-
-def _trace(path: Path, kind: str = "projection") -> list[dict]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [line for line in lines if line["kind"] == kind]
-
-
-def _rel_max(a: np.ndarray, b: np.ndarray) -> float:
-    b = b.astype(np.float64)
-    return float(np.abs(a.astype(np.float64) - b).max() / np.abs(b).max())
 
 
 # -- STIR's forward_project / back_project ---------------------------------------------------
@@ -107,12 +51,12 @@ def test_forward_project_utility_equals_parallelproj(reference_stir, stir_plugin
     img, tpl = inputs / "phantom.hv", inputs / "template.hs"
     reference_stir.run("forward_project", "pp.hs", img, tpl, "pp.par", cwd=tmp_path)
     trace = tmp_path / "trace.jsonl"
-    proc = _with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path, trace=trace)
+    proc = run_with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path, trace=trace)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with read_from_file(tmp_path / "pp.hs") as a, read_from_file(tmp_path / "sg.hs") as b:
         for s in a.get_proj_data_info().segment_nums:
-            assert _rel_max(b.get_segment_by_view(s), a.get_segment_by_view(s)) <= 1e-4
-    calls = _trace(trace)  # one streamed whole-ProjData call, every view
+            assert rel_max(b.get_segment_by_view(s), a.get_segment_by_view(s)) <= 1e-4
+    calls = read_trace(trace)  # one streamed whole-ProjData call, every view
     assert [(c["call"], len(c["views"])) for c in calls] == [("forward ProjData", 16)]
 
 
@@ -126,7 +70,7 @@ def test_verbosity_key_prints_each_projection_on_stderr_and_nothing_without_it(
     for verbosity in (None, 2):
         keys = STIRGPU_CPU + ("" if verbosity is None else f"verbosity := {verbosity}\n")
         (tmp_path / "sg.par").write_text(FORWARD_PAR.format(type="stirgpu", keys=keys))
-        proc = _with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path)
+        proc = run_with_plugin(reference_stir, "forward_project", "sg.hs", img, tpl, "sg.par", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
         said[verbosity] = [line for line in proc.stderr.splitlines() if line.startswith("stirgpu: ")]
     assert said[None] == []
@@ -148,9 +92,9 @@ def test_back_project_utility_equals_parallelproj_and_replaces_the_template(
     (tmp_path / "sg.par").write_text(BACK_PAR.format(type="stirgpu", keys=STIRGPU_CPU))
     data = inputs / "prompts.hs"
     reference_stir.run("back_project", "pp.hv", data, "zeros.hv", "pp.par", cwd=tmp_path)
-    proc = _with_plugin(reference_stir, "back_project", "sg.hv", data, "ones.hv", "sg.par", cwd=tmp_path)
+    proc = run_with_plugin(reference_stir, "back_project", "sg.hv", data, "ones.hv", "sg.par", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _rel_max(read_image(tmp_path / "sg.hv").array, read_image(tmp_path / "pp.hv").array) <= 1e-4
+    assert rel_max(read_image(tmp_path / "sg.hv").array, read_image(tmp_path / "pp.hv").array) <= 1e-4
 
 
 # -- STIR's OSMAPOSL --------------------------------------------------------------------------
@@ -193,11 +137,11 @@ def test_osmaposl_with_stirgpu_equals_parallelproj(
     run.mkdir()
     (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, OSEM_TOP, projectors=STIRGPU_PAIR))
     trace = tmp_path / "trace.jsonl"
-    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=trace)
+    proc = run_with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=trace)
     assert proc.returncode == 0, proc.stderr[-3000:]
     diffs = oc.assert_agree(parallelproj_osmaposl, run, sensitivity_tol=1e-4)
     assert set(diffs) == {"out_4.hv", "out_8.hv"} | {f"sens_{k}.hv" for k in range(4)}
-    calls = _trace(trace)
+    calls = read_trace(trace)
     # sensitivities: one back projection per subset; then per subiteration one forward and one
     # back projection of that subset only (subsets 0, 1, 2, 3, 0, ...)
     expected = [("back", _subset_views(k)) for k in range(4)]
@@ -206,7 +150,7 @@ def test_osmaposl_with_stirgpu_equals_parallelproj(
     assert [(c["call"], c["views"]) for c in calls] == expected
     assert all(c["segments"] == [-2, -1, 0, 1, 2] for c in calls)
     # STIR's per-viewgram calls, one period per subset and direction: 4 views x 5 segments
-    periods = _trace(trace, "viewgram calls")
+    periods = read_trace(trace, "viewgram calls")
     assert (
         sorted((p["call"], p["calls"]) for p in periods)
         == [("back viewgrams", 20)] * 12 + [("forward viewgrams", 20)] * 8
@@ -234,11 +178,11 @@ def test_stirs_loops_get_one_thread_only_when_the_gpus_project(
     top = {**OSEM_TOP, "number of subiterations": 1, "save estimates at subiteration intervals": 1}
     pair = STIRGPU_PAIR.replace("backend := cpu", f"backend := {backend}")
     (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=pair))
-    env = _env(reference_stir)
+    env = plugin_env(reference_stir)
     env.pop("OMP_NUM_THREADS", None)
     if omp_num_threads is not None:
         env["OMP_NUM_THREADS"] = omp_num_threads
-    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, env=env)
+    proc = run_with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if omp_num_threads is not None:
         expected = int(omp_num_threads)
@@ -280,8 +224,8 @@ def test_osmaposl_through_stirs_python_classes(
     recon.set_up(target)
     recon.reconstruct(target)
     estimate = np.asarray(target.as_array())
-    assert _rel_max(estimate, read_image(parallelproj_osmaposl / "out_4.hv").array) <= 1e-3
-    calls = _trace(trace)
+    assert rel_max(estimate, read_image(parallelproj_osmaposl / "out_4.hv").array) <= 1e-3
+    calls = read_trace(trace)
     assert [c["call"] for c in calls] == ["back"] * 4 + ["forward", "back"] * 4
     assert all(c["views"] in [_subset_views(k) for k in range(4)] for c in calls)
 
@@ -324,11 +268,11 @@ def test_whole_projdata_subset_calls_touch_only_the_subset(
         bp.back_project(back, prompts, 1, 4)
         results[name] = (np.asarray(out.as_array()), np.asarray(back.as_array()))
     (fwd, back), (fwd_pp, back_pp) = results["stirgpu"], results["pp"]
-    assert _rel_max(fwd, fwd_pp) <= 1e-4 and _rel_max(back, back_pp) <= 1e-4
+    assert rel_max(fwd, fwd_pp) <= 1e-4 and rel_max(back, back_pp) <= 1e-4
     in_subset = np.zeros(16, bool)
     in_subset[_subset_views(1)] = True
     assert np.all(fwd[..., ~in_subset, :] == 0) and np.any(fwd[..., in_subset, :] > 0)  # (views, tangential) last
-    calls = _trace(trace)
+    calls = read_trace(trace)
     assert [(c["call"], c["views"]) for c in calls] == [
         ("forward ProjData", _subset_views(1)),
         ("back ProjData", _subset_views(1)),
@@ -417,7 +361,7 @@ def test_refused_options_and_errors_reach_stir_executables_as_stir_errors(
     reference_stir, stir_plugin, inputs, tmp_path
 ):
     (tmp_path / "bad.par").write_text(FORWARD_PAR.format(type="stirgpu", keys="backend := cuda\n"))
-    proc = _with_plugin(
+    proc = run_with_plugin(
         reference_stir,
         "forward_project",
         "out.hs",
@@ -445,7 +389,7 @@ def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(
     objective = {**OSEM_OBJECTIVE, "recompute sensitivity": 0}
     (run / "recon.par").write_text(oc.osmaposl_par(objective, OSEM_TOP, projectors=STIRGPU_PAIR))
     (tmp_path / "trace-is-a-folder").mkdir()
-    proc = _with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=tmp_path / "trace-is-a-folder")
+    proc = run_with_plugin(reference_stir, "OSMAPOSL", "recon.par", cwd=run, trace=tmp_path / "trace-is-a-folder")
     assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
     assert "ERROR: stirgpu: forward projection: IsADirectoryError" in proc.stderr
 
@@ -496,11 +440,16 @@ def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs,
         "recon.par",
     ]
     proc = subprocess.Popen(
-        cmd, cwd=run, env=_env(reference_stir, trace), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=run,
+        env=plugin_env(reference_stir, trace),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 300
-        while len(_trace(trace)) < 8 and proc.poll() is None and time.monotonic() < deadline:
+        while len(read_trace(trace)) < 8 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         proc.send_signal(signal.SIGINT)  # `stirgpu stir` exec'd OSMAPOSL: this is its process
