@@ -255,32 +255,35 @@ class TestStirAdapterOfALookAlike(ProjDataContract):
 
 # -- the STIR plugin's lent ProjData (a look-alike of its C++ access object) ---------------------
 class FakeAccess:
-    """What swig/src/lookalikes.cxx's ProjDataAccess offers: viewgrams into C-contiguous float32
-    buffers of exactly their size; write_viewgram refused for data lent read-only; one caller at
-    a time is the store's job."""
+    """What swig/src/lookalikes.cxx's ProjDataAccess offers: viewgrams (of one timing position,
+    STIR's numbers) into C-contiguous float32 buffers of exactly their size; write_viewgram
+    refused for data lent read-only; one caller at a time is the store's job."""
 
     def __init__(self, pdi, values, read_only: bool):
         self._pdi = pdi
+        store = ProjDataInMemory(pdi, fill=values)
+        times = range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1)
         self._data = {
-            s: np.ascontiguousarray(ProjDataInMemory(pdi, fill=values).get_segment_by_view(s)) for s in pdi.segment_nums
+            (s, t): np.ascontiguousarray(store.get_segment_by_view(s, timing_pos=t))
+            for s in pdi.segment_nums
+            for t in times
         }
         self._read_only = read_only
 
-    def read_viewgram(self, segment, view, out):
-        if not (out.flags.c_contiguous and out.dtype == np.float32 and out.shape == self._data[segment][view].shape):
+    def read_viewgram(self, segment, view, out, timing_pos=0):
+        stored = self._data[(segment, timing_pos)][view]
+        if not (out.flags.c_contiguous and out.dtype == np.float32 and out.shape == stored.shape):
             raise ValueError("read_viewgram: the buffer does not have the viewgram's size")
-        out[...] = self._data[segment][view]
+        out[...] = stored
 
-    def write_viewgram(self, segment, view, array):
+    def write_viewgram(self, segment, view, array, timing_pos=0):
         if self._read_only:
             raise RuntimeError("write_viewgram: this STIR ProjData is input data (read only)")
-        self._data[segment][view] = array
+        self._data[(segment, timing_pos)][view] = array
 
 
 class TestLentOutput(ProjDataContract):
-    @pytest.fixture
-    def pdi(self):
-        return small_proj_data_info()
+    """Lent as output (non-TOF and TOF geometries: the contract's pdi)."""
 
     def make_store(self, proj_data_info, tmp_path):
         return _LentProjData(FakeAccess(proj_data_info, 0.0, read_only=False), proj_data_info, writable=True)
@@ -288,10 +291,6 @@ class TestLentOutput(ProjDataContract):
 
 class TestLentInput(StoreAbilitiesContract):
     """Lent as input: readable, refused before reaching the C++ side's own refusal."""
-
-    @pytest.fixture
-    def pdi(self):
-        return small_proj_data_info()
 
     def make_store(self, proj_data_info, folder):
         values = contract_values(proj_data_info, 4)

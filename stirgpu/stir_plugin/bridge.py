@@ -16,7 +16,8 @@ The C++ side (``swig/src/session.cxx``) owns the host buffers and decides what t
 ``STIRGPU_STIR_PLUGIN_TRACE=FILE`` appends JSON lines to FILE, read at every line:
 
 * ``"kind": "projection"``, one per projection (the call, the views and segments projected,
-  the number of bins, seconds): what the tests and users check to see that a subset costs a
+  the number of timing positions (1 without TOF; a projection covers all of them), the number
+  of bins, seconds): what the tests and users check to see that a subset costs a
   subset;
 * ``"kind": "viewgram calls"``, one per period of STIR's per-viewgram calls (``set_input`` to
   the next, ``start_accumulating_in_new_target`` to ``get_output``): the number of calls and
@@ -79,8 +80,6 @@ class PairSession:
 
         kwargs = _projector_options(options)
         self._pdi = proj_data_info_from_stir(proj_data_info, "STIR's projection data geometry")
-        if self._pdi.get_num_tof_poss() > 1:
-            raise GeometryError("TOF projection data are not supported by the stirgpu projectors")
         self._image_info = image_info_from_stir(image, "STIR's image")
         # this process alone, even under mpirun: STIR's own MPI build deals the work to its
         # processes, each projecting its own views (a shared call would wait for the others)
@@ -101,7 +100,9 @@ class PairSession:
 
     # -- per-viewgram calls, batched by the C++ side -------------------------------------
     def forward(self, views, outputs: dict) -> None:
-        """Forward project ``views`` of every segment into ``outputs`` ({(segment, view): array})."""
+        """Forward project ``views`` of every segment (and every timing position) into
+        ``outputs`` ({(segment, view, timing_pos): array}): one projection for all timing
+        positions of TOF data, whose chunks carry every timing position of their views."""
         t0 = time.perf_counter()
         store = ProjDataViewgrams(self._pdi, outputs)
         self._live_pair().forward_project(store, None, views=np.asarray(views, dtype=np.int64))
@@ -122,8 +123,9 @@ class PairSession:
             self._accum.fill(0)
 
     def back(self, views, inputs: dict) -> None:
-        """Back project the viewgrams ``inputs`` ({(segment, view): array}) of ``views`` and add
-        them to the accumulated image (viewgrams not given count as zeros)."""
+        """Back project the viewgrams ``inputs`` ({(segment, view, timing_pos): array}) of
+        ``views`` and add them to the accumulated image (viewgrams not given, of any timing
+        position, count as zeros)."""
         t0 = time.perf_counter()
         store = ProjDataViewgrams(self._pdi, inputs, missing_as_zeros=True)
         self._live_pair().back_project(
@@ -209,14 +211,18 @@ class PairSession:
         seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
         segments = list(self._live_pair().segments_to_process())
-        bins = len(views) * self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
-        self._say(f"{call}: {len(views)} views x {len(segments)} segments ({bins} bins) in {1e3 * seconds:.1f} ms")
+        ntof = self._pdi.get_num_tof_poss()
+        per_view = self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
+        bins = len(views) * ntof * per_view
+        tof = f" x {ntof} timing positions" if self._pdi.is_tof_data() else ""
+        self._say(f"{call}: {len(views)} views x {len(segments)} segments{tof} ({bins} bins) in {1e3 * seconds:.1f} ms")
         self._trace(
             {
                 "kind": "projection",
                 "call": call,
                 "views": views,
                 "segments": segments,
+                "timing_positions": ntof,
                 "bins": bins,
                 "seconds": round(seconds, 6),
             }
@@ -279,17 +285,18 @@ class _LentProjData(ProjData):
     def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
         (v0, v1), (a0, a1) = view_range, axial_range
         whole = a0 == 0 and a1 == self._pdi.get_num_axial_poss(segment)
+        timing_pos = self.get_min_tof_pos_num() + int(tof_index)
         with self._lock:
             for i, v in enumerate(range(v0, v1)):
                 row = out[i]
                 if whole and row.flags.c_contiguous:  # STIR's viewgram copied straight into the engine's buffer
-                    self._access.read_viewgram(int(segment), v, row)
+                    self._access.read_viewgram(int(segment), v, row, timing_pos)
                 else:
-                    row[...] = self._viewgram(segment, v)[a0:a1]
+                    row[...] = self._viewgram(segment, v, timing_pos)[a0:a1]
 
-    def _viewgram(self, segment: int, view: int) -> np.ndarray:
+    def _viewgram(self, segment: int, view: int, timing_pos: int) -> np.ndarray:
         vg = np.empty((self._pdi.get_num_axial_poss(segment), self._pdi.get_num_tangential_poss()), np.float32)
-        self._access.read_viewgram(int(segment), int(view), vg)
+        self._access.read_viewgram(int(segment), int(view), vg, int(timing_pos))
         return vg
 
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
@@ -297,11 +304,12 @@ class _LentProjData(ProjData):
             raise self._refusal("writable")
         nv, na = data.shape[:2]
         whole = a0 == 0 and na == self._pdi.get_num_axial_poss(segment)
+        timing_pos = self.get_min_tof_pos_num() + int(tof_index)
         with self._lock:
             for i, v in enumerate(range(v0, v0 + nv)):
                 if whole:
                     values = np.ascontiguousarray(data[i])
                 else:  # part of a viewgram (a sinogram): STIR writes whole viewgrams only
-                    values = self._viewgram(segment, v)
+                    values = self._viewgram(segment, v, timing_pos)
                     values[a0 : a0 + na] = data[i]
-                self._access.write_viewgram(int(segment), v, values)
+                self._access.write_viewgram(int(segment), v, values, timing_pos)

@@ -64,6 +64,9 @@ define_pdi_methods(C& c)
       .def("get_num_axial_poss", [](const V& v, int s) { return v.pdi->get_num_axial_poss(s); })
       .def("get_min_axial_pos_num", [](const V& v, int s) { return v.pdi->get_min_axial_pos_num(s); })
       .def("get_num_tof_poss", [](const V& v) { return v.pdi->get_num_tof_poss(); })
+      .def("get_tof_mash_factor", [](const V& v) { return v.pdi->get_tof_mash_factor(); })
+      .def("get_min_tof_pos_num", [](const V& v) { return v.pdi->get_min_tof_pos_num(); })
+      .def("get_max_tof_pos_num", [](const V& v) { return v.pdi->get_max_tof_pos_num(); })
       .def("get_azimuthal_angle_offset", [](const V& v) { return v.cyl().get_azimuthal_angle_offset(); })
       .def("get_ring_radius", [](const V& v) { return v.cyl().get_ring_radius(); })
       .def("get_ring_spacing", [](const V& v) { return v.cyl().get_ring_spacing(); })
@@ -106,31 +109,32 @@ public:
     return *data_;
   }
 
-  void read_viewgram(int segment, int view, py::array_t<float, py::array::c_style> out) const
+  void read_viewgram(int segment, int view, py::array_t<float, py::array::c_style> out, int timing_pos) const
   {
     stir::ProjData& d = data();
     const py::buffer_info b = out.request(true);
     py::gil_scoped_release release;  // STIR reads (perhaps from disk) without Python
-    const stir::Viewgram<float> vg = d.get_viewgram(view, segment);
+    const stir::Viewgram<float> vg = d.get_viewgram(view, segment, false, timing_pos);
     if (static_cast<std::size_t>(b.size) != viewgram_size(vg))
       throw std::invalid_argument("read_viewgram: the buffer does not have the viewgram's size");
     copy_from_viewgram(vg, static_cast<float*>(b.ptr));
   }
 
-  void write_viewgram(int segment, int view, py::array_t<float, py::array::c_style | py::array::forcecast> in) const
+  void write_viewgram(int segment, int view, py::array_t<float, py::array::c_style | py::array::forcecast> in,
+                      int timing_pos) const
   {
     if (read_only_)
       throw std::runtime_error("write_viewgram: this STIR ProjData is input data (read only)");
     stir::ProjData& d = data();
     const py::buffer_info b = in.request();
     py::gil_scoped_release release;
-    stir::Viewgram<float> vg = d.get_empty_viewgram(view, segment);
+    stir::Viewgram<float> vg = d.get_empty_viewgram(view, segment, false, timing_pos);
     if (static_cast<std::size_t>(b.size) != viewgram_size(vg))
       throw std::invalid_argument("write_viewgram: the array does not have the viewgram's size");
     copy_to_viewgram(static_cast<const float*>(b.ptr), vg);
     if (d.set_viewgram(vg) != stir::Succeeded::yes)
       throw std::runtime_error("STIR's set_viewgram failed (view " + std::to_string(view) + ", segment "
-                               + std::to_string(segment) + ")");
+                               + std::to_string(segment) + ", timing position " + std::to_string(timing_pos) + ")");
   }
 
 private:
@@ -234,8 +238,10 @@ define_lookalikes(py::module_& m)
   py::class_<ProjDataAccess, std::shared_ptr<ProjDataAccess>>(m, "ProjDataAccess")
       .def("get_proj_data_info",
            [](const ProjDataAccess& a) { return proj_data_info_lookalike(a.data().get_proj_data_info_sptr()); })
-      .def("read_viewgram", &ProjDataAccess::read_viewgram, py::arg("segment"), py::arg("view"), py::arg("out"))
-      .def("write_viewgram", &ProjDataAccess::write_viewgram, py::arg("segment"), py::arg("view"), py::arg("array"));
+      .def("read_viewgram", &ProjDataAccess::read_viewgram, py::arg("segment"), py::arg("view"), py::arg("out"),
+           py::arg("timing_pos") = 0)
+      .def("write_viewgram", &ProjDataAccess::write_viewgram, py::arg("segment"), py::arg("view"), py::arg("array"),
+           py::arg("timing_pos") = 0);
 }
 
 } // namespace stirgpu_plugin

@@ -137,6 +137,27 @@ Session::segments() const
   return s;
 }
 
+std::vector<int>
+Session::timing_positions() const
+{
+  std::vector<int> t;
+  for (int k = pdi_->get_min_tof_pos_num(); k <= pdi_->get_max_tof_pos_num(); ++k)
+    t.push_back(k);
+  return t;
+}
+
+std::string
+Session::timing_problem(const stir::Viewgram<float>& vg) const
+{
+  const int k = vg.get_timing_pos_num();
+  if (k >= pdi_->get_min_tof_pos_num() && k <= pdi_->get_max_tof_pos_num())
+    return "";
+  std::ostringstream what;
+  what << "a viewgram of timing position " << k << ", outside the set-up's timing positions "
+       << pdi_->get_min_tof_pos_num() << " .. " << pdi_->get_max_tof_pos_num();
+  return what.str();
+}
+
 void
 Session::require_set_up(const char* what) const
 {
@@ -224,8 +245,11 @@ Session::as_numpy(Buffers& buffers)
   py::dict d;
   const int nt = pdi_->get_num_tangential_poss();
   for (auto& kv : buffers.viewgrams)
-    d[py::make_tuple(kv.first.first, kv.first.second)]
-        = borrowed_array<float>({ pdi_->get_num_axial_poss(kv.first.first), nt }, kv.second.data());
+    {
+      const auto [segment, view, timing_pos] = kv.first;
+      d[py::make_tuple(segment, view, timing_pos)]
+          = borrowed_array<float>({ pdi_->get_num_axial_poss(segment), nt }, kv.second.data());
+    }
   return d;
 }
 
@@ -330,14 +354,17 @@ Session::batch_views(int view) const
       for (int v = view - n; v >= pdi_->get_min_view_num(); v -= n)
         views.push_back(v);
     }
-  // not those cached already, and no more than the cache budget (at least the one asked for)
+  // not those cached already, and no more than the cache budget (at least the one asked for);
+  // a view is all its segments and timing positions
   const int seg0 = pdi_->get_min_segment_num();
+  const int t0 = pdi_->get_min_tof_pos_num();
   views.erase(std::remove_if(views.begin() + 1, views.end(),
-                             [&](int v) { return forward_cache_.viewgrams.count({ seg0, v }) == 1; }),
+                             [&](int v) { return forward_cache_.viewgrams.count({ seg0, v, t0 }) == 1; }),
               views.end());
   std::size_t per_view = 0;
   for (int s : segments())
     per_view += sizeof(float) * pdi_->get_num_axial_poss(s) * pdi_->get_num_tangential_poss();
+  per_view *= pdi_->get_num_tof_poss();
   const std::size_t fit = std::max<std::size_t>(1, cache_budget_ / std::max<std::size_t>(per_view, 1));
   if (views.size() > fit)
     views.resize(fit);
@@ -352,11 +379,12 @@ Session::project_batch(const std::vector<int>& views)
   const int nt = pdi_->get_num_tangential_poss();
   for (int s : segments())
     for (int v : views)
-      {
-        const std::size_t n = static_cast<std::size_t>(pdi_->get_num_axial_poss(s)) * nt;
-        batch.viewgrams[{ s, v }].resize(n);
-        batch.bytes += n * sizeof(float);
-      }
+      for (int k : timing_positions())
+        {
+          const std::size_t n = static_cast<std::size_t>(pdi_->get_num_axial_poss(s)) * nt;
+          batch.viewgrams[{ s, v, k }].resize(n);
+          batch.bytes += n * sizeof(float);
+        }
   PythonRuntime& rt = PythonRuntime::get();
   const Clock::time_point start = Clock::now();
   rt.call([&] { python_->attr("forward")(views, as_numpy(batch)); });
@@ -419,16 +447,16 @@ Session::forward_project(stir::RelatedViewgrams<float>& viewgrams)
     failure = "forward_project called before set_input";
   for (stir::Viewgram<float>& vg : viewgrams)
     {
-      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num() };
-      if (failure.empty() && vg.get_timing_pos_num() != 0)
-        failure = "TOF viewgrams are not supported";
+      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num(), vg.get_timing_pos_num() };
+      if (failure.empty())
+        failure = timing_problem(vg);
       if (failure.empty())
         {
-          forward_views_.insert(key.second);
+          forward_views_.insert(vg.get_view_num());
           if (forward_cache_.viewgrams.count(key) == 0)
             try
               {
-                python += project_batch(batch_views(key.second));
+                python += project_batch(batch_views(vg.get_view_num()));
               }
             catch (const std::exception& e)
               {
@@ -480,7 +508,7 @@ Session::flush_back_projection()
     return 0;
   std::set<int> views;
   for (const auto& kv : back_staged_.viewgrams)
-    views.insert(kv.first.second);
+    views.insert(std::get<1>(kv.first));
   const std::vector<int> list(views.begin(), views.end());
   const Clock::time_point start = Clock::now();
   PythonRuntime::get().call([&] { python_->attr("back")(list, as_numpy(back_staged_)); });
@@ -502,13 +530,11 @@ Session::back_project(const stir::RelatedViewgrams<float>& viewgrams)
     {
       if (!failure.empty())
         break;
-      if (vg.get_timing_pos_num() != 0)
-        {
-          failure = "TOF viewgrams are not supported";
-          break;
-        }
-      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num() };
-      back_views_.insert(key.second);
+      failure = timing_problem(vg);
+      if (!failure.empty())
+        break;
+      const ViewgramKey key{ vg.get_segment_num(), vg.get_view_num(), vg.get_timing_pos_num() };
+      back_views_.insert(vg.get_view_num());
       std::vector<float>& staged = back_staged_.viewgrams[key];
       if (staged.empty())
         {

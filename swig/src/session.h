@@ -6,11 +6,13 @@
 //
 // * forward: the image is uploaded to every GPU once, at set_input.  The first viewgram asked
 //   for that is not cached yet is projected together with the rest of its subset (every
-//   segment, the views of the subset's view rule, at most `cache budget` bytes), into host
-//   memory owned here; that viewgram and the following ones are copied out of it without
-//   Python.  The cache lives until the next set_input.
-// * back: viewgrams are copied into host memory owned here (no Python), back projected in one
-//   call at get_output (or when they reach the cache budget) and accumulated on the GPUs, and
+//   segment, the views of the subset's view rule, every timing position of TOF data, at most
+//   `cache budget` bytes), into host memory owned here; that viewgram and the following ones
+//   are copied out of it without Python.  The cache lives until the next set_input.  STIR asks
+//   for TOF viewgrams one timing position at a time (its loop runs over timing positions, then
+//   views), so one projection of all timing positions serves every position's calls.
+// * back: viewgrams (each timing position its own) are copied into host memory owned here (no
+//   Python), back projected in one call at get_output (or when they reach the cache budget) and accumulated on the GPUs, and
 //   copied once into STIR's image at get_output.
 // * the subset's view rule is learnt from the views STIR asks for: STIR's subsets are the
 //   views v with (v - min view) % N == subset (find_basic_vs_nums_in_subset), so the views of
@@ -48,6 +50,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -70,8 +73,8 @@ struct Options
   std::string problem() const;
 };
 
-//! (segment, view) of one viewgram
-using ViewgramKey = std::pair<int, int>;
+//! (segment, view, timing position) of one viewgram (timing position 0 for non-TOF data)
+using ViewgramKey = std::tuple<int, int, int>;
 
 //! What the per-viewgram calls of one period (set_input to set_input, or
 //! start_accumulating_in_new_target to get_output) cost outside stirgpu's projections: the
@@ -137,6 +140,10 @@ private:
   // hand a period's counters to the bridge (trace, verbosity) and start new ones
   void report(const char* what, CallCounters& counters);
   std::vector<int> segments() const;
+  //! STIR's timing position numbers of the data (one, 0, for non-TOF data)
+  std::vector<int> timing_positions() const;
+  //! "" when STIR's viewgram is one of the set-up's timing positions, else what is wrong
+  std::string timing_problem(const stir::Viewgram<float>& vg) const;
 
   Options options_;
   Options python_options_;  // the options the Python session was made with

@@ -129,9 +129,13 @@ def make_inputs(
     counts: float | None = 2e5,
     zoom: float = 1.0,
     adjust=None,
+    forward_project=None,
 ) -> Path:
     """Write the inputs described in the module docstring into ``folder`` (created); returns it.
     ``counts`` None: noiseless prompts; else Poisson prompts scaled to about that many counts.
+    ``forward_project(folder)`` (default: STIR's ``forward_project`` with Parallelproj) writes
+    ``fwd.hs`` from ``phantom.hv`` and ``template.hs`` there: another projector for data STIR's
+    Parallelproj cannot project (even numbers of TOF bins, ``docs/tof.md``).
     ``adjust(f, a, fwd)`` may change the factors and the additive term in place (STIR's
     ``as_array()`` layout: [TOF][axial positions of segments 0, +1, -1, ...][view][tangential])
     before the prompts are made from them."""
@@ -144,8 +148,11 @@ def make_inputs(
     _write_proj_data(stir, exam, pdi, folder / "template.hs", np.zeros(shape, np.float32))
     img = _phantom(stir, exam, pdi, zoom)
     img.write_to_file(str(folder / "phantom.hv"))
-    (folder / "forward.par").write_text(FORWARD_PAR)
-    reference_stir.run("forward_project", "fwd.hs", "phantom.hv", "template.hs", "forward.par", cwd=folder)
+    if forward_project is None:
+        (folder / "forward.par").write_text(FORWARD_PAR)
+        reference_stir.run("forward_project", "fwd.hs", "phantom.hv", "template.hs", "forward.par", cwd=folder)
+    else:
+        forward_project(folder)
     fwd = stir.ProjData.read_from_file(str(folder / "fwd.hs")).as_array().astype(np.float64)
     f = _smooth_factors(shape, rng, 1.0, 3.0)
     a = _smooth_factors(shape, rng, 0.05, 0.15) * float(fwd.max())
