@@ -160,14 +160,13 @@ def _strides(di, nz, ny, nx):
 
 
 @cached_njit(inline="always", fastmath=False)
-def _floor_int(x):
-    """``np.int64(math.floor(x))`` wherever the result is an image index (|x| < 2**63).
-    numba lowers ``math.floor`` to a call of libm's ``floor``, and a call in the plane loop
-    makes LLVM keep every float of the loop in memory around it; the truncation and its
-    correction for negative non-integers are inline instructions.  The loops below use it
-    only where all four corners lie in the plane, and libm's floor everywhere else."""
-    t = np.int64(x)
-    return t - 1 if np.float64(t) > x else t
+def _floor_split(x):
+    """(``np.int64(math.floor(x))``, ``x - math.floor(x)``) wherever the floor is an image
+    index (|x| < 2**53): ``x`` minus the floor as a float64 is ``x`` minus that int converted
+    back, to the bit.  ``np.floor`` is LLVM's floor (one ``roundsd``), and the weight taken from
+    it spares the conversion back."""
+    fl = np.floor(x)
+    return np.int64(fl), x - fl
 
 
 @cached_njit(inline="always", fastmath=False)
@@ -176,9 +175,12 @@ def _inside(iu, nu, iw, nw):
     return np.uint64(iu) < np.uint64(nu - 1) and np.uint64(iw) < np.uint64(nw - 1)
 
 
-@cached_njit(fastmath=False)
+@cached_njit(inline="always", fastmath=False)
 def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
-    """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6)."""
+    """Line integral of one LOR through the flat float32 image ``img`` (steps 1-6).  Inlined
+    into the parallel loops, which hold the image for all their LORs: a function of its own
+    taking the image increfs and decrefs it on every call (two calls and two atomic updates of
+    a reference count all threads share, per LOR)."""
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
         p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx
     )
@@ -189,10 +191,8 @@ def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, 
     for i in range(istart, iend + 1):
         fu = i * a_u + b_u
         fw = i * a_w + b_w
-        iu = _floor_int(fu)
-        iw = _floor_int(fw)
-        wu = fu - iu
-        ww = fw - iw
+        iu, wu = _floor_split(fu)
+        iw, ww = _floor_split(fw)
         base = np.int64(i) * sd
         if _inside(iu, nu, iw, nw):
             # all four corners inside: unchecked loads with unsigned indices (no wraparound)
@@ -203,10 +203,6 @@ def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, 
             acc += wu * (1.0 - ww) * img[k + ku]
             acc += wu * ww * img[k + ku + kw]
             continue
-        iu = np.int64(math.floor(fu))
-        iw = np.int64(math.floor(fw))
-        wu = fu - iu
-        ww = fw - iw
         # bilinear interpolation; corners outside the image contribute 0
         if 0 <= iu < nu:
             if 0 <= iw < nw:
@@ -221,10 +217,10 @@ def _forward_one(p0z, p0y, p0x, p1z, p1y, p1x, img, oz, oy, ox, vz, vy, vx, nz, 
     return cf * acc
 
 
-@cached_njit(fastmath=False)
+@cached_njit(inline="always", fastmath=False)
 def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, nz, ny, nx):
     """Add ``value`` times the Joseph weights of one LOR into the flat float32 ``img``
-    (the exact adjoint of :func:`_forward_one`)."""
+    (the exact adjoint of :func:`_forward_one`; inlined, as that is)."""
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _lor_setup(
         p0z, p0y, p0x, p1z, p1y, p1x, oz, oy, ox, vz, vy, vx, nz, ny, nx
     )
@@ -235,10 +231,8 @@ def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, 
     for i in range(istart, iend + 1):
         fu = i * a_u + b_u
         fw = i * a_w + b_w
-        iu = _floor_int(fu)
-        iw = _floor_int(fw)
-        wu = fu - iu
-        ww = fw - iw
+        iu, wu = _floor_split(fu)
+        iw, ww = _floor_split(fw)
         base = np.int64(i) * sd
         if _inside(iu, nu, iw, nw):
             k = np.uint64(base + iu * su + iw * sw)
@@ -248,10 +242,6 @@ def _back_one(p0z, p0y, p0x, p1z, p1y, p1x, value, img, oz, oy, ox, vz, vy, vx, 
             img[k + ku] += np.float32(val * (wu * (1.0 - ww)))
             img[k + ku + kw] += np.float32(val * (wu * ww))
             continue
-        iu = np.int64(math.floor(fu))
-        iw = np.int64(math.floor(fw))
-        wu = fu - iu
-        ww = fw - iw
         if 0 <= iu < nu:
             if 0 <= iw < nw:
                 img[base + iu * su + iw * sw] += np.float32(val * ((1.0 - wu) * (1.0 - ww)))
