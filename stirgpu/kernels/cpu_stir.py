@@ -168,25 +168,17 @@ def _bilinear(v00, v10, v01, v11, wu, ww):
 
 
 @cached_njit(inline="always", error_model="numpy")
-def _edge_samples(img, base, fu, fw, su, nu, sw, nw):
-    """(wu, ww, v00, v10, v01, v11) of :func:`_interp` where a corner may lie outside the
-    plane (it counts as zero)."""
-    u0 = int(math.floor(fu))
-    w0 = int(math.floor(fw))
-    v00 = img[base + u0 * su + w0 * sw] if 0 <= u0 < nu and 0 <= w0 < nw else F32(0)
-    v10 = img[base + (u0 + 1) * su + w0 * sw] if 0 <= u0 + 1 < nu and 0 <= w0 < nw else F32(0)
-    v01 = img[base + u0 * su + (w0 + 1) * sw] if 0 <= u0 < nu and 0 <= w0 + 1 < nw else F32(0)
-    v11 = img[base + (u0 + 1) * su + (w0 + 1) * sw] if 0 <= u0 + 1 < nu and 0 <= w0 + 1 < nw else F32(0)
-    return F32(fu - F32(u0)), F32(fw - F32(w0)), v00, v10, v01, v11
-
-
-@cached_njit(inline="always", error_model="numpy")
 def _interp(img, base, fu, fw, su, nu, sw, nw):
     """libparallelproj's bilinear interpolation in the plane starting at ``base`` (zero
     outside), its float32 operations in its order.  Samples with all four corners inside take
     unchecked loads with unsigned indices (numba adds a negative-index wraparound to every
-    signed one); the others the checked path, whose floor is libm's (the same numbers: the two
-    floors agree wherever the first path is taken)."""
+    signed one); the others checked loads, with the same floor (equal to libm's wherever a
+    sample can be).  The loads are written out here, not in a helper of their own: numba
+    inlines ``inline="always"`` helpers at the IR level, and an inlined helper taking the image
+    increfs and decrefs it; numba's reference-count pruning removes the pair of this one, but
+    not where it inlines a second helper taking the image (with the edge loads in one, every
+    plane of a TOF forward projection made two calls and two atomic updates of a reference
+    count that every thread shares)."""
     u0, wu = _floor_split(fu)
     w0, ww = _floor_split(fw)
     if _inside(u0, nu, w0, nw):
@@ -194,7 +186,13 @@ def _interp(img, base, fu, fw, su, nu, sw, nw):
         ku, kw = np.uint64(su), np.uint64(sw)
         v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
     else:
-        wu, ww, v00, v10, v01, v11 = _edge_samples(img, base, fu, fw, su, nu, sw, nw)
+        k0 = base + u0 * su + w0 * sw
+        u_in, u1_in = 0 <= u0 < nu, 0 <= u0 + 1 < nu
+        w_in, w1_in = 0 <= w0 < nw, 0 <= w0 + 1 < nw
+        v00 = img[k0] if u_in and w_in else F32(0)
+        v10 = img[k0 + su] if u1_in and w_in else F32(0)
+        v01 = img[k0 + sw] if u_in and w1_in else F32(0)
+        v11 = img[k0 + su + sw] if u1_in and w1_in else F32(0)
     return _bilinear(v00, v10, v01, v11, wu, ww)
 
 
@@ -213,7 +211,7 @@ def _corner_weights(wu, ww):
 @cached_njit(inline="always", error_model="numpy")
 def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
     """The adjoint of :func:`_interp`: add ``float32(val * weight)`` to each corner (same two
-    paths as there)."""
+    paths and floor as there)."""
     u0, wu = _floor_split(fu)
     w0, ww = _floor_split(fw)
     if _inside(u0, nu, w0, nw):
@@ -225,9 +223,7 @@ def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
         img[k + kw] = F32(img[k + kw] + F32(val * w01))
         img[k + ku + kw] = F32(img[k + ku + kw] + F32(val * w11))
         return
-    u0 = int(math.floor(fu))
-    w0 = int(math.floor(fw))
-    w00, w10, w01, w11 = _corner_weights(F32(fu - F32(u0)), F32(fw - F32(w0)))
+    w00, w10, w01, w11 = _corner_weights(wu, ww)
     if 0 <= u0 < nu and 0 <= w0 < nw:
         k = base + u0 * su + w0 * sw
         img[k] = F32(img[k] + F32(val * w00))
@@ -244,33 +240,13 @@ def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
 
 @cached_njit(error_model="numpy")
 def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
-    """The float32 sum of the samples of planes ``istart .. iend``: :func:`_interp`'s numbers,
-    with its two paths written out here.  A helper taking the image, inlined by numba
-    (``inline="always"``, IR inlining), increfs and decrefs the image on every call: two calls
-    per plane (which make LLVM keep the loop's floats in memory) and two atomic updates of a
-    reference count that every thread shares.  This loop calls nothing and counts no
-    references; the floor of a sample with a corner outside is :func:`_floor_split`'s too (it is
-    libm's wherever the sample is in or near the image)."""
+    """The float32 sum of the samples of planes ``istart .. iend`` (no call and no reference
+    counting in the loop: see :func:`_interp`)."""
     fu = F32(F32(F32(istart) * a_u) + b_u)
     fw = F32(F32(F32(istart) * a_w) + b_w)
-    ku, kw = np.uint64(su), np.uint64(sw)
     acc = F32(0)
     for i in range(istart, iend + 1):
-        base = np.int64(i) * sd
-        u0, wu = _floor_split(fu)
-        w0, ww = _floor_split(fw)
-        if _inside(u0, nu, w0, nw):
-            k = np.uint64(base + u0 * su + w0 * sw)
-            v00, v10, v01, v11 = img[k], img[k + ku], img[k + kw], img[k + ku + kw]
-        else:
-            k0 = base + u0 * su + w0 * sw
-            u_in, u1_in = 0 <= u0 < nu, 0 <= u0 + 1 < nu
-            w_in, w1_in = 0 <= w0 < nw, 0 <= w0 + 1 < nw
-            v00 = img[k0] if u_in and w_in else F32(0)
-            v10 = img[k0 + su] if u1_in and w_in else F32(0)
-            v01 = img[k0 + sw] if u_in and w1_in else F32(0)
-            v11 = img[k0 + su + sw] if u1_in and w1_in else F32(0)
-        acc = F32(acc + _bilinear(v00, v10, v01, v11, wu, ww))
+        acc = F32(acc + _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
         fu = F32(fu + a_u)
         fw = F32(fw + a_w)
     return acc
@@ -300,8 +276,9 @@ def _forward_one(s, e, img, org, vs, dims):
     return F32(acc * cf)
 
 
-@cached_njit(error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _back_one(s, e, value, img, org, vs, dims):
+    # inlined into the parallel loop, as _forward_one
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(s, e, org, vs, dims)
     if istart == -1:
         return
