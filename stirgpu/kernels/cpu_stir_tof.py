@@ -31,7 +31,7 @@ import numpy as np
 from numba import prange
 
 from .cpu import chunk_bin
-from .cpu_stir import _endpoints, _interp, _interp_adjoint, _setup, _strides
+from .cpu_stir import _endpoints, _frame_scalars, _interp, _interp_adjoint, _setup, _strides
 from .jit import cached_njit
 from .stir_tof_api import window_size
 
@@ -50,9 +50,11 @@ def _kernel_weight(dist, denom, half_width):
 
 @cached_njit(inline="always", error_model="numpy")
 def _weights(it_f, max_diff, width, denom, half_width, buf):
-    """Gaussian bin integrals of the window around ``it_f`` into ``buf``: (it_min, count, sum)."""
-    it_min = int(math.floor(F32(it_f - max_diff)))
-    it_max = int(math.ceil(F32(it_f + max_diff)))
+    """Gaussian bin integrals of the window around ``it_f`` into ``buf``: (it_min, count, sum).
+    ``np.floor`` / ``np.ceil``: LLVM's, one instruction each (numba's ``math.floor`` and
+    ``math.ceil`` of a float32 are calls of libm's ``floorf`` and ``ceilf``)."""
+    it_min = int(np.floor(F32(it_f - max_diff)))
+    it_max = int(np.ceil(F32(it_f + max_diff)))
     n = it_max + 1 - it_min
     total = F32(0)
     for k in range(n):
@@ -83,7 +85,7 @@ def _tof_walk(a, b, di, cf, istart, org, vs, tof):
     return it_f, at, max_diff, width, denom, F32(F32(0.5) * width)
 
 
-@cached_njit(error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors, buf):
     a, b = e, s  # STIR passes xend as libparallelproj's start for TOF
     for t in range(nb):
@@ -108,7 +110,7 @@ def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors,
         it_f = F32(it_f + at)
 
 
-@cached_njit(error_model="numpy")
+@cached_njit(inline="always", error_model="numpy")
 def _back_tof_one(s, e, values, img, org, vs, dims, tof, first, nb, idx, n_lors, buf):
     a, b = e, s
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(a, b, org, vs, dims)
@@ -131,6 +133,12 @@ def _back_tof_one(s, e, values, img, org, vs, dims, tof, first, nb, idx, n_lors,
         it_f = F32(it_f + at)
 
 
+@cached_njit(error_model="numpy")
+def _tof_scalars(tof):
+    """The TOF table as a tuple of scalars (as :func:`~.cpu_stir._frame_scalars`)."""
+    return tof[0], tof[1], tof[2], tof[3]
+
+
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
 def forward_tof_stir(tables, tof, first, nb, nbuf, img, dims, org, vs, rescale, out, lo, hi):
     """LORs ``[lo, hi)`` of one part: ``out`` (nb * n_lors,) flat [tof bin][view][axial][tang]
@@ -138,11 +146,13 @@ def forward_tof_stir(tables, tof, first, nb, nbuf, img, dims, org, vs, rescale, 
     nt = tables[0].shape[1]
     na = tables[7].shape[0]
     n_lors = np.int64(tables[0].shape[0]) * na * nt
+    org3, vs3, dims3 = _frame_scalars(org, vs, dims)
+    tof4 = _tof_scalars(tof)
     for idx in prange(np.int64(lo), np.int64(hi)):
         buf = np.empty(nbuf, F32)
         iv, ia, it = chunk_bin(idx, na, nt)
         sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
-        _forward_tof_one((sz, sy, sx), (ez, ey, ex), img, org, vs, dims, tof, first, nb, out, idx, n_lors, buf)
+        _forward_tof_one((sz, sy, sx), (ez, ey, ex), img, org3, vs3, dims3, tof4, first, nb, out, idx, n_lors, buf)
 
 
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
@@ -154,6 +164,8 @@ def back_tof_stir(tables, tof, first, nb, nbuf, values, out, extra, dims, org, v
     na = tables[7].shape[0]
     n_lors = np.int64(tables[0].shape[0]) * na * nt
     nk = extra.shape[0] + 1
+    org3, vs3, dims3 = _frame_scalars(org, vs, dims)
+    tof4 = _tof_scalars(tof)
     for k in prange(nk):
         img = out if k == 0 else extra[k - 1]
         buf = np.empty(nbuf, F32)
@@ -165,4 +177,4 @@ def back_tof_stir(tables, tof, first, nb, nbuf, values, out, extra, dims, org, v
                 continue
             iv, ia, it = chunk_bin(idx, na, nt)
             sz, sy, sx, ez, ey, ex = _endpoints(tables, iv, ia, it, rescale)
-            _back_tof_one((sz, sy, sx), (ez, ey, ex), values, img, org, vs, dims, tof, first, nb, idx, n_lors, buf)
+            _back_tof_one((sz, sy, sx), (ez, ey, ex), values, img, org3, vs3, dims3, tof4, first, nb, idx, n_lors, buf)
