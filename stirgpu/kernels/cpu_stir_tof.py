@@ -87,6 +87,8 @@ def _tof_walk(a, b, di, cf, istart, org, vs, tof):
 
 @cached_njit(inline="always", error_model="numpy")
 def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors, buf):
+    # inlined into the parallel loop, with the frame and the TOF table as tuples of scalars:
+    # a function of its own increfs and decrefs each array argument per LOR (as cpu_stir's)
     a, b = e, s  # STIR passes xend as libparallelproj's start for TOF
     for t in range(nb):
         out[np.int64(t) * n_lors + idx] = F32(0)
@@ -112,6 +114,7 @@ def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors,
 
 @cached_njit(inline="always", error_model="numpy")
 def _back_tof_one(s, e, values, img, org, vs, dims, tof, first, nb, idx, n_lors, buf):
+    # inlined, as _forward_tof_one
     a, b = e, s
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(a, b, org, vs, dims)
     if istart == -1:
