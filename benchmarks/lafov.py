@@ -68,6 +68,7 @@ import time
 from pathlib import Path
 
 import arguments
+from page_cache import drop_cache
 
 REPO = Path(__file__).resolve().parent.parent
 SCANNER = "Siemens Quadra"
@@ -147,15 +148,6 @@ def phantom(info):
 def _paths(folder: str) -> dict:
     f = Path(folder)
     return {"image": f / "phantom.hv", "data": f / "prompts.hs", "data_file": f / "prompts.s"}
-
-
-def drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def peak_rss_mb() -> float:
@@ -304,6 +296,13 @@ def make(args) -> dict:
     return {"seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
 
 
+def _seconds(call, *args) -> float:
+    """The seconds ``call(*args)`` takes (a projector's set-up, its input's upload)."""
+    t0 = time.perf_counter()
+    call(*args)
+    return time.perf_counter() - t0
+
+
 def forward_disk(args) -> dict:
     from stirgpu.formats import ProjDataFromFile, read_image
     from stirgpu.projectors import ForwardProjector
@@ -315,12 +314,8 @@ def forward_disk(args) -> dict:
     calls = []
     with _configured(args):
         fp = ForwardProjector()
-        t0 = time.perf_counter()
-        fp.set_up(pdi, image.info)
-        set_up = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fp.set_input(image.as_array())
-        upload = time.perf_counter() - t0
+        set_up = _seconds(fp.set_up, pdi, image.info)
+        upload = _seconds(fp.set_input, image.as_array())
         for r in range(args.repeat):
             t0 = time.perf_counter()
             with ProjDataFromFile.create(p["data"], pdi, overwrite=True) as out:  # its close: fsync, commit
@@ -344,9 +339,7 @@ def back_disk(args, subset: bool = False, gpu_image: bool = False) -> dict:
     with _configured(args), read_from_file(p["data"]) as store:
         pdi = store.get_proj_data_info()
         bp = BackProjector()
-        t0 = time.perf_counter()
-        bp.set_up(pdi, info)
-        set_up = time.perf_counter() - t0
+        set_up = _seconds(bp.set_up, pdi, info)
         nbytes = 4 * sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
         nbytes *= len(pdi.subset_views(k, n)) * pdi.get_num_tangential_poss()
         target, synchronise = _image_target(info, gpu_image)
@@ -439,12 +432,8 @@ def memory(args) -> dict:
     fwd, back = [], []
     with _configured(args):
         pp = ProjectorPair()
-        t0 = time.perf_counter()
-        pp.set_up(pdi, image.info)
-        set_up = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        pp.set_input(image.as_array())
-        upload = time.perf_counter() - t0
+        set_up = _seconds(pp.set_up, pdi, image.info)
+        upload = _seconds(pp.set_input, image.as_array())
         store = ProjDataInMemory(pdi)
         for r in range(args.repeat):
             t0 = time.perf_counter()

@@ -63,6 +63,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
+from page_cache import drop_cache  # noqa: E402
 
 from stirgpu import config  # noqa: E402
 from stirgpu.execution import cuda_device_count, resolve_backend  # noqa: E402
@@ -292,15 +293,6 @@ def phantom(info: ImageInfo) -> np.ndarray:
     img = ((yy**2 + xx**2) < 250.0**2).astype(np.float32)
     img += 3 * (((zz - 10) ** 2 + (yy - 40) ** 2 + (xx + 30) ** 2) < 40.0**2)
     return img.astype(np.float32)
-
-
-def drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def disk_rates(folder: Path, nbytes: int) -> dict:
