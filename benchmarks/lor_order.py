@@ -49,14 +49,14 @@ ORDERS = {"view-major": False, "axial-major": True}
 @contextlib.contextmanager
 def forced_order(axial: bool):
     """Every STIR-numerics kernel launched meanwhile takes LORs in the given order."""
-    from stirgpu.kernels import cuda_stir, cuda_stir_tof
+    from stirgpu.kernels import cuda_stir
 
-    saved = cuda_stir.axial_major, cuda_stir_tof.axial_major
-    cuda_stir.axial_major = cuda_stir_tof.axial_major = lambda *args, **kwargs: axial
+    saved = cuda_stir.axial_major  # (which cuda_stir.lor_order asks, for the TOF kernels too)
+    cuda_stir.axial_major = lambda *args, **kwargs: axial
     try:
         yield
     finally:
-        cuda_stir.axial_major, cuda_stir_tof.axial_major = saved
+        cuda_stir.axial_major = saved
 
 
 def ellipse_phantom(shape) -> np.ndarray:
@@ -113,9 +113,7 @@ def projections(cp, chunk, pdi, image, frame):
 def policy(pdi, image) -> dict:
     from stirgpu.kernels import cuda_stir
 
-    l2 = cuda_stir.l2_cache_bytes(image.device.id)
-    tof = pdi.is_tof_data()
-    return {kind: cuda_stir.axial_major(kind, int(image.nbytes), l2, tof) for kind in ("fwd", "back")}
+    return {kind: cuda_stir.lor_order(kind, image, pdi.is_tof_data()) for kind in ("fwd", "back")}
 
 
 def run_case(cp, name: str, args) -> dict:

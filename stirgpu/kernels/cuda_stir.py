@@ -32,6 +32,7 @@ __all__ = [
     "part_bins",
     "frame_args",
     "axial_major",
+    "lor_order",
     "order_option",
     "compile_options",
     "l2_cache_bytes",
@@ -78,7 +79,9 @@ def axial_major(kind: str, image_bytes: int, l2_bytes: int, tof: bool = False) -
     return image_bytes > l2_bytes
 
 
-def _order(kind: str, image, tof: bool = False) -> bool:
+def lor_order(kind: str, image, tof: bool = False) -> bool:
+    """:func:`axial_major` for projections (TOF ones with ``tof``) of the device image ``image``
+    on its GPU: the order the forward and back functions here and in ``cuda_stir_tof`` launch."""
     return axial_major(kind, int(image.nbytes), l2_cache_bytes(image.device.id), tof)
 
 
@@ -125,7 +128,7 @@ def frame_args(image, origin, voxel_size, rescale) -> tuple:
 def forward(parts, image, origin, voxel_size, rescale, out) -> None:
     """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
     device image ``image`` (float32, C order); ``parts``: :func:`upload_part` of each part."""
-    kernel = _kernel(image.device.id, "fwd_stir", _order("fwd", image))
+    kernel = _kernel(image.device.id, "fwd_stir", lor_order("fwd", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
     for tables, o, k in part_bins(parts):
         launch(kernel, k, (*tables, image, n0, n1, n2, *frame, out[o : o + k]))
@@ -137,7 +140,7 @@ def back(parts, values, image, origin, voxel_size, rescale, along_x=None) -> Non
     the image after its last call (:func:`fold`); without one, this call makes and folds its own."""
     import cupy as cp
 
-    kernel = _kernel(image.device.id, "back_stir", _order("back", image))
+    kernel = _kernel(image.device.id, "back_stir", lor_order("back", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
     own = along_x is None
     if own:

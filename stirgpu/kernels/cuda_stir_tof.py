@@ -20,12 +20,11 @@ from ..arrays import import_cupy
 from ..errors import DeviceError
 from .cuda_compile import compiled_module
 from .cuda_stir import (
-    axial_major,
     compile_options,
     fold,
     frame_args,
-    l2_cache_bytes,
     launch,
+    lor_order,
     part_bins,
     transposed_accumulator,
 )
@@ -83,10 +82,9 @@ def _kernel(device_id: int, kind: str, window: int, axial_major: bool = False):
 
 
 def _launched(kind: str, image, window: int):
-    """The kernel of ``kind`` for ``window`` bins, in the LOR order :func:`cuda_stir.axial_major`
-    picks for a TOF projection of ``image``."""
-    order = axial_major(kind, int(image.nbytes), l2_cache_bytes(image.device.id), tof=True)
-    return _kernel(image.device.id, kind, window, order)
+    """The kernel of ``kind`` for ``window`` bins, in the LOR order of a TOF projection of
+    ``image`` (:func:`cuda_stir.lor_order`)."""
+    return _kernel(image.device.id, kind, window, lor_order(kind, image, tof=True))
 
 
 def tof_arguments(tof, first: int, nb: int) -> tuple:
