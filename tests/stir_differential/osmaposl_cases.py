@@ -191,6 +191,25 @@ def write_non_tof_inputs(stir, folder: Path, geometry: TofGeometry, *, seed: int
     return folder
 
 
+#: OSMAPOSL keys: recompute and use per-subset sensitivities, written as sens_<k>.hv (the tests
+#: compare them with STIR's)
+SUBSET_SENSITIVITIES = {
+    "use subset sensitivities": 1,
+    "subset sensitivity filenames": "sens_%d.hv",
+    "recompute sensitivity": 1,
+}
+#: the objective of a run on make_inputs' folder (linked as ../in): its additive sinogram and
+#: subset sensitivities
+ADDITIVE_OBJECTIVE = {"additive sinogram": "../in/additive.hs", **SUBSET_SENSITIVITIES}
+#: a short run: 4 subsets, 4 subiterations, estimates saved at 2 and 4
+SHORT_TOP = {
+    "output filename prefix": "out",
+    "number of subsets": 4,
+    "number of subiterations": 4,
+    "save estimates at subiteration intervals": 2,
+}
+
+
 PARALLELPROJ_PAIR = (
     "projector pair type := Parallelproj\n"
     "Projector Pair Using Parallelproj Parameters :=\n"

@@ -36,20 +36,17 @@ def plugin_env(reference_stir, trace: Path | None = None) -> dict:
     return env
 
 
+def plugin_command(reference_stir, program: str, *args) -> list[str]:
+    """The command line of ``stirgpu stir PROGRAM ARGS``: a STIR executable, the plugin preloaded."""
+    prefix = [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(reference_stir.bin_dir.parent)]
+    return [*prefix, program, *map(str, args)]
+
+
 def run_with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path | None = None, env=None, **kw):
-    """``stirgpu stir PROGRAM ARGS`` (the plugin preloaded), completed; ``env`` (default
-    :func:`_env`) is the environment it runs in."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "stirgpu.cli.main",
-        "stir",
-        "--stir",
-        str(reference_stir.bin_dir.parent),
-        program,
-        *map(str, args),
-    ]
+    """:func:`plugin_command`, completed; ``env`` (default :func:`plugin_env`) is the
+    environment it runs in."""
     env = plugin_env(reference_stir, trace) if env is None else env
+    cmd = plugin_command(reference_stir, program, *args)
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 

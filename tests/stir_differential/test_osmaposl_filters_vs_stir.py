@@ -42,12 +42,7 @@ PLACES = {
     "inter-iteration": "inter-iteration filter subiteration interval := 3\ninter-iteration filter type := {}\n{}",
     "post": "post-filter type := {}\n{}",
 }
-OBJECTIVE = {
-    "additive sinogram": "../in/additive.hs",
-    "use subset sensitivities": 1,
-    "subset sensitivity filenames": "sens_%d.hv",
-    "recompute sensitivity": 1,
-}
+OBJECTIVE = oc.ADDITIVE_OBJECTIVE
 #: STIR's own run-to-run differences (its OpenMP threads sum in varying order), of the maximum
 RUN_TO_RUN = 1e-5
 TOP = {

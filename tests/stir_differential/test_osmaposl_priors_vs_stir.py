@@ -29,7 +29,7 @@ from stirgpu.formats import VoxelsOnCartesianGrid, read_image, write_image
 pytestmark = pytest.mark.stir
 
 ADD = {"additive sinogram": "../in/additive.hs"}
-SUBSET_SENS = {"use subset sensitivities": 1, "subset sensitivity filenames": "sens_%d.hv", "recompute sensitivity": 1}
+SUBSET_SENS = oc.SUBSET_SENSITIVITIES
 BLOCKS = {
     "Quadratic": "Quadratic Prior Parameters",
     "Relative Difference Prior": "Relative Difference Prior Parameters",

@@ -17,17 +17,8 @@ from stirgpu.formats import read_image
 
 pytestmark = pytest.mark.stir
 
-TOP = {
-    "output filename prefix": "out",
-    "number of subsets": 4,
-    "number of subiterations": 4,
-    "save estimates at subiteration intervals": 2,
-}
-SENSITIVITIES = {
-    "use subset sensitivities": 1,
-    "subset sensitivity filenames": "sens_%d.hv",
-    "recompute sensitivity": 1,
-}
+TOP = oc.SHORT_TOP
+SENSITIVITIES = oc.SUBSET_SENSITIVITIES
 #: sensitivities: measured 2.8e-7 of STIR's maximum (STIR's two threads sum in another order);
 #: well below the 1.5e-5 to 3.2e-5 by which STIR's TOF and non-TOF sensitivities differ here
 SENSITIVITY_TOL = 5e-6

@@ -24,18 +24,8 @@ def tof_inputs(reference_stir, stir, tmp_path_factory):
     return oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("in_tof"), geometry, seed=11, counts=1e6)
 
 
-TOP = {
-    "output filename prefix": "out",
-    "number of subsets": 4,
-    "number of subiterations": 4,
-    "save estimates at subiteration intervals": 2,
-}
-OBJECTIVE = {
-    "additive sinogram": "../in/additive.hs",
-    "use subset sensitivities": 1,
-    "subset sensitivity filenames": "sens_%d.hv",
-    "recompute sensitivity": 1,
-}
+TOP = oc.SHORT_TOP
+OBJECTIVE = oc.ADDITIVE_OBJECTIVE
 
 
 @pytest.mark.parametrize("norm", ["../in/norm.hs", None], ids=["norm-additive", "additive-only"])

@@ -42,7 +42,7 @@ from stirgpu.parfile import osmaposl_par
 pytestmark = pytest.mark.stir
 
 ADD = {"additive sinogram": "../in/additive.hs"}
-SUBSET_SENS = {"use subset sensitivities": 1, "subset sensitivity filenames": "sens_%d.hv", "recompute sensitivity": 1}
+SUBSET_SENS = oc.SUBSET_SENSITIVITIES
 TOTAL_SENS = {"use subset sensitivities": 0, "sensitivity filename": "sens.hv", "recompute sensitivity": 1}
 
 large = pytest.mark.skipif(

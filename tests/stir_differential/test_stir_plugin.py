@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -25,6 +24,7 @@ from plugin_runs import (
     FORWARD_PAR,
     STIRGPU_CPU,
     STIRGPU_PAIR,
+    plugin_command,
     plugin_env,
     read_trace,
     rel_max,
@@ -99,12 +99,7 @@ def test_back_project_utility_equals_parallelproj_and_replaces_the_template(
 
 # -- STIR's OSMAPOSL --------------------------------------------------------------------------
 
-OSEM_OBJECTIVE = {
-    "additive sinogram": "../in/additive.hs",
-    "use subset sensitivities": 1,
-    "subset sensitivity filenames": "sens_%d.hv",
-    "recompute sensitivity": 1,
-}
+OSEM_OBJECTIVE = oc.ADDITIVE_OBJECTIVE
 OSEM_TOP = {
     "output filename prefix": "out",
     "number of subsets": 4,
@@ -429,18 +424,8 @@ def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs,
     top = {**OSEM_TOP, "number of subiterations": 100000, "save estimates at subiteration intervals": 100000}
     (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=STIRGPU_PAIR))
     trace = tmp_path / "trace.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "stirgpu.cli.main",
-        "stir",
-        "--stir",
-        str(reference_stir.bin_dir.parent),
-        "OSMAPOSL",
-        "recon.par",
-    ]
     proc = subprocess.Popen(
-        cmd,
+        plugin_command(reference_stir, "OSMAPOSL", "recon.par"),
         cwd=run,
         env=plugin_env(reference_stir, trace),
         stdout=subprocess.DEVNULL,

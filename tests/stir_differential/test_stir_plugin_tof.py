@@ -37,18 +37,8 @@ ODD = oc.TofGeometry(
 EVEN = oc.TofGeometry(
     scanner="Siemens Vision 600", span=1, max_delta=0, num_views=8, num_tangential_poss=41, tof_mash_factor=33
 )
-TOP = {
-    "output filename prefix": "out",
-    "number of subsets": 4,
-    "number of subiterations": 4,
-    "save estimates at subiteration intervals": 2,
-}
-OBJECTIVE = {
-    "additive sinogram": "../in/additive.hs",
-    "use subset sensitivities": 1,
-    "subset sensitivity filenames": "sens_%d.hv",
-    "recompute sensitivity": 1,
-}
+TOP = oc.SHORT_TOP
+OBJECTIVE = oc.ADDITIVE_OBJECTIVE
 #: the plugin against stirgpu's engine on the same .par: float32 summation order only
 SAME_ENGINE_TOL = 1e-5
 
