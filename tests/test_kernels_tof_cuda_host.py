@@ -73,51 +73,37 @@ def _entry(lib, name: str):
     return getattr(lib, name.replace("<", "_").replace(">", "") if "<" in name else name + "_")
 
 
-def _launch(lib, name, n, args):
-    blocks = (n + cuda_stir.THREADS - 1) // cuda_stir.THREADS
-    _entry(lib, name)(ctypes.c_uint(blocks), *map(_c, args))
+def _launch(lib, name, parts, args):
+    """cuda_stir.launch's one launch of a chunk's parts, on the host."""
+    _entry(lib, name)(ctypes.c_uint(parts.blocks), *map(_c, args))
 
 
-def _tof_launches(lib, kind, chunk, pdi, image, frame, poss, window, arrays):
-    """cuda_stir_tof's launches of ``kind`` on the host, with its kernel choice and arguments:
-    ``arrays(o, k, nb)`` gives each part's arrays after the TOF arguments.  Returns the kernel's
-    name."""
+def _tof_launch(lib, kind, chunk, pdi, image, frame, poss, window, arrays):
+    """cuda_stir_tof's launch of ``kind`` on the host, with its kernel choice and arguments
+    (``arrays``: the chunk's arrays after the TOF arguments).  Returns the kernel's name."""
     (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
     tof, first, nb = stir_tof_tables(pdi, r, poss)
     name = cuda_stir_tof.kernel_name(kind, window or cuda_stir_tof.plane_window(tof))
     frame_args = cuda_stir.frame_args(image, org, vs, r)
     extra = cuda_stir_tof.tof_arguments(tof, first, nb)
-    parts = [cuda_stir.pack_part(t) for t in chunk.host]
-    for part, o, k in cuda_stir.part_bins(parts):
-        _launch(lib, name, k, cuda_stir_tof.kernel_arguments(part, frame_args, extra, *arrays(o, k, nb)))
+    parts = cuda_stir.pack_parts(chunk.host)
+    _launch(lib, name, parts, cuda_stir_tof.kernel_arguments(parts, frame_args, extra, *arrays))
     return name
 
 
 def tof_forward(lib, chunk, pdi, img, frame, poss=None, window=None):
-    """cuda_stir_tof.forward's launches, on the host."""
+    """cuda_stir_tof.forward's launch, on the host."""
     nb = pdi.get_num_tof_poss() if poss is None else len(poss)
     out = np.full(nb * chunk.num_lors, np.nan, np.float32)  # every value must be written
-    name = _tof_launches(
-        lib, "fwd", chunk, pdi, img, frame, poss, window, lambda o, k, nb: (img.reshape(-1), out[nb * o : nb * (o + k)])
-    )
+    name = _tof_launch(lib, "fwd", chunk, pdi, img, frame, poss, window, (img.reshape(-1), out))
     return out, name
 
 
 def tof_back(lib, chunk, pdi, values, shape, frame, poss=None, window=None):
-    """cuda_stir_tof.back's launches, on the host."""
+    """cuda_stir_tof.back's launch, on the host."""
     img = np.zeros(shape, np.float32)
     along_x = cuda_stir.transposed_accumulator(np, img)
-    _tof_launches(
-        lib,
-        "back",
-        chunk,
-        pdi,
-        img,
-        frame,
-        poss,
-        window,
-        lambda o, k, nb: (values[nb * o : nb * (o + k)], img.reshape(-1), along_x),
-    )
+    _tof_launch(lib, "back", chunk, pdi, img, frame, poss, window, (values, img.reshape(-1), along_x))
     assert along_x.any() and img.any()  # walks along x and along y or z both took part
     cuda_stir.fold(img, along_x)
     return img
@@ -228,23 +214,23 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     into sample / scatter / step functions."""
     pdi, img, frame, chunk = _case(DMI, 29)
     (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
-    (part,) = [cuda_stir.pack_part(t) for t in chunk.host[:1]]
+    part = cuda_stir.pack_parts(chunk.host[:1])
     nv, na, nt = chunk.shapes[0]
     k = nv * na * nt
     frame_args = cuda_stir.frame_args(img, org, vs, r)
     out = np.full(k, np.nan, np.float32)
-    _launch(host_kernels, "fwd_stir", k, (*part, img.reshape(-1), *frame_args, out))
+    _launch(host_kernels, "fwd_stir", part, (*part.args, img.reshape(-1), *frame_args, out))
     single = StirChunk(chunk_tables := pdi.chunk_tables(pdi.segment_nums[0]), pdi)
     np.testing.assert_array_equal(out, forward_chunk_stir(single, pdi, img, frame).reshape(-1))
     back = np.zeros(img.shape, np.float32)
     along_x = cuda_stir.transposed_accumulator(np, back)
-    _launch(host_kernels, "back_stir", k, (*part, out, back.reshape(-1), along_x, *frame_args))
+    _launch(host_kernels, "back_stir", part, (*part.args, out, back.reshape(-1), along_x, *frame_args))
     assert along_x.any() and back.any()
     cuda_stir.fold(back, along_x)
     want = back_chunk_stir(single, pdi, out, np.zeros_like(img), frame)
     assert _relative(back, want) < 2e-6
     start, end = np.full((k, 3), np.nan, np.float32), np.full((k, 3), np.nan, np.float32)
-    _launch(host_kernels, "endpoints_stir", k, (*part, r, start, end))
+    _launch(host_kernels, "endpoints_stir", part, (*part.args, r, start, end))
     s_ref, e_ref = endpoints_array(chunk.host[0])
     np.testing.assert_array_equal(start, (s_ref.reshape(-1, 3) * r).astype(np.float32))
     np.testing.assert_array_equal(end, (e_ref.reshape(-1, 3) * r).astype(np.float32))
@@ -295,3 +281,30 @@ def test_the_register_kernels_erf_is_within_1_1e_7_of_erf(host_kernels):
     assert np.abs(y - exact).max() <= 1.1e-7
     np.testing.assert_array_equal(y[: x.size // 2], -y[x.size // 2 :])
     assert y[0] == 0.0 and np.all(np.abs(y[np.abs(x) >= 3.92]) == 1.0)
+
+
+def test_one_launch_covers_every_part_of_a_chunk(host_kernels):
+    """A chunk's parts share one launch, each part whole blocks of it (``stir_part_of_thread``):
+    parts of any size (none a multiple of the block), and parts without LORs first, between and
+    last, give each LOR exactly the projection of its own part, TOF and non-TOF."""
+    pdi, img, frame, _ = _case(DMI, 29)
+    empty = pdi.chunk_tables(0, views=range(0))
+    tables = [empty, pdi.chunk_tables(0, views=range(1, 4)), empty, pdi.chunk_tables(1), pdi.chunk_tables(-1), empty]
+    chunk = StirChunk(tables, pdi)
+    parts = cuda_stir.pack_parts(chunk.host)
+    sizes = [nv * na * nt for nv, na, nt in chunk.shapes]
+    assert int(parts.n_parts) == 6 and parts.num_lors == sum(sizes) and 0 in sizes
+    assert all(k % cuda_stir.THREADS for k in sizes if k)
+    assert parts.blocks == sum(-(-k // cuda_stir.THREADS) for k in sizes)
+    got, _ = tof_forward(host_kernels, chunk, pdi, img, frame)
+    assert not np.isnan(got).any()
+    nb = pdi.get_num_tof_poss()
+    per_part = [tof_forward(host_kernels, StirChunk([t], pdi), pdi, img, frame)[0] for t in tables if t.num_lors]
+    np.testing.assert_array_equal(got, np.concatenate(per_part))
+    assert got.size == nb * parts.num_lors
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    out = np.full(parts.num_lors, np.nan, np.float32)
+    _launch(
+        host_kernels, "fwd_stir", parts, (*parts.args, img.reshape(-1), *cuda_stir.frame_args(img, org, vs, r), out)
+    )
+    np.testing.assert_array_equal(out, forward_chunk_stir(chunk, pdi, img, frame).reshape(-1))

@@ -6,7 +6,8 @@ template's ``NW`` slots, the smallest of :data:`SLOTS` that holds :func:`plane_w
 wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The source is package
 data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first use, one module per
 register size, memoised per device; nothing happens at import.  The chunk tables are
-:func:`stirgpu.kernels.cuda_stir.upload_part`'s, shared with the non-TOF kernels.
+:func:`stirgpu.kernels.cuda_stir.upload_parts`', shared with the non-TOF kernels: a chunk is one
+launch.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from .cuda_stir import (
     frame_args,
     launch,
     lor_order,
-    part_bins,
     transposed_accumulator,
 )
 
@@ -93,22 +93,21 @@ def tof_arguments(tof, first: int, nb: int) -> tuple:
     return width, sigma, n_sigmas, c0, np.int32(first), np.int32(nb)
 
 
-def kernel_arguments(part, frame: tuple, tof: tuple, *arrays) -> tuple:
-    """One part's launch arguments: its tables (``(T, H, nv, na, nt)``), the image frame
+def kernel_arguments(parts, frame: tuple, tof: tuple, *arrays) -> tuple:
+    """A chunk's launch arguments: its parts' (``cuda_stir.PackedParts.args``), the image frame
     (:func:`cuda_stir.frame_args`), :func:`tof_arguments`, then image and output (forward) or
     values, image and the transposed accumulator (back, :func:`cuda_stir.transposed_accumulator`)."""
-    return (*part, *frame, *tof, *arrays)
+    return (*parts.args, *frame, *tof, *arrays)
 
 
 def forward(parts, image, origin, voxel_size, rescale, tof, first: int, nb: int, out) -> None:
     """``out`` (flat; per part ``nb`` x its LORs, TOF outermost, the parts one after the other) =
     STIR's TOF forward projection of the device image ``image`` (float32, C order) over the
-    data's TOF bins ``first .. first + nb - 1``; ``tof``: :func:`stir_tof_api.stir_tof_tables`'s
-    table."""
+    data's TOF bins ``first .. first + nb - 1``; ``parts``: :func:`cuda_stir.upload_parts` of the
+    chunk; ``tof``: :func:`stir_tof_api.stir_tof_tables`'s table."""
     kernel = _launched("fwd", image, plane_window(tof))
     frame, extra = frame_args(image, origin, voxel_size, rescale), tof_arguments(tof, first, nb)
-    for tables, o, k in part_bins(parts):
-        launch(kernel, k, kernel_arguments(tables, frame, extra, image, out[nb * o : nb * (o + k)]))
+    launch(kernel, parts, kernel_arguments(parts, frame, extra, image, out))
 
 
 def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb: int, along_x=None) -> None:
@@ -120,7 +119,6 @@ def back(parts, values, image, origin, voxel_size, rescale, tof, first: int, nb:
     own = along_x is None
     if own:
         along_x = transposed_accumulator(cp, image)
-    for tables, o, k in part_bins(parts):
-        launch(kernel, k, kernel_arguments(tables, frame, extra, values[nb * o : nb * (o + k)], image, along_x))
+    launch(kernel, parts, kernel_arguments(parts, frame, extra, values, image, along_x))
     if own:
         fold(image, along_x)

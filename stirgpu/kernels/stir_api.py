@@ -23,13 +23,10 @@ from ..errors import GeometryError
 from .tables import chunk_parts, parts_shapes
 
 if TYPE_CHECKING:
-    from ..array_types import Array
+    from .cuda_stir import PackedParts
     from .stir_lors import TransaxialTables
 
 __all__ = ["forward_chunk_stir", "back_chunk_stir", "StirChunk"]
-
-#: one part's tables on a GPU: (T, H, nv, na, nt) (:func:`stirgpu.kernels.cuda_stir.upload_part`)
-DevicePart = tuple["Array", "Array", np.int32, np.int32, np.int32]
 
 
 class StirChunk:
@@ -50,15 +47,16 @@ class StirChunk:
         self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
         #: per part, its float32 host tables ``(x1, y1, dx, dy, l1, l2, hit, m, max_a tan)``
         self.host: list[tuple[np.ndarray, ...]] = [stir_chunk_tables(proj_data_info, p, transaxial) for p in parts]
-        self._device: dict[int, list[DevicePart]] = {}
+        self._device: dict[int, PackedParts] = {}
 
-    def device(self, device_id: int) -> list[DevicePart]:
-        """Per part ``(T, H, nv, na, nt)`` on GPU ``device_id`` (layout: ``cuda/joseph_stir.cu``)."""
+    def device(self, device_id: int) -> PackedParts:
+        """The parts' tables and directory on GPU ``device_id`` (:func:`stirgpu.kernels.cuda_stir.upload_parts`;
+        layout: ``cuda/joseph_stir.cu``)."""
         got = self._device.get(device_id)
         if got is None:
-            from .cuda_stir import upload_part
+            from .cuda_stir import upload_parts
 
-            got = self._device[device_id] = [upload_part(t) for t in self.host]
+            got = self._device[device_id] = upload_parts(self.host)
         return got
 
 

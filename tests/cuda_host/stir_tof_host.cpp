@@ -4,7 +4,8 @@
 // intrinsics are the host's IEEE float operations (built with -ffp-contract=off; __fmaf_rn the
 // host's fused multiply-add), the wide kernels' erff the host libm's and atomicAdd a plain
 // addition.  Each kernel is a C function of its own parameters, named after it (fwd_stir_tof_8
-// for fwd_stir_tof<8>), taking the number of blocks first; tof_erf_ is tof_erf on an array.
+// for fwd_stir_tof<8>), taking the number of blocks first (a chunk's parts' blocks: one launch
+// per chunk); tof_erf_ is tof_erf on an array.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,8 @@ static dim3 threadIdx, blockIdx, blockDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
+#define STIR_THREADS SG_STIR_THREADS
 using std::max;
 using std::min;
 #define __restrict__
@@ -51,11 +54,13 @@ inline float atomicAdd(float *p, float v)
 #include "joseph_stir.cu"
 #include "joseph_stir_tof.cu"
 
+#define SG_PARTS_PARAMS const float *T, const unsigned char *H, const long long *parts, int n_parts
 #define SG_TOF_PARAMS                                                                                             \
-    unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt, int n0, int n1, int n2,      \
-        float o0, float o1, float o2, float v0, float v1, float v2, float rescale, float width, float sigma,      \
-        float n_sigmas, float c0, int first, int nb, float *a, float *b
-#define SG_TOF_PASS T, H, nv, na, nt, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
+    unsigned blocks, SG_PARTS_PARAMS, int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,  \
+        float v2, float rescale, float width, float sigma, float n_sigmas, float c0, int first, int nb, float *a,   \
+        float *b
+#define SG_TOF_PASS                                                                                               \
+    T, H, parts, n_parts, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
 #define SG_TOF_PARAMS_BACK SG_TOF_PARAMS, float *c
 #define SG_TOF_PASS_BACK SG_TOF_PASS, c
 
@@ -92,23 +97,22 @@ extern "C" void fwd_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_
 extern "C" void back_stir_tof_wide_(SG_TOF_PARAMS_BACK) { sg_serial(blocks, [&] { back_stir_tof_wide(SG_TOF_PASS_BACK); }); }
 
 // the non-TOF kernels of joseph_stir.cu, and its endpoints (benchmarks/tof.py's baseline input)
-extern "C" void fwd_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
-                          const float *img, int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,
-                          float v2, float rescale, float *out)
-{
-    sg_serial(blocks, [&] { fwd_stir(T, H, nv, na, nt, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
-}
-extern "C" void back_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
-                           const float *values, float *img, float *img_xy, int n0, int n1, int n2, float o0,
-                           float o1, float o2, float v0, float v1, float v2, float rescale)
+extern "C" void fwd_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *img, int n0, int n1, int n2, float o0,
+                          float o1, float o2, float v0, float v1, float v2, float rescale, float *out)
 {
     sg_serial(blocks,
-              [&] { back_stir(T, H, nv, na, nt, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale); });
+              [&] { fwd_stir(T, H, parts, n_parts, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
 }
-extern "C" void endpoints_stir_(unsigned blocks, const float *T, const unsigned char *H, int nv, int na, int nt,
-                                float rescale, float *start, float *end)
+extern "C" void back_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *values, float *img, float *img_xy, int n0,
+                           int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
 {
-    sg_serial(blocks, [&] { endpoints_stir(T, H, nv, na, nt, rescale, start, end); });
+    sg_serial(blocks, [&] {
+        back_stir(T, H, parts, n_parts, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale);
+    });
+}
+extern "C" void endpoints_stir_(unsigned blocks, SG_PARTS_PARAMS, float rescale, float *start, float *end)
+{
+    sg_serial(blocks, [&] { endpoints_stir(T, H, parts, n_parts, rescale, start, end); });
 }
 
 // the register kernels' erf, element by element

@@ -2,14 +2,17 @@
 // Joseph projector, operation for operation as stirgpu/kernels/cpu_stir.py (the reference).
 // Every float operation is an explicit round-to-nearest intrinsic, so NVRTC cannot contract
 // or reorder them: forward projections equal the CPU's (and STIR's) bit for bit.  One thread
-// per LOR of one chunk part, bins in [view][axial][tangential] order; back projection adds
-// with atomicAdd (the order of additions differs from the CPU's: float32 rounding).
+// per LOR, all parts of a chunk in one launch (stir_part_of_thread), each part's bins in
+// [view][axial][tangential] order, the parts one after the other; back projection adds with
+// atomicAdd (the order of additions differs from the CPU's: float32 rounding).
 //
 // Tables (float32, see stirgpu/kernels/stir_lors.py, stir_chunk_tables), packed as
 //   T[0 .. 6*nv*nt)   x1, y1, dx, dy, l1, l2   (each [view][tangential])
 //   T[6*nv*nt .. +na) m
 //   then nt values    mt = max_a * tan(theta)
-// and H (unsigned char, nv*nt): 1 where the LOR meets the FOV cylinder.
+// and H (unsigned char, nv*nt): 1 where the LOR meets the FOV cylinder.  A chunk's parts' tables
+// are concatenated (one T, one H), and the parts' directory (STIR_PART_FIELDS int64 per part)
+// gives each part's offsets into them, its sizes, its first block and its first LOR.
 
 #define F_ADD(a, b) __fadd_rn((a), (b))
 #define F_SUB(a, b) __fsub_rn((a), (b))
@@ -60,12 +63,15 @@ __device__ __forceinline__ void stir_endpoints(const float *__restrict__ T, cons
 #ifndef STIR_AXIAL_MAJOR
 #define STIR_AXIAL_MAJOR 0
 #endif
+// threads per block of every launch (cuda_stir.THREADS, passed by cuda_stir.compile_options)
+#ifndef STIR_THREADS
+#define STIR_THREADS 256
+#endif
 
-// The LOR a thread takes: its index in the part's [view][axial][tangential] bins (past the
-// part's end for the threads past it)
-__device__ __forceinline__ long long stir_lor_of_thread(int nv, int na, int nt)
+// The LOR of a part's thread tid: its index in the part's [view][axial][tangential] bins (past
+// the part's end for the threads past it)
+__device__ __forceinline__ long long stir_lor_of_thread(long long tid, int nv, int na, int nt)
 {
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 #if STIR_AXIAL_MAJOR
     const long long row = tid / nt; // axial * nv + view
     const long long ia = row / nv;
@@ -76,6 +82,51 @@ __device__ __forceinline__ long long stir_lor_of_thread(int nv, int na, int nt)
 #else
     return tid;
 #endif
+}
+
+// One launch covers all parts of a chunk, each part whole blocks of it, so that a chunk pays one
+// launch's tail (its last blocks running on a part of the GPU) instead of one per part: a
+// subset's parts (one per segment, a few views each) are often less than a wave of the GPU
+// each (docs/kernel-tuning.md, "One launch per chunk").  Directory row of a part:
+#define STIR_PART_FIELDS 8 // T offset (floats), H offset, nv, na, nt, first block, first LOR, unused
+#define STIR_PARTS_ARGS                                                                                              \
+    const float *__restrict__ T, const unsigned char *__restrict__ H, const long long *__restrict__ parts, int n_parts
+
+// A thread's part and LOR: the part's tables, sizes and first LOR in the chunk's bins, and the
+// LOR's index in the part's bins
+struct StirPart
+{
+    const float *T;
+    const unsigned char *H;
+    int nv, na, nt;
+    long long n_lors, lor0, idx;
+};
+
+// The part of this thread's block (the last part starting at or before it: parts without LORs
+// take no blocks) and the thread's LOR in it; false for the threads past the part's LORs
+__device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P)
+{
+    const long long block = blockIdx.x;
+    int lo = 0, hi = n_parts - 1;
+    while (lo < hi)
+    {
+        const int mid = (lo + hi + 1) / 2;
+        if (parts[(long long)mid * STIR_PART_FIELDS + 5] <= block)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const long long *row = parts + (long long)lo * STIR_PART_FIELDS;
+    P.T = T + row[0];
+    P.H = H + row[1];
+    P.nv = (int)row[2];
+    P.na = (int)row[3];
+    P.nt = (int)row[4];
+    P.n_lors = (long long)P.nv * P.na * P.nt;
+    P.lor0 = row[6];
+    const long long tid = (block - row[5]) * blockDim.x + threadIdx.x;
+    P.idx = stir_lor_of_thread(tid, P.nv, P.na, P.nt);
+    return tid < P.n_lors;
 }
 
 // libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients
@@ -237,17 +288,16 @@ __device__ __forceinline__ void stir_step(StirWalk &W)
     W.fw = F_ADD(W.fw, W.L.aw);
 }
 
-extern "C" __global__ void fwd_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
-                                    int na, int nt, const float *__restrict__ img, int n0, int n1, int n2,
+extern "C" __global__ void fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img, int n0, int n1, int n2,
                                     float o0, float o1, float o2, float v0, float v1, float v2, float rescale,
                                     float *__restrict__ out)
 {
-    const long long total = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= total)
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
+    const long long idx = P.lor0 + P.idx;
     StirWalk W;
-    if (!stir_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
+    if (!stir_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
     {
         out[idx] = 0.0f;
         return;
@@ -278,18 +328,18 @@ __device__ __forceinline__ int stir_back_target(StirWalk &W, int n0, int n1, int
     return n2;
 }
 
-extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
-                                     int na, int nt, const float *__restrict__ values, float *__restrict__ img,
+// (at most 40 registers: the part's fields would otherwise take two more in the axial-major build,
+// and 42 registers fit 5 blocks of STIR_THREADS on an SM where 40 fit 6)
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) back_stir(STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img,
                                      float *__restrict__ img_xy, int n0, int n1, int n2, float o0, float o1,
                                      float o2, float v0, float v1, float v2, float rescale)
 {
-    const long long total = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= total)
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
-    const float y = values[idx];
+    const float y = values[P.lor0 + P.idx];
     StirWalk W;
-    if (y == 0.0f || !stir_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
+    if (y == 0.0f || !stir_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
         return;
     const float val = F_MUL(W.L.cf, y);
     float *target;
@@ -306,19 +356,18 @@ extern "C" __global__ void back_stir(const float *__restrict__ T, const unsigned
     }
 }
 
-// STIR's endpoints of every LOR of one part, times rescale, (z, y, x) each: what STIR's
+// STIR's endpoints of every LOR of the parts, times rescale, (z, y, x) each: what STIR's
 // Parallelproj projector hands libparallelproj (zero where the LOR misses the FOV cylinder)
-extern "C" __global__ void endpoints_stir(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
-                                          int na, int nt, float rescale, float *__restrict__ start,
+extern "C" __global__ void endpoints_stir(STIR_PARTS_ARGS, float rescale, float *__restrict__ start,
                                           float *__restrict__ end)
 {
-    const long long total = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= total)
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
+    const long long idx = P.lor0 + P.idx;
     float s[3], e[3];
     bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    stir_endpoints(P.T, P.H, P.nv, P.na, P.nt, P.idx, rescale, s, e, hit);
     for (int k = 0; k < 3; ++k)
     {
         start[3 * idx + k] = s[k];

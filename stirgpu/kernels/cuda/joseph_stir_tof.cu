@@ -3,7 +3,7 @@
 // reference; docs/tof.md has the rules).  Compiled after joseph_stir.cu (its endpoints, walk,
 // sample and scatter), with --fmad=false and every float operation an explicit intrinsic.
 //
-// One thread per LOR of one chunk part.  The LOR is walked once, from STIR's second endpoint to
+// One thread per LOR, all parts of a chunk in one launch (joseph_stir.cu's stir_part_of_thread).  The LOR is walked once, from STIR's second endpoint to
 // its first (STIR hands libparallelproj xend as the start for TOF).  At each plane the window of
 // TOF bins within n_sigmas of the plane's TOF coordinate it_f gets Gaussian bin integrals
 // normalised by their sum over the window (bins outside the data included, then dropped).
@@ -18,7 +18,7 @@
 // memory and add into the output per plane (the CPU's operations, but CUDA's erff).
 //
 // Values of one part are [tof bin][view][axial][tangential] (TOF outermost), n_lors = nv*na*nt
-// values per bin; the part holds the data's bins first .. first + nb - 1, the TOF coordinate is
+// values per bin, the parts one after the other (a part's first at nb times its first LOR); it holds the data's bins first .. first + nb - 1, the TOF coordinate is
 // counted from the data's bin 0.  TOF parameters (kernel units): bin width, sigma, n_sigmas and
 // c0, the centre of the data's bin 0 in widths from the LOR's midpoint towards the walk's end.
 
@@ -290,30 +290,29 @@ __device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, Sti
     }
 }
 
-#define STIR_TOF_ARGS                                                                                                 \
-    const float *__restrict__ T, const unsigned char *__restrict__ H, int nv, int na, int nt, int n0, int n1, int n2, \
-        float o0, float o1, float o2, float v0, float v1, float v2, float rescale, float width, float sigma,          \
-        float n_sigmas, float c0, int first, int nb
+#define STIR_TOF_ARGS                                                                                        \
+    STIR_PARTS_ARGS, int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2,             \
+        float rescale, float width, float sigma, float n_sigmas, float c0, int first, int nb
 
 template <int NW>
 __global__ void fwd_stir_tof(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
-    const long long n_lors = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= n_lors)
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
+    float *part_out = out + nb * P.lor0;
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
-                       c0, W, F))
+    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
+                       n_sigmas, c0, W, F))
     {
-        tof_zero(out, first, first + nb, first, nb, n_lors, idx);
+        tof_zero(part_out, first, first + nb, first, nb, P.n_lors, P.idx);
         return;
     }
     if (F.at > 0.0f)
-        tof_forward_walk<NW, 1>(img, W, F, first, nb, n_lors, idx, out);
+        tof_forward_walk<NW, 1>(img, W, F, first, nb, P.n_lors, P.idx, part_out);
     else
-        tof_forward_walk<NW, -1>(img, W, F, first, nb, n_lors, idx, out);
+        tof_forward_walk<NW, -1>(img, W, F, first, nb, P.n_lors, P.idx, part_out);
 }
 
 // the TOF values of LOR idx sum to 0 (libparallelproj skips such a LOR), summed as on the CPU
@@ -330,21 +329,22 @@ template <int NW>
 __global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, float *__restrict__ img,
                               float *__restrict__ img_xy)
 {
-    const long long n_lors = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
+    const float *part_values = values + nb * P.lor0;
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
-                       c0, W, F))
+    if (tof_lor_is_zero(part_values, nb, P.n_lors, P.idx) ||
+        !stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
+                       n_sigmas, c0, W, F))
         return;
     float *target;
     const int planes = stir_back_target(W, n0, n1, n2, img, img_xy, target);
     if (F.at > 0.0f)
-        tof_back_walk<NW, 1>(values, W, F, first, nb, n_lors, idx, planes, target);
+        tof_back_walk<NW, 1>(part_values, W, F, first, nb, P.n_lors, P.idx, planes, target);
     else
-        tof_back_walk<NW, -1>(values, W, F, first, nb, n_lors, idx, planes, target);
+        tof_back_walk<NW, -1>(part_values, W, F, first, nb, P.n_lors, P.idx, planes, target);
 }
 
 // Windows of up to STIR_TOF_WIDE_MAX bins: the weights of a plane in local memory, the output
@@ -363,15 +363,16 @@ __device__ __forceinline__ float tof_wide_weights(const StirTof &F, int lo, int 
 
 extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
-    const long long n_lors = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= n_lors)
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
+    const long long n_lors = P.n_lors, idx = P.idx;
+    out += nb * P.lor0;
     tof_zero(out, first, first + nb, first, nb, n_lors, idx);
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
-                       c0, W, F))
+    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
+                       n_sigmas, c0, W, F))
         return;
     float w[STIR_TOF_WIDE_MAX];
     for (int i = W.L.istart; i <= W.L.iend; ++i)
@@ -393,14 +394,17 @@ extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restr
 extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ values,
                                               float *__restrict__ img, float *__restrict__ img_xy)
 {
-    const long long n_lors = (long long)nv * na * nt;
-    const long long idx = stir_lor_of_thread(nv, na, nt);
-    if (idx >= n_lors || tof_lor_is_zero(values, nb, n_lors, idx))
+    StirPart P;
+    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+        return;
+    const long long n_lors = P.n_lors, idx = P.idx;
+    values += nb * P.lor0;
+    if (tof_lor_is_zero(values, nb, n_lors, idx))
         return;
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(T, H, nv, na, nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas,
-                       c0, W, F))
+    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
+                       n_sigmas, c0, W, F))
         return;
     float *target;
     stir_back_target(W, n0, n1, n2, img, img_xy, target);
