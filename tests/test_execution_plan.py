@@ -124,6 +124,28 @@ def test_plan_error_names_the_numbers():
         _plan(host_buffers_per_slot=0, host_budget=100, host_fixed_bytes=1000)
 
 
+def test_tof_chunks_hold_as_many_lors_as_non_tof_ones():
+    """The smallest chunk worth making is counted in LORs (a chunk is one launch of one thread
+    per LOR): 4 MiB per timing position.  A TOF subset (GE Discovery MI, 13 TOF bins, maximum
+    ring difference 11, subset 1/21: 13 views x 23 segments, 195 MB) gets a few chunks of many
+    parts, not one or two segments' worth each; full TOF data keep chunks of 52 to 64 MiB but
+    the last (the taper stops at the smallest chunk)."""
+    from stirgpu.execution.plan import MIN_CHUNK_BYTES
+    from stirgpu.geometry import ProjDataInfo, Scanner
+
+    dmi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 11, 272, 415, tof_mash_factor=29)
+    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
+    sub = make_plan(dmi, dmi.segment_nums, dmi.subset_views(0, 21), **args)
+    total = sum(c.nbytes for c in sub.chunks)
+    assert len(sub.chunks) <= -(-total // (13 * MIN_CHUNK_BYTES)) + 1 < 8
+    assert min(len(c.parts) for c in sub.chunks[:-1]) >= 3
+    assert all(c.nbytes <= MAX_CHUNK_BYTES for c in sub.chunks)
+    full = make_plan(dmi, dmi.segment_nums, range(272), **args)
+    assert max(c.nbytes for c in full.chunks) <= MAX_CHUNK_BYTES
+    one_view = 4 * 13 * 36 * 415  # of the largest segment
+    assert min(c.nbytes for c in full.chunks[:-1]) >= 13 * MIN_CHUNK_BYTES - one_view
+
+
 def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
     """Without a view limit, big data are split so each lane gets several chunks (none above
     64 MiB); small data are not split below the minimum chunk size."""

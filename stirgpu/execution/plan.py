@@ -55,7 +55,8 @@ __all__ = [
 
 #: never plan chunks larger than this (bigger ones do not run faster, they only delay overlap)
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
-#: do not split work below this size just to get more chunks per lane
+#: do not split work below this size just to get more chunks per lane (non-TOF: 1 Mi LORs, a few
+#: waves of a GPU's threads; TOF data hold this many bytes per timing position, see make_plan)
 MIN_CHUNK_BYTES = 4 * 1024 * 1024
 #: aim for this many chunks per lane (pipeline fill/drain and load balance)
 CHUNKS_PER_LANE = 12
@@ -346,7 +347,8 @@ def make_plan(
 
     ``device_buffers_per_slot`` / ``gpu_budget`` are ``None`` for the CPU backend (its
     buffers are the host buffers).  ``target_chunk_bytes`` overrides the automatic target
-    (a few chunks per lane, between 4 and 64 MiB) and turns off the size shaping:
+    (a few chunks per lane, between 4 MiB per timing position and 64 MiB) and turns off the
+    size shaping:
     ``ramp_up`` makes each lane's first chunks small (1/8, 1/4, 1/2 of the target, not
     below ``min_head_bytes``, default 4 MiB: the device starts computing after a short read
     and upload), ``taper``
@@ -420,8 +422,12 @@ def make_plan(
         )
 
     total = sum(len(by_segment[s]) * view_bytes[s] for s in segments)
+    # the smallest chunk worth making holds as many LORs for TOF data as for non-TOF ones: a
+    # chunk is one kernel launch of one thread per LOR, and a launch of a wave or two of the
+    # GPU's threads pays its tail (its last blocks on a part of the GPU) as a large share
+    smallest = min(MIN_CHUNK_BYTES * ntof, MAX_CHUNK_BYTES)
     if target_chunk_bytes is None:
-        target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
+        target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), smallest), MAX_CHUNK_BYTES)
     else:
         target = int(target_chunk_bytes)
     cap = max(target, largest) if fit is None else min(fit, max(target, largest))
@@ -429,7 +435,7 @@ def make_plan(
     # taper: the last chunks shrink (down to ``floor``) so that the pipeline's drain -- the
     # last chunk's download and write, or the first one's read and upload -- is short
     shaped = target_chunk_bytes is None
-    floor = min(cap, max(MIN_CHUNK_BYTES, cap // 8, largest)) if shaped and taper else cap
+    floor = min(cap, max(smallest, cap // 8, largest)) if shaped and taper else cap
     # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
     # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
     head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
