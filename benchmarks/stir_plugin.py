@@ -53,7 +53,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
-from mmr_inputs import write_phantom_and_prompts  # noqa: E402
+from stir_inputs import write_phantom_and_prompts  # noqa: E402
 
 from stirgpu.parfile import ProjectorOptions, ProjectorSettings, osmaposl_par  # noqa: E402
 

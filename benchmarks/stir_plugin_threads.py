@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
-from mmr_inputs import write_phantom_and_prompts  # noqa: E402
+from stir_inputs import write_phantom_and_prompts  # noqa: E402
 from stir_plugin import call_costs, run, stir_env, stir_loop_times, trace_records  # noqa: E402
 
 

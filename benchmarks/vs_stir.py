@@ -47,7 +47,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
-from mmr_inputs import write_phantom_and_prompts  # noqa: E402
+from stir_inputs import write_phantom_and_prompts  # noqa: E402
 
 from stirgpu.parfile import osmaposl_par  # noqa: E402
 
@@ -80,7 +80,7 @@ def find_stir(prefix: str | None = None):
 
 
 def make_inputs(d: Path, args) -> dict:
-    """Phantom image, Poisson prompts (:mod:`mmr_inputs`) and the runs' parameter files."""
+    """Phantom image, Poisson prompts (:mod:`stir_inputs`) and the runs' parameter files."""
     geometry = write_phantom_and_prompts(
         d,
         max_ring_difference=args.max_ring_difference,
