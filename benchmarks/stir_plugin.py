@@ -4,16 +4,32 @@
     python3 benchmarks/stir_plugin.py /path/to/stir                     # mMR span 11, 21 subsets, CUDA
     python3 benchmarks/stir_plugin.py /path/to/stir --backend cpu --max-ring-difference 16 \\
         --views 63 --tangential 128                                     # small enough for 2 CPU cores
+    python3 benchmarks/stir_plugin.py /path/to/stir --scanner dmi --tof-mash 29 \\
+        --max-ring-difference 1 --subsets 17                            # DMI, 13 TOF bins, CUDA
 
 The argument is the prefix of a STIR build (``bin/``, ``lib/cmake/STIR-*``, ``share/STIR-*/config``);
 its Python module is not needed.  The plugin is built for it and this Python first
-(``stirgpu stir-plugin build``; cached).  Inputs, written by stirgpu: STIR's default image of the
-geometry with stirgpu's demo phantom and Poisson prompts of its forward projection (``--counts``),
-Siemens mMR, span 11, ``--max-ring-difference`` (60: all 11 segments), ``--views`` (252),
-``--tangential`` (344).
+(``stirgpu stir-plugin build``; cached).  Inputs, written by stirgpu (``stir_inputs.py``): STIR's
+default image of the geometry with stirgpu's demo phantom and Poisson prompts of its forward
+projection (``--counts``).  The geometry is STIR's ``construct_proj_data_info`` of ``--scanner``:
+
+* ``mmr`` (the default): Siemens mMR, span 11, ``--max-ring-difference`` (60: all 11 segments),
+  ``--views`` (252), ``--tangential`` (344), non-TOF;
+* ``dmi`` or any other STIR scanner name: span 1 (``--span``), all its ring differences, views
+  and tangential positions unless given; TOF with ``--tof-mash`` (STIR's TOF mashing factor; 0,
+  the default, is non-TOF), the prompts then TOF (every timing position).  GE Discovery MI 4
+  rings with ``--tof-mash 29`` has 13 TOF bins.  A mashing factor giving an even number of TOF
+  bins is refused: STIR 6.5's OSMAPOSL runs no projection in its gradient loops for those
+  (``tests/stir_differential/test_stir_plugin_tof.py``).
+
+``--subsets`` must suit STIR, which refuses subsets of very unequal numbers of viewgrams (its
+message advises a divisor of a quarter of the views: 21 for the mMR's 252, 17 for the DMI's 272;
+17 views and 3 subsets were refused).
 
 Three OSMAPOSL runs of one ``.par`` (``--subsets`` subsets, subset sensitivities computed and
-written, no normalisation or additive term), each a fresh process timed from start to exit:
+written, no normalisation or additive term: on TOF prompts STIR then computes the sensitivities
+without TOF, and ``stirgpu osmaposl`` as well, ``docs/tof.md``), each a fresh process timed from
+start to exit:
 
 * ``stir``: STIR's ``OSMAPOSL``, ``projector pair type := Parallelproj`` (on the GPU with STIR's
   CUDA build of libparallelproj);
@@ -25,8 +41,8 @@ of the two walls is the cost of one full iteration (sensitivities, start-up and 
 cancel), the target figure; for ``stirgpu osmaposl``, whose iteration is below the noise of that
 difference, it is the sum of its last iteration's subiteration times as it prints them (the
 difference of walls is reported beside it).  The stirgpu runs are warmed once first (CuPy / numba kernel caches, page
-cache), untimed.  Agreement: the plugin's last estimate and sensitivities against STIR's
-(max |diff| / max, 99.9th percentile).
+cache), untimed.  Agreement: the plugin's last estimate and subset sensitivities (the first, and the
+worst of all) against STIR's (max |diff| / max, 99.9th percentile).
 
 The split of the last iteration (``split_of_the_last_iteration``) says where an iteration of
 STIR's OSMAPOSL goes: STIR's gradient loops (the ``distributable_computation`` wall times STIR
@@ -34,7 +50,8 @@ prints), which hold the projections, and the rest (STIR's image updates); for th
 its trace (``STIRGPU_STIR_PLUGIN_TRACE``), the projections' seconds and the thread-seconds its
 per-viewgram calls spent copying and waiting for its lock.
 
-Output: one JSON document, then readable lines (ratios against the same run's baselines).
+Output: one JSON document (``case`` and ``geometry`` say which scanner, span and TOF mashing ran),
+then readable lines (ratios against the same run's baselines).
 """
 
 from __future__ import annotations
@@ -53,7 +70,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 import arguments  # noqa: E402
-from stir_inputs import write_phantom_and_prompts  # noqa: E402
+import stir_inputs  # noqa: E402
 
 from stirgpu.parfile import ProjectorOptions, ProjectorSettings, osmaposl_par  # noqa: E402
 
@@ -188,6 +205,68 @@ def agreement(ours: Path, theirs: Path) -> dict:
     return {"max_rel": float(d.max()) / top, "p99_9_rel": float(np.percentile(d, 99.9)) / top}
 
 
+#: ``--scanner`` shorthands
+SCANNERS = {"mmr": stir_inputs.MMR, "dmi": "GE Discovery MI 4 rings"}
+#: the mMR case's defaults (span, max ring difference, views, tangential positions); any other
+#: scanner: span 1, all its ring differences, views and tangential positions
+MMR_DEFAULTS = (stir_inputs.MMR_SPAN, 60, 252, 344)
+
+
+def scanner_name(text: str) -> str:
+    """``--scanner``'s STIR name: a shorthand of :data:`SCANNERS` or a name STIR knows."""
+    from stirgpu.errors import GeometryError
+    from stirgpu.geometry import Scanner
+
+    try:
+        return Scanner.from_name(SCANNERS.get(text.lower(), text)).name
+    except GeometryError as exc:
+        raise arguments.BadArgument(f"--scanner {text!r}: {exc}") from None
+
+
+def geometry(args):
+    """(ProjDataInfo, span) of the run, from ``--scanner``, ``--span``, ``--max-ring-difference``,
+    ``--views``, ``--tangential`` and ``--tof-mash``; refuses a non-TOF scanner with a mashing
+    factor and an even number of TOF bins (STIR 6.5's OSMAPOSL projects nothing in its gradient
+    loops then: ``tests/stir_differential/test_stir_plugin_tof.py``)."""
+    from stirgpu.errors import GeometryError
+    from stirgpu.geometry import Scanner
+
+    name = scanner_name(args.scanner)
+    if args.tof_mash and not Scanner.from_name(name).is_tof_ready():
+        raise arguments.BadArgument(f"--tof-mash {args.tof_mash}: {name!r} has no TOF")
+    defaults = MMR_DEFAULTS if name == stir_inputs.MMR else (1, Scanner.from_name(name).num_rings - 1, None, None)
+    given = (args.span, args.max_ring_difference, args.views, args.tangential)
+    span, mrd, views, tangential = (d if g is None else g for g, d in zip(given, defaults, strict=True))
+    try:
+        pdi = stir_inputs.proj_data_info(name, span, mrd, views, tangential, args.tof_mash)
+    except GeometryError as exc:
+        raise arguments.BadArgument(
+            f"--scanner {args.scanner!r} with --span, --max-ring-difference, --views, --tangential, --tof-mash: {exc}"
+        ) from None
+    bins = pdi.get_num_tof_poss()
+    if pdi.is_tof_data() and bins % 2 == 0:
+        raise arguments.BadArgument(
+            f"--tof-mash {args.tof_mash}: {bins} TOF bins for {name!r}, an even number, for which STIR 6.5's "
+            "OSMAPOSL runs no projection in its gradient loops; choose a mashing factor giving an odd number"
+        )
+    return pdi, span
+
+
+def case_name(geometry: dict) -> str:
+    """The run's case in words, e.g. "Siemens mMR span 11" or "GE Discovery MI 4 rings span 1,
+    TOF mash 29 (13 TOF bins)"."""
+    words = f"{geometry['scanner']} span {geometry['span']}"
+    if geometry["tof_bins"] > 1:
+        words += f", TOF mash {geometry['tof_mash_factor']} ({geometry['tof_bins']} TOF bins)"
+    return words
+
+
+def worst_agreement(ours: Path, theirs: Path, names: list[str]) -> dict:
+    """:func:`agreement` of each image ``names`` in the two folders, the worst of each figure."""
+    each = [agreement(ours / n, theirs / n) for n in names]
+    return {key: max(a[key] for a in each) for key in each[0]}
+
+
 def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stir", help="prefix of a STIR build (bin/, lib/cmake/STIR-*, share/STIR-*/config)")
@@ -198,9 +277,21 @@ def main(argv=None) -> int:
         default=None,
         help="OMP_NUM_THREADS for STIR (default: STIR's default)",
     )
-    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=60)
-    ap.add_argument("--views", type=arguments.positive_int, default=252)
-    ap.add_argument("--tangential", type=arguments.positive_int, default=344)
+    ap.add_argument(
+        "--scanner",
+        default="mmr",
+        help=f"{', '.join(f'{k} ({v})' for k, v in SCANNERS.items())} or a STIR scanner name (default: mmr)",
+    )
+    ap.add_argument("--span", type=arguments.positive_int, default=None, help="default: 11 for the mMR, else 1")
+    ap.add_argument(
+        "--tof-mash",
+        type=arguments.non_negative_int,
+        default=0,
+        help="STIR's TOF mashing factor (0, the default: non-TOF); it must give an odd number of TOF bins",
+    )
+    ap.add_argument("--max-ring-difference", type=arguments.non_negative_int, default=None)
+    ap.add_argument("--views", type=arguments.positive_int, default=None)
+    ap.add_argument("--tangential", type=arguments.positive_int, default=None)
     ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--counts", type=arguments.positive_float, default=5e7)
     ap.add_argument(
@@ -218,6 +309,7 @@ def main(argv=None) -> int:
         raise arguments.BadArgument(
             f"--iterations {args.iterations[0]} {args.iterations[1]}: the first must be smaller"
         )
+    pdi, span = geometry(args)
     prefix = Path(args.stir).resolve()
     if not (prefix / "bin" / "OSMAPOSL").is_file():
         raise arguments.BadArgument(f"{args.stir}: not a STIR prefix (no bin/OSMAPOSL)")
@@ -229,14 +321,7 @@ def main(argv=None) -> int:
     env = stir_env(prefix, args.threads)
     with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
         d = Path(tmp)
-        geometry = write_phantom_and_prompts(
-            d,
-            max_ring_difference=args.max_ring_difference,
-            views=args.views,
-            tangential=args.tangential,
-            counts=args.counts,
-            backend=args.backend,
-        )
+        inputs = stir_inputs.write_inputs(d, pdi, span=span, counts=args.counts, backend=args.backend)
         for who in ("plugin", "stirgpu"):  # warm kernel and page caches, untimed
             run(who, d, prefix, env, args, args.iterations[0])
         runs = {
@@ -261,6 +346,7 @@ def main(argv=None) -> int:
         agree = {
             "estimate": agreement(plug_dir / f"out_{args.subsets * b}.hv", stir_dir / f"out_{args.subsets * b}.hv"),
             "sensitivity_0": agreement(plug_dir / "sens_0.hv", stir_dir / "sens_0.hv"),
+            "sensitivities": worst_agreement(plug_dir, stir_dir, [f"sens_{k}.hv" for k in range(args.subsets)]),
         }
     doc = {
         "benchmark": "stir_plugin",
@@ -269,7 +355,8 @@ def main(argv=None) -> int:
         "stir_version": plugin.stir_version,
         "plugin": str(plugin.plugin),
         "plugin_build_seconds": build_seconds,
-        "geometry": geometry,
+        "case": case_name(inputs),
+        "geometry": inputs,
         "subsets": args.subsets,
         "iterations": list(args.iterations),
         "process_seconds": walls,
@@ -288,13 +375,14 @@ def main(argv=None) -> int:
         Path(args.json).write_text(text + "\n")
     r = doc["ratios"]
     print(
-        f"mMR span 11 ({geometry['segments']} segments, {geometry['views']} views), {args.subsets} subsets, "
+        f"{case_name(inputs)} ({inputs['segments']} segments, {inputs['views']} views), {args.subsets} subsets, "
         f"{args.backend}: one iteration in STIR's OSMAPOSL with stirgpu {per_iter['plugin']:.2f} s, with "
         f"Parallelproj {per_iter['stir']:.2f} s ({r['stir_parallelproj_over_plugin']:.1f} x faster), stirgpu osmaposl "
         f"{per_iter['stirgpu']:.2f} s ({r['plugin_over_stirgpu_osmaposl']:.2f} x its time); whole runs of "
         f"{args.iterations[0]} iteration: {walls['plugin'][a]:.1f} / {walls['stir'][a]:.1f} / "
         f"{walls['stirgpu'][a]:.1f} s; "
-        f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum"
+        f"estimate vs STIR {agree['estimate']['max_rel']:.1e} of the maximum, subset sensitivities "
+        f"{agree['sensitivities']['max_rel']:.1e}"
     )
     p = split["plugin"]
     print(

@@ -4,6 +4,7 @@ errors, stirgpu's, the scripts' own, OS errors), never a usage block or a traceb
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -49,6 +50,10 @@ BAD_ARGUMENTS = {
         (["/nonexistent"], "/nonexistent"),
         (["/tmp", "--views", "0"], "--views"),
         (["/tmp", "--iterations", "2", "1"], "--iterations"),
+        (["/tmp", "--scanner", "Siemens Vision 600", "--tof-mash", "33"], "--tof-mash 33: 8 TOF bins"),  # even
+        (["/tmp", "--tof-mash", "29"], "--tof-mash 29: 'Siemens mMR' has no TOF"),
+        (["/tmp", "--scanner", "nosuch"], "--scanner 'nosuch'"),
+        (["/tmp", "--scanner", "dmi", "--tof-mash", "33"], "--tof-mash: tof_mash_factor 33"),  # stirgpu's error
     ],
     "stir_plugin_threads.py": [
         (["/nonexistent"], "/nonexistent"),
@@ -223,15 +228,20 @@ def test_priors_cpu_quick_runs_end_to_end(tmp_path):
     assert r.stdout.splitlines()[-1].startswith("penalised OSEM (Siemens mMR span 11, 2 subsets")
 
 
-def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeypatch):
-    """stirgpu osmaposl's iteration is timed from the subiteration lines it prints (the last
-    ``subsets`` of them), and a run that printed too few is an error, not a short sum."""
+def _stir_plugin_module(monkeypatch):
     import importlib.util
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location("bench_stir_plugin", BENCHMARKS / "stir_plugin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeypatch):
+    """stirgpu osmaposl's iteration is timed from the subiteration lines it prints (the last
+    ``subsets`` of them), and a run that printed too few is an error, not a short sum."""
+    module = _stir_plugin_module(monkeypatch)
     out = (
         "OSMAPOSL recon.par: 2 subsets, subiterations 1..4\n"
         "  subiteration 1 (subset 0): 0.50 s\n  subiteration 2 (subset 1): 0.25 s\n"
@@ -242,6 +252,35 @@ def test_stir_plugin_benchmark_reads_stirgpu_osmaposl_subiteration_times(monkeyp
     assert module.last_iteration_seconds(out, 4) == pytest.approx(1.25)
     with pytest.raises(SystemExit, match="printed 4 subiteration times, expected 5"):
         module.last_iteration_seconds(out, 5)
+
+
+def _stir_plugin_geometry(monkeypatch, *argv: str):
+    """stir_plugin.py's (ProjDataInfo, span) for its command-line options ``argv`` (no STIR needed)."""
+    options = {"scanner": "mmr", "span": None, "tof_mash": 0, "max_ring_difference": None}
+    options |= {"views": None, "tangential": None}
+    for key, value in zip(argv[::2], argv[1::2], strict=True):
+        options[key.removeprefix("--").replace("-", "_")] = value if key == "--scanner" else int(value)
+    return _stir_plugin_module(monkeypatch).geometry(argparse.Namespace(**options))
+
+
+def test_stir_plugin_benchmark_geometries(monkeypatch):
+    """stir_plugin.py's cases: the mMR span 11 by default (60, 252 views, 344 tangential, non-TOF),
+    the GE Discovery MI 4 rings with ``--tof-mash 29`` (span 1, 13 TOF bins), any STIR scanner by name."""
+    pdi, span = _stir_plugin_geometry(monkeypatch)
+    assert (pdi.scanner.name, span, pdi.get_max_ring_difference_overall()) == ("Siemens mMR", 11, 60)
+    assert (pdi.get_num_views(), pdi.get_num_tangential_poss(), pdi.is_tof_data()) == (252, 344, False)
+    pdi, span = _stir_plugin_geometry(monkeypatch, "--scanner", "dmi", "--tof-mash", "29", "--max-ring-difference", "1")
+    assert (pdi.scanner.name, span, pdi.get_num_segments(), pdi.get_num_tof_poss()) == (
+        "GE Discovery MI 4 rings",
+        1,
+        3,
+        13,
+    )
+    assert (pdi.get_num_views(), pdi.get_num_tangential_poss()) == (272, 415)
+    pdi, span = _stir_plugin_geometry(
+        monkeypatch, "--scanner", "Siemens Vision 600", "--tof-mash", "24", "--views", "8"
+    )
+    assert (pdi.get_num_tof_poss(), pdi.get_num_views(), span) == (11, 8, 1)
 
 
 def _lafov_module(monkeypatch):
