@@ -68,6 +68,11 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--tof", "--max-ring-diff", "36"], "--max-ring-diff"),
     ],
     "lor_order.py": [(["--cases", "dmi,nosuch"], "--cases"), (["--rounds", "0"], "--rounds")],
+    "subset_kernels.py": [
+        (["--cases", "dmi,nosuch"], "--cases"),
+        (["--backend", "cpu", "--subsets", "0"], "--subsets"),
+        (["--backend", "cpu", "--cases", "mmr", "--max-ring-diff", "1"], "max_ring_diff 1"),  # stirgpu's error
+    ],
     "tof.py": [
         (["--lib", "/nonexistent/libparallelproj.so"], "--lib"),
         (["--backend", "cpu", "--scanner", "Siemens mMR", "--views", "8", "--tangential", "31"], "not a TOF scanner"),
@@ -455,3 +460,19 @@ def test_streaming_tof_case_runs_on_the_cpu(tmp_path):
     assert s["ideal_fraction"] == 4 / 16 and 0 < s["stream_subset_fraction"] < 1
     assert set(doc["targets"]) == {"in-memory forward <= 1.25 x kernel-only", "subset cost <= 1.2/4 of full"}
     assert r.stdout.splitlines()[-1].startswith("targets: ")
+
+
+def test_subset_kernels_on_the_cpu(tmp_path):
+    """subset_kernels.py on a tiny TOF case: the full call's and the subset's LORs and parts,
+    their shares of the full call's seconds, and forward sums that subset the full one."""
+    out = tmp_path / "subset_kernels.json"
+    tiny = ["--views", "8", "--tangential", "21", "--max-ring-diff", "1", "--subsets", "4", "--repeat", "1"]
+    r = _run("subset_kernels.py", "--backend", "cpu", "--cases", "dmi-tof", *tiny, "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    case = json.loads(out.read_text())["cases"]["dmi-tof"]
+    full, sub = case["full"], case["subset"]
+    assert case["tof_bins"] == 13 and full["parts"] == sub["parts"] == 3
+    assert sub["lors"] * 4 == full["lors"]  # views 0 and 4 of 8
+    assert all(case["subset_share"][k] > 0 for k in ("forward", "back")) and case["ideal_share"] == 0.25
+    assert 0 < sub["forward_sum"] < full["forward_sum"]
+    assert r.stdout.strip().splitlines()[-1].startswith("dmi-tof: full ")
