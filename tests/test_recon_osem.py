@@ -352,3 +352,46 @@ def test_objective_reports_follow_stirs_points(problem):
     assert [n for n, v in values.items() if v is not None] == [3, 6, 7]
     for n in (3, 6, 7):
         assert values[n] == pytest.approx(osem.log_likelihood(images[n]), rel=1e-12)
+
+
+def _interrupt_writing(monkeypatch, subiteration: int, after_commit: bool):
+    """OSEM's estimate writer, interrupted (KeyboardInterrupt, as a Ctrl-C) while writing the
+    estimate of ``subiteration``: once its files are renamed into place (the writer's last step,
+    its folder's fsync, is where the interrupt lands) or before anything of it is written."""
+    import stirgpu.recon.osem as osem_module
+
+    real = osem_module.write_image
+
+    def writer(path, image, overwrite=False):
+        if str(path).endswith(f"_{subiteration}.hv"):
+            if after_commit:
+                real(path, image, overwrite=overwrite)
+            raise KeyboardInterrupt
+        return real(path, image, overwrite=overwrite)
+
+    monkeypatch.setattr(osem_module, "write_image", writer)
+
+
+@pytest.mark.parametrize("after_commit", [True, False], ids=["after-its-rename", "before-it-is-written"])
+def test_an_interrupt_while_an_estimate_is_written_names_it_complete_only_once_in_place(
+    problem, tmp_path, monkeypatch, after_commit
+):
+    """Ctrl-C while an estimate is written: once its header is renamed into place (header last:
+    its data are complete) the interrupt's note names it as complete and restarts after it,
+    whatever was still to run in the writer; before that, an older file of the same name left
+    by an earlier run (overwritten by this one) is not taken for this run's."""
+    prefix = tmp_path / "est"
+    args = dict(num_subsets=3, num_subiterations=6, save_interval=2, output_filename_prefix=prefix, overwrite=True)
+    _osem(problem, **args).reconstruct()  # an earlier run: est_2, est_4 and est_6 exist
+    earlier = read_image(tmp_path / "est_4.hv").array
+    _interrupt_writing(monkeypatch, 4, after_commit)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _osem(problem, **args).reconstruct(np.full(problem[1].shape, 2.0, np.float32))
+    (note,) = caught.value.__notes__
+    done = 4 if after_commit else 2
+    assert note.startswith(f"stopped in subiteration 4: estimates up to subiteration {done} are complete")
+    assert note.endswith(
+        f"'initial estimate := {tmp_path / f'est_{done}.hv'}' and 'start at subiteration number := {done + 1}'"
+    )
+    now = read_image(tmp_path / "est_4.hv").array
+    assert not np.array_equal(now, earlier) if after_commit else np.array_equal(now, earlier)

@@ -446,7 +446,9 @@ class OSEM:
         if self.enforce_initial_positivity:
             threshold_min_to_small_positive(x)
         save = set(self.save_points())
-        records, saved = [], []
+        records: list[SubiterationRecord] = []
+        saved: list[tuple[int, Path]] = []  # (subiteration, estimate) of every complete estimate
+        writing = None  # (subiteration, estimate, its header's identity before) while one is written
         todo = range(self.start_subiteration_num, self.num_subiterations + 1)
         bar = self._bar(len(todo), "OSEM")
         n = self.start_subiteration_num
@@ -461,12 +463,14 @@ class OSEM:
                 path = None
                 if n in save and self.output_filename_prefix is not None:
                     path = estimate_filename(self.output_filename_prefix, n)
+                    writing = (n, path, _file_identity(path))
                     with self.comm.together(f"writing {path}"):
                         if self.comm.is_root:  # (every rank holds the same estimate)
                             write_image(
                                 path, VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(x)), overwrite=self.overwrite
                             )
-                        saved.append(path)  # (at once: an interrupt from here on names it as complete)
+                        saved.append((n, path))
+                    writing = None
                 rec = SubiterationRecord(
                     n, self.subset_num(n), time.perf_counter() - t0, loglik, path, stats, objective, penalty
                 )
@@ -478,29 +482,36 @@ class OSEM:
                 if callback is not None:
                     callback(rec, x)
         except KeyboardInterrupt as exc:
-            exc.add_note(self._interrupted_note(n, records))
+            if (
+                writing is not None
+                and writing[:2] not in saved
+                and _file_identity(writing[1]) not in (None, writing[2])
+            ):
+                saved.append(writing[:2])  # renamed into place (header last) before the interrupt: complete
+            exc.add_note(self._interrupted_note(n, saved))
             raise
         finally:
             if bar is not None:
                 bar.close()
-        return OSEMResult(x, self.image_info, records, saved, list(self.sensitivity_files), setup_seconds)
+        paths = [p for _, p in saved]
+        return OSEMResult(x, self.image_info, records, paths, list(self.sensitivity_files), setup_seconds)
 
-    def _interrupted_note(self, subiteration_num: int, records: list[SubiterationRecord]) -> str:
-        """What an interrupted run kept: its complete estimates, and how to go on from the last."""
+    def _interrupted_note(self, subiteration_num: int, saved: list[tuple[int, Path]]) -> str:
+        """What an interrupted run kept: its complete estimates (``saved``: subiteration and
+        file of each), and how to go on from the last."""
         where = f"stopped in subiteration {subiteration_num}"
-        saved = [r for r in records if r.saved is not None]
         if not saved:
             if self.output_filename_prefix is None:
                 return f"{where}; no estimate is written by this run (no output filename prefix)"
             first = next((p for p in self.save_points() if p >= subiteration_num), None)
             return f"{where}: no estimate written yet" + (f" (the first after subiteration {first})" if first else "")
-        last, paths = saved[-1], [r.saved for r in saved if r.saved is not None]
-        if last.subiteration == self.num_subiterations:
+        (last, last_path), paths = saved[-1], [p for _, p in saved]
+        if last == self.num_subiterations:
             return f"the run had finished: every estimate is complete ({_names(paths)})"
         return (
-            f"{where}: estimates up to subiteration {last.subiteration} are complete "
-            f"({_names(paths)}); to continue: 'initial estimate := {last.saved}' and "
-            f"'start at subiteration number := {last.subiteration + 1}'"
+            f"{where}: estimates up to subiteration {last} are complete "
+            f"({_names(paths)}); to continue: 'initial estimate := {last_path}' and "
+            f"'start at subiteration number := {last + 1}'"
         )
 
 
@@ -517,6 +528,17 @@ def _communicator_of(projector, comm) -> Communicator:
             "(ProjectorPair(comm=...)) and leave OSEM's out"
         )
     return given
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(device, inode, modification time) of ``path``, None where there is none: an estimate's
+    header renamed into place while it was written has another identity than before (a new
+    inode), and the header goes last, so its data are complete."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 def _names(paths: list[Path]) -> str:
