@@ -37,6 +37,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
+from timing import Device, rounds  # noqa: E402
 
 WAYS = ("one lane", "two lanes", "two lanes, a core each")
 
@@ -82,23 +83,30 @@ def run(args) -> dict:
     with config(numerics=args.numerics):
         pairs = {w: ProjectorPair(backend="cpu", devices=None if w == "one lane" else [0, 1]) for w in ways}
     data = ProjDataInMemory(pdi)
-    times: dict[str, dict[str, list[float]]] = {w: {"forward": [], "back": []} for w in ways}
-    backs = {}
+    backs: dict[str, np.ndarray] = {}
+
+    def in_way(w, project):
+        """``project`` with way ``w``'s lane compute in place (set before each call: the rounds
+        go through the ways in turn)."""
+
+        def call():
+            lanes_module.CpuLane.compute = computes[w]
+            return project()
+
+        return call
+
+    def back(w):
+        backs[w] = pairs[w].back_project(None, data)  # (the last round's image, for the agreement)
+
+    calls = {}
+    for w in ways:
+        calls[w, "forward"] = in_way(w, lambda w=w: pairs[w].forward_project(data, img))
+        calls[w, "back"] = in_way(w, lambda w=w: back(w))
     try:
         for w in ways:
             lanes_module.CpuLane.compute = computes[w]
             pairs[w].set_up(pdi, info)
-            pairs[w].forward_project(data, img)  # warm-up (numba compiles here)
-            backs[w] = pairs[w].back_project(None, data)
-        for _ in range(args.repeat):
-            for w in ways:
-                lanes_module.CpuLane.compute = computes[w]
-                t0 = time.perf_counter()
-                pairs[w].forward_project(data, img)
-                times[w]["forward"].append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                pairs[w].back_project(None, data)
-                times[w]["back"].append(time.perf_counter() - t0)
+        times = rounds(Device(np), calls, args.repeat)  # the warm-up compiles numba's kernels
     finally:
         lanes_module.CpuLane.compute = plain_compute
     first = backs[ways[0]]
@@ -115,8 +123,8 @@ def run(args) -> dict:
         "load_average": list(os.getloadavg()),
         "ways": {
             w: {
-                **{f"{k}_best_s": min(v) for k, v in times[w].items()},
-                **{f"{k}_median_s": statistics.median(v) for k, v in times[w].items()},
+                **{f"{k}_best_s": min(times[w, k]) for k in ("forward", "back")},
+                **{f"{k}_median_s": statistics.median(times[w, k]) for k in ("forward", "back")},
                 "back_max_difference_to_one_lane": float(np.max(np.abs(backs[w] - first)) / np.max(np.abs(first))),
             }
             for w in ways

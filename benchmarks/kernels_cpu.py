@@ -27,10 +27,10 @@ from __future__ import annotations
 import ctypes
 import os
 import statistics
-import time
 
 import arguments
 import numpy as np
+from timing import Device, rounds
 
 __all__ = ["cpu_views", "bench_exact", "run"]
 
@@ -44,18 +44,9 @@ def cpu_views(pdi, cpu_views: int):
 
 
 def _median_seconds(calls: dict, repeats: int) -> dict:
-    """Median seconds of each of ``calls`` (name -> function), after one warm-up call each
-    (numba compiles there); the rounds go through all of them in turn, so that a change in
-    the machine's other load reaches every figure alike."""
-    for fn in calls.values():
-        fn()
-    times = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, fn in calls.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(t) for name, t in times.items()}
+    """Median seconds of each of ``calls`` (name -> function) over ``repeats`` rounds that time
+    all of them in turn, after one warm-up call each (numba compiles there)."""
+    return {name: statistics.median(t) for name, t in rounds(Device(np), calls, repeats).items()}
 
 
 def _exact_calls(parts, kg, img, out, back_img):

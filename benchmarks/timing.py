@@ -9,17 +9,21 @@ host's wait for the result out.
 
 :func:`timings` makes one untimed call (compilation, first touch) and then ``repeat`` timed
 ones; a script reports their median (:func:`median_seconds`) or their best
-(:func:`best_seconds`), whichever its figures are documented as.
+(:func:`best_seconds`), whichever its figures are documented as.  :func:`rounds` does the same
+for several calls compared with each other, timing all of them in turn in each round, so that a
+change in the machine's other load reaches every figure alike.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
+
+Name = TypeVar("Name", bound=Hashable)
 
 
 class Device:
@@ -63,12 +67,23 @@ class Device:
         return time.perf_counter() - t, result
 
 
-def timings(device: Device, call: Callable[[], Any], repeat: int) -> list[float]:
-    """Seconds of ``repeat`` calls of ``call()``, after one untimed call (compilation, first touch)."""
+def rounds(device: Device, calls: Mapping[Name, Callable[[], Any]], repeat: int) -> dict[Name, list[float]]:
+    """Seconds of each of ``calls`` (name -> function) in ``repeat`` rounds, each round timing
+    every call in turn, after one untimed call of each (compilation, first touch)."""
     if repeat < 1:
         raise ValueError(f"repeat {repeat}: at least one timed call is needed")
-    call()
-    return [device.timed(call)[0] for _ in range(repeat)]
+    for call in calls.values():
+        call()
+    times: dict[Name, list[float]] = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            times[name].append(device.timed(call)[0])
+    return times
+
+
+def timings(device: Device, call: Callable[[], Any], repeat: int) -> list[float]:
+    """Seconds of ``repeat`` calls of ``call()``, after one untimed call (compilation, first touch)."""
+    return rounds(device, {"call": call}, repeat)["call"]
 
 
 def median_seconds(device: Device, call: Callable[[], Any], repeat: int) -> float:

@@ -79,3 +79,15 @@ def test_gpu_events_time_the_call_on_the_stream(timing, monkeypatch):
     seconds, _ = device.timed(lambda: log.append("call"))
     assert log == ["sync", "record", "call", "record", "wait event"]
     assert seconds == 0.25  # get_elapsed_time's milliseconds
+
+
+def test_rounds_time_every_call_in_turn_after_a_warm_up_of_each(timing, monkeypatch):
+    log: list[str] = []
+    durations = iter([1.0, 10.0, 2.0, 20.0, 3.0, 30.0])
+    monkeypatch.setattr(timing.Device, "timed", lambda self, call: (next(durations), call()))
+    calls = {"a": lambda: log.append("a"), ("b", "back"): lambda: log.append("b")}
+    times = timing.rounds(timing.Device(np), calls, 3)
+    assert log == ["a", "b"] * 4  # one untimed call of each, then three rounds of both in turn
+    assert times == {"a": [1.0, 2.0, 3.0], ("b", "back"): [10.0, 20.0, 30.0]}
+    with pytest.raises(ValueError, match="repeat 0"):
+        timing.rounds(timing.Device(np), calls, 0)
