@@ -34,7 +34,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import arguments
@@ -42,9 +41,9 @@ import arguments
 REPO = Path(__file__).resolve().parent.parent
 CHUNK_BYTES = 64 * 1024 * 1024
 
-# numpy and stirgpu are imported inside the functions that run in worker processes: the
-# parent must stay small, because Linux carries a process's peak RSS (ru_maxrss) over
-# fork + exec into the child, which would hide the workers' own peaks.
+# numpy, stirgpu and timing (which imports numpy) are imported inside the functions that run in
+# worker processes: the parent must stay small, because Linux carries a process's peak RSS
+# (ru_maxrss) over fork + exec into the child, which would hide the workers' own peaks.
 
 
 def _import_stirgpu():
@@ -77,15 +76,21 @@ def mmr_like(target_bytes: int):
 def make_file(path: Path, size_gb: float) -> dict:
     """Write real (non-zero) data chunk by chunk, so reading it later has to touch the disk."""
     np, formats, _ = _import_stirgpu()
+    from timing import Device
+
     ProjDataFromFile, StorageOrder = formats.ProjDataFromFile, formats.StorageOrder
     pdi = mmr_like(int(size_gb * 1e9))
-    t0 = time.perf_counter()
-    with ProjDataFromFile.create(path, pdi, StorageOrder.VIEW) as pd:
-        for seg in pdi.segment_nums:
-            for views in pd.view_chunks(seg, CHUNK_BYTES):
-                block = np.empty((len(views), pdi.get_num_axial_poss(seg), pdi.get_num_tangential_poss()), np.float32)
-                block[...] = np.arange(len(views), dtype=np.float32)[:, None, None] + seg
-                pd.write_views(block, seg, views)
+
+    def write():
+        with ProjDataFromFile.create(path, pdi, StorageOrder.VIEW) as pd:
+            for seg in pdi.segment_nums:
+                for views in pd.view_chunks(seg, CHUNK_BYTES):
+                    shape = (len(views), pdi.get_num_axial_poss(seg), pdi.get_num_tangential_poss())
+                    block = np.empty(shape, np.float32)
+                    block[...] = np.arange(len(views), dtype=np.float32)[:, None, None] + seg
+                    pd.write_views(block, seg, views)
+
+    seconds, _ = Device(np).timed(write)
     return {
         "path": str(path),
         "bytes": path.with_suffix(".s").stat().st_size,
@@ -94,7 +99,7 @@ def make_file(path: Path, size_gb: float) -> dict:
         "max_ring_diff": pdi.get_max_ring_difference_overall(),
         "views": pdi.get_num_views(),
         "tangential_poss": pdi.get_num_tangential_poss(),
-        "write_seconds": time.perf_counter() - t0,
+        "write_seconds": seconds,
     }
 
 
@@ -129,14 +134,12 @@ def vm_hwm_mb() -> float | None:
     return None
 
 
-def worker(mode: str, path: str, subsets: int) -> dict:
+def read(mode: str, path: str, subsets: int) -> tuple[int, float]:
+    """(bytes asked for, checksum) of reading ``path`` as ``mode`` says (see the module docstring)."""
     np, formats, _ = _import_stirgpu()
-    read_from_file = formats.read_from_file
-    io0 = proc_io()
-    t0 = time.perf_counter()
     requested = 0
     checksum = 0.0
-    with read_from_file(path) as pd:
+    with formats.read_from_file(path) as pd:
         pdi = pd.get_proj_data_info()
         if mode == "as_array":
             a = pd.as_array()
@@ -159,7 +162,15 @@ def worker(mode: str, path: str, subsets: int) -> dict:
                     checksum += float(out[:, 0, 0].sum(dtype=np.float64))
         elif mode != "baseline":
             raise SystemExit(f"unknown mode {mode!r}")
-    seconds = time.perf_counter() - t0
+    return requested, checksum
+
+
+def worker(mode: str, path: str, subsets: int) -> dict:
+    np, _, _ = _import_stirgpu()
+    from timing import Device
+
+    io0 = proc_io()
+    seconds, (requested, checksum) = Device(np).timed(lambda: read(mode, path, subsets))
     io1 = proc_io()
     return {
         "mode": mode,
