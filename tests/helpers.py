@@ -3,6 +3,7 @@
 * ``REPO_ROOT`` -- the checkout (for subprocesses that run the tree's ``stirgpu``);
 * :func:`cuda_device_count` -- usable CUDA devices through cupy (0 without cupy or a GPU); the
   ``gpu`` / ``multi_gpu`` markers of ``conftest.py`` skip on it;
+* :func:`plan_of` -- ``execution.make_plan`` over every segment, one CPU lane by default;
 * the streaming projectors' small problem: :func:`small_geometry`, :func:`phantom`,
   :func:`random_proj_data`, and the comparisons :func:`all_views`, :func:`same_data`,
   :func:`assert_same_back` with its tolerance ``BACK_RTOL``;
@@ -34,6 +35,7 @@ __all__ = [
     "cuda_device_count",
     "BACK_RTOL",
     "assert_same_back",
+    "plan_of",
     "small_geometry",
     "phantom",
     "random_proj_data",
@@ -66,6 +68,32 @@ def assert_same_back(got, want, backend):
         assert np.array_equal(got, want)
     else:
         np.testing.assert_allclose(got, want, rtol=0, atol=BACK_RTOL * float(np.max(want)))
+
+
+def plan_of(
+    pdi,
+    views=None,
+    *,
+    lanes=1,
+    host_buffers_per_slot=1,
+    device_buffers_per_slot=None,
+    host_budget=1 << 30,
+    gpu_budget=None,
+    **options,
+):
+    """``execution.make_plan`` over every segment of ``pdi`` and ``views`` (a list, or views per
+    segment; default: every view), with one CPU lane's staging unless told otherwise."""
+    return execution.make_plan(
+        pdi,
+        pdi.segment_nums,
+        range(pdi.get_num_views()) if views is None else views,
+        lanes=lanes,
+        host_buffers_per_slot=host_buffers_per_slot,
+        device_buffers_per_slot=device_buffers_per_slot,
+        host_budget=host_budget,
+        gpu_budget=gpu_budget,
+        **options,
+    )
 
 
 def small_geometry():

@@ -9,14 +9,13 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import phantom, small_geometry
+from helpers import phantom, plan_of, small_geometry
 
 from stirgpu.distributed import Communicator, share_bins, share_viewgrams, shared_output, world
 from stirgpu.distributed import comm as comm_module
 from stirgpu.distributed import cuda_aware as cuda_aware_module
 from stirgpu.distributed.outputs import _pieces
 from stirgpu.errors import RankFailure, StirGpuError
-from stirgpu.execution.plan import make_plan
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file
 from stirgpu.formats.projdata_disk import ProjDataFromFile
 from stirgpu.geometry import ProjDataInfo, Scanner
@@ -56,10 +55,7 @@ def test_shares_of_tof_data_count_every_timing_position():
     assert sum(bins) == 13 * 31 * len(views) * sum(pdi.get_num_axial_poss(s) for s in pdi.segment_nums)
     assert [sum(len(v) for v in share.values()) for share in shares] == [2, 2, 2]
     for share in shares:
-        plan = make_plan(
-            pdi, pdi.segment_nums, share, lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None,
-            host_budget=1 << 30, gpu_budget=None, target_chunk_bytes=64 << 10,
-        )  # fmt: skip
+        plan = plan_of(pdi, share, target_chunk_bytes=64 << 10)
         assert plan.num_bins == share_bins(pdi, share)
 
 
@@ -87,10 +83,7 @@ def test_shares_refuse_a_bad_rank():
 def test_a_plan_of_views_per_segment_covers_exactly_them():
     pdi, _ = small_geometry()
     share = share_viewgrams(pdi, pdi.segment_nums, range(pdi.get_num_views()), 1, 3)
-    plan = make_plan(
-        pdi, pdi.segment_nums, share, lanes=2, host_buffers_per_slot=1, device_buffers_per_slot=None,
-        host_budget=1 << 30, gpu_budget=None, target_chunk_bytes=64 << 10,
-    )  # fmt: skip
+    plan = plan_of(pdi, share, lanes=2, target_chunk_bytes=64 << 10)
     planned = sorted((p.segment, v) for c in plan.chunks for p in c.parts for v in p.views)
     assert planned == sorted((s, int(v)) for s, vs in share.items() for v in vs)
     assert plan.num_bins == share_bins(pdi, share)

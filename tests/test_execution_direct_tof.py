@@ -17,8 +17,8 @@ import ctypes
 
 import numpy as np
 import pytest
+from helpers import plan_of
 
-from stirgpu.execution import make_plan
 from stirgpu.execution.call import copy_direct
 from stirgpu.execution.direct_io import DirectIO, direct_copies
 from stirgpu.execution.hostio import read_chunk, write_chunk
@@ -77,17 +77,7 @@ class HostLane:
 
 
 def _plan(pdi, views, max_views):
-    return make_plan(
-        pdi,
-        pdi.segment_nums,
-        views,
-        lanes=1,
-        host_buffers_per_slot=1,
-        device_buffers_per_slot=None,
-        host_budget=1 << 26,
-        gpu_budget=None,
-        max_views_per_chunk=max_views,
-    )
+    return plan_of(pdi, views, host_budget=1 << 26, max_views_per_chunk=max_views)
 
 
 # --------------------------------------------------------------------------------------

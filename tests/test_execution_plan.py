@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import small_geometry
+from helpers import plan_of, small_geometry
 
 from stirgpu.errors import PlanError
-from stirgpu.execution import format_bytes, make_plan, parse_bytes
+from stirgpu.execution import format_bytes, parse_bytes
 from stirgpu.execution.plan import MAX_CHUNK_BYTES, host_available_bytes
 
 
 def _plan(views=None, **kw):
     pdi, _ = small_geometry()
-    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 30, gpu_budget=None)
-    args.update(kw)
-    return pdi, make_plan(pdi, pdi.segment_nums, range(24) if views is None else views, **args)
+    return pdi, plan_of(pdi, views, **kw)
 
 
 def test_chunks_cover_the_views_once_in_file_order():
@@ -49,14 +47,13 @@ def test_small_requests_pack_several_segments_per_chunk():
     from stirgpu.geometry import ProjDataInfo, Scanner
 
     mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
-    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
-    sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
+    sub = plan_of(mmr, mmr.subset_views(0, 21), host_budget=1 << 34)
     assert len(sub.chunks) <= 4 < mmr.get_num_segments()
     assert sum(c.num_viewgrams for c in sub.chunks) == 12 * mmr.get_num_segments()
     assert max(c.nbytes for c in sub.chunks) <= max(
         4 << 20, max(4 * mmr.get_num_axial_poss(s) * 344 for s in mmr.segment_nums)
     )
-    full = make_plan(mmr, mmr.segment_nums, range(mmr.get_num_views()), **args)
+    full = plan_of(mmr, host_budget=1 << 34)
     assert sum(len(c.parts) for c in full.chunks) <= len(full.chunks) + mmr.get_num_segments()
 
 
@@ -67,28 +64,17 @@ def test_large_calls_ramp_up_and_taper():
     from stirgpu.geometry import ProjDataInfo, Scanner
 
     mmr = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
-    args = dict(
-        lanes=1,
-        host_buffers_per_slot=1,
-        device_buffers_per_slot=None,
-        host_budget=1 << 34,
-        gpu_budget=None,
-        ramp_up=True,
-        taper=True,
-    )
-    sizes = [c.nbytes for c in make_plan(mmr, mmr.segment_nums, range(252), **args).chunks]
+    args = dict(host_budget=1 << 34, ramp_up=True, taper=True)
+    sizes = [c.nbytes for c in plan_of(mmr, range(252), **args).chunks]
     big = max(sizes)
     viewgram = 4 * 127 * 344  # chunks hold whole viewgrams
     assert sizes[0] < sizes[1] < sizes[2] < big and sizes[0] > (4 << 20) - viewgram
     assert sizes[-2] < big / 2 and sizes[-1] < sizes[-3] and min(sizes[:-1]) > (4 << 20) - viewgram
-    plain = [
-        c.nbytes
-        for c in make_plan(mmr, mmr.segment_nums, range(252), **{**args, "ramp_up": False, "taper": False}).chunks
-    ]
+    plain = [c.nbytes for c in plan_of(mmr, range(252), **{**args, "ramp_up": False, "taper": False}).chunks]
     assert plain[0] > 0.99 * max(plain) and len(plain) < len(sizes)
-    sub = make_plan(mmr, mmr.segment_nums, mmr.subset_views(0, 21), **args)
+    sub = plan_of(mmr, mmr.subset_views(0, 21), **args)
     assert len(sub.chunks) == 4
-    fixed = make_plan(mmr, mmr.segment_nums, range(252), target_chunk_bytes=8 << 20, **args)
+    fixed = plan_of(mmr, range(252), target_chunk_bytes=8 << 20, **args)
     assert all(c.nbytes <= 8 << 20 for c in fixed.chunks) and fixed.chunks[0].nbytes > (8 << 20) * 0.9
 
 
@@ -134,13 +120,12 @@ def test_tof_chunks_hold_as_many_lors_as_non_tof_ones():
     from stirgpu.geometry import ProjDataInfo, Scanner
 
     dmi = ProjDataInfo.construct(Scanner.from_name("GE Discovery MI 4 rings"), 1, 11, 272, 415, tof_mash_factor=29)
-    args = dict(lanes=1, host_buffers_per_slot=1, device_buffers_per_slot=None, host_budget=1 << 34, gpu_budget=None)
-    sub = make_plan(dmi, dmi.segment_nums, dmi.subset_views(0, 21), **args)
+    sub = plan_of(dmi, dmi.subset_views(0, 21), host_budget=1 << 34)
     total = sum(c.nbytes for c in sub.chunks)
     assert len(sub.chunks) <= -(-total // (13 * MIN_CHUNK_BYTES)) + 1 < 8
     assert min(len(c.parts) for c in sub.chunks[:-1]) >= 3
     assert all(c.nbytes <= MAX_CHUNK_BYTES for c in sub.chunks)
-    full = make_plan(dmi, dmi.segment_nums, range(272), **args)
+    full = plan_of(dmi, range(272), host_budget=1 << 34)
     assert max(c.nbytes for c in full.chunks) <= MAX_CHUNK_BYTES
     one_view = 4 * 13 * 36 * 415  # of the largest segment
     assert min(c.nbytes for c in full.chunks[:-1]) >= 13 * MIN_CHUNK_BYTES - one_view
@@ -152,16 +137,7 @@ def test_target_chunk_size_gives_several_chunks_per_lane_but_not_tiny_ones():
     from stirgpu.geometry import ProjDataInfo, Scanner
 
     big = ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), span=11, max_ring_diff=60)
-    plan = make_plan(
-        big,
-        big.segment_nums,
-        range(big.get_num_views()),
-        lanes=2,
-        host_buffers_per_slot=1,
-        device_buffers_per_slot=None,
-        host_budget=1 << 34,
-        gpu_budget=None,
-    )
+    plan = plan_of(big, lanes=2, host_budget=1 << 34)
     assert len(plan.chunks) >= 2 * 4 and plan.buffer_bytes <= MAX_CHUNK_BYTES
     _, small = _plan()
     assert len(small.chunks) == 1 and len(small.chunks[0].parts) == 5  # 300 KiB of data: one chunk

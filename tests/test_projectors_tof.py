@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import plan_of
 
 from stirgpu.errors import GeometryError
 from stirgpu.formats import ProjDataInMemory
@@ -175,17 +176,12 @@ def test_tiny_host_budget_bounds_the_plan_whatever_the_tof_bins(num_tof_bins):
 def test_gpu_budget_bounds_the_plan_whatever_the_tof_bins(num_tof_bins):
     """The planner's GPU side (what the CUDA backend asks of it): with a GPU budget for 1.5
     viewgrams per device buffer, every chunk fits and the device bytes stay within the budget."""
-    from stirgpu.execution import make_plan
-
     pdi, _, _ = _tof_bin_case(num_tof_bins)
     viewgram = 4 * num_tof_bins * pdi.get_num_axial_poss(0) * pdi.get_num_tangential_poss()
     fixed, depth, device_buffers = 1 << 20, 3, 2
     gpu_budget = fixed + depth * device_buffers * (3 * viewgram // 2)
-    plan = make_plan(
+    plan = plan_of(
         pdi,
-        pdi.segment_nums,
-        range(pdi.get_num_views()),
-        lanes=1,
         host_buffers_per_slot=0,
         device_buffers_per_slot=device_buffers,
         host_budget=1 << 40,
