@@ -7,6 +7,7 @@
 * the streaming projectors' small problem: :func:`small_geometry`, :func:`phantom`,
   :func:`random_proj_data`, and the comparisons :func:`all_views`, :func:`same_data`,
   :func:`assert_same_back` with its tolerance ``BACK_RTOL``;
+* :func:`projection_results` -- a set-up projector pair's projections, for the MPI scripts;
 * the OSEM tests' small simulated problem: :func:`osem_problem` (the ``osem_problem`` fixture of
   ``conftest.py``), :func:`osem_objective` and :func:`make_osem`;
 * the prior kernels' cases (CUDA against numba): ``PRIOR_POTENTIALS``, ``PRIOR_CASES``,
@@ -41,6 +42,7 @@ __all__ = [
     "random_proj_data",
     "all_views",
     "same_data",
+    "projection_results",
     "PRIOR_POTENTIALS",
     "PRIOR_VOXEL_SIZE",
     "PRIOR_CASES",
@@ -144,6 +146,27 @@ PRIOR_POTENTIALS = {
     "logcosh": (2, 1.7, 0.0),
 }
 PRIOR_VOXEL_SIZE = (2.03125, 2.08626, 2.08626)  # the mMR's: non-cubic default weights
+
+
+def projection_results(pair, image, data, *, forward_subset, ratio_subset, back_subset=None, prefix=""):
+    """What tests/mpi's scripts compare between ranks and one process: a set-up ``pair``'s
+    forward projection of ``image`` (all of it, and subset ``forward_subset`` = (subset,
+    subsets)), back projection of ``data`` (all of it, and subset ``back_subset`` if given) and
+    fused ratio with its log-likelihood on subset ``ratio_subset``; each name after ``prefix``."""
+    pdi = data.get_proj_data_info()
+    results = {}
+    forward = ProjDataInMemory(pdi)
+    pair.forward_project(forward, image)
+    results["forward"] = forward.as_array()
+    subset = ProjDataInMemory(pdi)
+    pair.forward_project(subset, image, *forward_subset)
+    results["forward_subset"] = subset.as_array()
+    results["back"] = pair.back_project(None, data)
+    if back_subset is not None:
+        results["back_subset"] = pair.back_project(None, data, *back_subset)
+    ratio, loglik = pair.forward_back_ratio(image, data, *ratio_subset, return_loglik=True)
+    results["ratio"], results["loglik"] = ratio, np.array(loglik)
+    return {prefix + name: value for name, value in results.items()}
 
 
 def _prior_user_weights():

@@ -89,27 +89,54 @@ STIRGPU = [sys.executable, "-m", "stirgpu"]
 
 
 # -- the library --------------------------------------------------------------------------------
+def _script(name: str, out: Path) -> list[str]:
+    """The command line of tests/mpi/``name`` writing into ``out``."""
+    return [sys.executable, str(HERE / "mpi" / name), str(out)]
+
+
+def _reference(launcher, tmp_path_factory, name: str) -> Path:
+    """The folder of tests/mpi/``name``'s results without MPI (one process: ``rank0.npz``)."""
+    out = tmp_path_factory.mktemp(f"{Path(name).stem}_no_mpi")
+    _ok(_plain(launcher, _script(name, out), out))
+    return out
+
+
+def _rank_results(launcher, name: str, out: Path, ranks: int) -> list:
+    """Each rank's results of tests/mpi/``name`` under mpiexec with ``ranks`` ranks, each of
+    which must have counted them all."""
+    _ok(_mpi(launcher, [(ranks, _script(name, out))], out))
+    results = [np.load(out / f"rank{rank}.npz") for rank in range(ranks)]
+    for rank, got in enumerate(results):
+        assert int(got["ranks"]) == ranks, f"rank {rank}"
+    return results
+
+
+def _assert_same_projections(got, want, what: str, prefix: str = "") -> None:
+    """tests/helpers.py's ``projection_results`` (names after ``prefix``) of a rank against one
+    process: forward projections bit for bit, sums over ranks to float32 summation order."""
+    for name in ("forward", "forward_subset"):
+        assert np.array_equal(got[prefix + name], want[prefix + name]), f"{what}: {prefix}{name} differs"
+    for name in ("back", "ratio"):
+        _close(got[prefix + name], want[prefix + name], f"{what}: {prefix}{name}")
+    assert float(got[prefix + "loglik"]) == pytest.approx(float(want[prefix + "loglik"]), rel=1e-9)
+
+
 @pytest.fixture(scope="module")
 def library_reference(launcher, tmp_path_factory):
-    out = tmp_path_factory.mktemp("no_mpi")
-    _ok(_plain(launcher, [sys.executable, str(HERE / "mpi" / "projections.py"), str(out)], out))
-    return out
+    return _reference(launcher, tmp_path_factory, "projections.py")
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_library_results_equal_one_process(launcher, library_reference, tmp_path, ranks):
-    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "projections.py"), str(tmp_path)])], tmp_path))
     want = np.load(library_reference / "rank0.npz")
-    for rank in range(ranks):  # every rank holds the whole result
-        got = np.load(tmp_path / f"rank{rank}.npz")
-        assert int(got["ranks"]) == ranks
-        # the node's ranks split its default host memory budget (one process keeps the default)
+    for rank, got in enumerate(_rank_results(launcher, "projections.py", tmp_path, ranks)):
+        # every rank holds the whole result; the node's ranks split its default host memory
+        # budget (one process keeps the default)
         assert int(got["ranks_on_this_node"]) == ranks and bool(got["host_budget_set"]) == (ranks > 1)
-        for name in ("forward", "forward_subset", "sirf_forward"):
-            assert np.array_equal(got[name], want[name]), f"rank {rank}: {name} differs"
-        for name in ("back", "back_subset", "ratio", "osem", "sirf_backward"):
+        _assert_same_projections(got, want, f"rank {rank}")
+        assert np.array_equal(got["sirf_forward"], want["sirf_forward"]), f"rank {rank}: sirf_forward differs"
+        for name in ("back_subset", "osem", "sirf_backward"):
             _close(got[name], want[name], f"rank {rank}: {name}")
-        assert float(got["loglik"]) == pytest.approx(float(want["loglik"]), rel=1e-9)
     for n in (2, 4):  # written once (rank 0), the same image
         _close(
             read_image(tmp_path / f"osem_{n}.hv").array, read_image(library_reference / f"osem_{n}.hv").array, "file"
@@ -119,9 +146,7 @@ def test_library_results_equal_one_process(launcher, library_reference, tmp_path
 
 @pytest.fixture(scope="module")
 def tof_and_priors_reference(launcher, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tof_priors_no_mpi")
-    _ok(_plain(launcher, [sys.executable, str(HERE / "mpi" / "tof_and_priors.py"), str(out)], out))
-    return out
+    return _reference(launcher, tmp_path_factory, "tof_and_priors.py")
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
@@ -130,18 +155,13 @@ def test_tof_and_priors_equal_one_process(launcher, tof_and_priors_reference, tm
     and OSMAPOSL with a prior: every rank holds the results of one process; the shares count TOF
     bins; the prior's gradient is each rank's own, on the whole estimate (not summed over the
     ranks), and rank 0 alone writes its files."""
-    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "tof_and_priors.py"), str(tmp_path)])], tmp_path))
     ref = tof_and_priors_reference
     want = np.load(ref / "rank0.npz")
     shares = []
-    for rank in range(ranks):
-        got = np.load(tmp_path / f"rank{rank}.npz")
-        assert int(got["ranks"]) == ranks
-        for name in ("tof_forward", "tof_forward_subset"):
-            assert np.array_equal(got[name], want[name]), f"rank {rank}: {name} differs"
-        for name in ("tof_back", "tof_ratio", "tof_osem", "tof_osl", "osl", "prior_gradient"):
+    for rank, got in enumerate(_rank_results(launcher, "tof_and_priors.py", tmp_path, ranks)):
+        _assert_same_projections(got, want, f"rank {rank}", prefix="tof_")
+        for name in ("tof_osem", "tof_osl", "osl", "prior_gradient"):
             _close(got[name], want[name], f"rank {rank}: {name}")
-        assert float(got["tof_loglik"]) == pytest.approx(float(want["tof_loglik"]), rel=1e-9)
         for name in ("tof_osl_penalty", "osl_penalty", "osl_objective"):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=f"rank {rank}: {name}")
         written = got["gradient_files"].tolist()
@@ -163,7 +183,7 @@ def test_image_sums_take_the_device_path_only_where_every_rank_can(launcher, tmp
     host staging where this MPI says it is not CUDA-aware (MPICH's MPIX_Query_cuda_support() = 0)
     or STIRGPU_MPI_CUDA_AWARE=0, on the device (the buffer itself, float32, after the GPU's work)
     with =1 -- and through the host on every rank when one rank cannot; the same sums every way."""
-    _ok(_mpi(launcher, [(ranks, [sys.executable, str(HERE / "mpi" / "image_sums.py"), str(tmp_path)])], tmp_path))
+    _ok(_mpi(launcher, [(ranks, _script("image_sums.py", tmp_path))], tmp_path))
     voxels = 3 * 50 * 137
     staged = {"path": None, "sent": 8 * voxels, "synchronized": 0}
     want = {

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from helpers import phantom, random_proj_data, small_geometry
+from helpers import phantom, projection_results, random_proj_data, small_geometry
 
 import stirgpu.sirf as pet
 from stirgpu.distributed import world
@@ -21,20 +21,10 @@ comm = world()
 pdi, info = small_geometry()
 x = phantom(info)
 y = random_proj_data(pdi, seed=3, low=0.5)
-results = {}
 
 pair = ProjectorPair(backend="cpu")  # (comm: COMM_WORLD under mpiexec, by default)
 pair.set_up(pdi, info)
-forward = ProjDataInMemory(pdi)
-pair.forward_project(forward, x)
-results["forward"] = forward.as_array()
-subset = ProjDataInMemory(pdi)
-pair.forward_project(subset, x, 2, 3)
-results["forward_subset"] = subset.as_array()
-results["back"] = pair.back_project(None, y)
-results["back_subset"] = pair.back_project(None, y, 1, 4)
-ratio, loglik = pair.forward_back_ratio(x, y, 0, 3, return_loglik=True)
-results["ratio"], results["loglik"] = ratio, np.array(loglik)
+results = projection_results(pair, x, y, forward_subset=(2, 3), back_subset=(1, 4), ratio_subset=(0, 3))
 results["ranks"] = np.array(pair.last_stats.ranks)
 results["ranks_on_this_node"] = np.array(pair.comm.ranks_on_this_node)
 results["host_budget_set"] = np.array(pair.host_memory_budget is not None)

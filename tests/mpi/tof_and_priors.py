@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from helpers import phantom, random_proj_data, small_geometry
+from helpers import phantom, projection_results, random_proj_data, small_geometry
 
 import stirgpu.priors.base
 from stirgpu.distributed import world
@@ -49,15 +49,7 @@ y.fill(rng.uniform(0.5, 1.5, y.shape).astype(np.float32))
 
 pair = ProjectorPair(backend="cpu", max_views_per_chunk=2)  # (comm: COMM_WORLD under mpiexec)
 pair.set_up(pdi, info)
-forward = ProjDataInMemory(pdi)
-pair.forward_project(forward, x)
-results["tof_forward"] = forward.as_array()
-subset = ProjDataInMemory(pdi)
-pair.forward_project(subset, x, 1, 3)
-results["tof_forward_subset"] = subset.as_array()
-results["tof_back"] = pair.back_project(None, y)
-ratio, loglik = pair.forward_back_ratio(x, y, 2, 3, return_loglik=True)
-results["tof_ratio"], results["tof_loglik"] = ratio, np.array(loglik)
+results.update(projection_results(pair, x, y, forward_subset=(1, 3), ratio_subset=(2, 3), prefix="tof_"))
 results["tof_share_bins"] = np.array(pair.last_plan.num_bins)  # (this rank's share of the ratio)
 
 measured = ProjDataInMemory(pdi)
