@@ -424,10 +424,12 @@ def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs,
     top = {**OSEM_TOP, "number of subiterations": 100000, "save estimates at subiteration intervals": 100000}
     (run / "recon.par").write_text(oc.osmaposl_par(OSEM_OBJECTIVE, top, projectors=STIRGPU_PAIR))
     trace = tmp_path / "trace.jsonl"
+    env = plugin_env(reference_stir, trace)
+    env["PYTHONFAULTHANDLER"] = "1"  # a hang's SIGABRT below prints every thread's Python stack
     proc = subprocess.Popen(
         plugin_command(reference_stir, "OSMAPOSL", "recon.par"),
         cwd=run,
-        env=plugin_env(reference_stir, trace),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -438,9 +440,16 @@ def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs,
             time.sleep(0.2)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         proc.send_signal(signal.SIGINT)  # `stirgpu stir` exec'd OSMAPOSL: this is its process
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"OSMAPOSL with the plugin still ran 120 s after Ctrl-C; its stacks:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait()  # reaped either way: no process of this test runs on into later tests
+        proc.stderr.close()
     assert proc.returncode != 0 and proc.returncode != -signal.SIGSEGV
     assert "ERROR: stirgpu:" in err and "interrupted (Ctrl-C)" in err
