@@ -81,7 +81,7 @@ def _wait_for(condition, proc, what: str, timeout: float = 120.0, stderr: _Stder
             pytest.fail(f"the run ended (status {proc.returncode}) before {what}:\n{out}\n{err}")
         if time.monotonic() > deadline:
             proc.kill()
-            proc.communicate()  # reaped: nothing of this test runs on into later ones
+            proc.wait()  # reaped: nothing of this test runs on into later ones
             pytest.fail(f"no {what} within {timeout} s")
         time.sleep(0.02)
 
@@ -97,7 +97,7 @@ def _interrupt(proc, stderr: _Stderr | None = None) -> tuple[float, str, str]:
             proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()  # reaped: nothing of this test runs on into later ones
+        proc.wait()  # reaped: nothing of this test runs on into later ones
         pytest.fail("the run did not stop within 60 s of SIGINT")
     seconds = time.monotonic() - t0
     if stderr is not None:
