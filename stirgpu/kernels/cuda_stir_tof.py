@@ -6,7 +6,7 @@ template's ``NW`` slots, the smallest of :data:`SLOTS` that holds :func:`plane_w
 wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The source is package
 data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first use, one module per
 register size, memoised per device; nothing happens at import.  The chunk tables are
-:func:`stirgpu.kernels.cuda_stir.upload_parts`', shared with the non-TOF kernels: a chunk is one
+:func:`stirgpu.kernels.cuda_stir.upload_parts`, shared with the non-TOF kernels: a chunk is one
 launch.
 """
 

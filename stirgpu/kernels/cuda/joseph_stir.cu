@@ -25,16 +25,29 @@ struct StirLine
     float cf, au, bu, aw, bw;
 };
 
-__device__ __forceinline__ void stir_endpoints(const float *__restrict__ T, const unsigned char *__restrict__ H,
-                                               int nv, int na, int nt, long long idx, float rescale,
-                                               float s[3], float e[3], bool &hit)
+// A thread's part and LOR: the part's tables, sizes and first LOR in the chunk's bins, and the
+// LOR's index in the part's bins
+struct StirPart
 {
+    const float *T;
+    const unsigned char *H;
+    int nv, na, nt;
+    long long n_lors, lor0, idx;
+};
+
+// STIR's endpoints of the LOR P.idx of part P (stir_part_of_thread)
+__device__ __forceinline__ void stir_endpoints(const StirPart &P, float rescale, float s[3], float e[3], bool &hit)
+{
+    const float *__restrict__ T = P.T;
+    const unsigned char *__restrict__ H = P.H;
+    const int na = P.na, nt = P.nt;
+    const long long idx = P.idx;
     const int it = (int)(idx % nt);
     const long long rest = idx / nt;
     const int ia = (int)(rest % na);
     const int iv = (int)(rest / na);
     const long long vt = (long long)iv * nt + it;
-    const long long plane = (long long)nv * nt;
+    const long long plane = (long long)P.nv * nt;
     hit = H[vt] != 0;
     if (!hit)
     {
@@ -91,16 +104,6 @@ __device__ __forceinline__ long long stir_lor_of_thread(long long tid, int nv, i
 #define STIR_PART_FIELDS 8 // T offset (floats), H offset, nv, na, nt, first block, first LOR, unused
 #define STIR_PARTS_ARGS                                                                                              \
     const float *__restrict__ T, const unsigned char *__restrict__ H, const long long *__restrict__ parts, int n_parts
-
-// A thread's part and LOR: the part's tables, sizes and first LOR in the chunk's bins, and the
-// LOR's index in the part's bins
-struct StirPart
-{
-    const float *T;
-    const unsigned char *H;
-    int nv, na, nt;
-    long long n_lors, lor0, idx;
-};
 
 // The part of this thread's block (the last part starting at or before it: parts without LORs
 // take no blocks) and the thread's LOR in it; false for the threads past the part's LORs
@@ -234,13 +237,12 @@ __device__ __forceinline__ bool stir_walk_between(const float s[3], const float 
 }
 
 // false where the LOR adds nothing (misses the FOV cylinder or the image)
-__device__ __forceinline__ bool stir_walk(const float *__restrict__ T, const unsigned char *__restrict__ H, int nv,
-                                          int na, int nt, long long idx, int n0, int n1, int n2, float o0, float o1,
-                                          float o2, float v0, float v1, float v2, float rescale, StirWalk &W)
+__device__ __forceinline__ bool stir_walk(const StirPart &P, int n0, int n1, int n2, float o0, float o1, float o2,
+                                          float v0, float v1, float v2, float rescale, StirWalk &W)
 {
     float s[3], e[3];
     bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    stir_endpoints(P, rescale, s, e, hit);
     return stir_walk_between(s, e, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
 }
 
@@ -297,7 +299,7 @@ extern "C" __global__ void fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ i
         return;
     const long long idx = P.lor0 + P.idx;
     StirWalk W;
-    if (!stir_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
+    if (!stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
     {
         out[idx] = 0.0f;
         return;
@@ -330,16 +332,16 @@ __device__ __forceinline__ int stir_back_target(StirWalk &W, int n0, int n1, int
 
 // (at most 40 registers: the part's fields would otherwise take two more in the axial-major build,
 // and 42 registers fit 5 blocks of STIR_THREADS on an SM where 40 fit 6)
-extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) back_stir(STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img,
-                                     float *__restrict__ img_xy, int n0, int n1, int n2, float o0, float o1,
-                                     float o2, float v0, float v1, float v2, float rescale)
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6)
+    back_stir(STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy,
+              int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
 {
     StirPart P;
     if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
     const float y = values[P.lor0 + P.idx];
     StirWalk W;
-    if (y == 0.0f || !stir_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
+    if (y == 0.0f || !stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
         return;
     const float val = F_MUL(W.L.cf, y);
     float *target;
@@ -367,7 +369,7 @@ extern "C" __global__ void endpoints_stir(STIR_PARTS_ARGS, float rescale, float 
     const long long idx = P.lor0 + P.idx;
     float s[3], e[3];
     bool hit;
-    stir_endpoints(P.T, P.H, P.nv, P.na, P.nt, P.idx, rescale, s, e, hit);
+    stir_endpoints(P, rescale, s, e, hit);
     for (int k = 0; k < 3; ++k)
     {
         start[3 * idx + k] = s[k];

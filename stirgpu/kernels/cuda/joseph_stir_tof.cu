@@ -30,16 +30,14 @@ struct StirTof
     float edge_step; // a bin width in erf's argument: width / (sqrt(2) sigma)
 };
 
-// The walk of LOR idx for TOF (reversed: e to s) and its TOF stepping; false where it adds nothing
-__device__ __forceinline__ bool stir_tof_walk(const float *__restrict__ T, const unsigned char *__restrict__ H,
-                                              int nv, int na, int nt, long long idx, int n0, int n1, int n2,
-                                              float o0, float o1, float o2, float v0, float v1, float v2,
-                                              float rescale, float width, float sigma, float n_sigmas, float c0,
-                                              StirWalk &W, StirTof &F)
+// The walk of part P's LOR P.idx for TOF (reversed: e to s) and its TOF stepping; false where it adds nothing
+__device__ __forceinline__ bool stir_tof_walk(const StirPart &P, int n0, int n1, int n2, float o0, float o1, float o2,
+                                              float v0, float v1, float v2, float rescale, float width, float sigma,
+                                              float n_sigmas, float c0, StirWalk &W, StirTof &F)
 {
     float s[3], e[3];
     bool hit;
-    stir_endpoints(T, H, nv, na, nt, idx, rescale, s, e, hit);
+    stir_endpoints(P, rescale, s, e, hit);
     if (!stir_walk_between(e, s, n0, n1, n2, o0, o1, o2, v0, v1, v2, W))
         return false;
     const int di = W.L.dir;
@@ -300,19 +298,18 @@ __global__ void fwd_stir_tof(STIR_TOF_ARGS, const float *__restrict__ img, float
     StirPart P;
     if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
-    float *part_out = out + nb * P.lor0;
+    out += nb * P.lor0;
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
-                       n_sigmas, c0, W, F))
+    if (!stir_tof_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, W, F))
     {
-        tof_zero(part_out, first, first + nb, first, nb, P.n_lors, P.idx);
+        tof_zero(out, first, first + nb, first, nb, P.n_lors, P.idx);
         return;
     }
     if (F.at > 0.0f)
-        tof_forward_walk<NW, 1>(img, W, F, first, nb, P.n_lors, P.idx, part_out);
+        tof_forward_walk<NW, 1>(img, W, F, first, nb, P.n_lors, P.idx, out);
     else
-        tof_forward_walk<NW, -1>(img, W, F, first, nb, P.n_lors, P.idx, part_out);
+        tof_forward_walk<NW, -1>(img, W, F, first, nb, P.n_lors, P.idx, out);
 }
 
 // the TOF values of LOR idx sum to 0 (libparallelproj skips such a LOR), summed as on the CPU
@@ -332,19 +329,18 @@ __global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, f
     StirPart P;
     if (!stir_part_of_thread(T, H, parts, n_parts, P))
         return;
-    const float *part_values = values + nb * P.lor0;
+    values += nb * P.lor0;
     StirWalk W;
     StirTof F;
-    if (tof_lor_is_zero(part_values, nb, P.n_lors, P.idx) ||
-        !stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, P.idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
-                       n_sigmas, c0, W, F))
+    if (tof_lor_is_zero(values, nb, P.n_lors, P.idx) ||
+        !stir_tof_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, W, F))
         return;
     float *target;
     const int planes = stir_back_target(W, n0, n1, n2, img, img_xy, target);
     if (F.at > 0.0f)
-        tof_back_walk<NW, 1>(part_values, W, F, first, nb, P.n_lors, P.idx, planes, target);
+        tof_back_walk<NW, 1>(values, W, F, first, nb, P.n_lors, P.idx, planes, target);
     else
-        tof_back_walk<NW, -1>(part_values, W, F, first, nb, P.n_lors, P.idx, planes, target);
+        tof_back_walk<NW, -1>(values, W, F, first, nb, P.n_lors, P.idx, planes, target);
 }
 
 // Windows of up to STIR_TOF_WIDE_MAX bins: the weights of a plane in local memory, the output
@@ -371,8 +367,7 @@ extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restr
     tof_zero(out, first, first + nb, first, nb, n_lors, idx);
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
-                       n_sigmas, c0, W, F))
+    if (!stir_tof_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, W, F))
         return;
     float w[STIR_TOF_WIDE_MAX];
     for (int i = W.L.istart; i <= W.L.iend; ++i)
@@ -403,8 +398,7 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
         return;
     StirWalk W;
     StirTof F;
-    if (!stir_tof_walk(P.T, P.H, P.nv, P.na, P.nt, idx, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma,
-                       n_sigmas, c0, W, F))
+    if (!stir_tof_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, W, F))
         return;
     float *target;
     stir_back_target(W, n0, n1, n2, img, img_xy, target);
