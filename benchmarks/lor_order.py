@@ -174,12 +174,11 @@ def main(argv=None) -> int:
     ap.add_argument("--views-per-part", type=arguments.positive_int, default=100)
     ap.add_argument("--json", default=None, help="also write the JSON result here")
     args = ap.parse_args(argv)
-    try:
-        import cupy as cp
+    from stirgpu.execution import resolve_backend
 
-        cp.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no cupy, or no driver / GPU behind it
-        raise arguments.BadArgument(f"needs a CUDA GPU through cupy ({type(exc).__name__}: {exc})") from None
+    resolve_backend("cuda")  # one clear line where cupy or a GPU is missing
+    import cupy as cp
+
     result = {"gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cases": {}}
     for name in args.cases:
         result["cases"][name] = run_case(cp, name, args)

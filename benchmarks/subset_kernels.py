@@ -133,16 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=None, help="of every case")
     ap.add_argument("--json", default=None, help="also write the JSON result here")
     args = ap.parse_args(argv)
-    if args.backend == "cuda":
-        try:
-            import cupy as cp
+    from stirgpu.execution import resolve_backend
 
-            cp.cuda.runtime.getDeviceCount()
-        except Exception as exc:  # no cupy, or no driver / GPU behind it
-            raise arguments.BadArgument(
-                f"--backend cuda needs a CUDA GPU through cupy ({type(exc).__name__}: {exc})"
-            ) from None
-    device = Device.of(args.backend)
+    device = Device.of(resolve_backend(args.backend))  # one clear line where cupy or a GPU is missing
     result = {"backend": args.backend, "subsets": args.subsets, "cases": {}}
     for name in args.cases:
         result["cases"][name] = run_case(device, name, args)
