@@ -50,6 +50,13 @@ def run_with_plugin(reference_stir, program: str, *args, cwd: Path, trace: Path 
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
+def read_inputs(stir, folder: Path):
+    """A test folder's prompts (``prompts.hs``) and image (``phantom.hv``), read by STIR: its
+    ProjData and FloatVoxelsOnCartesianGrid."""
+    prompts = stir.ProjData.read_from_file(str(folder / "prompts.hs"))
+    return prompts, stir.FloatVoxelsOnCartesianGrid.read_from_file(str(folder / "phantom.hv"))
+
+
 def read_trace(path: Path, kind: str = "projection") -> list[dict]:
     lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     return [line for line in lines if line["kind"] == kind]

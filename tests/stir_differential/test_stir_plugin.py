@@ -26,6 +26,7 @@ from plugin_runs import (
     STIRGPU_PAIR,
     plugin_command,
     plugin_env,
+    read_inputs,
     read_trace,
     rel_max,
     run_with_plugin,
@@ -239,9 +240,8 @@ def test_whole_projdata_subset_calls_touch_only_the_subset(
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
     sp.load()
-    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    prompts, image = read_inputs(stir, inputs)
     pdi = prompts.get_proj_data_info()
-    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
     exam = prompts.get_exam_info()
     # STIR's reference through its Parallelproj *pair*: a lone BackProjectorByBinParallelproj
     # made from Python leaves 'restrict to cylindrical FOV' uninitialised (its constructor does
@@ -312,9 +312,8 @@ def test_lent_proj_data_declares_what_stirs_access_object_does(stir, stir_plugin
     monkeypatch.setattr(bridge.PairSession, "forward_proj_data", checked_forward)
     monkeypatch.setattr(bridge.PairSession, "back_proj_data", checked_back)
     sp.load()
-    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    prompts, image = read_inputs(stir, inputs)
     pdi = prompts.get_proj_data_info()
-    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
     fp, bp = sp.forward_projector(backend="cpu"), sp.back_projector(backend="cpu")
     fp.set_up(pdi, image)
     bp.set_up(pdi, image)
@@ -341,8 +340,7 @@ def test_python_errors_are_stir_errors_in_stirs_python_module(stir, stir_plugin,
     import stirgpu.stir_plugin as sp
 
     sp.load()
-    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
-    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(inputs / "phantom.hv"))
+    prompts, image = read_inputs(stir, inputs)
     fp = sp.forward_projector(backend="cuda")  # no GPU here (and none on CI)
     with pytest.raises(RuntimeError, match=r"stirgpu: set_up: .*(cuda|CUDA|GPU)"):
         fp.set_up(prompts.get_proj_data_info(), image)

@@ -24,7 +24,16 @@ import re
 import numpy as np
 import osmaposl_cases as oc
 import pytest
-from plugin_runs import BACK_PAR, FORWARD_PAR, STIRGPU_CPU, STIRGPU_PAIR, read_trace, rel_max, run_with_plugin
+from plugin_runs import (
+    BACK_PAR,
+    FORWARD_PAR,
+    STIRGPU_CPU,
+    STIRGPU_PAIR,
+    read_inputs,
+    read_trace,
+    rel_max,
+    run_with_plugin,
+)
 
 from stirgpu.cli.main import main
 from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
@@ -258,10 +267,9 @@ def test_python_objects_project_every_timing_position_as_stirgpus_projectors(
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
     sp.load()
-    prompts = stir.ProjData.read_from_file(str(folder / "prompts.hs"))
+    prompts, image = read_inputs(stir, folder)
     pdi = prompts.get_proj_data_info()
     assert pdi.get_num_tof_poss() == num_tof
-    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(folder / "phantom.hv"))
     pair = sp.projector_pair(backend="cpu")
     pair.set_up(pdi, image)
     per_viewgram, back_image = _per_viewgram_projections(stir, pair, prompts, image, _keys(pdi))
@@ -314,9 +322,8 @@ def test_host_memory_budget_bounds_the_caches_whatever_the_number_of_tof_bins(
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(trace))
     sp.load()
-    prompts = stir.ProjData.read_from_file(str(many_bins_inputs / "prompts.hs"))
+    prompts, image = read_inputs(stir, many_bins_inputs)
     pdi = prompts.get_proj_data_info()
-    image = stir.FloatVoxelsOnCartesianGrid.read_from_file(str(many_bins_inputs / "phantom.hv"))
     results = {}
     for budget in (2, None):
         pair = sp.projector_pair(backend="cpu", **({} if budget is None else {"host_memory_budget_mb": budget}))
