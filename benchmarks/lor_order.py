@@ -42,7 +42,6 @@ import arguments  # noqa: E402
 import numpy as np  # noqa: E402
 from timing import Device, median_seconds  # noqa: E402
 
-CASES = ("dmi", "dmi-tof", "mmr", "quadra")
 ORDERS = {"view-major": False, "axial-major": True}
 
 
@@ -66,19 +65,31 @@ def ellipse_phantom(shape) -> np.ndarray:
     return np.broadcast_to(plane, (nz, ny, nx)) * np.linspace(0.5, 1.5, nz, dtype=np.float32)[:, None, None]
 
 
-def geometry(name: str, args):
-    """(projection-data geometry, views per part or None: all) of case ``name``."""
+#: per case: scanner, span, maximum ring difference (None: all), views, tangential positions, TOF mashing
+CASE_GEOMETRIES = {
+    "dmi": ("GE Discovery MI 4 rings", 1, None, 272, 415, None),
+    "dmi-tof": ("GE Discovery MI 4 rings", 1, None, 272, 415, 29),
+    "mmr": ("Siemens mMR", 11, 60, 252, 344, None),
+    "quadra": ("Siemens Quadra", 1, 10, 399, 520, None),
+}
+CASES = tuple(CASE_GEOMETRIES)
+
+
+def case_geometry(name: str, views=None, tangential=None, max_ring_diff=None):
+    """The projection-data geometry of case ``name``, its sizes replaced where given."""
     from stirgpu.geometry import ProjDataInfo, Scanner
 
-    if name in ("dmi", "dmi-tof"):
-        sc = Scanner.from_name("GE Discovery MI 4 rings")
-        mash = 29 if name == "dmi-tof" else None
-        return ProjDataInfo.construct(sc, 1, sc.num_rings - 1, 272, 415, tof_mash_factor=mash), None
-    if name == "mmr":
-        return ProjDataInfo.construct(Scanner.from_name("Siemens mMR"), 11, 60, 252, 344), None
-    sc = Scanner.from_name("Siemens Quadra")
-    pdi = ProjDataInfo.construct(sc, 1, args.quadra_max_ring_diff, num_views=399, num_tangential_poss=520)
-    return pdi, args.views_per_part
+    scanner, span, mrd, nv, nt, mash = CASE_GEOMETRIES[name]
+    sc = Scanner.from_name(scanner)
+    mrd = max_ring_diff if max_ring_diff is not None else (sc.num_rings - 1 if mrd is None else mrd)
+    return ProjDataInfo.construct(sc, span, mrd, views or nv, tangential or nt, tof_mash_factor=mash)
+
+
+def geometry(name: str, args):
+    """(projection-data geometry, views per part or None: all) of case ``name``."""
+    if name == "quadra":
+        return case_geometry(name, max_ring_diff=args.quadra_max_ring_diff), args.views_per_part
+    return case_geometry(name), None
 
 
 def make_chunk(pdi, views_per_part):

@@ -46,27 +46,14 @@ import lor_order  # noqa: E402
 import numpy as np  # noqa: E402
 from timing import Device, median_seconds  # noqa: E402
 
-CASES = ("dmi-tof", "dmi", "mmr", "quadra")
+CASES = lor_order.CASES
 DEFAULT_CASES = ("dmi-tof", "mmr", "quadra")
 
 
 def geometry(name: str, args):
-    """(projection-data geometry, views per part of the full call or None: all) of case ``name``."""
-    from stirgpu.geometry import ProjDataInfo, Scanner
-
-    scanner = {"dmi": "GE Discovery MI 4 rings", "dmi-tof": "GE Discovery MI 4 rings", "mmr": "Siemens mMR"}
-    sizes = {"dmi": (1, None, 272, 415), "dmi-tof": (1, None, 272, 415), "mmr": (11, 60, 252, 344)}
-    span, mrd, views, tang = sizes.get(name, (1, 10, 399, 520))
-    sc = Scanner.from_name(scanner.get(name, "Siemens Quadra"))
-    mrd = args.max_ring_diff if args.max_ring_diff is not None else (sc.num_rings - 1 if mrd is None else mrd)
-    pdi = ProjDataInfo.construct(
-        sc,
-        span,
-        mrd,
-        args.views or views,
-        args.tangential or tang,
-        tof_mash_factor=29 if name == "dmi-tof" else None,
-    )
+    """(projection-data geometry, views per part of the full call or None: all) of case ``name``
+    (``lor_order.py``'s, with this run's sizes)."""
+    pdi = lor_order.case_geometry(name, args.views, args.tangential, args.max_ring_diff)
     return pdi, args.views_per_part if name == "quadra" else None
 
 
