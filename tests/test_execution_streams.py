@@ -320,6 +320,50 @@ def test_kept_launchers_and_accumulator_follow_their_targets(cp):
 
 
 @pytest.mark.gpu
+def test_stir_tables_are_kept_per_chunk_and_packed_once_per_lane(cp):
+    """With STIR's numerics a GPU lane keeps the geometry's transaxial tables, packed on the
+    device once, and each chunk's tables from call to call (by the engine's kept tables of the
+    chunk): a subset's forward and back projections, the full data's and the subset's again all
+    equal a fresh projector's and reuse the very objects; ``release`` drops them."""
+    pdi, info = small_geometry()
+    data = random_proj_data(pdi)
+    image = phantom(info)
+
+    def calls(pp):
+        got = []
+        for subset in ((1, 3), (None, 1), (1, 3)):
+            kw = {} if subset[0] is None else dict(subset_num=subset[0], num_subsets=subset[1])
+            out = ProjDataInMemory(pdi)
+            pp.forward_project(out, image, **kw)
+            got += [out, pp.back_project(None, data, **kw)]
+        return got
+
+    fresh = _pair(1, max_views_per_chunk=3, numerics="stir")
+    fresh.set_up(pdi, info)
+    want = calls(fresh)
+    pp = _pair(2, max_views_per_chunk=3, numerics="stir")
+    pp.set_up(pdi, info)
+    got = calls(pp)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, np.ndarray):
+            _close(g, w)
+        else:
+            assert same_data(g, w, pdi)
+    eng = pp.session.engine
+    kept = eng.kept_workspaces(0).kernels
+    packing = kept.stir_transaxial.device_packings[0]
+    chunks = dict(kept.stir_chunks)
+    assert len(chunks) >= 2 and all(c.transaxial is kept.stir_transaxial for c in chunks.values())
+    assert kept.device_bytes() >= packing.X.nbytes + packing.H.nbytes
+    got = calls(pp)
+    assert same_data(got[0], want[0], pdi)
+    assert eng.kept_workspaces(0).kernels.stir_transaxial.device_packings[0] is packing
+    assert all(kept.stir_chunks.get(t) is c for t, c in chunks.items())
+    eng.release()
+    assert eng.kept_workspaces(0).kernels.is_empty()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("tiled,numerics", [(True, "exact"), (False, "exact"), (False, "stir")])
 def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled, numerics):
     """The engine hands a back projection's GPU image over uninitialised (the accumulators'

@@ -86,7 +86,7 @@ def _tof_launch(lib, kind, chunk, pdi, image, frame, poss, window, arrays):
     name = cuda_stir_tof.kernel_name(kind, window or cuda_stir_tof.plane_window(tof))
     frame_args = cuda_stir.frame_args(image, org, vs, r)
     extra = cuda_stir_tof.tof_arguments(tof, first, nb)
-    parts = cuda_stir.pack_parts(chunk.host)
+    parts = chunk.packed()
     _launch(lib, name, parts, cuda_stir_tof.kernel_arguments(parts, frame_args, extra, *arrays))
     return name
 
@@ -214,13 +214,13 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     into sample / scatter / step functions."""
     pdi, img, frame, chunk = _case(DMI, 29)
     (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
-    part = cuda_stir.pack_parts(chunk.host[:1])
+    single = StirChunk(chunk_tables := pdi.chunk_tables(pdi.segment_nums[0]), pdi)
+    part = single.packed()
     nv, na, nt = chunk.shapes[0]
     k = nv * na * nt
     frame_args = cuda_stir.frame_args(img, org, vs, r)
     out = np.full(k, np.nan, np.float32)
     _launch(host_kernels, "fwd_stir", part, (*part.args, img.reshape(-1), *frame_args, out))
-    single = StirChunk(chunk_tables := pdi.chunk_tables(pdi.segment_nums[0]), pdi)
     np.testing.assert_array_equal(out, forward_chunk_stir(single, pdi, img, frame).reshape(-1))
     back = np.zeros(img.shape, np.float32)
     along_x = cuda_stir.transposed_accumulator(np, back)
@@ -291,7 +291,7 @@ def test_one_launch_covers_every_part_of_a_chunk(host_kernels):
     empty = pdi.chunk_tables(0, views=range(0))
     tables = [empty, pdi.chunk_tables(0, views=range(1, 4)), empty, pdi.chunk_tables(1), pdi.chunk_tables(-1), empty]
     chunk = StirChunk(tables, pdi)
-    parts = cuda_stir.pack_parts(chunk.host)
+    parts = chunk.packed()
     sizes = [nv * na * nt for nv, na, nt in chunk.shapes]
     assert int(parts.n_parts) == 6 and parts.num_lors == sum(sizes) and 0 in sizes
     assert all(k % cuda_stir.THREADS for k in sizes if k)
@@ -308,3 +308,47 @@ def test_one_launch_covers_every_part_of_a_chunk(host_kernels):
         host_kernels, "fwd_stir", parts, (*parts.args, img.reshape(-1), *cuda_stir.frame_args(img, org, vs, r), out)
     )
     np.testing.assert_array_equal(out, forward_chunk_stir(chunk, pdi, img, frame).reshape(-1))
+
+
+def test_parts_index_their_views_in_the_geometrys_transaxial_sets(host_kernels):
+    """The kernels read a part's transaxial values from its geometry's sets, row by view
+    (``cuda_stir.pack_parts``): parts of spread views (a subset's), of a run of views, of some
+    axial positions only, of another FOV radius, and a chunk of some tangential positions only --
+    the last two each a set of their own, packed after the first -- give every LOR the CPU's
+    forward projection (TOF and non-TOF) and endpoints, bit for bit."""
+    pdi, img, frame, _ = _case(DMI, 29, views=12)
+    t = range(-5, 6)
+    chunks = [
+        [
+            pdi.chunk_tables(0, views=[1, 4, 7, 10]),
+            pdi.chunk_tables(1, views=range(2, 6)),
+            pdi.chunk_tables(-1, views=[0, 11], axial_poss=[0, 2]),
+            pdi.chunk_tables(0, views=[2, 8], radius=20.0),
+        ],
+        [pdi.chunk_tables(0, views=[3, 9], tangential_poss=t), pdi.chunk_tables(1, views=[0], tangential_poss=t)],
+    ]
+    first = StirChunk(chunks[0], pdi)
+    # the second chunk shares the first's transaxial tables (as a call's chunks do) and adds a set
+    chunks = [first, StirChunk(chunks[1], pdi, first.transaxial)]
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    missed = 0
+    for chunk in chunks:
+        parts = chunk.packed()
+        n = parts.num_lors
+        out = np.full(n, np.nan, np.float32)
+        _launch(host_kernels, "fwd_stir", parts, (*parts.args, img.reshape(-1), *frame_args, out))
+        np.testing.assert_array_equal(out, forward_chunk_stir(chunk, pdi, img, frame).reshape(-1))
+        start, end = np.full((n, 3), np.nan, np.float32), np.full((n, 3), np.nan, np.float32)
+        _launch(host_kernels, "endpoints_stir", parts, (*parts.args, r, start, end))
+        ends = [endpoints_array(t) for t in chunk.host]
+        for got, k in ((start, 0), (end, 1)):
+            want = np.concatenate([(e[k].reshape(-1, 3) * r).astype(np.float32) for e in ends])
+            np.testing.assert_array_equal(got, want)
+        missed += int((start == 0).all(axis=1).sum())
+        got, _ = tof_forward(host_kernels, chunk, pdi, img, frame, window=200)  # the wide kernels: bit for bit
+        np.testing.assert_array_equal(got, forward_chunk_stir_tof(chunk, pdi, img, frame).reshape(-1))
+    assert missed  # some LORs miss the smaller FOV cylinder
+    sets = first.transaxial.complete_sets()
+    assert len(sets) == 3 and all(t[0].shape[0] == pdi.get_num_views() for t in sets.values())
+    assert chunks[1].packed().X.size == sum(t[0].size * 6 for t in sets.values())

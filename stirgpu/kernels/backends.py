@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .cuda_launcher import ChunkLauncher
     from .cuda_workspaces import BackAccumulator
     from .frames import KernelGeometry
+    from .stir_lors import TransaxialTables
 
 __all__ = ["ChunkKernels", "LaneKernels", "CpuLaneKernels", "CudaLaneKernels", "CudaKept"]
 
@@ -100,19 +101,31 @@ class _StirChunks:
     """STIR's numerics on either backend: one thread per LOR on the plain image, adding into the
     accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU) and, on a GPU,
     for walks along x into a transposed accumulator ``along_x`` kept for the call and folded
-    into the accumulation image by :meth:`finish` (``cuda_stir.transposed_accumulator``)."""
+    into the accumulation image by :meth:`finish` (``cuda_stir.transposed_accumulator``).
+    ``kept`` (a GPU lane's :class:`CudaKept`): where the views' transaxial tables and each
+    chunk's :class:`StirChunk` are kept from call to call; without it (the CPU), per call."""
 
-    def __init__(self, geometry: KernelGeometry, image, accum, along_x=None):
+    def __init__(self, geometry: KernelGeometry, image, accum, along_x=None, kept: CudaKept | None = None):
         from .stir_lors import TransaxialTables
 
         self.geometry, self.image, self.accum, self.along_x = geometry, image, accum, along_x
-        # the views' transaxial tables, made once for the chunks of every segment of the call
         pdi = geometry.proj_data_info
-        self.transaxial = TransaxialTables(pdi) if pdi is not None else None
+        self.kept = kept
+        self.transaxial: TransaxialTables | None
+        if kept is not None and pdi is not None:
+            self.transaxial = kept.stir_transaxial_of(pdi)
+        else:
+            # the views' transaxial tables, made once for the chunks of every segment of the call
+            self.transaxial = TransaxialTables(pdi) if pdi is not None else None
         self.workers = _CallWorkers()
 
     def tables(self, tables):
-        return StirChunk(tables, self.geometry.proj_data_info, self.transaxial)
+        if isinstance(tables, StirChunk):
+            return tables
+        pdi = self.geometry.proj_data_info
+        if self.kept is None or self.transaxial is None:
+            return StirChunk(tables, pdi, self.transaxial)
+        return self.kept.stir_chunk_of(tables, pdi, self.transaxial)
 
     def _tof(self) -> bool:
         # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
@@ -123,10 +136,11 @@ class _StirChunks:
     def forward(self, tables, out, cancel=None) -> None:
         g = self.geometry
         fwd = forward_chunk_stir_tof if self._tof() else forward_chunk_stir
-        fwd(tables, g.proj_data_info, self.image, g.stir_frame, out=out, cancel=cancel)
+        fwd(self.tables(tables), g.proj_data_info, self.image, g.stir_frame, out=out, cancel=cancel)
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
+        tables = self.tables(tables)
         kept = {} if self.along_x is None else {"along_x": self.along_x}
         if self._tof():
             back_chunk_stir_tof(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, **kept)
@@ -204,6 +218,11 @@ class CudaKept:
     back_shape: tuple[int, ...] | None = None
     launcher_set_ups: dict[str, ChunkLauncher] = dataclasses.field(default_factory=dict)
     target_launchers: dict[str, tuple[weakref.ref, ChunkLauncher]] = dataclasses.field(default_factory=dict)
+    #: STIR's numerics: the last geometry's transaxial tables (packed on the device once), and
+    #: each chunk's :class:`StirChunk` by the engine's kept tables of the chunk (held weakly: a
+    #: chunk's goes when the engine lets go of its tables)
+    stir_transaxial: TransaxialTables | None = None
+    stir_chunks: weakref.WeakKeyDictionary = dataclasses.field(default_factory=weakref.WeakKeyDictionary)
 
     def is_empty(self) -> bool:
         """Nothing kept (a new lane's, or one after ``release``)."""
@@ -212,12 +231,37 @@ class CudaKept:
             and self.back_target is None
             and not self.launcher_set_ups
             and not self.target_launchers
+            and self.stir_transaxial is None
+            and not self.stir_chunks
         )
 
     def device_bytes(self) -> int:
-        """Device memory held: the accumulators."""
+        """Device memory held: the accumulators and STIR's transaxial tables."""
         pair = self.back_accumulators
-        return sum(int(x.nbytes) for x in pair) if pair is not None else 0
+        held = sum(int(x.nbytes) for x in pair) if pair is not None else 0
+        if self.stir_transaxial is not None:
+            held += sum(int(p.X.nbytes) + int(p.H.nbytes) for p in self.stir_transaxial.device_packings.values())
+        return held
+
+    def stir_transaxial_of(self, pdi) -> TransaxialTables:
+        """The transaxial tables of ``pdi``: the kept ones when they are this very geometry's."""
+        from .stir_lors import TransaxialTables
+
+        if self.stir_transaxial is None or self.stir_transaxial.proj_data_info is not pdi:
+            self.stir_transaxial = TransaxialTables(pdi)
+            self.stir_chunks = weakref.WeakKeyDictionary()
+        return self.stir_transaxial
+
+    def stir_chunk_of(self, tables, pdi, transaxial: TransaxialTables) -> StirChunk:
+        """The :class:`StirChunk` of ``tables`` (the engine's kept tables of a chunk), kept while
+        they are; made with ``transaxial`` (:meth:`stir_transaxial_of` ``pdi``)."""
+        try:
+            chunk = self.stir_chunks.get(tables)
+        except TypeError:  # tables that cannot be held weakly (a list of ChunkTables): not kept
+            return StirChunk(tables, pdi, transaxial)
+        if chunk is None or chunk.transaxial is not transaxial:
+            chunk = self.stir_chunks[tables] = StirChunk(tables, pdi, transaxial)
+        return chunk
 
 
 class _CudaChunks:
@@ -281,7 +325,7 @@ class CudaLaneKernels:
 
                 _zero(accum)
                 along_x = transposed_accumulator(import_cupy(), accum)  # zeroed on the current stream
-            return _StirChunks(geometry, image, accum, along_x)
+            return _StirChunks(geometry, image, accum, along_x, self.kept)
         from .cuda_workspaces import prepare_image
 
         forward = self._target_launcher("forward", prepare_image(image), geometry) if image is not None else None

@@ -2,11 +2,12 @@
 :mod:`stirgpu.kernels.cpu_stir`).
 
 The source is package data, compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on
-first use and memoised per device; nothing happens at import.  Each chunk part's float32 tables
-(:func:`stirgpu.kernels.stir_lors.stir_chunk_tables`, a few floats per view and tangential
-position) are computed on the host, and a chunk's are copied to the device together, with a
-directory of its parts (:func:`pack_parts`), on the current stream; the kernels then compute
-every LOR's endpoints themselves.  A chunk is one launch, whatever its number of parts.
+first use and memoised per device; nothing happens at import.  The kernels compute every LOR's
+endpoints themselves from small float32 tables (:mod:`stirgpu.kernels.stir_lors`): the
+geometry's transaxial tables (a few floats per view and tangential position, which every segment
+shares), packed once per device (:func:`transaxial_on_device`), and per chunk part its axial
+tables and views, with a directory of the parts (:func:`pack_parts`), copied on the current
+stream.  A chunk is one launch, whatever its number of parts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .cuda_compile import compiled_module
+from .stir_lors import TransaxialTables, axial_tables, stir_part_geometry
 
 __all__ = [
     "forward",
@@ -25,6 +27,12 @@ __all__ = [
     "fold",
     "transposed_accumulator",
     "PackedParts",
+    "PartTables",
+    "TransaxialPacking",
+    "part_tables",
+    "pack_transaxial",
+    "host_transaxial",
+    "transaxial_on_device",
     "pack_parts",
     "upload_parts",
     "launch",
@@ -39,7 +47,7 @@ __all__ = [
 #: threads per block of the STIR-numerics kernels
 THREADS = 256
 #: int64 fields of a part's row in the parts' directory (``STIR_PART_FIELDS`` in ``joseph_stir.cu``)
-PART_FIELDS = 8
+PART_FIELDS = 10
 
 
 def order_option(axial_major: bool) -> str:
@@ -86,23 +94,86 @@ def lor_order(kind: str, image, tof: bool = False) -> bool:
     return axial_major(kind, int(image.nbytes), l2_cache_bytes(image.device.id), tof)
 
 
-def _pack_part(tables: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """(T, H, nv, na, nt) of one part's host tables (``stir_lors.stir_chunk_tables``) in the
-    layout of ``joseph_stir.cu``."""
-    x1, y1, dx, dy, l1, l2, hit, m, mt = tables
-    nv, nt = x1.shape
-    host = np.concatenate([a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)] + [m, mt]).astype(np.float32)
-    return host, hit.astype(np.uint8).reshape(-1), int(nv), len(m), int(nt)
+class PartTables(NamedTuple):
+    """A chunk part as the kernels index it: its STIR geometry
+    (:func:`~stirgpu.kernels.stir_lors.stir_part_geometry`, which names its transaxial set), its
+    views (rows of that set, int64) and its axial tables ``m`` and ``mt``
+    (:func:`~stirgpu.kernels.stir_lors.axial_tables`)."""
+
+    geometry: Any
+    views: np.ndarray
+    m: np.ndarray
+    mt: np.ndarray
+
+
+def part_tables(proj_data_info, chunk_tables) -> PartTables:
+    """The :class:`PartTables` of one :class:`~stirgpu.geometry.ChunkTables` part."""
+    g = stir_part_geometry(proj_data_info, chunk_tables)
+    return PartTables(g, np.asarray(chunk_tables.views, np.int64), *axial_tables(g))
+
+
+class TransaxialPacking(NamedTuple):
+    """Transaxial sets as the kernels take them (host or device arrays): ``X`` (float32, six
+    ``[view][tangential]`` tables per set), ``H`` (uint8, ``[view][tangential]`` per set) and, by
+    set key (``TransaxialTables.key``), the set's offsets into them and its number of views."""
+
+    X: Any
+    H: Any
+    place: dict[tuple, tuple[int, int, int]]
+
+
+def pack_transaxial(sets: dict) -> TransaxialPacking:
+    """The host :class:`TransaxialPacking` of complete transaxial sets
+    (``TransaxialTables.complete_sets``), one after the other."""
+    place: dict[tuple, tuple[int, int, int]] = {}
+    xs: list[np.ndarray] = []
+    hs: list[np.ndarray] = []
+    x_offset = h_offset = 0
+    for key, (x1, y1, dx, dy, l1, l2, hit) in sets.items():
+        xs += [a.reshape(-1) for a in (x1, y1, dx, dy, l1, l2)]
+        hs.append(hit.reshape(-1).astype(np.uint8))
+        place[key] = (x_offset, h_offset, int(hit.shape[0]))
+        x_offset, h_offset = x_offset + 6 * hit.size, h_offset + hit.size
+    X = np.concatenate(xs).astype(np.float32, copy=False) if xs else np.zeros(1, np.float32)
+    H = np.concatenate(hs) if hs else np.zeros(1, np.uint8)
+    return TransaxialPacking(X, H, place)
+
+
+def host_transaxial(transaxial: TransaxialTables, parts) -> TransaxialPacking:
+    """The host packing of every complete set of ``transaxial``, those of ``parts``
+    (:class:`PartTables`) completed first."""
+    for p in parts:
+        transaxial.complete(p.geometry)
+    return pack_transaxial(transaxial.complete_sets())
+
+
+def transaxial_on_device(transaxial: TransaxialTables, parts, device_id: int) -> TransaxialPacking:
+    """The transaxial sets of ``parts`` on GPU ``device_id`` (the current device), packed and
+    copied once and kept in ``transaxial.device_packings``; packed again, with every set made so
+    far, when a part needs a set the kept packing lacks.  The copy is complete on return, so the
+    kernels of any stream may read it."""
+    import cupy as cp
+
+    with transaxial.lock:
+        got = transaxial.device_packings.get(device_id)
+        if not isinstance(got, TransaxialPacking) or any(transaxial.key(p.geometry) not in got.place for p in parts):
+            host = host_transaxial(transaxial, parts)
+            got = host._replace(X=cp.asarray(host.X), H=cp.asarray(host.H))
+            cp.cuda.get_current_stream().synchronize()
+            transaxial.device_packings[device_id] = got
+        return got
 
 
 class PackedParts(NamedTuple):
-    """A chunk's parts as its kernels take them (host or device arrays): the parts' tables
-    concatenated (``T`` float32, ``H`` uint8), their directory (``PART_FIELDS`` int64 per part:
-    offsets into ``T`` and ``H``, nv, na, nt, first block, first LOR), the number of parts, the
-    launch's blocks and the chunk's LORs."""
+    """A chunk's parts as its kernels take them (host or device arrays): the transaxial sets
+    (``X``, ``H``: :class:`TransaxialPacking`), the parts' axial tables concatenated (``A``
+    float32), their directory (``PART_FIELDS`` int64 per part: offsets into ``X``, ``H``, ``A``
+    and the directory, sizes, first block, first LOR; then each part's views), the number of
+    parts, the launch's blocks and the chunk's LORs."""
 
-    T: Any
+    X: Any
     H: Any
+    A: Any
     directory: Any
     n_parts: np.int32
     blocks: int
@@ -111,31 +182,36 @@ class PackedParts(NamedTuple):
     @property
     def args(self) -> tuple:
         """The kernels' first arguments (``STIR_PARTS_ARGS``)."""
-        return self.T, self.H, self.directory, self.n_parts
+        return self.X, self.H, self.A, self.directory, self.n_parts
 
 
-def pack_parts(parts_tables) -> PackedParts:
-    """The host :class:`PackedParts` of a chunk's parts' host tables (``stir_lors.stir_chunk_tables``
-    of each part, in the order of the chunk's bins): each part takes whole blocks of one launch."""
-    packed = [_pack_part(t) for t in parts_tables]
-    directory = np.zeros((len(packed), PART_FIELDS), np.int64)
-    t_offset = h_offset = block = lor = 0
-    for row, (host, hit, nv, na, nt) in zip(directory, packed, strict=True):
-        row[:7] = t_offset, h_offset, nv, na, nt, block, lor
-        t_offset, h_offset = t_offset + host.size, h_offset + hit.size
+def pack_parts(parts, packing: TransaxialPacking) -> PackedParts:
+    """The :class:`PackedParts` of a chunk's parts (:class:`PartTables`, in the order of the
+    chunk's bins) with their sets in ``packing`` (its arrays are taken as they are; ``A`` and the
+    directory are host arrays): each part takes whole blocks of one launch."""
+    rows = np.zeros((len(parts), PART_FIELDS), np.int64)
+    view_offset = rows.size
+    a_offset = block = lor = 0
+    for row, p in zip(rows, parts, strict=True):
+        x_offset, h_offset, n_views = packing.place[TransaxialTables.key(p.geometry)]
+        nv, na, nt = len(p.views), len(p.m), len(p.mt)
+        row[:] = x_offset, h_offset, nv, na, nt, block, lor, a_offset, view_offset, n_views
+        a_offset, view_offset = a_offset + na + nt, view_offset + nv
         block += -(-nv * na * nt // THREADS)
         lor += nv * na * nt
-    T = np.concatenate([p[0] for p in packed]) if packed else np.zeros(1, np.float32)
-    H = np.concatenate([p[1] for p in packed]) if packed else np.zeros(1, np.uint8)
-    return PackedParts(T, H, directory.reshape(-1), np.int32(len(packed)), block, lor)
+    A = np.concatenate([np.zeros(0, np.float32)] + [a for p in parts for a in (p.m, p.mt)]).astype(np.float32)
+    A = A if A.size else np.zeros(1, np.float32)
+    directory = np.concatenate([rows.reshape(-1)] + [p.views for p in parts])
+    return PackedParts(packing.X, packing.H, A, directory, np.int32(len(parts)), block, lor)
 
 
-def upload_parts(parts_tables) -> PackedParts:
-    """:func:`pack_parts` of a chunk's parts' host tables, on the current device."""
+def upload_parts(parts, transaxial: TransaxialTables) -> PackedParts:
+    """:func:`pack_parts` on the current device: the sets there (:func:`transaxial_on_device`),
+    the axial tables and the directory copied on the current stream."""
     import cupy as cp
 
-    host = pack_parts(parts_tables)
-    return host._replace(T=cp.asarray(host.T), H=cp.asarray(host.H), directory=cp.asarray(host.directory))
+    host = pack_parts(parts, transaxial_on_device(transaxial, parts, cp.cuda.Device().id))
+    return host._replace(A=cp.asarray(host.A), directory=cp.asarray(host.directory))
 
 
 def launch(kernel, parts: PackedParts, args) -> None:

@@ -23,40 +23,71 @@ from ..errors import GeometryError
 from .tables import chunk_parts, parts_shapes
 
 if TYPE_CHECKING:
-    from .cuda_stir import PackedParts
+    from .cuda_stir import PackedParts, PartTables
     from .stir_lors import TransaxialTables
 
 __all__ = ["forward_chunk_stir", "back_chunk_stir", "StirChunk"]
 
 
 class StirChunk:
-    """A chunk's STIR float32 tables (:func:`stirgpu.kernels.stir_lors.stir_chunk_tables` of
-    each part), computed once on the host and copied once per device, so that a chunk projected
-    forward and then back (OSEM's fused step) pays for them once; ``transaxial``
-    (:class:`~stirgpu.kernels.stir_lors.TransaxialTables` of ``proj_data_info``) shares the
-    views' tables between the chunks of a call.  Accepted wherever
+    """A chunk's STIR float32 tables, made once on the host and copied once per device, so that
+    a chunk projected forward and then back (OSEM's fused step), or again in later calls where
+    the chunk is kept (the engine's lanes keep one per chunk, ``backends.CudaLaneKernels``),
+    pays for them once.  ``transaxial`` (:class:`~stirgpu.kernels.stir_lors.TransaxialTables` of
+    ``proj_data_info``; default: the chunk's own) holds the views' tables, which every segment
+    shares: the CPU kernels take each part's rows of them (:attr:`host`), the GPU kernels index
+    the whole sets, packed once per device, by view (:meth:`device`).  Accepted wherever
     :func:`forward_chunk_stir` / :func:`back_chunk_stir` take tables."""
 
     def __init__(self, tables, proj_data_info, transaxial: TransaxialTables | None = None):
-        from .stir_lors import stir_chunk_tables
+        from .stir_lors import TransaxialTables
 
         parts, single = chunk_parts(tables)
         self.shapes: tuple[tuple[int, int, int], ...] = parts_shapes(parts)
         #: result shape of a single part, or None (the parts' bins one after the other, flat)
         self.single_shape = self.shapes[0] if single else None
         self.num_lors = sum(nv * na * nt for nv, na, nt in self.shapes)
-        #: per part, its float32 host tables ``(x1, y1, dx, dy, l1, l2, hit, m, max_a tan)``
-        self.host: list[tuple[np.ndarray, ...]] = [stir_chunk_tables(proj_data_info, p, transaxial) for p in parts]
+        self.proj_data_info = proj_data_info
+        self.transaxial = TransaxialTables(proj_data_info) if transaxial is None else transaxial
+        self._chunk_tables = parts
+        self._host: list[tuple[np.ndarray, ...]] | None = None
+        self._parts: list[PartTables] | None = None
         self._device: dict[int, PackedParts] = {}
 
+    @property
+    def host(self) -> list[tuple[np.ndarray, ...]]:
+        """Per part, its float32 host tables ``(x1, y1, dx, dy, l1, l2, hit, m, max_a tan)``
+        (:func:`~stirgpu.kernels.stir_lors.stir_chunk_tables`): the CPU kernels'."""
+        if self._host is None:
+            from .stir_lors import stir_chunk_tables
+
+            pdi, ta = self.proj_data_info, self.transaxial
+            self._host = [stir_chunk_tables(pdi, p, ta) for p in self._chunk_tables]
+        return self._host
+
+    @property
+    def parts(self) -> list[PartTables]:
+        """Per part, what the GPU kernels index (:class:`~stirgpu.kernels.cuda_stir.PartTables`)."""
+        if self._parts is None:
+            from .cuda_stir import part_tables
+
+            self._parts = [part_tables(self.proj_data_info, p) for p in self._chunk_tables]
+        return self._parts
+
+    def packed(self) -> PackedParts:
+        """The parts and their transaxial sets packed on the host (layout: ``cuda/joseph_stir.cu``)."""
+        from .cuda_stir import host_transaxial, pack_parts
+
+        return pack_parts(self.parts, host_transaxial(self.transaxial, self.parts))
+
     def device(self, device_id: int) -> PackedParts:
-        """The parts' tables and directory on GPU ``device_id`` (:func:`stirgpu.kernels.cuda_stir.upload_parts`;
-        layout: ``cuda/joseph_stir.cu``)."""
+        """The parts' tables and directory on GPU ``device_id``, the current device
+        (:func:`stirgpu.kernels.cuda_stir.upload_parts`; layout: ``cuda/joseph_stir.cu``)."""
         got = self._device.get(device_id)
         if got is None:
             from .cuda_stir import upload_parts
 
-            got = self._device[device_id] = upload_parts(self.host)
+            got = self._device[device_id] = upload_parts(self.parts, self.transaxial)
         return got
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import platform
 import threading
+from typing import Any
 
 import numpy as np
 from numba import types
@@ -48,6 +49,8 @@ __all__ = [
     "stir_lor_endpoints",
     "stir_chunk_tables",
     "TransaxialTables",
+    "stir_part_geometry",
+    "axial_tables",
     "geometry_tables",
     "stir_image_frame",
     "stir_default_image_info",
@@ -126,6 +129,18 @@ class StirFloatGeometry:
         self.ring_radius, self.fov_radius = _F(ring_radius), float(fov_radius)
 
 
+def _stir_phi(pdi, views) -> np.ndarray:
+    """STIR's float32 ``get_phi`` of these views (the segment does not enter)."""
+    n_det = pdi.scanner.num_detectors_per_ring
+    az_sampling = _F(math.pi / pdi.get_num_views())
+    mash = (n_det // 2) // pdi.get_num_views()
+    az_offset = _F(pdi.scanner.intrinsic_azimuthal_tilt)
+    if n_det > 2 and 2 * pdi.get_num_views() != n_det and n_det % (2 * pdi.get_num_views()) == 0:
+        # STIR adds half a mash only where the views divide the unmashed ones
+        az_offset = _F(az_offset + _F(math.pi / (n_det // 2) * (mash - 1) / 2.0))
+    return (np.asarray(views, dtype=np.int64).astype(_F) * az_sampling + az_offset).astype(_F)
+
+
 def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tangential_poss) -> StirFloatGeometry:
     """STIR's float32 phi, s, m and tan(theta) for these views, axial and tangential positions
     of ``segment_num``, from STIR's float constants (``ProjDataInfoCylindrical`` and its two
@@ -135,16 +150,9 @@ def stir_float_geometry(proj_data_info, segment_num: int, views, axial_poss, tan
     seg = pdi.segment(segment_num)
     n_det = sc.num_detectors_per_ring
     ring_radius = _F(_F(sc.inner_ring_radius) + _F(sc.average_depth_of_interaction))
-    az_sampling = _F(math.pi / pdi.get_num_views())
-    mash = (n_det // 2) // pdi.get_num_views()
-    az_offset = _F(sc.intrinsic_azimuthal_tilt)
-    if n_det > 2 and 2 * pdi.get_num_views() != n_det and n_det % (2 * pdi.get_num_views()) == 0:
-        # STIR adds half a mash only where the views divide the unmashed ones
-        az_offset = _F(az_offset + _F(math.pi / (n_det // 2) * (mash - 1) / 2.0))
-    views = np.asarray(views, dtype=np.int64)
     tangs = np.asarray(tangential_poss, dtype=np.int64)
     axs = np.asarray(axial_poss, dtype=np.int64)
-    phi = (views.astype(_F) * az_sampling + az_offset).astype(_F)
+    phi = _stir_phi(pdi, views)
     if pdi.arc_corrected:
         s = (tangs.astype(_F) * _F(pdi.get_tangential_sampling())).astype(_F)
     else:
@@ -284,10 +292,10 @@ def geometry_tables(g: StirFloatGeometry, transaxial: tuple | None = None) -> tu
     (i, k, j) runs from ``p(l1)`` to ``p(l2)`` with ``p(l) = (z1 + dz l, y1 + dy l, x1 + dx l)``,
     ``z1 = m - mt``, ``dz = (m + mt) - z1``, each operation rounded to float32.  ``transaxial``:
     the first seven, already made (:meth:`TransaxialTables.rows`)."""
-    phi, s, tt = (np.asarray(a, _F) for a in (g.phi, g.s, g.tantheta))
     if transaxial is None:
+        phi, s = np.asarray(g.phi, _F), np.asarray(g.s, _F)
         transaxial = _transaxial_tables(phi, s, g.ring_radius, g.fov_radius)
-    return (*transaxial, np.asarray(g.m, _F), _axial_offsets(s, tt, g.ring_radius))
+    return (*transaxial, *axial_tables(g))
 
 
 class TransaxialTables:
@@ -296,47 +304,90 @@ class TransaxialTables:
     the tangential positions' s, the ring and FOV radii -- not on the segment --, so the chunks of
     all segments share them; they are most of a chunk's table work otherwise (a Quadra span-1
     call has 171 segments).  Every element is the one :func:`geometry_tables` computes alone.
-    Thread-safe."""
+    Sets of tables are kept by :meth:`key` (parts of one geometry normally share one).
+    ``device_packings`` holds, per GPU, the sets packed there for the kernels
+    (:func:`stirgpu.kernels.cuda_stir.transaxial_on_device`; under :attr:`lock`).  Thread-safe."""
 
     def __init__(self, proj_data_info):
         self.proj_data_info = proj_data_info
-        self._lock = threading.Lock()
-        # (ring radius, FOV radius, s) -> (the seven (views, tangential) tables, views made)
+        self.lock = threading.RLock()
+        # key -> (the seven (views, tangential) tables, views made)
         self._kept: dict[tuple, tuple[list[np.ndarray], np.ndarray]] = {}
+        self.device_packings: dict[int, Any] = {}
+
+    @staticmethod
+    def key(g: StirFloatGeometry) -> tuple:
+        """What a set of tables depends on besides the views: the ring and FOV radii and s."""
+        return (float(g.ring_radius), float(g.fov_radius), np.asarray(g.s, _F).tobytes())
+
+    def _made(self, g: StirFloatGeometry, views: np.ndarray) -> list[np.ndarray]:
+        """The kept set of ``g``'s key, with ``views`` made (``g.phi`` holds those views' phi)."""
+        s = np.asarray(g.s, _F)
+        key = self.key(g)
+        kept = self._kept.get(key)
+        if kept is None:
+            shape = (self.proj_data_info.get_num_views(), s.shape[0])
+            tables = [np.zeros(shape, _F) for _ in range(6)] + [np.zeros(shape, np.bool_)]
+            kept = self._kept[key] = (tables, np.zeros(shape[0], np.bool_))
+        tables, made = kept
+        new = np.flatnonzero(~made[views])
+        if new.size:
+            phi = np.ascontiguousarray(np.asarray(g.phi, _F)[new])
+            for table, part in zip(tables, _transaxial_tables(phi, s, g.ring_radius, g.fov_radius), strict=True):
+                table[views[new]] = part
+            made[views[new]] = True
+        return tables
 
     def rows(self, g: StirFloatGeometry, views) -> tuple[np.ndarray, ...]:
         """The tables of ``views`` (``g``'s views, ascending; ``g`` of this geometry); for a run of
         consecutive views, views of the kept tables (never to be written)."""
         views = np.asarray(views, dtype=np.int64)
-        s = np.asarray(g.s, _F)
-        key = (float(g.ring_radius), float(g.fov_radius), s.tobytes())
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is None:
-                shape = (self.proj_data_info.get_num_views(), s.shape[0])
-                tables = [np.zeros(shape, _F) for _ in range(6)] + [np.zeros(shape, np.bool_)]
-                kept = self._kept[key] = (tables, np.zeros(shape[0], np.bool_))
-            tables, made = kept
-            new = np.flatnonzero(~made[views])
-            if new.size:
-                phi = np.ascontiguousarray(np.asarray(g.phi, _F)[new])
-                for table, part in zip(tables, _transaxial_tables(phi, s, g.ring_radius, g.fov_radius), strict=True):
-                    table[views[new]] = part
-                made[views[new]] = True
+        with self.lock:
+            tables = self._made(g, views)
             if views.size and np.all(np.diff(views) == 1):  # a run of views: no copy
                 rows = slice(int(views[0]), int(views[-1]) + 1)
                 return tuple(table[rows] for table in tables)
             return tuple(table[views] for table in tables)
+
+    def complete(self, g: StirFloatGeometry) -> tuple[np.ndarray, ...]:
+        """The whole set of ``g``'s key, every view of the geometry made (the kept arrays, never to
+        be written): what the GPU kernels index by view."""
+        views = np.arange(self.proj_data_info.get_num_views(), dtype=np.int64)
+        with self.lock:
+            made = self._kept.get(self.key(g))
+            if made is None or not made[1].all():
+                phi = _stir_phi(self.proj_data_info, views)
+                self._made(StirFloatGeometry(phi, g.s, None, None, g.ring_radius, g.fov_radius), views)
+            return tuple(self._kept[self.key(g)][0])
+
+    def complete_sets(self) -> dict[tuple, tuple[np.ndarray, ...]]:
+        """Every kept set whose views are all made (:meth:`complete`), by :meth:`key`."""
+        with self.lock:
+            return {key: tuple(tables) for key, (tables, made) in self._kept.items() if made.all()}
+
+
+def stir_part_geometry(proj_data_info, chunk_tables) -> StirFloatGeometry:
+    """:func:`stir_float_geometry` of one :class:`stirgpu.geometry.ChunkTables` part (its
+    segment, views, axial and tangential positions), with its FOV radius."""
+    t = chunk_tables
+    g = stir_float_geometry(proj_data_info, t.segment, t.views, t.axial_poss, t.tangential_poss)
+    g.fov_radius = float(t.radius)
+    return g
+
+
+def axial_tables(g: StirFloatGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """The per-axial and per-tangential tables of :func:`geometry_tables`: ``m`` and
+    ``max_a tan(theta)``."""
+    s, tt = np.asarray(g.s, _F), np.asarray(g.tantheta, _F)
+    return np.asarray(g.m, _F), _axial_offsets(s, tt, g.ring_radius)
 
 
 def stir_chunk_tables(proj_data_info, chunk_tables, transaxial: TransaxialTables | None = None) -> tuple:
     """:func:`geometry_tables` of one :class:`stirgpu.geometry.ChunkTables` part (its segment,
     views, axial and tangential positions, FOV radius); ``transaxial``: the tables of this
     geometry's views kept from part to part."""
-    t = chunk_tables
-    g = stir_float_geometry(proj_data_info, t.segment, t.views, t.axial_poss, t.tangential_poss)
-    g.fov_radius = float(t.radius)
-    return geometry_tables(g, None if transaxial is None else transaxial.rows(g, t.views))
+    g = stir_part_geometry(proj_data_info, chunk_tables)
+    return geometry_tables(g, None if transaxial is None else transaxial.rows(g, chunk_tables.views))
 
 
 def stir_default_image_info(

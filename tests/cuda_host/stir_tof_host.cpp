@@ -54,13 +54,13 @@ inline float atomicAdd(float *p, float v)
 #include "joseph_stir.cu"
 #include "joseph_stir_tof.cu"
 
-#define SG_PARTS_PARAMS const float *T, const unsigned char *H, const long long *parts, int n_parts
+#define SG_PARTS_PARAMS const float *X, const unsigned char *H, const float *A, const long long *parts, int n_parts
 #define SG_TOF_PARAMS                                                                                             \
     unsigned blocks, SG_PARTS_PARAMS, int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1,  \
         float v2, float rescale, float width, float sigma, float n_sigmas, float c0, int first, int nb, float *a,   \
         float *b
 #define SG_TOF_PASS                                                                                               \
-    T, H, parts, n_parts, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
+    X, H, A, parts, n_parts, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, width, sigma, n_sigmas, c0, first, nb, a, b
 #define SG_TOF_PARAMS_BACK SG_TOF_PARAMS, float *c
 #define SG_TOF_PASS_BACK SG_TOF_PASS, c
 
@@ -101,18 +101,18 @@ extern "C" void fwd_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *img, in
                           float o1, float o2, float v0, float v1, float v2, float rescale, float *out)
 {
     sg_serial(blocks,
-              [&] { fwd_stir(T, H, parts, n_parts, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
+              [&] { fwd_stir(X, H, A, parts, n_parts, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
 }
 extern "C" void back_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *values, float *img, float *img_xy, int n0,
                            int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
 {
     sg_serial(blocks, [&] {
-        back_stir(T, H, parts, n_parts, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale);
+        back_stir(X, H, A, parts, n_parts, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale);
     });
 }
 extern "C" void endpoints_stir_(unsigned blocks, SG_PARTS_PARAMS, float rescale, float *start, float *end)
 {
-    sg_serial(blocks, [&] { endpoints_stir(T, H, parts, n_parts, rescale, start, end); });
+    sg_serial(blocks, [&] { endpoints_stir(X, H, A, parts, n_parts, rescale, start, end); });
 }
 
 // the register kernels' erf, element by element

@@ -6,13 +6,16 @@
 // [view][axial][tangential] order, the parts one after the other; back projection adds with
 // atomicAdd (the order of additions differs from the CPU's: float32 rounding).
 //
-// Tables (float32, see stirgpu/kernels/stir_lors.py, stir_chunk_tables), packed as
-//   T[0 .. 6*nv*nt)   x1, y1, dx, dy, l1, l2   (each [view][tangential])
-//   T[6*nv*nt .. +na) m
-//   then nt values    mt = max_a * tan(theta)
-// and H (unsigned char, nv*nt): 1 where the LOR meets the FOV cylinder.  A chunk's parts' tables
-// are concatenated (one T, one H), and the parts' directory (STIR_PART_FIELDS int64 per part)
-// gives each part's offsets into them, its sizes, its first block and its first LOR.
+// Tables (float32, see stirgpu/kernels/stir_lors.py): the transaxial tables of a geometry's
+// views, which every segment shares (TransaxialTables), packed once per device as
+//   X[0 .. 6*NV*nt)   x1, y1, dx, dy, l1, l2   (each [view][tangential], all NV views)
+//   H[0 .. NV*nt)     unsigned char: 1 where the LOR meets the FOV cylinder
+// (several such sets one after the other where parts differ in tangential positions or radii),
+// and per part of a chunk, in A, its na values m then its nt values mt = max_a * tan(theta).
+// The parts' directory (STIR_PART_FIELDS int64 per part, then each part's views as indices into
+// its set's rows) gives each part's offsets into X, H, A and the directory, its sizes, its first
+// block and its first LOR.  So a chunk's own tables are a few floats per axial and tangential
+// position, not six per view and tangential position of every segment.
 
 #define F_ADD(a, b) __fadd_rn((a), (b))
 #define F_SUB(a, b) __fsub_rn((a), (b))
@@ -25,30 +28,24 @@ struct StirLine
     float cf, au, bu, aw, bw;
 };
 
-// A thread's part and LOR: the part's tables, sizes and first LOR in the chunk's bins, and the
-// LOR's index in the part's bins
+// A thread's part and LOR: where the LOR's transaxial values lie in its part's set (T, H: the
+// element vt of each [view][tangential] table, `plane` elements apart), its axial values m and
+// mt, the part's size and first LOR in the chunk's bins, and the LOR's index in the part's bins
 struct StirPart
 {
     const float *T;
     const unsigned char *H;
-    int nv, na, nt;
+    long long vt, plane;
+    float m, mt;
     long long n_lors, lor0, idx;
 };
 
-// STIR's endpoints of the LOR P.idx of part P (stir_part_of_thread)
+// STIR's endpoints of the LOR of part P (stir_part_of_thread)
 __device__ __forceinline__ void stir_endpoints(const StirPart &P, float rescale, float s[3], float e[3], bool &hit)
 {
     const float *__restrict__ T = P.T;
-    const unsigned char *__restrict__ H = P.H;
-    const int na = P.na, nt = P.nt;
-    const long long idx = P.idx;
-    const int it = (int)(idx % nt);
-    const long long rest = idx / nt;
-    const int ia = (int)(rest % na);
-    const int iv = (int)(rest / na);
-    const long long vt = (long long)iv * nt + it;
-    const long long plane = (long long)P.nv * nt;
-    hit = H[vt] != 0;
+    const long long vt = P.vt, plane = P.plane;
+    hit = P.H[vt] != 0;
     if (!hit)
     {
         s[0] = s[1] = s[2] = e[0] = e[1] = e[2] = 0.0f;
@@ -56,9 +53,8 @@ __device__ __forceinline__ void stir_endpoints(const StirPart &P, float rescale,
     }
     const float x1 = T[vt], y1 = T[plane + vt], dx = T[2 * plane + vt], dy = T[3 * plane + vt];
     const float l1 = T[4 * plane + vt], l2 = T[5 * plane + vt];
-    const float m = T[6 * plane + ia], mt = T[6 * plane + na + it];
-    const float z1 = F_SUB(m, mt);
-    const float dz = F_SUB(F_ADD(m, mt), z1);
+    const float z1 = F_SUB(P.m, P.mt);
+    const float dz = F_SUB(F_ADD(P.m, P.mt), z1);
     s[0] = F_MUL(F_ADD(F_MUL(dz, l1), z1), rescale);
     s[1] = F_MUL(F_ADD(F_MUL(dy, l1), y1), rescale);
     s[2] = F_MUL(F_ADD(F_MUL(dx, l1), x1), rescale);
@@ -101,12 +97,17 @@ __device__ __forceinline__ long long stir_lor_of_thread(long long tid, int nv, i
 // launch's tail (its last blocks running on a part of the GPU) instead of one per part: a
 // subset's parts (one per segment, a few views each) are often less than a wave of the GPU
 // each (docs/kernel-tuning.md, "One launch per chunk").  Directory row of a part:
-#define STIR_PART_FIELDS 8 // T offset (floats), H offset, nv, na, nt, first block, first LOR, unused
+// X offset (floats), H offset, nv, na, nt, first block, first LOR, A offset (floats), offset of its
+// views in the directory, NV (the views of its transaxial set)
+#define STIR_PART_FIELDS 10
 #define STIR_PARTS_ARGS                                                                                              \
-    const float *__restrict__ T, const unsigned char *__restrict__ H, const long long *__restrict__ parts, int n_parts
+    const float *__restrict__ X, const unsigned char *__restrict__ H, const float *__restrict__ A,                  \
+        const long long *__restrict__ parts, int n_parts
+#define STIR_PARTS_PASS X, H, A, parts, n_parts
 
 // The part of this thread's block (the last part starting at or before it: parts without LORs
-// take no blocks) and the thread's LOR in it; false for the threads past the part's LORs
+// take no blocks), the thread's LOR in it and that LOR's places in the tables; false for the
+// threads past the part's LORs
 __device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P)
 {
     const long long block = blockIdx.x;
@@ -120,16 +121,24 @@ __device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P
             hi = mid - 1;
     }
     const long long *row = parts + (long long)lo * STIR_PART_FIELDS;
-    P.T = T + row[0];
-    P.H = H + row[1];
-    P.nv = (int)row[2];
-    P.na = (int)row[3];
-    P.nt = (int)row[4];
-    P.n_lors = (long long)P.nv * P.na * P.nt;
-    P.lor0 = row[6];
+    const int nv = (int)row[2], na = (int)row[3], nt = (int)row[4];
+    P.n_lors = (long long)nv * na * nt;
     const long long tid = (block - row[5]) * blockDim.x + threadIdx.x;
-    P.idx = stir_lor_of_thread(tid, P.nv, P.na, P.nt);
-    return tid < P.n_lors;
+    if (tid >= P.n_lors)
+        return false;
+    P.lor0 = row[6];
+    P.idx = stir_lor_of_thread(tid, nv, na, nt);
+    const int it = (int)(P.idx % nt);
+    const long long rest = P.idx / nt;
+    const int ia = (int)(rest % na);
+    const long long iv = rest / na;
+    P.T = X + row[0];
+    P.H = H + row[1];
+    P.vt = parts[row[8] + iv] * nt + it;
+    P.plane = row[9] * nt;
+    P.m = A[row[7] + ia];
+    P.mt = A[row[7] + na + it];
+    return true;
 }
 
 // libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients
@@ -295,7 +304,7 @@ extern "C" __global__ void fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ i
                                     float *__restrict__ out)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     const long long idx = P.lor0 + P.idx;
     StirWalk W;
@@ -337,7 +346,7 @@ extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6)
               int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     const float y = values[P.lor0 + P.idx];
     StirWalk W;
@@ -364,7 +373,7 @@ extern "C" __global__ void endpoints_stir(STIR_PARTS_ARGS, float rescale, float 
                                           float *__restrict__ end)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     const long long idx = P.lor0 + P.idx;
     float s[3], e[3];

@@ -296,7 +296,7 @@ template <int NW>
 __global__ void fwd_stir_tof(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     out += nb * P.lor0;
     StirWalk W;
@@ -327,7 +327,7 @@ __global__ void back_stir_tof(STIR_TOF_ARGS, const float *__restrict__ values, f
                               float *__restrict__ img_xy)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     values += nb * P.lor0;
     StirWalk W;
@@ -360,7 +360,7 @@ __device__ __forceinline__ float tof_wide_weights(const StirTof &F, int lo, int 
 extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restrict__ img, float *__restrict__ out)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     const long long n_lors = P.n_lors, idx = P.idx;
     out += nb * P.lor0;
@@ -390,7 +390,7 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
                                               float *__restrict__ img, float *__restrict__ img_xy)
 {
     StirPart P;
-    if (!stir_part_of_thread(T, H, parts, n_parts, P))
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
         return;
     const long long n_lors = P.n_lors, idx = P.idx;
     values += nb * P.lor0;
