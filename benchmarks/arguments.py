@@ -11,11 +11,15 @@ use says so in one line naming the argument, never with a usage block or a trace
 
 ``BadArgument`` is for values that only the script can judge after parsing (an unknown case
 name, a missing STIR).  Any other exception is a bug and keeps its traceback.
+
+Every script's result is one JSON document, printed and, with ``--json FILE``, written there
+(:func:`emit_json`), before its readable lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -127,3 +131,12 @@ def run(main, argv=None) -> int:
         message = one_line(f"{where}{exc.strerror or exc}")
     print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_BAD_ARGUMENT
+
+
+def emit_json(doc, path: str | None) -> None:
+    """Print the result document ``doc`` as JSON and, where ``path`` (the script's ``--json``) is
+    given, write it there too (values JSON has no form for, such as paths, as their text)."""
+    text = json.dumps(doc, indent=1, default=str)
+    print(text)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")

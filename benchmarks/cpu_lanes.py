@@ -24,7 +24,6 @@ is reported with them.  Output: JSON, then one readable line per way.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -156,10 +155,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
     res = run(args)
-    text = json.dumps(res, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text)
+    arguments.emit_json(res, args.json)
     print(readable(res))
     return 0
 

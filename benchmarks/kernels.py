@@ -54,7 +54,6 @@ Output: one JSON document, then one readable line per case and variant.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -375,10 +374,7 @@ def main(argv=None) -> int:
         result, lines = kernels_cpu.run(args, make_case, phantom)
     else:
         result, lines = run_gpu(args)
-    doc = json.dumps(result, indent=1)
-    print(doc)
-    if args.json:
-        Path(args.json).write_text(doc + "\n")
+    arguments.emit_json(result, args.json)
     for line in lines:
         print(line)
     return 0

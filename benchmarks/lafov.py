@@ -684,10 +684,7 @@ def setup_only(args, geometry: dict) -> int:
         "numerics": args.numerics or "default",
         "setup": setup,
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     print(lafov_setup.readable(result))
     return 0
 
@@ -762,10 +759,7 @@ def main(argv=None) -> int:
         "runs": runs,
         "summary": summarise(geometry, runs, args.subsets),
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     print(readable(result))
     return 0
 

@@ -29,7 +29,6 @@ Output: a JSON document (``--json FILE`` also writes it), then one readable line
 from __future__ import annotations
 
 import contextlib
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -193,10 +192,7 @@ def main(argv=None) -> int:
     result = {"gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cases": {}}
     for name in args.cases:
         result["cases"][name] = run_case(cp, name, args)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     for name, r in result["cases"].items():
         print(readable(name, r))
     return 0

@@ -233,10 +233,7 @@ def main(argv=None) -> int:
         "subsets": args.subsets,
         "runs": runs,
     }
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text)
+    arguments.emit_json(doc, args.json)
     for r in runs:
         eff = "" if r["parallel_efficiency"] is None else f", parallel efficiency {r['parallel_efficiency']:.2f}"
         print(

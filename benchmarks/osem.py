@@ -23,7 +23,6 @@ Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -180,10 +179,7 @@ def main(argv=None) -> int:
             # same algorithm: the two estimates agree to float32 summation order
             result["max_relative_difference"] = float(np.abs(x_bridge - x_stream).max() / x_stream.max())
 
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     print(
         f"\n{args.scanner} span {args.span}, {pdi.get_num_segments()} segments x {args.views} views x "
         f"{args.tangential} tangential ({result['data_gb']:.2f} GB float32), image {info.shape}, "

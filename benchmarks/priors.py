@@ -27,7 +27,6 @@ Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -183,10 +182,7 @@ def main(argv=None) -> int:
     if args.osem:
         result["osem"] = time_osem(args, device)
 
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     print(f"\nRelative Difference Prior (gamma {args.gamma}, epsilon {args.epsilon}), backend {args.backend}")
     for name, c in result["cases"].items():
         shape = " x ".join(map(str, c["shape"]))

@@ -369,10 +369,7 @@ def main(argv=None) -> int:
         },
         "agreement_plugin_vs_stir": agree,
     }
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(doc, args.json)
     r = doc["ratios"]
     print(
         f"{case_name(inputs)} ({inputs['segments']} segments, {inputs['views']} views), {args.subsets} subsets, "

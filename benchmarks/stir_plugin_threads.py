@@ -26,7 +26,6 @@ this same invocation.  Output: one JSON document, then one readable line per run
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -126,10 +125,7 @@ def main(argv=None) -> int:
         "baseline": f"plugin, {base['threads']} threads",
         "runs": runs,
     }
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(doc, args.json)
     for r in runs:
         extra = ""
         if r["who"] == "plugin":

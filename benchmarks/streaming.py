@@ -50,7 +50,6 @@ for CPU smoke runs.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import tempfile
@@ -820,10 +819,7 @@ def main(argv=None) -> int:
     with config(numerics=args.numerics):
         res = run(args)
     res["config"]["numerics"] = args.numerics
-    text = json.dumps(res, indent=1, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text)
+    arguments.emit_json(res, args.json)
     print(readable(res))
     return 0
 

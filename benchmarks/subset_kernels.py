@@ -33,7 +33,6 @@ Output: a JSON document (``--json FILE`` also writes it), then one readable line
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -126,10 +125,7 @@ def main(argv=None) -> int:
     result = {"backend": args.backend, "subsets": args.subsets, "cases": {}}
     for name in args.cases:
         result["cases"][name] = run_case(device, name, args)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    arguments.emit_json(result, args.json)
     for name, r in result["cases"].items():
         print(readable(name, r))
     return 0

@@ -31,7 +31,6 @@ Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 from __future__ import annotations
 
 import ctypes
-import json
 import sys
 import time
 from pathlib import Path
@@ -281,10 +280,7 @@ def main(argv=None) -> int:
 
         resolve_backend("cuda")  # a clear error without cupy or a GPU
     res = run(args)
-    text = json.dumps(res, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    arguments.emit_json(res, args.json)
     c, s = res["case"], res["stirgpu"]
     print(
         f"TOF {c['scanner']} span {c['span']}, {c['lors']:.3g} LORs x {c['tof_bins']} TOF bins ({args.backend}): "
