@@ -109,6 +109,40 @@ def test_kept_transaxial_tables_are_each_parts_own():
                 assert g.dtype == w.dtype and np.array_equal(g, w)
 
 
+@pytest.mark.parametrize("kind", ["forward", "back", "fused"])
+def test_projector_calls_make_each_views_transaxial_tables_once(monkeypatch, kind):
+    """A projector's forward and back projections, like OSEM's fused step, make each view's
+    transaxial tables once per call for the chunks of every segment (the lane's
+    ``TransaxialTables``), not once per chunk part: the rows computed in a call of several
+    chunks and segments are the geometry's views, once each."""
+    from stirgpu.formats import ProjDataInMemory
+    from stirgpu.kernels import stir_lors
+
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, 12, 16, False)
+    info = ImageInfo.default_for(pdi, xy_size=21)
+    pp = ProjectorPair(backend="cpu", numerics="stir", max_views_per_chunk=4)
+    pp.set_up(pdi, info)
+    image = np.ones(info.shape, np.float32)
+    data = ProjDataInMemory(pdi)
+    pp.forward_project(data, image)
+    rows = []
+    made = stir_lors._transaxial_tables
+
+    def counted(phi, *args):
+        rows.append(int(phi.shape[0]))
+        return made(phi, *args)
+
+    monkeypatch.setattr(stir_lors, "_transaxial_tables", counted)
+    calls = {
+        "forward": lambda: pp.forward_project(ProjDataInMemory(pdi), image),
+        "back": lambda: pp.back_project(None, data),
+        "fused": lambda: pp.forward_back_ratio(image, data),
+    }
+    calls[kind]()
+    assert pdi.get_num_segments() > 1 and pp.last_stats.chunks > 1
+    assert sum(rows) == pdi.get_num_views()
+
+
 def test_worker_images_kept_over_calls_give_the_same_back_projection(setup):
     """Back projections of several chunks into worker images kept over the calls
     (``workers=``, what a CPU lane does for one pipeline call) equal the calls' own back
