@@ -115,7 +115,7 @@ def cb():
 @pytest.fixture(params=["image-fits-l2", "image-exceeds-l2"])
 def both_lor_orders(request, monkeypatch):
     """Runs a GPU test in both LOR orders of the STIR-numerics kernels
-    (``cuda_stir.axial_major``): the GPU's L2 cache taken as larger than any image (back and TOF
+    (``cuda_stir.axial_major``): the GPU's L2 cache taken as larger than any image (TOF
     projections view-major) and as empty (every kernel axial-major)."""
     from stirgpu.kernels import cuda_stir
 

@@ -104,7 +104,10 @@ def test_a_module_is_compiled_once_per_device_source_and_options(fake_cupy):
     assert len({id(m) for m in (a, on_1, other_options, other_source, named)}) == 5
     assert len(fake_cupy.modules) == 5
     assert on_1.device == 1 and other_options.options == (*opts, "-DX=1") and named.names == ("f<1>",)
-    assert a.code == _package_text("joseph_stir.cu") and other_source.code == _package_text("priors.cu")
+    assert a.code == cuda_compile.package_source(("joseph_stir.cu",)) and other_source.code == _package_text(
+        "priors.cu"
+    )
+    assert _package_text("warp_segsum.cuh") in a.code and '#include "warp_segsum.cuh"' not in a.code
 
 
 def test_a_compile_error_is_a_device_error_naming_the_sources(fake_cupy):
@@ -136,14 +139,14 @@ def test_every_kernel_module_compiles_through_the_helper(fake_cupy):
     assert mod.options == DEFAULT_OPTIONS.compile_options(back=False) and "back_chunk_tiled<long long>" in mod.names
 
     fwd, back = cuda_stir._kernel(1, "fwd_stir"), cuda_stir._kernel(1, "back_stir")
-    assert fwd[0] is back[0] and fwd[0].device == 1 and fwd[0].code == _package_text("joseph_stir.cu")
+    assert fwd[0] is back[0] and fwd[0].device == 1 and fwd[0].code == cuda_compile.package_source(("joseph_stir.cu",))
     assert "--fmad=false" in fwd[0].options and cuda_stir.order_option(False) in fwd[0].options
     axial, _ = cuda_stir._kernel(1, "fwd_stir", True)
     assert axial is not fwd[0] and cuda_stir.order_option(True) in axial.options  # one module per LOR order
 
     tof, _ = cuda_stir_tof._kernel(0, "back", 7)
     assert tof.names == ("fwd_stir_tof<7>", "back_stir_tof<7>") and "--fmad=false" in tof.options
-    assert tof.code == _package_text("joseph_stir.cu") + "\n" + _package_text("joseph_stir_tof.cu")
+    assert tof.code == cuda_compile.package_source(("joseph_stir.cu", "joseph_stir_tof.cu"))
     wide, name = cuda_stir_tof._kernel(0, "fwd", cuda_stir_tof.WIDE_MAX)
     assert name == "fwd_stir_tof_wide" and wide.names == () and wide.code == tof.code
     tof_axial, _ = cuda_stir_tof._kernel(0, "fwd", 7, True)

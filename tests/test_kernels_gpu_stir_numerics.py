@@ -51,6 +51,27 @@ def test_forward_equals_cpu_bit_for_bit(cp, name):
 
 
 @pytest.mark.parametrize("name", sorted(GEOMETRIES))
+@pytest.mark.parametrize("crop", [False, True], ids=["image", "cropped-image"])
+def test_framed_forward_equals_cpu_bit_for_bit(cp, name, crop):
+    """A prepared image (what the engine hands the kernels) is read in its zero-framed copies:
+    every walk's sum is the plain image's, bit for bit, whatever the lanes of a warp group
+    into -- the mMR's views at 45 degrees mix walks along y and x in one warp -- and on an image
+    cropped inside the FOV (walks leave it on two sides) of voxels other than the default's."""
+    from stirgpu.kernels.cuda_workspaces import prepare_image
+
+    pdi, info, image = _setup(name)
+    if crop:
+        image = np.ascontiguousarray(image[1:-2, 5:-9, 3:])
+    frame = stir_image_frame(info)
+    parts = [pdi.chunk_tables(s, views=range(0, pdi.get_num_views(), 2)) for s in pdi.segment_nums]
+    cpu = forward_chunk_stir(parts, pdi, image, frame)
+    prepared = prepare_image(cp.asarray(image))
+    gpu = forward_chunk_stir(parts, pdi, prepared, frame)
+    np.testing.assert_array_equal(cp.asnumpy(gpu), cpu)
+    assert np.count_nonzero(cpu) > cpu.size // 2
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
 def test_back_equals_cpu_to_summation_rounding(cp, name):
     pdi, info, image = _setup(name)
     frame = stir_image_frame(info)
@@ -79,3 +100,28 @@ def test_projector_pair_gpu_equals_cpu(cp):
         out[backend] = (fwd.as_array(), np.asarray(back))
     np.testing.assert_array_equal(out["cuda"][0], out["cpu"][0])
     assert np.max(np.abs(out["cuda"][1] - out["cpu"][1])) <= 1e-5 * out["cpu"][1].max()
+
+
+def test_wide_back_kernel_adds_what_the_narrow_one_does(cp):
+    """``back_stir_wide`` (64-bit offsets, for images of 2^31 voxels or more: ``cuda_stir.back``
+    picks it by the image's size) adds what ``back_stir`` adds, to float32 summation rounding;
+    launched here on an ordinary image."""
+    from stirgpu.kernels import cuda_stir
+    from stirgpu.kernels.stir_api import StirChunk
+
+    pdi, info, _ = _setup("mMR-native")
+    frame = stir_image_frame(info)
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    chunk = StirChunk([pdi.chunk_tables(s) for s in pdi.segment_nums], pdi)
+    parts = chunk.device(0)
+    values = cp.asarray(np.random.default_rng(5).uniform(0.5, 1.5, chunk.num_lors).astype(np.float32))
+    images = {}
+    for name in ("back_stir", "back_stir_wide"):
+        image = cp.zeros(info.shape, cp.float32)
+        along_x = cuda_stir.transposed_accumulator(cp, image)
+        kernel = cuda_stir._kernel(0, name, cuda_stir.lor_order("back", image))
+        cuda_stir.launch(kernel, parts, (*parts.args, values, image, along_x, *cuda_stir.frame_args(image, org, vs, r)))
+        cuda_stir.fold(image, along_x)
+        images[name] = cp.asnumpy(image)
+    narrow, wide = images["back_stir"], images["back_stir_wide"]
+    assert narrow.max() > 0 and np.max(np.abs(wide - narrow)) <= 1e-5 * narrow.max()

@@ -39,15 +39,15 @@ SOURCES = (REPO_ROOT / "stirgpu" / "kernels" / "cuda", REPO_ROOT / "tests" / "cu
 DMI = "GE Discovery MI 4 rings"
 
 
-def build_host_kernels(folder, axial_major: bool):
-    """The kernels built for the host in ``folder`` in one LOR order (``cuda_stir.order_option``);
-    skips the test where there is no C++ compiler."""
+def build_host_kernels(folder, axial_major: bool, options=()):
+    """The kernels built for the host in ``folder`` in one LOR order (``cuda_stir.order_option``),
+    with more compiler ``options``; skips the test where there is no C++ compiler."""
     cxx = shutil.which(os.environ.get("CXX") or "g++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++ or $CXX) to build the TOF kernels for the host")
     lib = folder / "libstir_tof_host.so"
     cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", f"-DSG_STIR_THREADS={cuda_stir.THREADS}"]
-    cmd += [cuda_stir.order_option(axial_major)]
+    cmd += [cuda_stir.order_option(axial_major), *options]
     cmd += [*(f"-I{d}" for d in SOURCES), str(SOURCES[1] / "stir_tof_host.cpp"), "-o", str(lib)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -65,6 +65,8 @@ _C_SCALARS = {np.int32: ctypes.c_int, np.float32: ctypes.c_float}
 
 
 def _c(a):
+    if isinstance(a, ctypes.c_void_p):
+        return a
     return a.ctypes.data_as(ctypes.c_void_p) if isinstance(a, np.ndarray) else _C_SCALARS[type(a)](a)
 
 
@@ -76,6 +78,22 @@ def _entry(lib, name: str):
 def _launch(lib, name, parts, args):
     """cuda_stir.launch's one launch of a chunk's parts, on the host."""
     _entry(lib, name)(ctypes.c_uint(parts.blocks), *map(_c, args))
+
+
+def framed_copies(img):
+    """``cuda_workspaces.padded_copies`` on the host: A (z, y, x) and B (z, x, y), each with a
+    one-voxel zero frame."""
+    a = np.pad(img, 1)
+    return a, np.ascontiguousarray(a.transpose(0, 2, 1))
+
+
+def host_forward(lib, parts, img, frame_args, framed: bool):
+    """``fwd_stir`` on the host over ``parts``, reading the image's framed copies or (``framed``
+    false, null pointers) the image itself; every value must be written."""
+    out = np.full(parts.num_lors, np.nan, np.float32)
+    copies = framed_copies(img) if framed else (ctypes.c_void_p(None),) * 2
+    _launch(lib, "fwd_stir", parts, (*parts.args, img.reshape(-1), *copies, *frame_args, out))
+    return out
 
 
 def _tof_launch(lib, kind, chunk, pdi, image, frame, poss, window, arrays):
@@ -219,9 +237,9 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     nv, na, nt = chunk.shapes[0]
     k = nv * na * nt
     frame_args = cuda_stir.frame_args(img, org, vs, r)
-    out = np.full(k, np.nan, np.float32)
-    _launch(host_kernels, "fwd_stir", part, (*part.args, img.reshape(-1), *frame_args, out))
+    out = host_forward(host_kernels, part, img, frame_args, framed=False)
     np.testing.assert_array_equal(out, forward_chunk_stir(single, pdi, img, frame).reshape(-1))
+    np.testing.assert_array_equal(host_forward(host_kernels, part, img, frame_args, framed=True), out)
     back = np.zeros(img.shape, np.float32)
     along_x = cuda_stir.transposed_accumulator(np, back)
     _launch(host_kernels, "back_stir", part, (*part.args, out, back.reshape(-1), along_x, *frame_args))
@@ -253,13 +271,15 @@ def test_kernel_choice(host_kernels):
 
 
 def test_lor_order_choice():
-    """Axial-major threads for every non-TOF forward projection, and for the other kernels where
-    the image is larger than the GPU's L2 cache (docs/kernel-tuning.md measured both sides)."""
+    """Axial-major threads for every non-TOF projection, and for the TOF kernels where the image
+    is larger than the GPU's L2 cache (docs/kernel-tuning.md measured both sides)."""
     l2 = 50 << 20
     assert cuda_stir.axial_major("fwd", 10 << 20, l2)
     assert cuda_stir.axial_major("fwd", 600 << 20, l2)
-    assert not cuda_stir.axial_major("back", 41 << 20, l2)
+    assert cuda_stir.axial_major("back", 41 << 20, l2)
     assert cuda_stir.axial_major("back", 515 << 20, l2)
+    assert not cuda_stir.axial_major("back", 41 << 20, l2, tof=True)
+    assert cuda_stir.axial_major("back", 515 << 20, l2, tof=True)
     assert not cuda_stir.axial_major("fwd", 30 << 20, l2, tof=True)
     assert cuda_stir.axial_major("fwd", 515 << 20, l2, tof=True)
     assert cuda_stir.axial_major("back", 515 << 20, l2, tof=True)
@@ -303,11 +323,10 @@ def test_one_launch_covers_every_part_of_a_chunk(host_kernels):
     np.testing.assert_array_equal(got, np.concatenate(per_part))
     assert got.size == nb * parts.num_lors
     (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
-    out = np.full(parts.num_lors, np.nan, np.float32)
-    _launch(
-        host_kernels, "fwd_stir", parts, (*parts.args, img.reshape(-1), *cuda_stir.frame_args(img, org, vs, r), out)
-    )
-    np.testing.assert_array_equal(out, forward_chunk_stir(chunk, pdi, img, frame).reshape(-1))
+    want = forward_chunk_stir(chunk, pdi, img, frame).reshape(-1)
+    for framed in (False, True):
+        out = host_forward(host_kernels, parts, img, cuda_stir.frame_args(img, org, vs, r), framed)
+        np.testing.assert_array_equal(out, want)
 
 
 def test_parts_index_their_views_in_the_geometrys_transaxial_sets(host_kernels):
@@ -336,9 +355,9 @@ def test_parts_index_their_views_in_the_geometrys_transaxial_sets(host_kernels):
     for chunk in chunks:
         parts = chunk.packed()
         n = parts.num_lors
-        out = np.full(n, np.nan, np.float32)
-        _launch(host_kernels, "fwd_stir", parts, (*parts.args, img.reshape(-1), *frame_args, out))
-        np.testing.assert_array_equal(out, forward_chunk_stir(chunk, pdi, img, frame).reshape(-1))
+        want = forward_chunk_stir(chunk, pdi, img, frame).reshape(-1)
+        for framed in (False, True):
+            np.testing.assert_array_equal(host_forward(host_kernels, parts, img, frame_args, framed), want)
         start, end = np.full((n, 3), np.nan, np.float32), np.full((n, 3), np.nan, np.float32)
         _launch(host_kernels, "endpoints_stir", parts, (*parts.args, r, start, end))
         ends = [endpoints_array(t) for t in chunk.host]
@@ -352,3 +371,27 @@ def test_parts_index_their_views_in_the_geometrys_transaxial_sets(host_kernels):
     sets = first.transaxial.complete_sets()
     assert len(sets) == 3 and all(t[0].shape[0] == pdi.get_num_views() for t in sets.values())
     assert chunks[1].packed().X.size == sum(t[0].size * 6 for t in sets.values())
+
+
+@pytest.mark.parametrize("axial_major", [False, True], ids=["view-major", "axial-major"])
+def test_framed_and_checked_walks_in_one_launch(tmp_path, axial_major):
+    """The forward kernel reads the image's zero-framed copies where a walk's samples stay inside
+    them, else the image with bounds checks (``stir_framed``).  Built with the coordinates' bound
+    lowered to 40 voxels, one launch takes both paths (walks whose in-plane coordinates stay
+    below 40, and the others), on an image with an axis of fewer voxels than the FOV's diameter
+    (walks that leave the image) and voxels of another size along z: CPU's numbers, bit for bit."""
+    lib = build_host_kernels(tmp_path, axial_major, ["-DSTIR_FRAMED_LIMIT=40.0f"])
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 4, 16, 63)
+    info = stir_default_image_info(pdi)
+    nz, ny, nx = info.shape
+    assert ny > 40 and nx > 40
+    rng = np.random.default_rng(7)
+    img = rng.uniform(0.5, 1.5, (nz, ny - 20, nx)).astype(np.float32)
+    frame = stir_image_frame(info)
+    chunk = StirChunk([pdi.chunk_tables(s) for s in pdi.segment_nums], pdi)
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+    want = forward_chunk_stir(chunk, pdi, img, frame).reshape(-1)
+    assert np.count_nonzero(want) > want.size // 2
+    for framed in (False, True):
+        np.testing.assert_array_equal(host_forward(lib, chunk.packed(), img, frame_args, framed), want)

@@ -37,6 +37,7 @@ __all__ = [
     "upload_parts",
     "launch",
     "frame_args",
+    "framed_copies_fit",
     "axial_major",
     "lor_order",
     "order_option",
@@ -77,13 +78,13 @@ def l2_cache_bytes(device_id: int) -> int:
 
 def axial_major(kind: str, image_bytes: int, l2_bytes: int, tof: bool = False) -> bool:
     """Whether the kernels of ``kind`` (``"fwd"`` or ``"back"``) take a part's LORs axial
-    position first (``joseph_stir.cu``): always for the non-TOF forward projection, else where
+    position first (``joseph_stir.cu``): always for non-TOF projections, and for TOF ones where
     the image (``image_bytes``) is larger than the GPU's L2 cache (``l2_bytes``).  Measured in
-    docs/kernel-tuning.md: axial-major makes every non-TOF forward projection faster, and the
-    back projections of an image larger than the L2 (the Quadra's); it makes those of an image
-    that fits 2-5 % slower (the view-major lanes in flight share voxels), and the TOF forward of
-    one 2 % slower."""
-    if kind == "fwd" and not tof:
+    docs/kernel-tuning.md: axial-major makes every non-TOF projection as fast or faster (the
+    back projection's warp sums made view-major no longer the better order for an image that
+    fits the L2), and the TOF projections of an image larger than the L2; the TOF forward of
+    one that fits it is 2 % slower."""
+    if not tof:
         return True
     return image_bytes > l2_bytes
 
@@ -229,12 +230,25 @@ def frame_args(image, origin, voxel_size, rescale) -> tuple:
     )
 
 
-def forward(parts: PackedParts, image, origin, voxel_size, rescale, out) -> None:
+def framed_copies_fit(shape) -> bool:
+    """Whether the forward kernel can read the zero-framed copies of an image of ``shape``: their
+    voxels are indexed with 32-bit offsets (``StirFramed`` in ``joseph_stir.cu``)."""
+    nz, ny, nx = (int(n) + 2 for n in shape)
+    return nz * ny * nx < 2**31
+
+
+def forward(parts: PackedParts, image, origin, voxel_size, rescale, out, framed=None) -> None:
     """``out`` (flat, the parts' bins one after the other) = STIR's forward projection of the
-    device image ``image`` (float32, C order); ``parts``: :func:`upload_parts` of the chunk."""
+    device image ``image`` (float32, C order); ``parts``: :func:`upload_parts` of the chunk.
+    ``framed``: the image's zero-framed copies ``(A, B)`` (``cuda_workspaces.padded_copies``),
+    which the kernel reads where a walk stays inside them -- the same numbers, read in fewer and
+    unchecked loads (docs/kernel-tuning.md, "STIR numerics: the framed forward walk"); without
+    them (or for an image too large for them) every walk reads ``image`` with bounds checks."""
     kernel = _kernel(image.device.id, "fwd_stir", lor_order("fwd", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
-    launch(kernel, parts, (*parts.args, image, n0, n1, n2, *frame, out))
+    null = np.uint64(0)  # a null pointer argument
+    a, b = framed if framed is not None and framed_copies_fit(image.shape) else (null, null)
+    launch(kernel, parts, (*parts.args, image, a, b, n0, n1, n2, *frame, out))
 
 
 def back(parts: PackedParts, values, image, origin, voxel_size, rescale, along_x=None) -> None:
@@ -243,7 +257,9 @@ def back(parts: PackedParts, values, image, origin, voxel_size, rescale, along_x
     the image after its last call (:func:`fold`); without one, this call makes and folds its own."""
     import cupy as cp
 
-    kernel = _kernel(image.device.id, "back_stir", lor_order("back", image))
+    # (the wide kernel's offsets are 64-bit: images of 2^31 voxels or more)
+    name = "back_stir" if image.size < 2**31 else "back_stir_wide"
+    kernel = _kernel(image.device.id, name, lor_order("back", image))
     n0, n1, n2, *frame = frame_args(image, origin, voxel_size, rescale)
     own = along_x is None
     if own:

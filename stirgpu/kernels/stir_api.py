@@ -104,6 +104,14 @@ def _image(name: str, a, writable: bool = False):
     return a
 
 
+def _framed_copies(image):
+    """The zero-framed copies ``(A, B)`` of a prepared device image
+    (:func:`stirgpu.kernels.cuda_workspaces.prepare_image`, which the engine makes once per
+    image), else None."""
+    a, b = getattr(image, "a", None), getattr(image, "b", None)
+    return (a, b) if a is not None and b is not None else None
+
+
 def _chunk(tables, proj_data_info) -> StirChunk:
     """``tables`` as a :class:`StirChunk` (ChunkTables, a sequence of them, or tables uploaded
     for the exact kernels, ``cuda_backend.DeviceTables``, whose host parts are used)."""
@@ -141,8 +149,11 @@ def forward_chunk_stir(tables, proj_data_info, image, frame, out=None, cancel=No
         from . import cuda_stir
 
         cp = _cupy()
+        framed = _framed_copies(image)
         image = cp.asarray(image)
-        cuda_stir.forward(chunk.device(image.device.id), image, org, vs, rescale, cp.asarray(out).reshape(-1))
+        cuda_stir.forward(
+            chunk.device(image.device.id), image, org, vs, rescale, cp.asarray(out).reshape(-1), framed=framed
+        )
         return out
     from . import cpu, cpu_stir
 

@@ -44,6 +44,28 @@ inline float __int_as_float(int v)
     std::memcpy(&f, &v, sizeof f);
     return f;
 }
+// x + y rounded down: the nearest float, one float lower where it lies above the exact sum (the
+// sum's rounding error, exactly, by Knuth's two-sum)
+inline float __fadd_rd(float a, float b)
+{
+    const float s = a + b;
+    const float bb = s - a;
+    const float err = (a - (s - bb)) + (b - bb);
+    return err < 0.0f ? std::nextafter(s, -INFINITY) : s;
+}
+// a launch's threads run one after the other: each is a warp of one lane, and the back
+// projection adds each lane's corners itself (STIR_HOST_LANES: no warp sums, warp_segsum.cuh,
+// whose intrinsics are declared here only for its template to compile)
+inline unsigned __match_any_sync(unsigned, int) { return 1u; }
+inline int __reduce_min_sync(unsigned, int v) { return v; }
+inline int __reduce_max_sync(unsigned, int v) { return v; }
+#define STIR_HOST_LANES 1
+template <typename T>
+T __shfl_up_sync(unsigned, T v, int);
+template <typename T>
+T __shfl_sync(unsigned, T v, int);
+unsigned __ballot_sync(unsigned, bool);
+int __clz(unsigned);
 inline float atomicAdd(float *p, float v)
 {
     const float old = *p;
@@ -97,11 +119,13 @@ extern "C" void fwd_stir_tof_wide_(SG_TOF_PARAMS) { sg_serial(blocks, [&] { fwd_
 extern "C" void back_stir_tof_wide_(SG_TOF_PARAMS_BACK) { sg_serial(blocks, [&] { back_stir_tof_wide(SG_TOF_PASS_BACK); }); }
 
 // the non-TOF kernels of joseph_stir.cu, and its endpoints (benchmarks/tof.py's baseline input)
-extern "C" void fwd_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *img, int n0, int n1, int n2, float o0,
-                          float o1, float o2, float v0, float v1, float v2, float rescale, float *out)
+extern "C" void fwd_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *img, const float *framed_a,
+                          const float *framed_b, int n0, int n1, int n2, float o0, float o1, float o2, float v0,
+                          float v1, float v2, float rescale, float *out)
 {
-    sg_serial(blocks,
-              [&] { fwd_stir(X, H, A, parts, n_parts, img, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out); });
+    sg_serial(blocks, [&] {
+        fwd_stir(X, H, A, parts, n_parts, img, framed_a, framed_b, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, out);
+    });
 }
 extern "C" void back_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *values, float *img, float *img_xy, int n0,
                            int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)

@@ -3,8 +3,11 @@
 // Every float operation is an explicit round-to-nearest intrinsic, so NVRTC cannot contract
 // or reorder them: forward projections equal the CPU's (and STIR's) bit for bit.  One thread
 // per LOR, all parts of a chunk in one launch (stir_part_of_thread), each part's bins in
-// [view][axial][tangential] order, the parts one after the other; back projection adds with
-// atomicAdd (the order of additions differs from the CPU's: float32 rounding).
+// [view][axial][tangential] order, the parts one after the other.  The forward projection reads
+// the image's zero-framed copies where the engine has made them (stir_framed: unchecked loads,
+// the lanes of a warp on one plane at a time; the same sums).  The back projection adds with
+// atomics, the lanes of a warp summing what they add into one voxel first (warp_segsum.cuh):
+// the order of additions differs from the CPU's (float32 rounding).
 //
 // Tables (float32, see stirgpu/kernels/stir_lors.py): the transaxial tables of a geometry's
 // views, which every segment shares (TransaxialTables), packed once per device as
@@ -21,6 +24,8 @@
 #define F_SUB(a, b) __fsub_rn((a), (b))
 #define F_MUL(a, b) __fmul_rn((a), (b))
 #define F_DIV(a, b) __fdiv_rn((a), (b))
+
+#include "warp_segsum.cuh"
 
 struct StirLine
 {
@@ -299,27 +304,175 @@ __device__ __forceinline__ void stir_step(StirWalk &W)
     W.fw = F_ADD(W.fw, W.L.aw);
 }
 
-extern "C" __global__ void fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img, int n0, int n1, int n2,
-                                    float o0, float o1, float o2, float v0, float v1, float v2, float rescale,
-                                    float *__restrict__ out)
+// floor(x) as a float and as an int, exact for |x| < 2^22, without the conversion pipe's
+// instructions (floorf and the float-int conversions issue at 1/8 of the float rate on sm_90): in
+// round-down mode x + 1.5 * 2^23 lands on the float M + floor(x), whose bits are M's plus floor(x)
+__device__ __forceinline__ void stir_floor(float x, float &f, int &i)
 {
-    StirPart P;
-    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
-        return;
-    const long long idx = P.lor0 + P.idx;
-    StirWalk W;
-    if (!stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
+    const float M = 12582912.0f;
+    const float y = __fadd_rd(x, M);
+    f = F_SUB(y, M);
+    i = __float_as_int(y) - 0x4B400000;
+}
+
+// A walk's samples in the image's zero-framed copies (cuda_workspaces.padded_copies: A (z, y, x)
+// and B (z, x, y), a voxel of zeros around): walks along x read B, where the neighbouring LORs of a
+// warp, spread along y, read contiguous voxels, as walks along z and y do in A.  A sample whose
+// corners all lie in the copy needs no bounds check and reads zero where the image has none, so
+// the sums are those of stir_sample.  `row` points at plane `plane`'s voxel (u, w) = (0, 0).
+struct StirFramed
+{
+    const float *row;
+    long long sd;
+    int su;
+};
+
+// The framed walk of W, or false where a sample's corners might leave the frame: floor(fu) and
+// floor(fw) must stay in [-1, n - 1] at every plane.  The stepped coordinates are monotone and
+// their ends are fu and fu + (planes - 1) * au to within the rounding of the steps, under 1/16
+// of a voxel for fewer than 2048 planes of coordinates under 1024 (half an ulp, 2^-15, a step):
+// ends a quarter voxel inside the frame leave room for it.
+// (the coordinates' bound; the host build of the tests lowers it, so that one launch takes both paths)
+#ifndef STIR_FRAMED_LIMIT
+#define STIR_FRAMED_LIMIT 1024.0f
+#endif
+__device__ __forceinline__ bool stir_framed_end_inside(float f, float a, int steps, int n)
+{
+    const float end = F_ADD(f, F_MUL((float)steps, a));
+    const float lo = fminf(f, end), hi = fmaxf(f, end);
+    return lo >= -0.75f && hi <= (float)n - 0.25f && hi < STIR_FRAMED_LIMIT;
+}
+
+// Whether a walk's stepped coordinate stays within (-limit, limit) (stir_framed_end_inside's
+// reasoning: monotone steps, rounding far below a voxel for coordinates under 2^20)
+#define STIR_SMALL 1048576.0f
+__device__ __forceinline__ bool stir_ends_within(float f, float a, int steps, float limit)
+{
+    const float end = F_ADD(f, F_MUL((float)steps, a));
+    return fabsf(f) < limit && fabsf(end) < limit;
+}
+
+// floor(x) as a float and an int: by stir_floor where |x| < 2^22 (`small`), else floorf's
+__device__ __forceinline__ void stir_floor_any(float x, bool small, float &f, int &i)
+{
+    if (small)
+        stir_floor(x, f, i);
+    else
     {
-        out[idx] = 0.0f;
-        return;
+        f = floorf(x);
+        i = (int)f;
     }
+}
+
+__device__ __forceinline__ bool stir_framed(const StirWalk &W, const float *__restrict__ framed_a,
+                                            const float *__restrict__ framed_b, int n0, int n1, int n2, int plane,
+                                            StirFramed &F)
+{
+    const int steps = W.L.iend - W.L.istart;
+    if (framed_a == nullptr || steps >= 2048 || !stir_framed_end_inside(W.fu, W.L.au, steps, W.nu) ||
+        !stir_framed_end_inside(W.fw, W.L.aw, steps, W.nw))
+        return false;
+    const int p1 = n1 + 2, p2 = n2 + 2;
+    const float *base;
+    if (W.L.dir == 0)
+    {
+        base = framed_a;
+        F.sd = (long long)p1 * p2;
+        F.su = p2;
+    }
+    else if (W.L.dir == 1)
+    {
+        base = framed_a;
+        F.sd = p2;
+        F.su = p1 * p2;
+    }
+    else
+    {
+        base = framed_b;
+        F.sd = p1;
+        F.su = p2 * p1;
+    }
+    F.row = base + (long long)(plane + 1) * F.sd + F.su + 1;
+    return true;
+}
+
+// stir_sample in the frame: the same float32 operations on the same values
+__device__ __forceinline__ float stir_framed_sample(const StirFramed &F, float fu, float fw)
+{
+    float flu, flw;
+    int u0, w0;
+    stir_floor(fu, flu, u0);
+    stir_floor(fw, flw, w0);
+    const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
+    const float *__restrict__ p = F.row + (u0 * F.su + w0);
+    const float v00 = p[0], v01 = p[1];
+    const float v10 = p[F.su], v11 = p[F.su + 1];
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
+    return F_ADD(r, F_MUL(F_MUL(v11, wu), ww));
+}
+
+// The sum along a walk in the image itself (bounds checked at every sample)
+__device__ __forceinline__ float stir_line_sum(const float *__restrict__ img, StirWalk &W)
+{
     float acc = 0.0f;
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
         acc = F_ADD(acc, stir_sample(img, W, i));
         stir_step(W);
     }
-    out[idx] = F_MUL(acc, W.L.cf);
+    return acc;
+}
+
+// The sum along a framed walk, the planes from lo to hi in step with the warp's other lanes of
+// the same group (each adding only on its own planes): the lanes of a warp, neighbouring LORs,
+// then read one plane together, a few contiguous runs of voxels, instead of each its own plane.
+// The sum's order is the walk's own, so it equals stir_line_sum's.
+__device__ __forceinline__ float stir_framed_line_sum(StirFramed F, StirWalk &W, int lo, int hi)
+{
+    float acc = 0.0f;
+    for (int i = lo; i <= hi; ++i)
+    {
+        if (i >= W.L.istart && i <= W.L.iend)
+        {
+            acc = F_ADD(acc, stir_framed_sample(F, W.fu, W.fw));
+            stir_step(W);
+        }
+        F.row += F.sd;
+    }
+    return acc;
+}
+
+// Forward projection.  framed_a / framed_b: the image's zero-framed copies (null: every walk
+// reads the image itself, with bounds checks).  All 32 lanes of every warp reach the grouping
+// (the launch's blocks are whole warps): lanes whose framed walks share a principal axis take one
+// range of planes.  (At most 40 registers: 6 blocks of STIR_THREADS per SM, docs/kernel-tuning.md.)
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img,
+                                    const float *__restrict__ framed_a, const float *__restrict__ framed_b, int n0,
+                                    int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2,
+                                    float rescale, float *__restrict__ out)
+{
+    StirPart P;
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    StirWalk W;
+    const bool walks = mine && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    StirFramed F;
+    // 0-2: a framed walk along that axis; 3: a checked walk; 4: nothing to add
+    int group_key = 4;
+    if (walks)
+        group_key = stir_framed(W, framed_a, framed_b, n0, n1, n2, W.L.istart, F) ? W.L.dir : 3;
+    const unsigned group = __match_any_sync(0xffffffffu, group_key);
+    float acc = 0.0f;
+    if (group_key < 3)
+    {
+        const int lo = __reduce_min_sync(group, W.L.istart), hi = __reduce_max_sync(group, W.L.iend);
+        F.row -= (long long)(W.L.istart - lo) * F.sd;
+        acc = stir_framed_line_sum(F, W, lo, hi);
+    }
+    else if (group_key == 3)
+        acc = stir_line_sum(img, W);
+    if (mine)
+        out[P.lor0 + P.idx] = walks ? F_MUL(acc, W.L.cf) : 0.0f;
 }
 
 // The back projection's target for a walk: the image, or for walks along x (axis 2, whose
@@ -339,32 +492,120 @@ __device__ __forceinline__ int stir_back_target(StirWalk &W, int n0, int n1, int
     return n2;
 }
 
-// (at most 40 registers: the part's fields would otherwise take two more in the axial-major build,
-// and 42 registers fit 5 blocks of STIR_THREADS on an SM where 40 fit 6)
-extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6)
-    back_stir(STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy,
-              int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
+// One plane's adds of a back-projection walk: the four corners' float32(val * weight), zero for a
+// corner outside the target, and their in-plane offset o = u0 * su + w0 (w is the target's
+// contiguous axis, stir_back_target)
+template <typename Idx>
+struct StirCorners
+{
+    Idx o;
+    float c00, c01, c10, c11;
+};
+
+template <typename Idx>
+__device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, float val, bool small)
+{
+    float flu, flw;
+    int u0, w0;
+    stir_floor_any(W.fu, small, flu, u0);
+    stir_floor_any(W.fw, small, flw, w0);
+    const float wu = F_SUB(W.fu, flu), ww = F_SUB(W.fw, flw);
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const bool u0in = (unsigned)u0 < (unsigned)W.nu, u1in = (unsigned)(u0 + 1) < (unsigned)W.nu;
+    const bool w0in = (unsigned)w0 < (unsigned)W.nw, w1in = (unsigned)(w0 + 1) < (unsigned)W.nw;
+    StirCorners<Idx> C;
+    C.o = u0 * (Idx)W.su + w0;
+    C.c00 = (u0in && w0in) ? F_MUL(val, F_MUL(mu, mw)) : 0.0f;
+    C.c10 = (u1in && w0in) ? F_MUL(val, F_MUL(wu, mw)) : 0.0f;
+    C.c01 = (u0in && w1in) ? F_MUL(val, F_MUL(mu, ww)) : 0.0f;
+    C.c11 = (u1in && w1in) ? F_MUL(val, F_MUL(wu, ww)) : 0.0f;
+    return C;
+}
+
+// Back projection.  The lanes of a warp step through one range of planes together (the
+// smallest first plane to the largest last of its walks); at each plane those on the same
+// principal axis (one target, one plane of it: `key`) add into a few contiguous runs of voxels,
+// and a voxel that several lanes add into gets their sum in one atomic (segsum_step,
+// warp_segsum.cuh).  What each lane adds is STIR's float32(val * weight) of each corner, so
+// the image differs from adding them one by one in the order of the additions only.  Corners
+// outside the target add zero, and sums of zero are never added, so offsets outside it (the
+// frame of the walk's plane, or beyond the array) are never written.  On the host build
+// (tests/cuda_host: the threads run one at a time) each lane adds its own corners.
+// Idx: the offsets' type, int where the image has fewer than 2^31 voxels (back_stir), else
+// long long (back_stir_wide).
+template <typename Idx>
+__device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__restrict__ values, float *img,
+                                                float *img_xy, int n0, int n1, int n2, float o0, float o1, float o2,
+                                                float v0, float v1, float v2, float rescale)
 {
     StirPart P;
-    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
-        return;
-    const float y = values[P.lor0 + P.idx];
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    const float y = mine ? values[P.lor0 + P.idx] : 0.0f;
     StirWalk W;
-    if (y == 0.0f || !stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W))
-        return;
-    const float val = F_MUL(W.L.cf, y);
-    float *target;
-    const int planes = stir_back_target(W, n0, n1, n2, img, img_xy, target);
-    // every lane runs over all planes of its principal axis, adding on its own: the lanes of a
-    // warp (neighbouring LORs) then add into the same plane together, into a few contiguous
-    // runs of voxels, which reach L2 as a few requests instead of one per lane and corner
-    for (int i = 0; i < planes; ++i)
+    const bool walks = y != 0.0f && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    float val = 0.0f;
+    float *target = img;
+    int key = -1;
+    bool small = false;
+    if (walks)
     {
-        if (i < W.L.istart || i > W.L.iend)
-            continue;
-        stir_scatter(target, W, i, val);
+        val = F_MUL(W.L.cf, y);
+        stir_back_target(W, n0, n1, n2, img, img_xy, target);
+        key = W.L.dir;
+        // (the floors without the conversion pipe where the walk's coordinates allow it)
+        const int steps = W.L.iend - W.L.istart;
+        small = stir_ends_within(W.fu, W.L.au, steps, STIR_SMALL) && stir_ends_within(W.fw, W.L.aw, steps, STIR_SMALL);
+    }
+#ifdef STIR_HOST_LANES
+    if (!walks)
+        return;
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        const StirCorners<Idx> C = stir_corners<Idx>(W, val, small);
+        float *q = target + (long long)i * W.sd + C.o;
+        const float add[4] = {C.c00, C.c01, C.c10, C.c11};
+        const long long at[4] = {0, 1, W.su, W.su + 1};
+        for (int k = 0; k < 4; ++k)
+            if (add[k] != 0.0f)
+                atomicAdd(q + at[k], add[k]);
         stir_step(W);
     }
+#else
+    const int lo = __reduce_min_sync(SG_FULL, walks ? W.L.istart : 0x7fffffff);
+    const int hi = __reduce_max_sync(SG_FULL, walks ? W.L.iend : -1);
+    const int key_left = __shfl_up_sync(SG_FULL, key, 1);
+    for (int i = lo; i <= hi; ++i)
+    {
+        const bool act = walks && i >= W.L.istart && i <= W.L.iend;
+        const unsigned amask = __ballot_sync(SG_FULL, act);
+        if (amask == 0u)
+            continue; // (warp-uniform: a ballot)
+        StirCorners<Idx> C = {0, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (act)
+        {
+            C = stir_corners<Idx>(W, val, small);
+            stir_step(W);
+        }
+        segsum_step<Idx>(amask, act, key, key_left, C.o, (Idx)W.su, target + (long long)i * W.sd, C.c00, C.c01,
+                         C.c10, C.c11);
+    }
+#endif
+}
+
+#define STIR_BACK_PARAMS                                                                                             \
+    STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy, int n0,  \
+        int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale
+#define STIR_BACK_PASS STIR_PARTS_PASS, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale
+
+// (at most 40 registers: 6 blocks of STIR_THREADS per SM)
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) back_stir(STIR_BACK_PARAMS)
+{
+    back_stir_walks<int>(STIR_BACK_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS) back_stir_wide(STIR_BACK_PARAMS)
+{
+    back_stir_walks<long long>(STIR_BACK_PASS);
 }
 
 // STIR's endpoints of every LOR of the parts, times rescale, (z, y, x) each: what STIR's
