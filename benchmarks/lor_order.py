@@ -5,7 +5,8 @@ axial-major (``STIR_AXIAL_MAJOR`` in ``stirgpu/kernels/cuda/joseph_stir.cu``), s
     python3 benchmarks/lor_order.py --cases quadra --quadra-max-ring-diff 20
 
 Each case is projected forward and back with STIR's numerics over all of its LORs, data resident
-on the GPU (``forward_chunk_stir`` / ``back_chunk_stir``, their TOF versions for ``dmi-tof``), in
+on the GPU (``forward_chunk_stir`` / ``back_chunk_stir``, their TOF versions for ``dmi-tof``; the
+image prepared with its zero-framed copies, as the engine hands it to the kernels), in
 each order in turn (``--rounds`` times, alternating), whatever ``cuda_stir.axial_major`` would
 pick; each figure is the median of ``--repeat`` timed calls after a warm-up, the GPU synchronised
 around each.  Cases:
@@ -128,19 +129,21 @@ def policy(pdi, image) -> dict:
 
 def run_case(cp, name: str, args) -> dict:
     from stirgpu.kernels import cuda_stir
+    from stirgpu.kernels.cuda_workspaces import prepare_image
     from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
 
     pdi, views_per_part = geometry(name, args)
     info = stir_default_image_info(pdi)
     chunk = make_chunk(pdi, views_per_part)
     image = cp.asarray(ellipse_phantom(info.shape))
+    prepared = prepare_image(image)  # as the engine hands it to the kernels: with its framed copies
     repeat = args.quadra_repeat if name == "quadra" else args.repeat
     times: dict[str, dict[str, list[float]]] = {o: {"forward_s": [], "back_s": []} for o in ORDERS}
     kept = {}
     for _ in range(args.rounds):
         for order, axial in ORDERS.items():
             with forced_order(axial):
-                fwd, back, out, acc = projections(cp, chunk, pdi, image, stir_image_frame(info))
+                fwd, back, out, acc = projections(cp, chunk, pdi, prepared, stir_image_frame(info))
                 times[order]["forward_s"].append(median_seconds(Device(cp), fwd, repeat))
                 times[order]["back_s"].append(median_seconds(Device(cp), back, repeat))
             kept.setdefault(order, (out, acc))
@@ -159,7 +162,7 @@ def run_case(cp, name: str, args) -> dict:
     }
     res["forward_equal"] = bool(cp.array_equal(f0, f1))
     res["back_difference"] = float(cp.abs(b0 - b1).max() / cp.abs(b0).max())
-    del kept, f0, f1, b0, b1, image
+    del kept, f0, f1, b0, b1, image, prepared
     cp.get_default_memory_pool().free_all_blocks()
     return res
 

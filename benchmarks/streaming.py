@@ -190,8 +190,9 @@ class Kernels:
             out.write_views(values[j], segment, views, timing_pos=t)
 
     def kept_image(self, img):
-        """The image as the lanes keep it for a call (STIR's numerics take the plain image)."""
-        return img if self.stir else self.d.kept_image(img)
+        """The image as the lanes keep it for a call: on a GPU with its zero-framed copies, which
+        the exact kernels and STIR's non-TOF forward projection read."""
+        return self.d.kept_image(img)
 
     def kept_accumulator(self, acc):
         """(target, finish) of the back projection's accumulation, as a lane keeps it for a call:
@@ -330,13 +331,13 @@ def disk_rates(folder: Path, nbytes: int) -> dict:
 def bridge_forward(k: Kernels, img, out, views) -> None:
     """STIR's bridge: project ALL bins into one full array, copy the wanted views out."""
     d, pdi = k.d, k.pdi
-    dimg = d.asarray(img)
+    image = k.kept_image(d.asarray(img))
     full = d.empty((pdi.total_num_bins,))
     off = 0
     for s in pdi.segment_nums:
         shape = k.shape(s, pdi.get_num_views())
         n = int(np.prod(shape))
-        k.forward(k.tables(s), k.kept_image(dimg), full[off : off + n].reshape(shape))
+        k.forward(k.tables(s), image, full[off : off + n].reshape(shape))
         off += n
     host = d.to_host(full)
     off = 0

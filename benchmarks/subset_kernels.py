@@ -6,7 +6,8 @@ launches cost, without the engine.
         --max-ring-diff 1                                       # small enough for 2 CPU cores
 
 Each case is projected forward and back with STIR's numerics (``forward_chunk_stir`` /
-``back_chunk_stir``, their TOF versions for ``dmi-tof``), data resident on the device: once over
+``back_chunk_stir``, their TOF versions for ``dmi-tof``), data resident on the device (on a GPU the
+image prepared with its zero-framed copies, as the engine hands it to the kernels): once over
 all its LORs (one part per segment; the Quadra's parts hold ``--views-per-part`` views, as the
 engine's 64 MiB chunks about do) and once over subset 0 of ``--subsets`` (STIR's views
 ``0, n, 2n, ...``, one part per segment).  On a GPU either is one kernel launch over all its
@@ -82,6 +83,10 @@ def run_case(device: Device, name: str, args) -> dict:
     pdi, views_per_part = geometry(name, args)
     info = stir_default_image_info(pdi)
     image = device.xp.asarray(lor_order.ellipse_phantom(info.shape))
+    if device.name == "cuda":  # as the engine hands it to the kernels: with its framed copies
+        from stirgpu.kernels.cuda_workspaces import prepare_image
+
+        image = prepare_image(image)
     frame = stir_image_frame(info)
     full_repeat = args.quadra_repeat if name == "quadra" else args.repeat
     full = timed_call(device, lor_order.make_chunk(pdi, views_per_part), pdi, image, frame, full_repeat)

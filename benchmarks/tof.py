@@ -22,8 +22,9 @@ Each figure is the median of ``--repeat`` timed calls after a warm-up (compilati
 touch); the GPU is synchronised around each.  Reported: seconds, LOR-bins/s (LORs x TOF bins
 per second), the ratio stirgpu / libparallelproj for forward and back, their agreement (max
 |diff| / max), the GPU kernel chosen (its register window of TOF bins), and stirgpu's non-TOF
-projection of the same LORs (``stirgpu_non_tof``: what TOF costs on top), against
-libparallelproj's ``joseph3d_fwd`` / ``joseph3d_back`` there too.
+projection of the same LORs (``stirgpu_non_tof``: what TOF costs on top; on a GPU its forward
+reads the image's zero-framed copies, as the engine's projections do), against libparallelproj's
+``joseph3d_fwd`` / ``joseph3d_back`` there too.
 
 Output: a JSON document (``--json FILE`` also writes it), then readable lines.
 """
@@ -167,7 +168,12 @@ def run(args) -> dict:
 
     back = median_seconds(backend, back_call, args.repeat)
     non_tof = xp.empty(n, np.float32)
-    fwd1 = median_seconds(backend, lambda: forward_chunk_stir(chunk, pdi, img, frame, out=non_tof), args.repeat)
+    img1 = img
+    if args.backend == "cuda":  # the image as the engine hands it to the kernels: with its framed copies
+        from stirgpu.kernels.cuda_workspaces import prepare_image
+
+        img1 = prepare_image(img)
+    fwd1 = median_seconds(backend, lambda: forward_chunk_stir(chunk, pdi, img1, frame, out=non_tof), args.repeat)
 
     acc1 = xp.zeros(info.shape, np.float32)
 
