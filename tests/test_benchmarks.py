@@ -68,6 +68,7 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--tof", "--max-ring-diff", "36"], "--max-ring-diff"),
     ],
     "lor_order.py": [(["--cases", "dmi,nosuch"], "--cases"), (["--rounds", "0"], "--rounds")],
+    "framed_walk.py": [(["--cases", "mmr,dmi-tof"], "--cases"), (["--repeat", "0"], "--repeat")],
     "subset_kernels.py": [
         (["--cases", "dmi,nosuch"], "--cases"),
         (["--backend", "cpu", "--subsets", "0"], "--subsets"),
