@@ -140,3 +140,10 @@ def emit_json(doc, path: str | None) -> None:
     print(text)
     if path:
         Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def emit_cases(doc, path: str | None, readable) -> None:
+    """:func:`emit_json` of ``doc``, then ``readable(name, case)`` of each of its ``"cases"``."""
+    emit_json(doc, path)
+    for name, case in doc["cases"].items():
+        print(readable(name, case))

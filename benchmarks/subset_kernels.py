@@ -130,9 +130,7 @@ def main(argv=None) -> int:
     result = {"backend": args.backend, "subsets": args.subsets, "cases": {}}
     for name in args.cases:
         result["cases"][name] = run_case(device, name, args)
-    arguments.emit_json(result, args.json)
-    for name, r in result["cases"].items():
-        print(readable(name, r))
+    arguments.emit_cases(result, args.json, readable)
     return 0
 
 
