@@ -370,6 +370,13 @@ def _image_target(info, gpu_image: bool):
     return cupy.zeros(info.shape, dtype="float32"), cupy.cuda.Device().synchronize
 
 
+def _busy_of_stages(stats: dict) -> dict:
+    """A call's busy seconds per stage, the busiest lane's (where an OSEM subiteration's time
+    went: reading its subset, or its kernels)."""
+    busy = stats["busy_seconds"].values()
+    return {stage: max((b.get(stage, 0.0) for b in busy), default=0.0) for stage in ("read", "h2d", "compute")}
+
+
 def osem_disk(args) -> dict:
     """One full OSEM iteration from the file: per subset the fused step (forward, quotient,
     back per chunk), then ``x *= ratio / sensitivity`` on the device."""
@@ -411,6 +418,7 @@ def osem_disk(args) -> dict:
         "warm_up_seconds": warm,
         "kernel_seconds": sum(s["kernel_seconds"] for s in subiterations),
         "subiteration_seconds": [s["seconds"] for s in subiterations],
+        "subiteration_busy_seconds": [_busy_of_stages(s["stats"]) for s in subiterations],
         "setup": subiterations[0]["setup"],
         "subiteration_setup_seconds": [s["setup"]["to_first_chunk_seconds"] for s in subiterations],
         "first_subiteration_stats": subiterations[0]["stats"],

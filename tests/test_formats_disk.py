@@ -169,6 +169,64 @@ def test_subset_reads_only_its_bytes(tmp_path, order, monkeypatch):
     assert sum(seen) < file_bytes / 4
 
 
+def _union(intervals):
+    """Sorted disjoint [start, stop) intervals covering the same bytes."""
+    merged = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+def _record_hints_and_reads(monkeypatch):
+    """(hinted, read) byte intervals: posix_fadvise(WILLNEED) calls and pread_into calls."""
+    hinted, read = [], []
+    real_advise, real_read = os.posix_fadvise, disk_mod.pread_into
+
+    def advise(fd, offset, length, advice):
+        if advice == os.POSIX_FADV_WILLNEED:
+            hinted.append((offset, offset + length))
+        return real_advise(fd, offset, length, advice)
+
+    def pread(fd, buf, off, path=None):
+        read.append((off, off + buf.nbytes))
+        return real_read(fd, buf, off, path)
+
+    monkeypatch.setattr(os, "posix_fadvise", advise)
+    monkeypatch.setattr(disk_mod, "pread_into", pread)
+    return hinted, read
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="this system has no posix_fadvise")
+@pytest.mark.parametrize("order", list(StorageOrder))
+@pytest.mark.parametrize("dtype", ["<f4", ">i2"])
+def test_scattered_views_are_announced_byte_for_byte(tmp_path, order, dtype, monkeypatch):
+    """A read of scattered views (a subset's) first announces them to the system
+    (posix_fadvise WILLNEED), exactly the bytes it then reads and nothing in between (which
+    the system's readahead would fetch); one run of views reads without an announcement;
+    prefetch_views announces what read_views would read."""
+    pdi = small_tof_proj_data_info()
+    ref = random_ref(pdi, 5)
+    hs = write_manual(tmp_path, pdi, ref, order, dtype, offset=12, scale=2.0 if dtype == ">i2" else 1.0)
+    hinted, read = _record_hints_and_reads(monkeypatch)
+    views = pdi.subset_views(1, 3)
+    with read_from_file(hs) as pd:
+        for t in (pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num()):
+            for s in pdi.segment_nums:
+                hinted.clear(), read.clear()
+                pd.read_views(s, views, timing_pos=t)
+                assert hinted and _union(hinted) == _union(read)
+                hinted.clear(), read.clear()
+                pd.read_views(s, range(1, 4), timing_pos=t)
+                assert read and not hinted
+                pd.prefetch_views(s, views, timing_pos=t)
+                read.clear()
+                pd.read_views(s, views, timing_pos=t)
+                assert _union(hinted) == _union(read)
+
+
 def test_read_views_into_strided_out(tmp_path):
     """out may be a strided view of a caller's bigger buffer."""
     pdi = small_proj_data_info()

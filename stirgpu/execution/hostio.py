@@ -137,7 +137,14 @@ def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
 
 def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
     """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
-    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
+    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts).
+    A store with ``prefetch_views`` hears of all the chunk's views first, so a file's reads are
+    queued at once and only its bytes are read."""
+    prefetch = getattr(store, "prefetch_views", None)
+    if prefetch is not None:
+        for part in chunk.parts:
+            for t in part.timing_poss if part.num_tof_poss > 1 else (None,):
+                prefetch(part.segment, part.views, **({} if t is None else {"timing_pos": t}))
 
     def piece(seg, views, buf, timing_pos):
         tof = {} if timing_pos is None else {"timing_pos": timing_pos}

@@ -262,9 +262,31 @@ class ProjData(abc.ABC):
         tangential).  Runs of consecutive views are read in one go.  ``out`` (e.g. a pinned
         buffer) is filled in place and returned."""
         seg, t, v, out = self._read_args(segment, views, out, timing_pos)
-        for pos, v0, v1 in view_runs(v):
+        runs = view_runs(v)
+        if len(runs) > 1:  # scattered views (a subset's): announced together, see prefetch_views
+            self._will_read(seg, t, [(v0, v1) for _, v0, v1 in runs])
+        for pos, v0, v1 in runs:
             self._read_box(seg, t, (v0, v1), (0, out.shape[1]), out[pos : pos + v1 - v0])
         return out
+
+    def prefetch_views(self, segment: int, views, timing_pos: int = 0) -> None:
+        """A hint that ``views`` of one segment will be read soon; values are not affected.
+
+        A store that can start fetching them in the background does: a file store asks the
+        system to read exactly those bytes (``posix_fadvise(WILLNEED)``), every request queued at
+        once.  Without the hint the system guesses from each read, and for a subset's views
+        (every 21st) it reads the views in between too: an OSEM iteration's first subsets then
+        read most of the file and its later ones nothing, so the reads and the kernels no longer
+        overlap (``docs/execution.md``).  ``read_views`` gives the hint itself for views that are
+        not consecutive; the execution engine gives it for a whole chunk before reading it.
+        Stores that hold their bins in memory do nothing."""
+        seg = self._segment(segment)
+        t = self._tof_index(timing_pos)
+        self._will_read(seg, t, [(v0, v1) for _, v0, v1 in view_runs(self._views(views))])
+
+    def _will_read(self, segment: int, tof_index: int, view_ranges: list[tuple[int, int]]) -> None:  # noqa: B027
+        """Hook for :meth:`prefetch_views`: these view ranges (all axial positions) of one
+        segment and TOF index are about to be read.  Default: nothing."""
 
     def write_views(self, array, segment: int, views, timing_pos: int = 0) -> None:
         """Store ``array`` (len(views), axial, tangential) as those views of one segment."""

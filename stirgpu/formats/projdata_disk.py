@@ -423,7 +423,8 @@ class ProjDataFromFile(ProjData):
         return self._handle.fd
 
     def _pieces(self, segment: int, tof_index: int, view_range, axial_range):
-        """Contiguous file pieces of a box: (byte offset, index into the box in file axis order)."""
+        """Contiguous file pieces of a box: (byte offset, byte length, index into the box in
+        file axis order)."""
         na = self.proj_data_info.get_num_axial_poss(segment)
         if self._header.storage_order is StorageOrder.VIEW:
             outer, inner, n_inner = view_range, axial_range, na
@@ -432,11 +433,21 @@ class ProjDataFromFile(ProjData):
         base = self._header.data_offset + tof_index * self._tof_stride + self._seg_offset[segment]
         row = n_inner * self._nt * self._isz
         if inner[0] == 0 and inner[1] == n_inner:
-            yield base + outer[0] * row, slice(None)
+            yield base + outer[0] * row, (outer[1] - outer[0]) * row, slice(None)
         else:
             skip = inner[0] * self._nt * self._isz
+            length = (inner[1] - inner[0]) * self._nt * self._isz
             for k, o in enumerate(range(outer[0], outer[1])):
-                yield base + o * row + skip, k
+                yield base + o * row + skip, length, k
+
+    def _will_read(self, segment, tof_index, view_ranges) -> None:
+        if not _CAN_FADVISE:
+            return
+        fd = self._fd()
+        na = self.proj_data_info.get_num_axial_poss(segment)
+        for view_range in view_ranges:
+            for offset, length, _ in self._pieces(segment, tof_index, view_range, (0, na)):
+                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
     def _in_file_order(self, box: np.ndarray) -> np.ndarray:
         return box if self._header.storage_order is StorageOrder.VIEW else box.transpose(1, 0, 2)
@@ -444,7 +455,7 @@ class ProjDataFromFile(ProjData):
     def _read_box(self, segment, tof_index, view_range, axial_range, out) -> None:
         fd = self._fd()
         box = self._in_file_order(out)
-        for offset, sel in self._pieces(segment, tof_index, view_range, axial_range):
+        for offset, _, sel in self._pieces(segment, tof_index, view_range, axial_range):
             self._read_into(fd, offset, box[sel])
 
     def _read_into(self, fd: int, offset: int, dst: np.ndarray) -> None:
@@ -468,7 +479,7 @@ class ProjDataFromFile(ProjData):
         fd = self._fd()
         nv, na = data.shape[:2]
         box = self._in_file_order(data)
-        for offset, sel in self._pieces(segment, tof_index, (v0, v0 + nv), (a0, a0 + na)):
+        for offset, _, sel in self._pieces(segment, tof_index, (v0, v0 + nv), (a0, a0 + na)):
             self._write_from(fd, offset, box[sel])
 
     def _write_from(self, fd: int, offset: int, src: np.ndarray) -> None:

@@ -222,6 +222,18 @@ class ProjDataContract(StoreAbilitiesContract):
                     got = store.read_views(s, views, timing_pos=t)
                     np.testing.assert_array_equal(got, blk[:, list(views), :].transpose(1, 0, 2))
 
+    def test_prefetch_views_is_only_a_hint(self, filled, pdi):
+        """prefetch_views changes no value, and checks its arguments as read_views does."""
+        store, ref = filled
+        for t in self._timing_poss(pdi):
+            for s in pdi.segment_nums:
+                store.prefetch_views(s, pdi.subset_views(1, 3), timing_pos=t)
+        np.testing.assert_array_equal(store.as_array(), ref)
+        with pytest.raises(GeometryError):
+            store.prefetch_views(0, [pdi.get_num_views()])
+        with pytest.raises(GeometryError):
+            store.prefetch_views(pdi.get_max_segment_num() + 1, [0])
+
     def test_read_views_fills_out_in_place(self, filled, pdi):
         """A caller's buffer (e.g. pinned memory) is filled and returned, not replaced."""
         store, ref = filled
