@@ -247,3 +247,19 @@ def make_osem(problem, backend="cpu", objective=None, **kw):
 
     _, info, _, sim = problem
     return OSEM(objective or osem_objective(sim), ProjectorPair(backend=backend), info, **kw)
+
+
+class Pinning:
+    """Page-locking without a GPU: records what it was asked; ``refuse`` answers no."""
+
+    def __init__(self, refuse=False):
+        self.refuse, self.pinned, self.asked = refuse, set(), []
+
+    def pin(self, a):
+        self.asked.append(a)
+        if not self.refuse:
+            self.pinned.add(int(a.ctypes.data))
+        return not self.refuse
+
+    def is_pinned(self, a):
+        return int(a.ctypes.data) in self.pinned

@@ -17,7 +17,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from helpers import plan_of
+from helpers import Pinning, plan_of
 
 from stirgpu.execution.call import copy_direct
 from stirgpu.execution.direct_io import DirectIO, direct_copies
@@ -42,22 +42,6 @@ def _random_store(pdi, seed=3):
 
 def _timing_poss(pdi):
     return range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1)
-
-
-class Pinning:
-    """Page-locking without a GPU: records what it was asked; ``refuse`` answers no."""
-
-    def __init__(self, refuse=False):
-        self.refuse, self.pinned, self.asked = refuse, set(), []
-
-    def pin(self, a):
-        self.asked.append(a)
-        if not self.refuse:
-            self.pinned.add(int(a.ctypes.data))
-        return not self.refuse
-
-    def is_pinned(self, a):
-        return int(a.ctypes.data) in self.pinned
 
 
 class HostLane:

@@ -100,6 +100,20 @@ class DirectIO:
                 found[name] = arrays
         return found
 
+    def image_in_place(self, image) -> bool:
+        """Whether a numpy input image can go to the GPUs by DMA straight from its own memory:
+        C-contiguous float32, page-locked already or by this call under the same policy as the
+        stores (``"reused"``: from its second upload on, so an OSEM estimate kept on the host,
+        or one image projected again and again, pays the page-locking once).  Not thread-safe,
+        as :meth:`find`."""
+        if self.backend != "cuda" or self.pin_policy == "never" or not isinstance(image, np.ndarray):
+            return False
+        if image.dtype != np.float32 or not image.flags.c_contiguous or image.nbytes == 0:
+            return False
+        if self.pin_policy == "always" or self._met_before(image):
+            return self._pinning.pin(image)
+        return self._pinning.is_pinned(image)
+
     def _met_before(self, store) -> bool:
         """Whether this engine has met ``store`` before (and remembers it now; a store that
         cannot be weakly held is never remembered, so it stays staged)."""

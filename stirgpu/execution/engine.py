@@ -252,11 +252,15 @@ class Engine:
         A numpy image goes up in z slabs: each slab is copied into one pinned buffer (by the
         I/O threads) while the previous slab's DMA runs, and the call returns once the host
         copy is done: the last DMAs finish while the next call starts its pipeline, and each
-        lane's compute stream waits for them (CUDA events) before its first kernel."""
+        lane's compute stream waits for them (CUDA events) before its first kernel.  An image
+        whose own memory is page-locked (``DirectIO.image_in_place``: by the store policy, from
+        its second upload) goes up by DMA straight from it, and the call returns once that is
+        done: the caller may change the image afterwards."""
         t0 = time.perf_counter()
         with self._lock:
             if self.backend == "cuda":
-                uploaded = self.residency.set_image(image, fov_mask, self.lanes, self.io_pool)
+                in_place = self.direct_stores.image_in_place(image)
+                uploaded = self.residency.set_image(image, fov_mask, self.lanes, self.io_pool, in_place)
             else:  # (CPU lanes share one host copy: no lane or I/O thread is involved)
                 uploaded = self.residency.set_image(image, fov_mask)
         return uploaded, time.perf_counter() - t0

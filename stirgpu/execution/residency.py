@@ -5,7 +5,10 @@ once per image), each lane's kept workspaces, and the way an accumulated image c
 * **Upload** (:meth:`Residency.set_image`): a numpy image goes up in z slabs, each copied into
   one pinned buffer by the I/O threads while the previous slab's DMA runs; the call returns
   once the host copy is done, and each lane's compute stream waits for its upload (CUDA
-  events), so the last DMAs overlap the next call's start.  A cupy image is copied device to
+  events), so the last DMAs overlap the next call's start.  A numpy image whose own memory is
+  page-locked (by the engine's store policy, from its second upload) goes up by DMA straight
+  from it instead, and the call waits for that DMA (a third of the staged path's time for
+  the mMR's 41 MB image: ``docs/execution.md``).  A cupy image is copied device to
   device (peer to peer for other GPUs).  CPU lanes share one host copy.
 * **Prepare**: the tiled forward kernels' layouts of each lane's image, made once per image
   (on the compute stream, after the upload) rather than once per call.
@@ -89,10 +92,17 @@ class Residency:
 
     # -- the input image -----------------------------------------------------------------
     def set_image(
-        self, image, fov_mask: np.ndarray | None, lanes: Sequence = (), io_pool: DaemonPool | None = None
+        self,
+        image,
+        fov_mask: np.ndarray | None,
+        lanes: Sequence = (),
+        io_pool: DaemonPool | None = None,
+        in_place: bool = False,
     ) -> int:
         """Put ``image`` on every lane (see :meth:`stirgpu.execution.Engine.set_image`); returns
-        the bytes uploaded.  ``lanes`` (the GPU lanes) and ``io_pool`` are used on GPUs only."""
+        the bytes uploaded.  ``lanes`` (the GPU lanes) and ``io_pool`` are used on GPUs only;
+        ``in_place``: a numpy image's own memory is page-locked (C-contiguous float32), so it
+        goes up by DMA straight from it."""
         from ..kernels import apply_cylindrical_fov
 
         uploaded = 0
@@ -104,7 +114,7 @@ class Residency:
             for k in range(self.n_lanes):
                 self._images[k] = host  # CPU lanes share one read-only copy
         elif isinstance(image, np.ndarray):
-            uploaded = self._upload_host_image(lanes, image, fov_mask, io_pool)
+            uploaded = self._upload_host_image(lanes, image, fov_mask, io_pool, in_place)
         else:
             for k, lane in enumerate(lanes):
                 dst = lane.upload_image(image, self._images.get(k), pinned=True)
@@ -154,10 +164,11 @@ class Residency:
             self._staging = cupyx.empty_pinned(shape, dtype=np.float32)
         return self._staging
 
-    def _upload_host_image(self, lanes: Sequence, image: np.ndarray, fov_mask, io_pool: DaemonPool | None) -> int:
+    def _upload_host_image(
+        self, lanes: Sequence, image: np.ndarray, fov_mask, io_pool: DaemonPool | None, in_place: bool
+    ) -> int:
         from ..kernels import apply_cylindrical_fov
 
-        staging = self._pinned_image_buffer(image.shape)
         dsts = []
         for k, lane in enumerate(lanes):
             dst = self._images.get(k)
@@ -167,14 +178,12 @@ class Residency:
             dsts.append(dst)
             with lane.device:  # the last image's FOV masking and layouts (compute stream) read it first
                 lane.s_in.wait_event(lane.record(lane.s_compute))
-        edges = np.linspace(0, image.shape[0], min(UPLOAD_SLABS, max(image.shape[0], 1)) + 1).round()
-        for a, b in itertools.pairwise(edges.astype(int)):
-            if b <= a:
-                continue
-            parallel_copy(io_pool, staging[a:b], image[a:b])
+        if in_place:
             for lane, dst in zip(lanes, dsts, strict=True):
                 with lane.device:
-                    lane.to_device(dst[a:b], staging[a:b], staging[a:b].nbytes)
+                    lane.to_device(dst, image, image.nbytes)
+        else:
+            self._upload_staged(lanes, dsts, image, io_pool)
         self._uploads = []
         for k, (lane, dst) in enumerate(zip(lanes, dsts, strict=True)):
             with lane.device:
@@ -185,7 +194,23 @@ class Residency:
                         apply_cylindrical_fov(dst, fov_mask, out=dst)
             self._uploads.append(done)
             self._images[k] = dst
+        if in_place:  # the caller owns the image again once the call returns
+            self.wait_uploads()
         return int(image.nbytes) * len(lanes)
+
+    def _upload_staged(self, lanes: Sequence, dsts: list, image: np.ndarray, io_pool: DaemonPool | None) -> None:
+        """Queue the upload of ``image`` into ``dsts`` (one per lane) through the pinned image
+        buffer, z slab after z slab: each slab's host copy (over the I/O threads) overlaps the
+        previous slab's DMA; returns once the last host copy is done."""
+        staging = self._pinned_image_buffer(image.shape)
+        edges = np.linspace(0, image.shape[0], min(UPLOAD_SLABS, max(image.shape[0], 1)) + 1).round()
+        for a, b in itertools.pairwise(edges.astype(int)):
+            if b <= a:
+                continue
+            parallel_copy(io_pool, staging[a:b], image[a:b])
+            for lane, dst in zip(lanes, dsts, strict=True):
+                with lane.device:
+                    lane.to_device(dst[a:b], staging[a:b], staging[a:b].nbytes)
 
     def wait_uploads(self) -> None:
         for ev in self._uploads:
