@@ -28,6 +28,7 @@ __all__ = [
     "run_pieces",
     "parallel_copy",
     "chunk_pieces",
+    "announce_chunk",
     "read_chunk",
     "write_chunk",
     "MIN_PIECE_BYTES",
@@ -135,16 +136,21 @@ def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
     return pieces
 
 
+def announce_chunk(store, chunk) -> None:
+    """Tell ``store`` (its ``prefetch_views``, where it has one) every view of ``chunk`` it will
+    be asked for: a file store then has the system fetch exactly those bytes, queued at once,
+    while the reader is still busy with the chunk before (see ``ProjData.prefetch_views``)."""
+    prefetch = getattr(store, "prefetch_views", None)
+    if prefetch is None:
+        return
+    for part in chunk.parts:
+        for t in part.timing_poss if part.num_tof_poss > 1 else (None,):
+            prefetch(part.segment, part.views, **({} if t is None else {"timing_pos": t}))
+
+
 def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
     """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
-    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts).
-    A store with ``prefetch_views`` hears of all the chunk's views first, so a file's reads are
-    queued at once and only its bytes are read."""
-    prefetch = getattr(store, "prefetch_views", None)
-    if prefetch is not None:
-        for part in chunk.parts:
-            for t in part.timing_poss if part.num_tof_poss > 1 else (None,):
-                prefetch(part.segment, part.views, **({} if t is None else {"timing_pos": t}))
+    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
 
     def piece(seg, views, buf, timing_pos):
         tof = {} if timing_pos is None else {"timing_pos": timing_pos}

@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 from ..errors import Cancelled
 from .call import Call
-from .hostio import DaemonPool, read_chunk, write_chunk
+from .hostio import DaemonPool, announce_chunk, read_chunk, write_chunk
 from .stopping import POLL, SHUTDOWN_SECONDS, Stopped, join_all
 
 __all__ = ["StagedStrategy", "DirectStrategy"]
@@ -98,34 +98,44 @@ class StagedStrategy:
     def reader(self, k: int, lane, free_q: queue.Queue, ready_q: queue.Queue) -> None:
         call = self.call
         stop, rec, program = call.stop, call.recorder, call.program
+        staged = [name for name in program.inputs if name not in call.direct]
         try:
             with lane.activate():
+                # one chunk ahead: the next chunk is taken, and announced to its stores, before
+                # this one is read, so a file's reads stay queued across the chunks' boundary
+                upcoming = self._take_announced(k, staged)
                 while True:
                     slot = stop.get(free_q)
                     if stop.is_set():
                         return
-                    chunk = call.take(k)
+                    chunk = upcoming
                     if chunk is None:
                         stop.put(ready_q, _END)
                         return
+                    upcoming = self._take_announced(k, staged)
                     t0 = time.perf_counter()
                     # GPU lanes keep their chunks' tables on the device (the worker uploads them)
                     tables = None if call.cuda else [call.tables.host(call.pdi, p) for p in chunk.parts]
                     n = chunk.num_bins
-                    read = 0
-                    for name in program.inputs:
-                        if name not in call.direct:
-                            flat = slot.host[call.host_index[name]][:n]
-                            read_chunk(call.sources[name], chunk, flat, *call.io_split_of(name))
-                            read += 1
-                    if read:
+                    for name in staged:
+                        flat = slot.host[call.host_index[name]][:n]
+                        read_chunk(call.sources[name], chunk, flat, *call.io_split_of(name))
+                    if staged:
                         rec.stage(lane.name, "read", chunk.index, t0, time.perf_counter())
-                        rec.add(bytes_read=read * chunk.nbytes)
+                        rec.add(bytes_read=len(staged) * chunk.nbytes)
                     stop.put(ready_q, (chunk, slot, tables))
         except Stopped:
             return
         except BaseException as exc:  # noqa: BLE001 - reported through PipelineError
             stop.fail("reader", lane, exc)
+
+    def _take_announced(self, k: int, staged: list[str]):
+        """Lane ``k``'s next chunk (None: no more), announced to the stores it is read from."""
+        chunk = self.call.take(k)
+        if chunk is not None:
+            for name in staged:
+                announce_chunk(self.call.sources[name], chunk)
+        return chunk
 
     def worker(self, k: int, lane, ready_q: queue.Queue, done_q: queue.Queue) -> None:
         call = self.call
