@@ -278,7 +278,8 @@ class ProjData(abc.ABC):
         (every 21st) it reads the views in between too: an OSEM iteration's first subsets then
         read most of the file and its later ones nothing, so the reads and the kernels no longer
         overlap (``docs/execution.md``).  ``read_views`` gives the hint itself for views that are
-        not consecutive; the execution engine gives it for a whole chunk before reading it.
+        not consecutive; the execution engine's reader gives it for a whole chunk while it still
+        reads the chunk before.
         Stores that hold their bins in memory do nothing."""
         seg = self._segment(segment)
         t = self._tof_index(timing_pos)
