@@ -114,8 +114,10 @@ Session::~Session()
     {
       try
         {
-          report("forward viewgrams", forward_counters_);
-          report("back viewgrams", back_counters_);
+          for (const std::string& stop :
+               { report("forward viewgrams", forward_counters_), report("back viewgrams", back_counters_) })
+            if (!stop.empty())
+              stir::warning(PREFIX + "closing the projector: " + stop);
           PythonRuntime::get().call([this] {
             python_->attr("close")();
             delete python_;
@@ -220,11 +222,11 @@ Session::choose_stir_threads()
     }
 }
 
-void
+std::string
 Session::report(const char* what, CallCounters& counters)
 {
   if (counters.calls == 0 || python_ == nullptr)
-    return;
+    return "";
   const CallCounters c = counters;
   counters = CallCounters();
   try
@@ -233,10 +235,17 @@ Session::report(const char* what, CallCounters& counters)
         python_->attr("report_calls")(what, c.calls, c.seconds_waiting, c.seconds_copying, c.seconds_python);
       });
     }
+  catch (const PythonError& e)
+    {
+      if (e.interrupted())  // Python raises KeyboardInterrupt once: a warning here would lose it
+        return e.what();
+      stir::warning(PREFIX + "the trace of " + what + " could not be written: " + e.what());
+    }
   catch (const std::exception& e)
     {
       stir::warning(PREFIX + "the trace of " + what + " could not be written: " + e.what());
     }
+  return "";
 }
 
 py::dict
@@ -402,7 +411,8 @@ Session::set_input(const stir::DiscretisedDensity<3, float>& image)
   raise_pending();
   require_set_up("set_input");
   auto lock = lock_releasing_gil(mutex_);
-  report("forward viewgrams", forward_counters_);
+  if (const std::string stop = report("forward viewgrams", forward_counters_); !stop.empty())
+    fail(lock, stop);
   learn_from(forward_views_);
   forward_cache_ = Buffers();
   has_input_ = false;
@@ -485,7 +495,9 @@ Session::start_accumulating()
   raise_pending();
   require_set_up("start_accumulating_in_new_target");
   auto lock = lock_releasing_gil(mutex_);
-  report("back viewgrams", back_counters_);  // a period that never reached get_output
+  // a period that never reached get_output
+  if (const std::string stop = report("back viewgrams", back_counters_); !stop.empty())
+    fail(lock, stop);
   learn_from(back_views_);
   back_staged_ = Buffers();
   choose_stir_threads();
@@ -610,12 +622,14 @@ Session::get_output(stir::DiscretisedDensity<3, float>& image)
       failure = e.what();
     }
   learn_from(back_views_);
-  report("back viewgrams", back_counters_);
+  const std::string stop = report("back viewgrams", back_counters_);
   if (!failure.empty())
     {
       lock.unlock();
       stir::error(PREFIX + "back projection: " + failure);
     }
+  if (!stop.empty())
+    fail(lock, stop);
 }
 
 void

@@ -137,8 +137,9 @@ private:
   double flush_back_projection();
   void choose_stir_threads();
   pybind11::dict as_numpy(Buffers& buffers);
-  // hand a period's counters to the bridge (trace, verbosity) and start new ones
-  void report(const char* what, CallCounters& counters);
+  // hand a period's counters to the bridge (trace, verbosity) and start new ones; a trace that
+  // cannot be written is a warning, but Ctrl-C there is returned (its message), never swallowed
+  std::string report(const char* what, CallCounters& counters);
   std::vector<int> segments() const;
   //! STIR's timing position numbers of the data (one, 0, for non-TOF data)
   std::vector<int> timing_positions() const;

@@ -415,6 +415,34 @@ def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(
     assert np.isfinite(np.asarray(gradient.as_array())).all()
 
 
+def test_ctrl_c_while_the_plugin_reports_its_calls_is_not_lost(stir, stir_plugin, inputs, tmp_path, monkeypatch):
+    """Ctrl-C can land in the plugin's report of STIR's per-viewgram calls (its trace and
+    verbosity lines), which is not fatal when it fails otherwise: a KeyboardInterrupt there is a
+    STIR error all the same (Python raises it only once; a warning would lose it, and STIR's
+    loop would run on).  Here report_calls raises it, as Python's signal handler would."""
+    import stirgpu.stir_plugin as sp
+    from stirgpu.stir_plugin import bridge
+
+    sp.load()
+    monkeypatch.chdir(tmp_path)
+    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
+    obj = stir.PoissonLogLikelihoodWithLinearModelForMeanAndProjData3DFloat()
+    obj.set_proj_data_sptr(prompts)
+    obj.set_projector_pair_sptr(sp.projector_pair(backend="cpu"))
+    obj.set_num_subsets(4)
+    estimate = stir.FloatVoxelsOnCartesianGrid(prompts.get_proj_data_info(), 1.0)
+    estimate.fill(1.0)
+    obj.set_up(estimate)
+    gradient = estimate.get_empty_copy()
+
+    def interrupted(self, *args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bridge.PairSession, "report_calls", interrupted)
+    with pytest.raises(RuntimeError, match=r"stirgpu: interrupted \(Ctrl-C\)"):
+        obj.compute_sub_gradient_without_penalty_plus_sensitivity(gradient, estimate, 0)
+
+
 def test_ctrl_c_in_osmaposl_is_a_stir_error(reference_stir, stir_plugin, inputs, tmp_path):
     (tmp_path / "in").symlink_to(inputs, target_is_directory=True)
     run = tmp_path / "run"
