@@ -387,12 +387,9 @@ def test_an_error_inside_stirs_openmp_loop_is_a_stir_error_after_the_loop(
     assert "ERROR: stirgpu: forward projection: IsADirectoryError" in proc.stderr
 
 
-def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(
-    stir, stir_plugin, inputs, tmp_path, monkeypatch
-):
-    """In STIR's Python module an exception leaving STIR's OpenMP loop would end the process: the
-    plugin keeps the error of a forward projection inside the loop and raises it after it, so
-    Python gets a RuntimeError and this process goes on."""
+def _objective_with_the_plugin(stir, inputs, tmp_path, monkeypatch):
+    """(STIR's Poisson objective function of the prompts, 4 subsets, with the plugin's CPU pair
+    set up; an estimate of ones; an empty gradient), the working folder ``tmp_path``."""
     import stirgpu.stir_plugin as sp
 
     sp.load()
@@ -405,7 +402,16 @@ def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(
     estimate = stir.FloatVoxelsOnCartesianGrid(prompts.get_proj_data_info(), 1.0)
     estimate.fill(1.0)
     obj.set_up(estimate)
-    gradient = estimate.get_empty_copy()
+    return obj, estimate, estimate.get_empty_copy()
+
+
+def test_an_error_inside_the_loop_reaches_stirs_python_module_as_runtime_error(
+    stir, stir_plugin, inputs, tmp_path, monkeypatch
+):
+    """In STIR's Python module an exception leaving STIR's OpenMP loop would end the process: the
+    plugin keeps the error of a forward projection inside the loop and raises it after it, so
+    Python gets a RuntimeError and this process goes on."""
+    obj, estimate, gradient = _objective_with_the_plugin(stir, inputs, tmp_path, monkeypatch)
     (tmp_path / "a-folder").mkdir()
     monkeypatch.setenv("STIRGPU_STIR_PLUGIN_TRACE", str(tmp_path / "a-folder"))  # the trace cannot be written
     with pytest.raises(RuntimeError, match="stirgpu: forward projection: IsADirectoryError"):
@@ -420,20 +426,9 @@ def test_ctrl_c_while_the_plugin_reports_its_calls_is_not_lost(stir, stir_plugin
     verbosity lines), which is not fatal when it fails otherwise: a KeyboardInterrupt there is a
     STIR error all the same (Python raises it only once; a warning would lose it, and STIR's
     loop would run on).  Here report_calls raises it, as Python's signal handler would."""
-    import stirgpu.stir_plugin as sp
     from stirgpu.stir_plugin import bridge
 
-    sp.load()
-    monkeypatch.chdir(tmp_path)
-    prompts = stir.ProjData.read_from_file(str(inputs / "prompts.hs"))
-    obj = stir.PoissonLogLikelihoodWithLinearModelForMeanAndProjData3DFloat()
-    obj.set_proj_data_sptr(prompts)
-    obj.set_projector_pair_sptr(sp.projector_pair(backend="cpu"))
-    obj.set_num_subsets(4)
-    estimate = stir.FloatVoxelsOnCartesianGrid(prompts.get_proj_data_info(), 1.0)
-    estimate.fill(1.0)
-    obj.set_up(estimate)
-    gradient = estimate.get_empty_copy()
+    obj, estimate, gradient = _objective_with_the_plugin(stir, inputs, tmp_path, monkeypatch)
 
     def interrupted(self, *args):
         raise KeyboardInterrupt
