@@ -13,7 +13,15 @@ fresh subprocess:
 * ``all``: every view of every segment the same way;
 * ``as_array``: everything at once (what a non-streaming reader needs);
 * ``subset`` again on a second, smaller file (``--small-gb``) to show that the subset's
-  peak RSS does not grow with the file.
+  peak RSS does not grow with the file;
+* ``osem_order``: every subset in turn, as an OSEM iteration reads them, through the store:
+  each subset's views announced first (``prefetch_views``, as the execution engine announces a
+  chunk), then read; ``osem_order_plain``: the same bytes in the same order by plain
+  ``preadv`` calls, one per view, without announcements.  Both report each subset's seconds:
+  without the announcements the system's readahead takes a subset's views (every
+  ``--subsets``-th) for a sequential read and fetches the views in between, which belong to the
+  next subsets, so the first subsets read most of the file and the later ones almost nothing
+  (``docs/execution.md``, "Reading a subset's views from disk").
 
 Each worker reports wall seconds, peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss``), the
 bytes it asked for, and the bytes the kernel read for it (``/proc/self/io``: ``rchar``
@@ -165,15 +173,61 @@ def read(mode: str, path: str, subsets: int) -> tuple[int, float]:
     return requested, checksum
 
 
+def read_in_osem_order(path: str, subsets: int, announced: bool) -> tuple[int, float, list[float]]:
+    """(bytes asked for, checksum, seconds per subset) of reading every subset in turn: through
+    the store with each subset announced first, or (``announced=False``) by one plain ``preadv``
+    per view of the same bytes (a float32 view-order file)."""
+    np, formats, _ = _import_stirgpu()
+    import time
+
+    requested, checksum, seconds = 0, 0.0, []
+    with formats.read_from_file(path) as pd:
+        pdi = pd.get_proj_data_info()
+        nt, nv = pdi.get_num_tangential_poss(), pdi.get_num_views()
+        view_bytes = {s: 4 * pdi.get_num_axial_poss(s) * nt for s in pdi.segment_nums}
+        starts, offset = {}, 0
+        for s in pd.header.segment_sequence:
+            starts[s], offset = offset, offset + nv * view_bytes[s]
+        buf = np.empty(max(view_bytes.values()) // 4 * nv, np.float32)
+        fd = os.open(pd.data_path, os.O_RDONLY)
+        try:
+            for k in range(subsets):
+                t0 = time.perf_counter()
+                views = pdi.subset_views(k, subsets)
+                if announced:
+                    for s in pdi.segment_nums:
+                        pd.prefetch_views(s, views)
+                for s in pdi.segment_nums:
+                    out = buf[: len(views) * view_bytes[s] // 4].reshape(len(views), -1)
+                    if announced:
+                        pd.read_views(s, views, out=out.reshape(len(views), -1, nt))
+                    else:
+                        for i, v in enumerate(views):
+                            os.preadv(fd, [out[i]], starts[s] + int(v) * view_bytes[s])
+                    requested += out.nbytes
+                    checksum += float(out[:, 0].sum(dtype=np.float64))
+                seconds.append(time.perf_counter() - t0)
+        finally:
+            os.close(fd)
+    return requested, checksum, seconds
+
+
 def worker(mode: str, path: str, subsets: int) -> dict:
     np, _, _ = _import_stirgpu()
     from timing import Device
 
     io0 = proc_io()
-    seconds, (requested, checksum) = Device(np).timed(lambda: read(mode, path, subsets))
+    per_subset = None
+    if mode in ("osem_order", "osem_order_plain"):
+        seconds, (requested, checksum, per_subset) = Device(np).timed(
+            lambda: read_in_osem_order(path, subsets, announced=mode == "osem_order")
+        )
+    else:
+        seconds, (requested, checksum) = Device(np).timed(lambda: read(mode, path, subsets))
     io1 = proc_io()
     return {
         "mode": mode,
+        "subset_seconds": per_subset,
         "seconds": seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "vm_hwm_mb": vm_hwm_mb(),
@@ -232,6 +286,8 @@ def main(argv=None) -> int:
         if not args.skip_as_array:
             runs["as_array"] = measure("as_array", p_big, args.subsets, args.keep_cache)
         runs["subset_small_file"] = measure("subset", p_small, args.subsets, args.keep_cache)
+        for mode in ("osem_order", "osem_order_plain"):
+            runs[mode] = measure(mode, p_big, args.subsets, args.keep_cache)
     base = runs["baseline"]["peak_rss_mb"]
     result = {
         "machine": {
@@ -249,6 +305,10 @@ def main(argv=None) -> int:
             "subset_peak_rss_mb_big_file": runs["subset"]["peak_rss_mb"],
             "subset_peak_rss_mb_small_file": runs["subset_small_file"]["peak_rss_mb"],
             "baseline_rss_mb": base,
+            "osem_order_seconds": runs["osem_order"]["seconds"],
+            "osem_order_plain_seconds": runs["osem_order_plain"]["seconds"],
+            "osem_order_slowest_subset_over_median": _spread(runs["osem_order"]["subset_seconds"]),
+            "osem_order_plain_slowest_subset_over_median": _spread(runs["osem_order_plain"]["subset_seconds"]),
         },
     }
     print(json.dumps(result, indent=1))
@@ -266,8 +326,23 @@ def main(argv=None) -> int:
         f" | subset peak RSS on a {small['bytes'] / gb:.2f} GB file: "
         f"{runs['subset_small_file']['peak_rss_mb']:.0f} MB (interpreter baseline {base:.0f} MB)"
     )
+    line += " | " + _osem_order_line(runs, args.subsets)
     print(line)
     return 0
+
+
+def _spread(seconds: list[float]) -> float:
+    """The slowest subset's seconds over the median subset's."""
+    ordered = sorted(seconds)
+    return ordered[-1] / ordered[len(ordered) // 2]
+
+
+def _osem_order_line(runs: dict, subsets: int) -> str:
+    parts = []
+    for mode, what in (("osem_order", "announced"), ("osem_order_plain", "plain preads")):
+        s = runs[mode]["subset_seconds"]
+        parts.append(f"{what} {runs[mode]['seconds']:.2f} s (a subset {min(s):.3f}-{max(s):.3f} s)")
+    return f"all {subsets} subsets in turn: " + ", ".join(parts)
 
 
 if __name__ == "__main__":

@@ -477,3 +477,17 @@ def test_subset_kernels_on_the_cpu(tmp_path):
     assert all(case["subset_share"][k] > 0 for k in ("forward", "back")) and case["ideal_share"] == 0.25
     assert 0 < sub["forward_sum"] < full["forward_sum"]
     assert r.stdout.strip().splitlines()[-1].startswith("dmi-tof: full ")
+
+
+def test_io_reads_every_subset_in_turn_the_same_bytes_both_ways(tmp_path):
+    """``io.py``'s OSEM-order runs read the same bytes in the same order, announced through the
+    store and by plain preads: the same bytes asked for and the same checksum, one time per
+    subset (no timings asserted)."""
+    r = _run("io.py", "--size-gb", "0.02", "--small-gb", "0.01", "--subsets", "7", "--tmpdir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout[: r.stdout.rindex("}") + 1])
+    announced, plain = doc["runs"]["osem_order"], doc["runs"]["osem_order_plain"]
+    assert announced["bytes_requested"] == plain["bytes_requested"] == doc["big_file"]["bytes"]
+    assert announced["checksum"] == plain["checksum"] == doc["runs"]["all"]["checksum"] != 0
+    assert len(announced["subset_seconds"]) == len(plain["subset_seconds"]) == 7
+    assert "all 7 subsets in turn: announced" in r.stdout.splitlines()[-1]
