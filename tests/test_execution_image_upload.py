@@ -48,6 +48,19 @@ def test_images_that_cannot_go_in_place_never_ask_for_page_locking(image):
     assert pins.asked == []
 
 
+def test_a_view_into_a_much_larger_array_is_never_page_locked():
+    """Page-locking covers an image's whole owning array: one image of a series (a view into a
+    4-D array) goes through the pinned image buffer rather than lock the whole series; a view
+    that is most of its owner goes in place."""
+    series = np.ones((5, 3, 4, 5), np.float32)
+    pins = Pinning()
+    direct = DirectIO("cuda", "always", pins)
+    assert direct.image_in_place(series[2]) is False
+    assert pins.asked == []
+    padded = np.ones((4, 4, 5), np.float32)
+    assert direct.image_in_place(padded[:3]) is True
+
+
 @pytest.mark.gpu
 def test_in_place_upload_gives_the_staged_numbers_and_returns_the_image():
     """An image's second upload goes in place (its memory page-locked afterwards), with

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .identity import STRONG, WEAK, IdentityCache
-from .pinning import HostPinning
+from .pinning import HostPinning, owner_of
 
 if TYPE_CHECKING:
     from .plan import Chunk
@@ -109,6 +109,11 @@ class DirectIO:
         if self.backend != "cuda" or self.pin_policy == "never" or not isinstance(image, np.ndarray):
             return False
         if image.dtype != np.float32 or not image.flags.c_contiguous or image.nbytes == 0:
+            return False
+        owner = owner_of(image)
+        if owner is not None and owner.nbytes > 2 * image.nbytes:
+            # page-locking covers the whole owner: a view into a series of images would lock
+            # them all, for one image's upload
             return False
         if self.pin_policy == "always" or self._met_before(image):
             return self._pinning.pin(image)

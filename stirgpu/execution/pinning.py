@@ -26,7 +26,7 @@ import numpy as np
 
 from .identity import WEAK, IdentityCache
 
-__all__ = ["HostPinning"]
+__all__ = ["HostPinning", "owner_of"]
 
 #: cudaHostRegisterPortable: page-locked for every CUDA context of the process (all GPUs)
 _PORTABLE = 1
@@ -34,7 +34,7 @@ _PORTABLE = 1
 _TYPE_HOST = 1
 
 
-def _owner(a: np.ndarray) -> np.ndarray | None:
+def owner_of(a: np.ndarray) -> np.ndarray | None:
     """The ndarray that owns ``a``'s memory (None when a non-numpy object does: its lifetime,
     and so the registration's, would be unknown)."""
     o = a
@@ -65,14 +65,14 @@ class HostPinning:
         """Whether ``a``'s memory is page-locked already (here or by its owner); registers nothing."""
         if a.nbytes == 0:
             return False
-        owner = _owner(a)
+        owner = owner_of(a)
         known = self._answer(owner) if owner is not None else None
         return known if known is not None else _locked(a)
 
     def pin(self, a: np.ndarray) -> bool:
         if a.nbytes == 0:
             return False
-        owner = _owner(a)
+        owner = owner_of(a)
         if owner is None:
             # memory of another object (cupy's pinned allocator, a foreign buffer): used when it
             # is page-locked already, never registered here (its lifetime is not ours to follow)
