@@ -214,12 +214,10 @@ def warm_up(args) -> float:
         return 0.0
     np, _ = _stirgpu()
     from stirgpu.formats import ProjDataInMemory
-    from stirgpu.geometry import ProjDataInfo, Scanner
     from stirgpu.projectors import ProjectorPair
 
     t0 = time.perf_counter()
-    tiny = Scanner.from_name(SCANNER).replace(name="Quadra-like (2 rings)", num_rings=2)
-    pdi = ProjDataInfo.construct(tiny, 1, 1, num_views=2, num_tangential_poss=8)
+    pdi = warm_up_template(args)
     info = default_image(pdi)
     with _configured(args):
         pp = ProjectorPair()
@@ -234,6 +232,27 @@ def warm_up(args) -> float:
         if pp.backend == "cuda":  # the OSEM run's path: the estimate and the ratio on the GPU
             _osem_subiteration(pp, store, 0, 2, *_device_estimate(image, pp.sensitivity(None, 0, 2)))
     return time.perf_counter() - t0
+
+
+#: rings of the warm-up's scanner (at most): its viewgrams are then as long as the run's
+WARM_UP_RINGS = 8
+
+
+def warm_up_template(args):
+    """The warm-up's geometry: 2 views, maximum ring difference 1 of a Quadra-like scanner of
+    ``min(WARM_UP_RINGS, the run's rings)`` rings, and the run's tangential positions: a few
+    ten thousand bins whose viewgrams are as long as the run's (4,160 and 3,640 bins against the
+    Quadra's 123,760 or more).  That length matters on GPUs: cupy sums and maximises along a
+    viewgram (STIR's threshold in the OSEM quotient) with one compiled kernel per CUB block size,
+    which follows the length -- 32 threads up to 128 bins, 512 from 1,025 bins on; the earlier
+    warm-up's 8 and 16 bins left the run's kernel to its first subiteration (docs/execution.md)."""
+    _stirgpu()
+    from stirgpu.geometry import ProjDataInfo, Scanner
+
+    scanner = Scanner.from_name(SCANNER)
+    rings = min(WARM_UP_RINGS, args.rings or scanner.num_rings)
+    tiny = scanner.replace(name=f"Quadra-like ({rings} rings)", num_rings=rings)
+    return ProjDataInfo.construct(tiny, 1, 1, num_views=2, num_tangential_poss=args.tangential)
 
 
 def _device_estimate(x, sensitivity):
