@@ -35,12 +35,14 @@ Before its timed calls, each projecting worker pays its process's one-time costs
 compilation or loading from their caches -- on GPUs also those of an OSEM subiteration with the
 estimate on the device --, the devices' start) on a tiny Quadra-like geometry
 (``warm_up_seconds``; ``--no-warm-up`` times the calls cold instead), so the calls and their
-set-up are those of the run's geometry.  Per run: seconds, GB/s, LOR/s, peak RSS
-(``ru_maxrss``), the call's ``RunStats``, and its set-up: the projector's ``set_up``, the
-input image's upload (``set_input``), the engine's set-up (``RunStats.setup_seconds``) and
-``to_first_chunk_seconds``, from the call's start to the first stage of its first chunk (the
-upload, the projector's work around the engine's run, and the first event of
-``RunStats.events``).  Figures against the same run's baselines: the
+set-up are those of the run's geometry.  ``--cold-caches`` starts every run with empty on-disk
+kernel caches (cupy's ``CUPY_CACHE_DIR``, stirgpu's ``STIRGPU_CACHE_DIR``), as the first process
+on a fresh machine: with the warm-up, it shows whether the warm-up pays every compilation.
+Per run: seconds, GB/s, LOR/s, peak RSS (``ru_maxrss``), the call's ``RunStats``, and its
+set-up: the projector's ``set_up``, the input image's upload (``set_input``), the engine's
+set-up (``RunStats.setup_seconds``) and ``to_first_chunk_seconds``, from the call's start to the
+first stage of its first chunk (the upload, the projector's work around the engine's run, and
+the first event of ``RunStats.events``).  Figures against the same run's baselines: the
 projector's disk rates over the plain ones (target: back from disk >= 90 % of the plain
 read), the subset's share of the full back projection (target <= 1.2 / 21), and the OSEM
 iteration over the larger of the time to read the data once at the plain rate and the
@@ -560,11 +562,32 @@ def _worker_argv(args, mode: str, folder: str | None) -> list[str]:
     return argv
 
 
+#: the on-disk kernel caches a worker starts without under ``--cold-caches``: cupy's compiled
+#: CUDA kernels, stirgpu's (numba's CPU kernels, the STIR plugin)
+CACHE_VARIABLES = ("CUPY_CACHE_DIR", "STIRGPU_CACHE_DIR")
+
+
+def worker_environment(args, caches: str) -> dict:
+    """The environment of a worker: this one's, and with ``--cold-caches`` empty kernel caches
+    of its own in the folder ``caches`` (as the first process on a fresh machine has)."""
+    env = dict(os.environ)
+    if args.cold_caches:
+        for name in CACHE_VARIABLES:
+            env[name] = tempfile.mkdtemp(prefix=f"{name.lower()}-", dir=caches)
+    return env
+
+
+def _kernel_caches(args) -> str:
+    return "cold: empty for each run" if args.cold_caches else "kept between runs"
+
+
 def run_worker(args, mode: str, folder: str | None = None) -> dict:
     """``mode`` in a fresh process; a refusal there (exit code 2) is this script's refusal."""
     if mode != "describe":  # (nothing on stderr before the checks: a refusal is its one line)
         note(f"{mode} ...")
-    r = subprocess.run(_worker_argv(args, mode, folder), capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="stirgpu-lafov-caches-") as caches:
+        env = worker_environment(args, caches)
+        r = subprocess.run(_worker_argv(args, mode, folder), capture_output=True, text=True, env=env)
     if r.returncode == arguments.EXIT_BAD_ARGUMENT and r.stderr.startswith(f"{Path(__file__).name}: error: "):
         raise arguments.BadArgument(r.stderr.strip().split(": error: ", 1)[1])
     if r.returncode:
@@ -709,6 +732,7 @@ def setup_only(args, geometry: dict) -> int:
         "geometry": geometry,
         "subsets": args.subsets,
         "numerics": args.numerics or "default",
+        "kernel_caches": _kernel_caches(args),
         "setup": setup,
     }
     arguments.emit_json(result, args.json)
@@ -736,6 +760,11 @@ def main(argv=None) -> int:
         help="time each process's first calls cold (kernel compilation and device start included)",
     )
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory runs (they hold the data in RAM)")
+    ap.add_argument(
+        "--cold-caches",
+        action="store_true",
+        help="each run starts with empty kernel caches (cupy's, stirgpu's), as on a fresh machine",
+    )
     ap.add_argument(
         "--setup-only",
         action="store_true",
@@ -781,6 +810,7 @@ def main(argv=None) -> int:
         "subsets": args.subsets,
         "numerics": args.numerics or "default",
         "repeat": args.repeat,
+        "kernel_caches": _kernel_caches(args),
         "page_cache_dropped": True,
         "phantom_seconds": made["seconds"],
         "runs": runs,

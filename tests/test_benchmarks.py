@@ -329,6 +329,37 @@ def test_lafov_template_and_image_are_stirs(stir, monkeypatch):
     assert info.voxel_size == (voxel[1], voxel[2], voxel[3])
 
 
+def test_lafov_warm_up_has_the_runs_viewgram_length(monkeypatch):
+    """The warm-up's geometry is small (2 views, maximum ring difference 1) but its viewgrams are
+    as long as the run's, so that a GPU's reductions along a viewgram compile their kernel there
+    (cupy's CUB block size, 512 threads from 1,025 bins on): the Quadra's tangential positions
+    and 8 rings by default, the run's own where it sets fewer."""
+    lafov = _lafov_module(monkeypatch)
+    default = argparse.Namespace(rings=None, tangential=None)
+    pdi = lafov.warm_up_template(default)
+    nt = pdi.get_num_tangential_poss()
+    lengths = [pdi.segment(s).num_axial_poss * nt for s in pdi.segment_nums]
+    assert (pdi.get_num_views(), nt, lengths) == (2, 520, [7 * 520, 8 * 520, 7 * 520])
+    assert min(lengths) > 1024 and pdi.get_num_views() * sum(lengths) < 30_000
+    small = lafov.warm_up_template(argparse.Namespace(rings=4, tangential=32))
+    assert [small.segment(s).num_axial_poss * 32 for s in small.segment_nums] == [96, 128, 96]
+
+
+def test_lafov_cold_caches_give_each_run_empty_caches(monkeypatch, tmp_path):
+    """``--cold-caches``: each worker's cupy and stirgpu kernel caches are new empty folders in
+    the run's own temporary folder; without it the workers inherit the environment as it is."""
+    lafov = _lafov_module(monkeypatch)
+    monkeypatch.setenv("CUPY_CACHE_DIR", "/kept/cupy")
+    kept = lafov.worker_environment(argparse.Namespace(cold_caches=False), str(tmp_path))
+    assert kept["CUPY_CACHE_DIR"] == "/kept/cupy" and list(tmp_path.iterdir()) == []
+    first = lafov.worker_environment(argparse.Namespace(cold_caches=True), str(tmp_path))
+    second = lafov.worker_environment(argparse.Namespace(cold_caches=True), str(tmp_path))
+    for name in lafov.CACHE_VARIABLES:
+        folder = Path(first[name])
+        assert folder.parent == tmp_path and folder.is_dir() and list(folder.iterdir()) == []
+        assert first[name] != second[name]
+
+
 def test_lafov_cpu_tiny_run(tmp_path):
     """``lafov.py --backend cpu`` on a tiny Quadra-like geometry: every run reported, the
     ratios computed from them, the files removed (no timings asserted)."""
