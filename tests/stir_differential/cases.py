@@ -317,6 +317,27 @@ def params(cases, marks=()) -> list:
     return [pytest.param(c, id=c.label, marks=list(marks)) for c in cases]
 
 
+def mmr_unmashed(label: str, max_ring_diff: int, num_tangential_poss: int, restrict_fov: bool, seed: int) -> Case:
+    """The Siemens mMR at span 11 with its native 252 views (no mashing, no view tilt: views 63
+    and 189 are diagonal), not arc-corrected, in view order, with STIR's default image."""
+    return Case(
+        scanner="Siemens mMR",
+        span=11,
+        max_ring_diff=max_ring_diff,
+        view_mash=1,
+        num_tangential_poss=num_tangential_poss,
+        arc_corrected=False,
+        image_xy=None,
+        image_z=None,
+        zoom=1.0,
+        offset_xyz=(0.0, 0.0, 0.0),
+        restrict_fov=restrict_fov,
+        storage_order="view",
+        seed=seed,
+        label=label,
+    )
+
+
 # -- the same geometry both ways --------------------------------------------------------------
 def stir_proj_data_info(stir, case: Case):
     """STIR's ``ProjDataInfo`` of ``case`` (``construct_proj_data_info``; STIR takes the number

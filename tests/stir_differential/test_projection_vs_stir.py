@@ -171,22 +171,7 @@ def test_projections_match_stir_large(stir, case):
 
 #: the mMR's native 252 views (no view tilt: views 63 and 189 are diagonal), span 11, segments 0
 #: and +-1, few tangential positions; subsets of 63 take views 0, 63, 126, 189
-DIAGONAL_CASE = C.Case(
-    scanner="Siemens mMR",
-    span=11,
-    max_ring_diff=16,
-    view_mash=1,
-    num_tangential_poss=32,
-    arc_corrected=False,
-    image_xy=None,
-    image_z=None,
-    zoom=1.0,
-    offset_xyz=(0.0, 0.0, 0.0),
-    restrict_fov=True,
-    storage_order="view",
-    seed=45,
-    label="mMR-unmashed-diagonal",
-)
+DIAGONAL_CASE = C.mmr_unmashed("mMR-unmashed-diagonal", 16, 32, restrict_fov=True, seed=45)
 DIAGONAL_SUBSET = (0, 63)
 
 
@@ -230,22 +215,7 @@ def test_exact_diagonal_views(stir):
     assert fmax <= MAX_BAR and f999 <= P999_BAR and bmax <= MAX_BAR and b999 <= P999_BAR, (fmax, f999, bmax, b999)
 
 
-MMR_STANDARD = C.Case(
-    scanner="Siemens mMR",
-    span=11,
-    max_ring_diff=60,
-    view_mash=1,
-    num_tangential_poss=344,
-    arc_corrected=False,
-    image_xy=None,
-    image_z=None,
-    zoom=1.0,
-    offset_xyz=(0.0, 0.0, 0.0),
-    restrict_fov=True,
-    storage_order="view",
-    seed=0,
-    label="mMR-standard-span11",
-)
+MMR_STANDARD = C.mmr_unmashed("mMR-standard-span11", 60, 344, restrict_fov=True, seed=0)
 
 
 @pytest.mark.parametrize("case", C.params([MMR_STANDARD], C.large_marks()))

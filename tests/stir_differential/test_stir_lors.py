@@ -26,22 +26,7 @@ from stirgpu.kernels.stir_lors import stir_float_geometry, stir_image_frame, sti
 
 pytestmark = pytest.mark.stir
 
-DIAGONAL = C.Case(
-    scanner="Siemens mMR",
-    span=11,
-    max_ring_diff=16,
-    view_mash=1,
-    num_tangential_poss=32,
-    arc_corrected=False,
-    image_xy=None,
-    image_z=None,
-    zoom=1.0,
-    offset_xyz=(0.0, 0.0, 0.0),
-    restrict_fov=False,
-    storage_order="view",
-    seed=63,
-    label="mMR-native-views",
-)
+DIAGONAL = C.mmr_unmashed("mMR-native-views", 16, 32, restrict_fov=False, seed=63)
 
 
 def _f32(values) -> np.ndarray:
