@@ -48,6 +48,9 @@ __all__ = [
     "PRIOR_CASES",
     "prior_image",
     "assert_within_one_ulp",
+    "cli",
+    "forward_args",
+    "back_args",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +266,27 @@ class Pinning:
 
     def is_pinned(self, a):
         return int(a.ctypes.data) in self.pinned
+
+
+# -- the command line on the ECAT 953 fixture -----------------------------------------------------
+def cli(argv, capsys) -> tuple[int, str, str]:
+    """``stirgpu ARGV`` in this process: its exit code, standard output and standard error."""
+    from stirgpu.cli import main as cli_main
+
+    code = cli_main.main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def forward_args(ref, out, *extra) -> list[str]:
+    """``forward-project OUT IMAGE TEMPLATE`` of the ECAT 953 fixture in ``ref`` (the fixtures'
+    ``stir_reference``), on the CPU, quietly, then ``extra``."""
+    image, template = ref / "ecat953_span3_image.hv", ref / "ecat953_span3_fwd.hs"
+    return ["forward-project", str(out), str(image), str(template), "--backend", "cpu", "--quiet", *extra]
+
+
+def back_args(ref, out, *extra) -> list[str]:
+    """``back-project OUT DATA TEMPLATE`` of the ECAT 953 fixture in ``ref``, on the CPU,
+    quietly, then ``extra``."""
+    data, template = ref / "ecat953_span3_fwd.hs", ref / "ecat953_span3_image.hv"
+    return ["back-project", str(out), str(data), str(template), "--backend", "cpu", "--quiet", *extra]

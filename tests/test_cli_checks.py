@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import back_args, cli, forward_args
 
 from stirgpu.cli import main as cli_main
 from stirgpu.formats import (
@@ -40,12 +41,6 @@ def no_projection(monkeypatch):
     monkeypatch.setattr(StreamingProjector, "_run", forbidden)
 
 
-def cli(argv, capsys):
-    code = cli_main.main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def refused(argv, capsys, *words):
     """Exit code 2, one line on stderr holding ``words``, no API wording."""
     code, _, err = cli(argv, capsys)
@@ -57,33 +52,7 @@ def refused(argv, capsys, *words):
     return err
 
 
-def fwd_args(ref, out, *extra):
-    return [
-        "forward-project",
-        str(out),
-        str(ref / "ecat953_span3_image.hv"),
-        str(ref / "ecat953_span3_fwd.hs"),
-        "--backend",
-        "cpu",
-        "--quiet",
-        *extra,
-    ]
-
-
-def back_args(ref, out, *extra):
-    return [
-        "back-project",
-        str(out),
-        str(ref / "ecat953_span3_fwd.hs"),
-        str(ref / "ecat953_span3_image.hv"),
-        "--backend",
-        "cpu",
-        "--quiet",
-        *extra,
-    ]
-
-
-@pytest.mark.parametrize("args", [fwd_args, back_args])
+@pytest.mark.parametrize("args", [forward_args, back_args])
 def test_timeline_is_checked_before_projecting(ref, tmp_path, capsys, no_projection, args):
     """--timeline: its folder exists, it has an extension matplotlib writes, and it is not an
     existing file without --overwrite -- all refused before the projection (which used to be
@@ -104,7 +73,7 @@ def test_timeline_is_checked_before_projecting(ref, tmp_path, capsys, no_project
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.png"]
 
 
-@pytest.mark.parametrize("args, data", [(fwd_args, ".s"), (back_args, ".v")])
+@pytest.mark.parametrize("args, data", [(forward_args, ".s"), (back_args, ".v")])
 def test_outputs_are_checked_before_projecting(ref, tmp_path, capsys, no_projection, args, data):
     """The output's folder must exist, and neither its header nor its data file may exist
     without --overwrite (the data file was found only by the library, with API wording)."""
@@ -121,7 +90,7 @@ def test_outputs_are_checked_before_projecting(ref, tmp_path, capsys, no_project
 def test_output_without_extension_gets_stirs_names(ref, tmp_path, capsys):
     """OUTPUT 'fwd' writes fwd.hs + fwd.s and OUTPUT 'bk.v' writes bk.hv + bk.v, as STIR does, and
     the command says which files it wrote."""
-    code, out, err = cli(fwd_args(ref, tmp_path / "fwd"), capsys)
+    code, out, err = cli(forward_args(ref, tmp_path / "fwd"), capsys)
     assert code == 0, err
     assert f"{tmp_path / 'fwd.hs'} and {tmp_path / 'fwd.s'}" in out
     with read_from_file(tmp_path / "fwd.hs") as a, read_from_file(ref / "ecat953_span3_fwd.hs") as b:
@@ -130,7 +99,7 @@ def test_output_without_extension_gets_stirs_names(ref, tmp_path, capsys):
     assert code == 0, err
     assert f"{tmp_path / 'bk.hv'} and {tmp_path / 'bk.v'}" in out
     assert read_image(tmp_path / "bk.hv").shape == read_image(ref / "ecat953_span3_image.hv").shape
-    code, out, err = cli(fwd_args(ref, tmp_path / "named.hs"), capsys)
+    code, out, err = cli(forward_args(ref, tmp_path / "named.hs"), capsys)
     assert code == 0 and "written as" not in out  # the name given is the header: nothing to say
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bk.hv", "bk.v", "fwd.hs", "fwd.s", "named.hs", "named.s"]
 
@@ -195,7 +164,7 @@ def test_argument_values_use_command_line_words(ref, tmp_path):
     option: --max-segment below 0, a memory size it cannot read (osmaposl, plan), no views per
     chunk."""
     cases = [
-        fwd_args(ref, tmp_path / "o", "--max-segment", "-1"),
+        forward_args(ref, tmp_path / "o", "--max-segment", "-1"),
         ["plan", str(ref / "ecat953_span3_fwd.hs"), "--memory-budget", "12X"],
         ["plan", str(ref / "ecat953_span3_fwd.hs"), "--max-views-per-chunk", "0"],
         ["osmaposl", "x.par", "--memory-budget", "-3"],
@@ -213,7 +182,7 @@ def test_demo_output_folder_is_checked(tmp_path, capsys, no_projection):
     refused(["demo", "--output", str(tmp_path / "f"), "--backend", "cpu", "--quiet"], capsys, "is a file")
 
 
-@pytest.mark.parametrize("args", [fwd_args, back_args])
+@pytest.mark.parametrize("args", [forward_args, back_args])
 def test_more_subsets_than_views_refused_before_writing(ref, tmp_path, capsys, no_projection, args):
     """--subset K/N with N above the data's views is refused naming --subset, before an output
     is created (it used to be found once the projection started)."""

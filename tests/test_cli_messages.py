@@ -11,6 +11,7 @@ import argparse
 import re
 
 import pytest
+from helpers import back_args
 
 from stirgpu.cli.main import build_parser, main
 from stirgpu.execution.stats import RunStats
@@ -165,20 +166,7 @@ def test_info_and_plan_write_nothing_and_say_no_wrote(stir_fixtures, capsys, tmp
 def test_back_project_ends_with_what_it_wrote(stir_fixtures, tmp_path, capsys):
     ref = stir_fixtures / "stir_reference"
     out = tmp_path / "b.hv"
-    assert (
-        main(
-            [
-                "back-project",
-                str(out),
-                str(ref / "ecat953_span3_fwd.hs"),
-                str(ref / "ecat953_span3_image.hv"),
-                "--backend",
-                "cpu",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert main(back_args(ref, out)) == 0
     from stirgpu.execution import format_bytes
 
     size = out.stat().st_size + out.with_suffix(".v").stat().st_size

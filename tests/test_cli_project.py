@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import back_args, cli, forward_args
 
 from stirgpu.cli import main as cli_main
 from stirgpu.execution import format_bytes
@@ -21,12 +22,6 @@ from stirgpu.projectors import BackProjector
 STIR_TOL = 1e-4
 
 
-def cli(argv, capsys):
-    code = cli_main.main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.fixture
 def ref(stir_fixtures):
     return stir_fixtures / "stir_reference"
@@ -35,18 +30,7 @@ def ref(stir_fixtures):
 def test_forward_project_matches_stir(ref, tmp_path, capsys):
     """forward-project OUTPUT IMAGE TEMPLATE reproduces STIR's Parallelproj forward projection."""
     out = tmp_path / "fwd.hs"
-    code, _, err = cli(
-        [
-            "forward-project",
-            str(out),
-            str(ref / "ecat953_span3_image.hv"),
-            str(ref / "ecat953_span3_fwd.hs"),
-            "--backend",
-            "cpu",
-            "--quiet",
-        ],
-        capsys,
-    )
+    code, _, err = cli(forward_args(ref, out), capsys)
     assert code == 0, err
     with read_from_file(out) as got, read_from_file(ref / "ecat953_span3_fwd.hs") as want:
         a, b = got.as_array(), want.as_array()
@@ -76,18 +60,7 @@ def test_back_project_default_image_and_par_file(ref, tmp_path, capsys):
 def test_back_project_with_template_matches_stir(ref, tmp_path, capsys):
     """back-project with a template image reproduces STIR's back projection of the fixture."""
     out = tmp_path / "back.hv"
-    code, _, err = cli(
-        [
-            "back-project",
-            str(out),
-            str(ref / "ecat953_span3_fwd.hs"),
-            str(ref / "ecat953_span3_image.hv"),
-            "--backend",
-            "cpu",
-            "--quiet",
-        ],
-        capsys,
-    )
+    code, _, err = cli(back_args(ref, out), capsys)
     assert code == 0, err
     got, want = read_image(out).array, read_image(ref / "ecat953_span3_back.hv").array
     assert np.abs(got - want).max() <= STIR_TOL * want.max()
@@ -96,26 +69,9 @@ def test_back_project_with_template_matches_stir(ref, tmp_path, capsys):
 def test_subset_and_budget_options(ref, tmp_path, capsys):
     """--subset 1/4 writes only that subset's views (the rest stays 0); a --memory-budget that
     forces many chunks changes nothing in the numbers; --stats prints the plan and timings."""
-    image, template = str(ref / "ecat953_span3_image.hv"), str(ref / "ecat953_span3_fwd.hs")
     full, sub = tmp_path / "full.hs", tmp_path / "sub.hs"
-    assert cli(["forward-project", str(full), image, template, "--backend", "cpu", "--quiet"], capsys)[0] == 0
-    code, text, err = cli(
-        [
-            "forward-project",
-            str(sub),
-            image,
-            template,
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--subset",
-            "1/4",
-            "--memory-budget",
-            "4M",
-            "--stats",
-        ],
-        capsys,
-    )
+    assert cli(forward_args(ref, full), capsys)[0] == 0
+    code, text, err = cli(forward_args(ref, sub, "--subset", "1/4", "--memory-budget", "4M", "--stats"), capsys)
     assert code == 0, err
     assert "views per chunk (max)" in text and "overlap efficiency" in text
     assert "forward projection, subset 1 of 4 on cpu" in text  # the statistics name the operation and subset
@@ -132,20 +88,7 @@ def test_subset_and_budget_options(ref, tmp_path, capsys):
 def test_timeline_png(ref, tmp_path, capsys):
     """--timeline FILE.png draws the stages of the call into a PNG."""
     png = tmp_path / "t.png"
-    code, _, err = cli(
-        [
-            "back-project",
-            str(tmp_path / "b.hv"),
-            str(ref / "ecat953_span3_fwd.hs"),
-            str(ref / "ecat953_span3_image.hv"),
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--timeline",
-            str(png),
-        ],
-        capsys,
-    )
+    code, _, err = cli(back_args(ref, tmp_path / "b.hv", "--timeline", str(png)), capsys)
     assert code == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -154,21 +97,13 @@ def test_refusals(ref, tmp_path, capsys):
     """An existing output is refused without --overwrite (and replaced with it); a budget below
     one viewgram is a one-line PlanError; nothing is left behind by a failed call."""
     out = tmp_path / "o.hs"
-    args = [
-        "forward-project",
-        str(out),
-        str(ref / "ecat953_span3_image.hv"),
-        str(ref / "ecat953_span3_fwd.hs"),
-        "--backend",
-        "cpu",
-        "--quiet",
-    ]
+    args = forward_args(ref, out)
     assert cli(args, capsys)[0] == 0
     code, _, err = cli(args, capsys)
     assert code == 2 and "already exists" in err
     assert cli(args + ["--overwrite"], capsys)[0] == 0
     new = tmp_path / "n.hs"
-    code, _, err = cli(["forward-project", str(new)] + args[2:] + ["--memory-budget", "20K"], capsys)
+    code, _, err = cli(forward_args(ref, new, "--memory-budget", "20K"), capsys)
     assert code == 2 and "viewgram" in err and len(err.strip().splitlines()) == 1
     assert not new.exists() and not new.with_suffix(".s").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.hs", "o.s"]
@@ -250,19 +185,7 @@ def test_forward_project_default_is_stirs_bit_for_bit_and_numerics_exact_is_not(
     for numerics in (None, "exact"):
         out = tmp_path / f"fwd-{numerics}.hs"
         extra = [] if numerics is None else ["--numerics", numerics]
-        code, _, err = cli(
-            [
-                "forward-project",
-                str(out),
-                str(ref / "ecat953_span3_image.hv"),
-                str(ref / "ecat953_span3_fwd.hs"),
-                "--backend",
-                "cpu",
-                "--quiet",
-                *extra,
-            ],
-            capsys,
-        )
+        code, _, err = cli(forward_args(ref, out, *extra), capsys)
         assert code == 0, err
         with read_from_file(out) as f:
             got[numerics] = f.as_array()
