@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, cuda_device_count, osem_problem
+from helpers import REPO_ROOT, cuda_device_count, osem_problem, reference_results
 
 
 def fixtures_dir() -> Path | None:
@@ -65,7 +65,7 @@ def stir_reference_case(request, stir_fixtures):
 
     from stirgpu.formats import read_from_file, read_image
 
-    d = stir_fixtures / "stir_reference"
+    d = reference_results(stir_fixtures)
     name = request.param
     image = read_image(d / f"{name}_image.hv")
     back = read_image(d / f"{name}_back.hv")

@@ -1,6 +1,8 @@
 """Helpers shared by several test modules (test modules import from here, never from each other).
 
 * ``REPO_ROOT`` -- the checkout (for subprocesses that run the tree's ``stirgpu``);
+* :func:`reference_results` -- the folder of the STIR fixtures holding STIR's computed results,
+  those of the STIR users run today (``REFERENCE_RESULTS``: libparallelproj 2.0.7);
 * :func:`cuda_device_count` -- usable CUDA devices through cupy (0 without cupy or a GPU); the
   ``gpu`` / ``multi_gpu`` markers of ``conftest.py`` skip on it;
 * :func:`plan_of` -- ``execution.make_plan`` over every segment, one CPU lane by default;
@@ -30,6 +32,8 @@ from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 
 __all__ = [
     "REPO_ROOT",
+    "REFERENCE_RESULTS",
+    "reference_results",
     "osem_problem",
     "osem_objective",
     "make_osem",
@@ -54,6 +58,17 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: the folder of the STIR fixtures (``conftest.stir_fixtures``) holding STIR's projections and
+#: reconstructions as the reference STIR computed them, linked with libparallelproj 2.0.7 (what
+#: a STIR installed today computes; ``stir_reference`` beside it holds the 2.0.3 numbers)
+REFERENCE_RESULTS = "stir_reference_lpp2.0.7"
+
+
+def reference_results(stir_fixtures: Path) -> Path:
+    """The folder of STIR's computed results in the STIR fixtures ``stir_fixtures``."""
+    return stir_fixtures / REFERENCE_RESULTS
+
 
 #: back-projection tolerance across chunk plans / lanes: float32 summation order
 BACK_RTOL = 2e-6

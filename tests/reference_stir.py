@@ -4,7 +4,8 @@ Where it comes from, first found wins:
 
 1. ``STIRGPU_REFERENCE_STIR``: the prefix of an extracted STIR build (holding ``bin/``,
    ``python/`` and ``share/STIR-*/config``), or a ``stir*.tar.xz`` of one;
-2. the shared reference build ``../shared/stir/stir.tar.xz`` beside the checkout, extracted once
+2. the shared reference build ``../shared/stir/stir-lpp2.0.7.tar.xz`` beside the checkout (STIR
+   linked with libparallelproj 2.0.7: what a STIR installed today computes), extracted once
    into a cache folder outside the checkout (``STIRGPU_TEST_CACHE``, else
    ``$XDG_CACHE_HOME/stirgpu-tests``, else ``~/.cache/stirgpu-tests``), keyed by the tarball's
    size and modification time so a new tarball is extracted afresh;
@@ -30,7 +31,7 @@ import tarfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_TARBALL = REPO_ROOT.parent / "shared" / "stir" / "stir.tar.xz"
+SHARED_TARBALL = REPO_ROOT.parent / "shared" / "stir" / "stir-lpp2.0.7.tar.xz"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +173,6 @@ def find() -> ReferenceStir | str:
             num_threads=_num_threads(),
         )
     return (
-        "no reference STIR: expected ../shared/stir/stir.tar.xz beside the checkout, "
+        "no reference STIR: expected ../shared/stir/stir-lpp2.0.7.tar.xz beside the checkout, "
         "STIRGPU_REFERENCE_STIR, or STIR's OSMAPOSL on PATH with its Python module importable"
     )

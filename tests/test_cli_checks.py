@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import back_args, cli, forward_args
+from helpers import back_args, cli, forward_args, reference_results
 
 from stirgpu.cli import main as cli_main
 from stirgpu.formats import (
@@ -27,7 +27,7 @@ from stirgpu.geometry import ImageInfo
 
 @pytest.fixture
 def ref(stir_fixtures):
-    return stir_fixtures / "stir_reference"
+    return reference_results(stir_fixtures)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import argparse
 import re
 
 import pytest
-from helpers import back_args
+from helpers import back_args, reference_results
 
 from stirgpu.cli.main import build_parser, main
 from stirgpu.execution.stats import RunStats
@@ -146,7 +146,7 @@ def test_stats_summary_counts_in_words():
 
 
 def test_plan_command_with_one_worker_is_singular(stir_fixtures, capsys):
-    hs = stir_fixtures / "stir_reference" / "ecat953_span3_fwd.hs"
+    hs = reference_results(stir_fixtures) / "ecat953_span3_fwd.hs"
     assert main(["plan", str(hs), "--backend", "cpu", "--devices", "0", "--subsets", "96"]) == 0
     out = capsys.readouterr().out
     assert "backend: cpu (1 CPU worker); subset 0 of 96 (1 of 96 views)" in out
@@ -155,7 +155,7 @@ def test_plan_command_with_one_worker_is_singular(stir_fixtures, capsys):
 
 def test_info_and_plan_write_nothing_and_say_no_wrote(stir_fixtures, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    hs = stir_fixtures / "stir_reference" / "ecat953_span3_fwd.hs"
+    hs = reference_results(stir_fixtures) / "ecat953_span3_fwd.hs"
     for argv in (["info", str(hs)], ["plan", str(hs), "--backend", "cpu"]):
         assert main(argv) == 0
         assert not capsys.readouterr().out.splitlines()[-1].startswith("wrote")
@@ -164,7 +164,7 @@ def test_info_and_plan_write_nothing_and_say_no_wrote(stir_fixtures, capsys, tmp
 
 # -- the final line ---------------------------------------------------------------------------
 def test_back_project_ends_with_what_it_wrote(stir_fixtures, tmp_path, capsys):
-    ref = stir_fixtures / "stir_reference"
+    ref = reference_results(stir_fixtures)
     out = tmp_path / "b.hv"
     assert main(back_args(ref, out)) == 0
     from stirgpu.execution import format_bytes

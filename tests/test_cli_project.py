@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import back_args, cli, forward_args
+from helpers import back_args, cli, forward_args, reference_results
 
 from stirgpu.cli import main as cli_main
 from stirgpu.execution import format_bytes
@@ -24,7 +24,7 @@ STIR_TOL = 1e-4
 
 @pytest.fixture
 def ref(stir_fixtures):
-    return stir_fixtures / "stir_reference"
+    return reference_results(stir_fixtures)
 
 
 def test_forward_project_matches_stir(ref, tmp_path, capsys):

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import reference_results
 
 from stirgpu.errors import FormatError
 from stirgpu.formats import ProjDataFromFile, StorageOrder, read_from_file, read_header, read_image, write_image
@@ -97,9 +98,9 @@ def test_every_image_header_matches_its_keys(stir_fixtures):
 def test_geometry_numbers_match_stir(stir_fixtures, case):
     """Segment table and phi, s, m, tan(theta) of STIR's sample bins (STIR computes them in
     float32, hence rel 2e-6 / abs 1e-4 mm)."""
-    ref = json.loads((stir_fixtures / "stir_reference" / f"{case}.json").read_text())
+    ref = json.loads((reference_results(stir_fixtures) / f"{case}.json").read_text())
     g = ref["geometry"]
-    with read_from_file(stir_fixtures / "stir_reference" / f"{case}_fwd.hs") as pd:
+    with read_from_file(reference_results(stir_fixtures) / f"{case}_fwd.hs") as pd:
         pdi = pd.get_proj_data_info()
         assert (pd.storage_order is StorageOrder.SINOGRAM) == ref["sinogram_order"]
         assert (pd.get_min_segment_num(), pd.get_max_segment_num()) == (g["min_segment"], g["max_segment"])
@@ -127,7 +128,7 @@ def test_geometry_numbers_match_stir(stir_fixtures, case):
 def test_images_and_sums_match_stir(stir_fixtures, case):
     """Image geometry equals STIR's 'image_as_read' (float32: abs 1e-4 mm); the data sums equal
     STIR's (float64 sums of the same float32 values: rel 1e-9)."""
-    d = stir_fixtures / "stir_reference"
+    d = reference_results(stir_fixtures)
     ref = json.loads((d / f"{case}.json").read_text())
     exp = ref["image_as_read"]
     img = read_image(d / f"{case}_image.hv")
@@ -146,7 +147,7 @@ def test_images_and_sums_match_stir(stir_fixtures, case):
 def test_fixture_round_trips_bit_identical(stir_fixtures, tmp_path, case, order):
     """STIR's files read -> written by stirgpu (either order) -> read are bit-identical; written
     in STIR's own order, the data file is byte for byte STIR's."""
-    src = stir_fixtures / "stir_reference" / f"{case}_fwd.hs"
+    src = reference_results(stir_fixtures) / f"{case}_fwd.hs"
     with read_from_file(src) as a:
         ref = a.as_array()
         with ProjDataFromFile.create(tmp_path / "copy.hs", a.get_proj_data_info(), order, fill=a):
@@ -160,9 +161,9 @@ def test_fixture_round_trips_bit_identical(stir_fixtures, tmp_path, case, order)
             )
         if order is a.storage_order:
             assert (tmp_path / "copy.s").read_bytes() == a.data_path.read_bytes()
-    img = read_image(stir_fixtures / "stir_reference" / f"{case}_image.hv")
+    img = read_image(reference_results(stir_fixtures) / f"{case}_image.hv")
     write_image(tmp_path / "img.hv", img)
     back = read_image(tmp_path / "img.hv")
     assert back.as_array().tobytes() == img.as_array().tobytes()
     assert back.info == img.info
-    assert (tmp_path / "img.v").read_bytes() == (stir_fixtures / "stir_reference" / f"{case}_image.v").read_bytes()
+    assert (tmp_path / "img.v").read_bytes() == (reference_results(stir_fixtures) / f"{case}_image.v").read_bytes()

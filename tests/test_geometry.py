@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import reference_results
 
 from stirgpu.errors import GeometryError
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
@@ -86,7 +87,7 @@ def test_scanner_equality_tolerates_float32_rounding():
 @pytest.mark.parametrize("case", ["ecat953_span3", "ecat953_arc_sino"])
 def test_bins_match_stir(stir_fixtures, case):
     """phi, s, m, tan(theta) of sample bins equal STIR's (float32 in STIR: rel 1e-6)."""
-    ref = json.loads((stir_fixtures / "stir_reference" / f"{case}.json").read_text())
+    ref = json.loads((reference_results(stir_fixtures) / f"{case}.json").read_text())
     g = ref["geometry"]
     sc = Scanner.from_name("ECAT 953")
     lo = [s["min_ring_diff"] for s in g["segments"]]
@@ -236,7 +237,7 @@ def test_reduce_segment_range_and_equality():
 # -- images ---------------------------------------------------------------------------------
 def test_default_image_like_stir(stir_fixtures):
     """STIR's default image for the ECAT 953 span-3 case (fixture json)."""
-    ref = json.loads((stir_fixtures / "stir_reference" / "ecat953_span3.json").read_text())["image"]
+    ref = json.loads((reference_results(stir_fixtures) / "ecat953_span3.json").read_text())["image"]
     pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 4, 96, 128)
     img = ImageInfo.default_for(pdi)
     assert list(img.shape) == ref["shape"]

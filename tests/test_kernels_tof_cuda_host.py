@@ -144,12 +144,12 @@ def _relative(a, b):
 CASES = {
     "dmi-mash29-odd": (DMI, 29, None),  # 13 bins, window 6: 6 registers
     "dmi-mash13": (DMI, 13, None),  # 29 bins, window 10: 10 registers
-    "dmi-unmashed-wide": (DMI, 1, None),  # 377 bins, window 101: the wide kernels
+    "dmi-unmashed-wide": (DMI, 1, None),  # 377 bins, window 101 clamped to 64: the wide kernels
     "vision-mash8-odd": ("Siemens Vision 600", 8, None),  # 33 bins
     "vision-mash12-even": ("Siemens Vision 600", 12, None),  # 22 bins
     "vision-mash4-even": ("Siemens Vision 600", 4, None),  # 66 bins, window 13: 14 registers
     "dmi-mash29-16-registers": (DMI, 29, 16),  # a window in more registers than it needs
-    "dmi-mash29-wide": (DMI, 29, 200),  # the wide kernels on a narrow window
+    "dmi-mash29-wide": (DMI, 29, 64),  # the wide kernels on a narrow window
 }
 
 
@@ -161,7 +161,7 @@ def test_tof_kernels_compute_the_numba_numbers(host_kernels, case):
     got, name = tof_forward(host_kernels, chunk, pdi, img, frame, window=window)
     want = forward_chunk_stir_tof(chunk, pdi, img, frame)
     wide = "wide" in name
-    assert wide == (mash == 1 or window == 200), name
+    assert wide == (mash == 1 or window == cuda_stir_tof.WIDE_MAX), name
     if wide:
         np.testing.assert_array_equal(got, want.reshape(-1))
     else:
@@ -198,8 +198,9 @@ def test_even_and_odd_numbers_of_tof_bins_and_bin_ranges(host_kernels, scanner, 
 
 
 def test_plane_window_bounds_every_planes_window():
-    """The register size: floor(it_f - d) .. ceil(it_f + d) in float32 never spans more than
-    plane_window bins, over TOF coordinates dense around integers and the scanners' parameters."""
+    """The register size: floor(it_f - d) .. ceil(it_f + d) in float32, clamped to
+    libparallelproj's 64 bins, never spans more than plane_window bins, over TOF coordinates
+    dense around integers and the scanners' parameters."""
     rng = np.random.default_rng(7)
     base = np.arange(-300, 300, dtype=np.float32)
     eps = np.float32(1e-6) * rng.uniform(-8, 8, base.size).astype(np.float32)
@@ -213,7 +214,8 @@ def test_plane_window_bounds_every_planes_window():
             d = np.float32(np.float32(ns * sigma) / width)
             lo = np.floor(np.float32(it_f - d))
             hi = np.ceil(np.float32(it_f + d))
-            assert int((hi - lo + 1).max()) <= cuda_stir_tof.plane_window(tof) <= window_size(tof)
+            widest = min(int((hi - lo + 1).max()), cuda_stir_tof.WIDE_MAX)
+            assert widest <= cuda_stir_tof.plane_window(tof) <= window_size(tof)
 
 
 def test_walks_in_both_directions_are_covered(host_kernels):
@@ -256,18 +258,20 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
 
 
 def test_kernel_choice(host_kernels):
-    """The smallest register window that holds the window, the wide kernels above 32 bins, a
-    clear error above what they hold; every register size has its host entries."""
+    """The smallest register window that holds the window, the wide kernels above 32 bins up to
+    libparallelproj's 64 (wider windows are clamped to 64 bins, so none is asked for), a clear
+    error beyond; every register size has its host entries."""
     assert cuda_stir_tof.kernel_name("fwd", 6) == "fwd_stir_tof<6>"
     assert cuda_stir_tof.kernel_name("back", 11) == "back_stir_tof<12>"
     assert cuda_stir_tof.kernel_name("fwd", 32) == "fwd_stir_tof<32>"
     assert cuda_stir_tof.kernel_name("fwd", 33) == "fwd_stir_tof_wide"
+    assert cuda_stir_tof.kernel_name("fwd", 64) == "fwd_stir_tof_wide"
     for n in cuda_stir_tof.SLOTS:
         assert _entry(host_kernels, f"fwd_stir_tof<{n}>") and _entry(host_kernels, f"back_stir_tof<{n}>")
     from stirgpu.errors import DeviceError
 
-    with pytest.raises(DeviceError, match="257 TOF bins"):
-        cuda_stir_tof.kernel_name("fwd", 257)
+    with pytest.raises(DeviceError, match="65 TOF bins"):
+        cuda_stir_tof.kernel_name("fwd", 65)
 
 
 def test_lor_order_choice():
@@ -365,7 +369,8 @@ def test_parts_index_their_views_in_the_geometrys_transaxial_sets(host_kernels):
             want = np.concatenate([(e[k].reshape(-1, 3) * r).astype(np.float32) for e in ends])
             np.testing.assert_array_equal(got, want)
         missed += int((start == 0).all(axis=1).sum())
-        got, _ = tof_forward(host_kernels, chunk, pdi, img, frame, window=200)  # the wide kernels: bit for bit
+        # the wide kernels: bit for bit
+        got, _ = tof_forward(host_kernels, chunk, pdi, img, frame, window=cuda_stir_tof.WIDE_MAX)
         np.testing.assert_array_equal(got, forward_chunk_stir_tof(chunk, pdi, img, frame).reshape(-1))
     assert missed  # some LORs miss the smaller FOV cylinder
     sets = first.transaxial.complete_sets()

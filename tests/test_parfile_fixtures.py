@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import REFERENCE_RESULTS, reference_results
 
 from stirgpu.errors import ParFileError
 from stirgpu.parfile import ProjectorOptions, ProjectorSettings, parse_par_file, read_osmaposl_par, read_projector_par
@@ -48,7 +49,7 @@ PROJECTOR_FILES = {
     ),
 }
 OTHER_FILES = {"stir_recon_test_pack/generate_uniform_cylinder.par"}  # generate_image, not recon/projector
-OSMAPOSL_OK = {"stir_reference/osem953.par", "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par"}
+OSMAPOSL_OK = {f"{REFERENCE_RESULTS}/osem953.par", "stir_recon_test_pack/OSMAPOSL_test_sim_Parallelproj_CUDARDP.par"}
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -57,8 +58,10 @@ def line_of(path: Path, needle: str) -> int:
 
 
 def test_every_fixture_par_file_is_covered(stir_fixtures):
-    """The table above names every .par fixture, so a new fixture cannot go untested."""
+    """The table above names every .par fixture of STIR's files and of the reference results
+    the tests use, so a new fixture cannot go untested."""
     found = {p.relative_to(stir_fixtures).as_posix() for p in stir_fixtures.rglob("*.par")}
+    found = {name for name in found if name.split("/")[0] in ("stir_recon_test_pack", REFERENCE_RESULTS)}
     assert found == set(OSMAPOSL_REFUSED) | set(PROJECTOR_FILES) | OTHER_FILES | OSMAPOSL_OK
 
 
@@ -98,7 +101,7 @@ def test_osem953_par_parses_into_the_settings_stir_ran_with(stir_fixtures):
     """The parameter file of the STIR reference reconstruction parses completely, with the
     values STIR used (4 subsets, 8 subiterations, Parallelproj, From ProjData normalisation,
     additive term, subset sensitivities osem953_sens_K.hv that exist beside it)."""
-    path = stir_fixtures / "stir_reference/osem953.par"
+    path = reference_results(stir_fixtures) / "osem953.par"
     d = path.parent
     s = read_osmaposl_par(path, base_dir=d, env={})
     assert s.input_file == d / "osem953_prompts.hs"

@@ -32,6 +32,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import reference_results
 
 import stirgpu
 from stirgpu.formats import read_image
@@ -58,7 +59,7 @@ def _differences(mine: np.ndarray, stir: np.ndarray) -> tuple[float, float]:
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def osem953_run(request, stir_fixtures, tmp_path_factory):
-    ref = stir_fixtures / "stir_reference"
+    ref = reference_results(stir_fixtures)
     tmp = tmp_path_factory.mktemp(f"osem953_{request.param}")
     for name in INPUTS:
         shutil.copy(ref / name, tmp / name)

@@ -17,6 +17,7 @@ import logging
 
 import numpy as np
 import pytest
+from helpers import reference_results
 
 import stirgpu
 import stirgpu.sirf as pet
@@ -34,7 +35,7 @@ def _rel_max(mine: np.ndarray, stir: np.ndarray) -> float:
 
 @pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_osem953_through_the_sirf_reconstructor_is_stirs(stir_fixtures, tmp_path, backend):
-    ref = stir_fixtures / "stir_reference"
+    ref = reference_results(stir_fixtures)
     with stirgpu.config(backend=backend), pet.storage_scheme("file"):
         acq_data = pet.AcquisitionData(str(ref / "osem953_prompts.hs"))
         norm = pet.AcquisitionData(str(ref / "osem953_norm.hs"))  # STIR's normalisation factors f

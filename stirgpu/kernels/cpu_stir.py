@@ -1,14 +1,15 @@
-"""CPU kernels with STIR's numerics: STIR's float32 LOR endpoints, libparallelproj 2.0.3's
+"""CPU kernels with STIR's numerics: STIR's float32 LOR endpoints, libparallelproj 2.0.7's
 float32 Joseph projector, operation for operation (numba, no fast-math, no contraction).
 
-This is what STIR's Parallelproj projector computes (``docs/joseph.md``, "STIR numerics"):
+This is what STIR's Parallelproj projector computes (``docs/joseph.md``):
 
 * endpoints from :class:`stirgpu.kernels.stir_lors.StirChunkTables` (STIR's float32 chain,
   rounded as the reference STIR build rounds it), multiplied by ``rescale = 1 / vx`` in float32;
-* ``ray_cube_intersection_joseph`` (slab clipping with IEEE ``fminf``/``fmaxf``, principal
-  axis from float32 squared direction cosines, ties to y then x, planes from the truncated
-  float32 plane coordinates);
-* interpolation coordinates stepped by repeated float32 addition (``i_f += a``) and the
+* ``ray_cube_intersection_joseph`` (zero-length LORs miss; slab clipping with IEEE
+  ``fminf``/``fmaxf``, rays parallel to an axis tested against its slab; principal axis from
+  float32 squared direction cosines, ties to y then x; planes from the floors of the float32
+  plane coordinates);
+* interpolation coordinates ``i * a + b`` recomputed in float32 at every plane and the
   bilinear weights in libparallelproj's order; a forward projection summed in float32, then
   multiplied by the correction factor;
 * back projection adding ``float32(val * w)`` per corner, ``val = cf * value``.
@@ -76,21 +77,29 @@ def _endpoints(t, iv, ia, it, rescale):
 
 @cached_njit(error_model="numpy")
 def _setup(s, e, org, vs, dims):
-    """libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients.
+    """libparallelproj 2.0.7's ray_cube_intersection_joseph and the plane coefficients.
 
     Returns (direction, istart, iend, cf, a_u, b_u, a_w, b_w) with u < w the other two axes;
-    ``istart == -1`` means no contribution."""
+    ``istart == -1`` means no contribution.  2.0.7's rules: a zero-length LOR misses; a ray
+    parallel to an axis misses where its start lies outside that axis's slab (faces included
+    in the slab) and is not constrained by it otherwise; planes are crossed where the floors of
+    the entry and exit plane coordinates differ."""
     d = (F32(e[0] - s[0]), F32(e[1] - s[1]), F32(e[2] - s[2]))
+    if d[0] == 0 and d[1] == 0 and d[2] == 0:
+        return 0, -1, -1, F32(1), F32(0), F32(0), F32(0), F32(0)
     tmin = F32(0)
     tmax = F32(1)
     for k in range(3):
         lo = F32(org[k] - F32(F32(0.5) * vs[k]))
         hi = F32(lo + F32(F32(dims[k]) * vs[k]))
-        inv = F32(F32(1) / d[k])  # +-inf for 0 (IEEE; numba's numpy error model)
-        t1 = F32(F32(lo - s[k]) * inv)
-        t2 = F32(F32(hi - s[k]) * inv)
-        tmin = _fmax(tmin, _fmin(t1, t2))
-        tmax = _fmin(tmax, _fmax(t1, t2))
+        if d[k] != 0:
+            inv = F32(F32(1) / d[k])
+            t1 = F32(F32(lo - s[k]) * inv)
+            t2 = F32(F32(hi - s[k]) * inv)
+            tmin = _fmax(tmin, _fmin(t1, t2))
+            tmax = _fmin(tmax, _fmax(t1, t2))
+        elif s[k] < lo or s[k] > hi:
+            return 0, -1, -1, F32(1), F32(0), F32(0), F32(0), F32(0)
     if tmax < tmin:
         return 0, -1, -1, F32(1), F32(0), F32(0), F32(0), F32(0)
     q0 = F32(d[0] * d[0])
@@ -109,11 +118,12 @@ def _setup(s, e, org, vs, dims):
     cf = F32(vs[di] / F32(math.sqrt(cq)))
     f1 = F32(F32(F32(s[di] + F32(tmin * d[di])) - org[di]) / vs[di])
     f2 = F32(F32(F32(s[di] + F32(tmax * d[di])) - org[di]) / vs[di])
-    if int(f1) == int(f2):
+    # np.floor: LLVM's floor, not a call (see _floor_split)
+    if int(np.floor(f1)) == int(np.floor(f2)):
         return di, -1, -1, cf, F32(0), F32(0), F32(0), F32(0)
     if f1 > f2:
         f1, f2 = f2, f1
-    istart = int(np.floor(f1)) + 1  # np.floor: LLVM's floor, not a call (see _floor_split)
+    istart = int(np.floor(f1)) + 1
     iend = int(np.floor(f2))
     u = 1 if di == 0 else 0
     w = 1 if di == 2 else 2
@@ -238,29 +248,32 @@ def _interp_adjoint(img, base, fu, fw, su, nu, sw, nw, val):
         img[k] = F32(img[k] + F32(val * w11))
 
 
+@cached_njit(inline="always", error_model="numpy")
+def _plane_coords(i, a_u, b_u, a_w, b_w):
+    """The interpolation coordinates in plane ``i``: ``i * a + b`` in float32, recomputed per
+    plane (libparallelproj 2.0.7; up to 2.0.6 they were stepped by ``+= a``, whose float32
+    rounding drifted along the ray)."""
+    fi = F32(i)
+    return F32(F32(fi * a_u) + b_u), F32(F32(fi * a_w) + b_w)
+
+
 @cached_njit(error_model="numpy")
 def _line_sum(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w):
     """The float32 sum of the samples of planes ``istart .. iend`` (no call and no reference
     counting in the loop: see :func:`_interp`)."""
-    fu = F32(F32(F32(istart) * a_u) + b_u)
-    fw = F32(F32(F32(istart) * a_w) + b_w)
     acc = F32(0)
     for i in range(istart, iend + 1):
+        fu, fw = _plane_coords(i, a_u, b_u, a_w, b_w)
         acc = F32(acc + _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
-        fu = F32(fu + a_u)
-        fw = F32(fw + a_w)
     return acc
 
 
 @cached_njit(inline="always", error_model="numpy")
 def _line_add(img, istart, iend, sd, su, nu, sw, nw, a_u, b_u, a_w, b_w, val):
     """Add ``val`` times the weights of planes ``istart .. iend`` into ``img``."""
-    fu = F32(F32(F32(istart) * a_u) + b_u)
-    fw = F32(F32(F32(istart) * a_w) + b_w)
     for i in range(istart, iend + 1):
+        fu, fw = _plane_coords(i, a_u, b_u, a_w, b_w)
         _interp_adjoint(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw, val)
-        fu = F32(fu + a_u)
-        fw = F32(fw + a_w)
 
 
 @cached_njit(inline="always", error_model="numpy")

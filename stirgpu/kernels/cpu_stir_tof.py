@@ -1,4 +1,4 @@
-"""TOF CPU kernels with STIR's numerics: libparallelproj 2.0.3's TOF sinogram Joseph projector
+"""TOF CPU kernels with STIR's numerics: libparallelproj 2.0.7's TOF sinogram Joseph projector
 (``joseph3d_tof_sino_fwd`` / ``_back``), float32 operation for operation (numba, no fast-math),
 on STIR's float32 LOR endpoints computed in the kernel from the chunk's tables (as
 :mod:`cpu_stir`).  ``docs/tof.md`` has the rules; in short:
@@ -10,7 +10,10 @@ on STIR's float32 LOR endpoints computed in the kernel from the chunk's tables (
   over the TOF bins within ``n_sigmas`` sigmas of the plane's TOF coordinate with Gaussian bin
   integrals ``(erf(x + w/2) - erf(x - w/2)) / 2``, normalised by their sum over that window
   (bins outside the data included, then dropped): the TOF bins of a LOR add up to its non-TOF
-  projection wherever the window lies inside the data's TOF range;
+  projection wherever the window lies inside the data's TOF range.  A window of more than
+  ``MAX_NUM_TOF_WEIGHTS`` (64) bins keeps the 64 around the plane's TOF coordinate, as 2.0.7
+  clamps it; the plane's TOF coordinate, like its interpolation coordinates, is ``i * a + b``
+  recomputed at every plane;
 * the back projection gathers the same weights (the exact adjoint), and skips a LOR whose TOF
   values sum to 0, as libparallelproj does.
 
@@ -31,9 +34,9 @@ import numpy as np
 from numba import prange
 
 from .cpu import chunk_bin
-from .cpu_stir import _endpoints, _frame_scalars, _interp, _interp_adjoint, _setup, _strides
+from .cpu_stir import _endpoints, _frame_scalars, _interp, _interp_adjoint, _plane_coords, _setup, _strides
 from .jit import cached_njit
-from .stir_tof_api import window_size
+from .stir_tof_api import MAX_NUM_TOF_WEIGHTS, window_size
 
 __all__ = ["forward_tof_stir", "back_tof_stir", "window_size"]
 
@@ -49,25 +52,39 @@ def _kernel_weight(dist, denom, half_width):
 
 
 @cached_njit(inline="always", error_model="numpy")
+def _lround(x):
+    """C's ``lroundf``: the nearest integer, halves away from zero (exact in float64 for a
+    float32 ``x``)."""
+    r = np.floor(abs(np.float64(x)) + 0.5)
+    return int(r) if x >= 0 else -int(r)
+
+
+@cached_njit(inline="always", error_model="numpy")
 def _weights(it_f, max_diff, width, denom, half_width, buf):
-    """Gaussian bin integrals of the window around ``it_f`` into ``buf``: (it_min, count, sum).
+    """Gaussian bin integrals of the window around ``it_f`` into ``buf``: (it_min, count, the
+    divisor of the plane's sample: their sum, 1 where that is not positive).  A window of more
+    than MAX_NUM_TOF_WEIGHTS bins is clamped to that many around ``it_f`` (2.0.7).
     ``np.floor`` / ``np.ceil``: LLVM's, one instruction each (numba's ``math.floor`` and
     ``math.ceil`` of a float32 are calls of libm's ``floorf`` and ``ceilf``)."""
     it_min = int(np.floor(F32(it_f - max_diff)))
     it_max = int(np.ceil(F32(it_f + max_diff)))
     n = it_max + 1 - it_min
+    if n > MAX_NUM_TOF_WEIGHTS:
+        it_min = _lround(it_f) - MAX_NUM_TOF_WEIGHTS // 2
+        n = MAX_NUM_TOF_WEIGHTS
     total = F32(0)
     for k in range(n):
         dist = F32(abs(F32(F32(it_f - F32(it_min)) - F32(k))) * width)
         buf[k] = _kernel_weight(dist, denom, half_width)
         total = F32(total + buf[k])
-    return it_min, n, total
+    return it_min, n, total if total > 0 else F32(1)
 
 
 @cached_njit(error_model="numpy")
-def _tof_walk(a, b, di, cf, istart, org, vs, tof):
-    """libparallelproj's TOF stepping for the walk a -> b along principal axis ``di``:
-    (it_f at plane istart, its step per plane, max bin distance, width, denominator, w/2)."""
+def _tof_walk(a, b, di, cf, org, vs, tof):
+    """libparallelproj's TOF coefficients for the walk a -> b along principal axis ``di``:
+    (at, bt: plane i's TOF coordinate is ``i * at + bt``; max bin distance, width,
+    denominator, w/2)."""
     width, sigma, n_sigmas, c0 = tof[0], tof[1], tof[2], tof[3]
     costheta = F32(vs[di] / cf)
     max_diff = F32(F32(n_sigmas * sigma) / width)
@@ -80,9 +97,8 @@ def _tof_walk(a, b, di, cf, istart, org, vs, tof):
     slope = F32(F32(sign * width) * costheta)
     at = F32(F32(sign * cf) / width)
     bt = F32(F32(org[di] - origin) / slope)
-    it_f = F32(F32(F32(istart) * at) + bt)
     denom = F32(F32(1.414213562373095) * sigma)
-    return it_f, at, max_diff, width, denom, F32(F32(0.5) * width)
+    return at, bt, max_diff, width, denom, F32(F32(0.5) * width)
 
 
 @cached_njit(inline="always", error_model="numpy")
@@ -95,11 +111,11 @@ def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors,
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(a, b, org, vs, dims)
     if istart == -1:
         return
-    it_f, at, max_diff, width, denom, half = _tof_walk(a, b, di, cf, istart, org, vs, tof)
+    at, bt, max_diff, width, denom, half = _tof_walk(a, b, di, cf, org, vs, tof)
     sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
-    fu = F32(F32(F32(istart) * a_u) + b_u)
-    fw = F32(F32(F32(istart) * a_w) + b_w)
     for i in range(istart, iend + 1):
+        fu, fw = _plane_coords(i, a_u, b_u, a_w, b_w)
+        it_f = F32(F32(F32(i) * at) + bt)
         to_add = F32(cf * _interp(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw))
         it_min, n, total = _weights(it_f, max_diff, width, denom, half, buf)
         to_add = F32(to_add / total)
@@ -107,9 +123,6 @@ def _forward_tof_one(s, e, img, org, vs, dims, tof, first, nb, out, idx, n_lors,
         for k in range(max(0, -lo), min(n, nb - lo)):
             j = np.int64(lo + k) * n_lors + idx
             out[j] = F32(out[j] + F32(to_add * buf[k]))
-        fu = F32(fu + a_u)
-        fw = F32(fw + a_w)
-        it_f = F32(it_f + at)
 
 
 @cached_njit(inline="always", error_model="numpy")
@@ -119,11 +132,11 @@ def _back_tof_one(s, e, values, img, org, vs, dims, tof, first, nb, idx, n_lors,
     di, istart, iend, cf, a_u, b_u, a_w, b_w = _setup(a, b, org, vs, dims)
     if istart == -1:
         return
-    it_f, at, max_diff, width, denom, half = _tof_walk(a, b, di, cf, istart, org, vs, tof)
+    at, bt, max_diff, width, denom, half = _tof_walk(a, b, di, cf, org, vs, tof)
     sd, su, nu, sw, nw = _strides(di, dims[0], dims[1], dims[2])
-    fu = F32(F32(F32(istart) * a_u) + b_u)
-    fw = F32(F32(F32(istart) * a_w) + b_w)
     for i in range(istart, iend + 1):
+        fu, fw = _plane_coords(i, a_u, b_u, a_w, b_w)
+        it_f = F32(F32(F32(i) * at) + bt)
         it_min, n, total = _weights(it_f, max_diff, width, denom, half, buf)
         gathered = F32(0)
         lo = it_min - first
@@ -131,9 +144,6 @@ def _back_tof_one(s, e, values, img, org, vs, dims, tof, first, nb, idx, n_lors,
             gathered = F32(gathered + F32(values[np.int64(lo + k) * n_lors + idx] * buf[k]))
         val = F32(cf * F32(gathered / total))
         _interp_adjoint(img, np.int64(i) * sd, fu, fw, su, nu, sw, nw, val)
-        fu = F32(fu + a_u)
-        fw = F32(fw + a_w)
-        it_f = F32(it_f + at)
 
 
 @cached_njit(error_model="numpy")

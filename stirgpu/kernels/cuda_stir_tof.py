@@ -3,7 +3,8 @@
 
 One thread per LOR walks it once and keeps its window of TOF bins in registers (the kernel
 template's ``NW`` slots, the smallest of :data:`SLOTS` that holds :func:`plane_window` bins);
-wider windows, up to :data:`WIDE_MAX` bins, take the ``*_wide`` kernels.  The source is package
+wider windows, up to :data:`WIDE_MAX` bins (libparallelproj 2.0.7 clamps wider ones to that many
+around the plane's TOF coordinate, and so do the kernels), take the ``*_wide`` kernels.  The source is package
 data compiled by :class:`cupy.RawModule` (NVRTC, ``--fmad=false``) on first use, one module per
 register size, memoised per device; nothing happens at import.  The chunk tables are
 :func:`stirgpu.kernels.cuda_stir.upload_parts`, shared with the non-TOF kernels: a chunk is one
@@ -28,6 +29,7 @@ from .cuda_stir import (
     lor_order,
     transposed_accumulator,
 )
+from .stir_tof_api import MAX_NUM_TOF_WEIGHTS
 
 __all__ = [
     "forward",
@@ -42,8 +44,9 @@ __all__ = [
 
 #: register-window sizes the kernels are instantiated for (each slot costs an erff per plane)
 SLOTS = (4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
-#: the widest window (TOF bins one plane touches) the wide kernels take (their local buffer)
-WIDE_MAX = 256
+#: the widest window (TOF bins one plane touches): libparallelproj's ``MAX_NUM_TOF_WEIGHTS``, to
+#: which 2.0.7 clamps wider ones (``STIR_TOF_WIDE_MAX`` in ``joseph_stir_tof.cu``)
+WIDE_MAX = MAX_NUM_TOF_WEIGHTS
 
 
 def _module(device_id: int, slots: int | None, axial_major: bool = False):
@@ -55,19 +58,17 @@ def _module(device_id: int, slots: int | None, axial_major: bool = False):
 def plane_window(tof) -> int:
     """The most TOF bins one image plane's window holds: ``floor(it_f - d) .. ceil(it_f + d)``
     with ``d = n_sigmas * sigma / width`` in float32, as the kernels compute it, spans at most
-    ``ceil(2 d) + 2`` bins (float32 rounding of ``it_f -+ d`` only narrows it)."""
+    ``ceil(2 d) + 2`` bins (float32 rounding of ``it_f -+ d`` only narrows it), and at most
+    :data:`WIDE_MAX` (the clamp)."""
     width, sigma, n_sigmas = (np.float32(v) for v in tof[:3])
     d = np.float32(np.float32(n_sigmas * sigma) / width)
-    return int(math.ceil(2 * float(d))) + 2
+    return min(int(math.ceil(2 * float(d))) + 2, WIDE_MAX)
 
 
 def kernel_name(kind: str, window: int) -> str:
     """The kernel of ``kind`` (``"fwd"`` or ``"back"``) for windows of up to ``window`` TOF bins."""
-    if window > WIDE_MAX:
-        raise DeviceError(
-            f"TOF projection on the GPU: the Gaussian window spans up to {window} TOF bins per image plane, "
-            f"more than the kernels' {WIDE_MAX} (TOF bins far narrower than the timing resolution: mash them)"
-        )
+    if not 0 < window <= WIDE_MAX:
+        raise DeviceError(f"TOF projection on the GPU: a window of {window} TOF bins (1 to {WIDE_MAX})")
     slots = _slots(window)
     return f"{kind}_stir_tof<{slots}>" if slots is not None else f"{kind}_stir_tof_wide"
 

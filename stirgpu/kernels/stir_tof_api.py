@@ -24,6 +24,8 @@ __all__ = ["forward_chunk_stir_tof", "back_chunk_stir_tof", "stir_tof_tables", "
 
 #: STIR's Parallelproj projector truncates the TOF kernel at 4 sigmas (its ``n_sigmas``)
 N_SIGMAS = 4.0
+#: libparallelproj's most TOF bins in one image plane's window (2.0.7 clamps wider ones to it)
+MAX_NUM_TOF_WEIGHTS = 64
 
 
 def stir_tof_tables(proj_data_info, rescale, timing_poss: Sequence[int] | None = None) -> tuple[np.ndarray, int, int]:
@@ -51,10 +53,12 @@ def stir_tof_tables(proj_data_info, rescale, timing_poss: Sequence[int] | None =
 
 
 def window_size(tof) -> int:
-    """An upper bound on the TOF bins one image plane touches, from a TOF table: libparallelproj
-    allows 64 (``MAX_NUM_TOF_WEIGHTS``, unchecked); the kernels here size their windows to it."""
+    """An upper bound on the TOF bins one image plane touches, from a TOF table: the Gaussian
+    window's ``ceil(2 n_sigmas sigma / width) + 3``, at most libparallelproj's 64
+    (``MAX_NUM_TOF_WEIGHTS``: 2.0.7 clamps a wider window to the 64 bins around the plane's TOF
+    coordinate); the CPU kernels size their buffers to it."""
     width, sigma, n_sigmas = (float(v) for v in tof[:3])
-    return int(math.ceil(2 * n_sigmas * sigma / width)) + 3
+    return min(int(math.ceil(2 * n_sigmas * sigma / width)) + 3, MAX_NUM_TOF_WEIGHTS)
 
 
 def forward_chunk_stir_tof(tables, proj_data_info, image, frame, timing_poss=None, out=None, cancel=None):

@@ -2,7 +2,7 @@
 
 As test_osmaposl_vs_stir.py (same helpers, ``osmaposl_cases``): STIR-made data (ECAT 931, 5
 segments, normalisation, additive term, Poisson prompts), one ``.par`` run unchanged by both
-programs, the same files written and the estimates within 1e-3 of STIR's maximum after 8
+programs, the same files written and the estimates within 1e-4 of STIR's maximum after 8
 subiterations (they agree to ~1e-6 on these cases).  Each prior with each ``MAP model``, a
 kappa image, ``only 2D``, user ``weights``, ``gradient filename prefix`` (STIR's files), the
 penalty in the objective reports, a zero penalisation factor, STIR's refusal of a
@@ -86,7 +86,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_prior_and_map_model_matches_stir(reference_stir, inputs, tmp_path, name):
     """8 subiterations of OSMAPOSL with each prior (default 3-D weights) and each MAP model:
-    the same files, estimates within 1e-3 of STIR's maximum.  Guards the OSL denominator of both
+    the same files, estimates within 1e-4 of STIR's maximum.  Guards the OSL denominator of both
     models (the multiplicative one does not divide the gradient by the number of subsets), its
     clamps and the 1e-6 threshold of the division."""
     prior_type, body, model = CASES[name]
@@ -141,7 +141,7 @@ def test_gradient_files_and_penalty_reports_match_stir(reference_stir, inputs, t
     grads = [f"grad_{n}.hv" for n in range(1, 5)]
     assert set(grads) <= oc.image_files(s_dir)
     diffs = oc.differences(s_dir, g_dir)
-    assert all(diffs[n] <= 1e-3 for n in diffs if n.startswith("out_")), diffs
+    assert all(diffs[n] <= oc.ESTIMATE_TOL for n in diffs if n.startswith("out_")), diffs
     assert all(diffs[n] <= 1e-5 for n in grads), diffs
     stirs = [float(v) for v in re.findall(r"^Penalty\s+(\S+)", proc.stdout + proc.stderr, flags=re.M)]
     ours = [r.penalty for r in result.records]

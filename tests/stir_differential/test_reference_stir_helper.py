@@ -5,12 +5,13 @@ libraries): every differential test would then fail for the wrong reason, or ski
 """
 
 import pytest
+from helpers import reference_results
 
 pytestmark = pytest.mark.stir
 
 
 def test_executable_reads_a_stir_header(reference_stir, stir_fixtures):
-    hs = stir_fixtures / "stir_reference" / "ecat953_span3_fwd.hs"
+    hs = reference_results(stir_fixtures) / "ecat953_span3_fwd.hs"
     out = reference_stir.run("list_projdata_info", "--geom", hs).stdout
     assert "ECAT 953" in out and "Number of Views" in out
 

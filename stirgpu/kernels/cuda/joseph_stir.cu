@@ -1,4 +1,4 @@
-// STIR numerics on the GPU: STIR's float32 LOR endpoints and libparallelproj 2.0.3's float32
+// STIR numerics on the GPU: STIR's float32 LOR endpoints and libparallelproj 2.0.7's float32
 // Joseph projector, operation for operation as stirgpu/kernels/cpu_stir.py (the reference).
 // Every float operation is an explicit round-to-nearest intrinsic, so NVRTC cannot contract
 // or reorder them: forward projections equal the CPU's (and STIR's) bit for bit.  One thread
@@ -146,7 +146,10 @@ __device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P
     return true;
 }
 
-// libparallelproj 2.0.3's ray_cube_intersection_joseph and stepping coefficients
+// libparallelproj 2.0.7's ray_cube_intersection_joseph and the plane coefficients: a zero-length LOR
+// misses; a ray parallel to an axis misses where its start lies outside that axis's slab (faces
+// included) and is not constrained by it otherwise; planes are crossed where the floors of the
+// entry and exit plane coordinates differ
 __device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3], const float org[3],
                                                const float vs[3], const int n[3])
 {
@@ -159,16 +162,23 @@ __device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3
     float d[3];
     for (int k = 0; k < 3; ++k)
         d[k] = F_SUB(e[k], s[k]);
+    if (d[0] == 0.0f && d[1] == 0.0f && d[2] == 0.0f)
+        return L;
     float tmin = 0.0f, tmax = 1.0f;
     for (int k = 0; k < 3; ++k)
     {
         const float lo = F_SUB(org[k], F_MUL(0.5f, vs[k]));
         const float hi = F_ADD(lo, F_MUL((float)n[k], vs[k]));
-        const float inv = F_DIV(1.0f, d[k]);
-        const float t1 = F_MUL(F_SUB(lo, s[k]), inv);
-        const float t2 = F_MUL(F_SUB(hi, s[k]), inv);
-        tmin = fmaxf(tmin, fminf(t1, t2));
-        tmax = fminf(tmax, fmaxf(t1, t2));
+        if (d[k] != 0.0f)
+        {
+            const float inv = F_DIV(1.0f, d[k]);
+            const float t1 = F_MUL(F_SUB(lo, s[k]), inv);
+            const float t2 = F_MUL(F_SUB(hi, s[k]), inv);
+            tmin = fmaxf(tmin, fminf(t1, t2));
+            tmax = fminf(tmax, fmaxf(t1, t2));
+        }
+        else if (s[k] < lo || s[k] > hi)
+            return L;
     }
     if (tmax < tmin)
         return L;
@@ -185,7 +195,7 @@ __device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3
     L.cf = F_DIV(vs[di], __fsqrt_rn(cq));
     float f1 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmin, d[di])), org[di]), vs[di]);
     float f2 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmax, d[di])), org[di]), vs[di]);
-    if ((int)f1 == (int)f2)
+    if ((int)floorf(f1) == (int)floorf(f2))
         return L;
     if (f1 > f2)
     {
@@ -224,15 +234,21 @@ __device__ __forceinline__ void stir_strides(int di, const int n[3], long long &
     }
 }
 
-// One LOR's walk through the image: its setup, the strides of its principal and other axes,
-// and the interpolation coordinates at its first plane.
+// One LOR's walk through the image: its setup and the strides of its principal and other axes.
 struct StirWalk
 {
     StirLine L;
     long long sd, su, sw;
     int nu, nw;
-    float fu, fw;
 };
+
+// The interpolation coordinates in plane pf (a plane index, as a float: exact below 2^24) of a
+// walk: i * a + b, recomputed at every plane in float32 as libparallelproj 2.0.7 does (2.0.6 and
+// older stepped them by += a, whose rounding drifted along the ray)
+__device__ __forceinline__ float stir_coord(float a, float b, float pf)
+{
+    return F_ADD(F_MUL(pf, a), b);
+}
 
 // The walk from s to e; false where it adds nothing (misses the image)
 __device__ __forceinline__ bool stir_walk_between(const float s[3], const float e[3], int n0, int n1, int n2,
@@ -245,8 +261,6 @@ __device__ __forceinline__ bool stir_walk_between(const float s[3], const float 
     if (W.L.istart == -1)
         return false;
     stir_strides(W.L.dir, n, W.sd, W.su, W.nu, W.sw, W.nw);
-    W.fu = F_ADD(F_MUL((float)W.L.istart, W.L.au), W.L.bu);
-    W.fw = F_ADD(F_MUL((float)W.L.istart, W.L.aw), W.L.bw);
     return true;
 }
 
@@ -264,8 +278,9 @@ __device__ __forceinline__ bool stir_walk(const StirPart &P, int n0, int n1, int
 // (zero outside the image)
 __device__ __forceinline__ float stir_sample(const float *__restrict__ img, const StirWalk &W, int i)
 {
-    const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
-    const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
+    const float fu = stir_coord(W.L.au, W.L.bu, (float)i), fw = stir_coord(W.L.aw, W.L.bw, (float)i);
+    const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+    const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
     const long long base = (long long)i * W.sd;
     const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
     const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
@@ -281,8 +296,9 @@ __device__ __forceinline__ float stir_sample(const float *__restrict__ img, cons
 // The adjoint of stir_sample: add float32(val * weight) to each corner (atomically)
 __device__ __forceinline__ void stir_scatter(float *__restrict__ img, const StirWalk &W, int i, float val)
 {
-    const int u0 = (int)floorf(W.fu), w0 = (int)floorf(W.fw);
-    const float wu = F_SUB(W.fu, (float)u0), ww = F_SUB(W.fw, (float)w0);
+    const float fu = stir_coord(W.L.au, W.L.bu, (float)i), fw = stir_coord(W.L.aw, W.L.bw, (float)i);
+    const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+    const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
     const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
     const long long base = (long long)i * W.sd;
     const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
@@ -295,13 +311,6 @@ __device__ __forceinline__ void stir_scatter(float *__restrict__ img, const Stir
         atomicAdd(img + base + u0 * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(mu, ww)));
     if (u1in && w1in)
         atomicAdd(img + base + (u0 + 1) * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(wu, ww)));
-}
-
-// one step along the principal axis
-__device__ __forceinline__ void stir_step(StirWalk &W)
-{
-    W.fu = F_ADD(W.fu, W.L.au);
-    W.fw = F_ADD(W.fw, W.L.aw);
 }
 
 // floor(x) as a float and as an int, exact for |x| < 2^22, without the conversion pipe's
@@ -328,28 +337,24 @@ struct StirFramed
 };
 
 // The framed walk of W, or false where a sample's corners might leave the frame: floor(fu) and
-// floor(fw) must stay in [-1, n - 1] at every plane.  The stepped coordinates are monotone and
-// their ends are fu and fu + (planes - 1) * au to within the rounding of the steps, under 1/16
-// of a voxel for fewer than 2048 planes of coordinates under 1024 (half an ulp, 2^-15, a step):
-// ends a quarter voxel inside the frame leave room for it.
+// floor(fw) must stay in [-1, n - 1] at every plane.  The coordinates i * a + b, each operation
+// rounded, are monotone in i, so their ends, at the walk's first and last planes, bound them all.
 // (the coordinates' bound; the host build of the tests lowers it, so that one launch takes both paths)
 #ifndef STIR_FRAMED_LIMIT
 #define STIR_FRAMED_LIMIT 1024.0f
 #endif
-__device__ __forceinline__ bool stir_framed_end_inside(float f, float a, int steps, int n)
+__device__ __forceinline__ bool stir_framed_ends_inside(float a, float b, int istart, int iend, int n)
 {
-    const float end = F_ADD(f, F_MUL((float)steps, a));
-    const float lo = fminf(f, end), hi = fmaxf(f, end);
-    return lo >= -0.75f && hi <= (float)n - 0.25f && hi < STIR_FRAMED_LIMIT;
+    const float first = stir_coord(a, b, (float)istart), last = stir_coord(a, b, (float)iend);
+    const float lo = fminf(first, last), hi = fmaxf(first, last);
+    return lo >= -1.0f && hi < (float)n && hi < STIR_FRAMED_LIMIT;
 }
 
-// Whether a walk's stepped coordinate stays within (-limit, limit) (stir_framed_end_inside's
-// reasoning: monotone steps, rounding far below a voxel for coordinates under 2^20)
+// Whether a walk's coordinate stays within (-limit, limit) at every plane (monotone, as above)
 #define STIR_SMALL 1048576.0f
-__device__ __forceinline__ bool stir_ends_within(float f, float a, int steps, float limit)
+__device__ __forceinline__ bool stir_ends_within(float a, float b, int istart, int iend, float limit)
 {
-    const float end = F_ADD(f, F_MUL((float)steps, a));
-    return fabsf(f) < limit && fabsf(end) < limit;
+    return fabsf(stir_coord(a, b, (float)istart)) < limit && fabsf(stir_coord(a, b, (float)iend)) < limit;
 }
 
 // floor(x) as a float and an int: by stir_floor where |x| < 2^22 (`small`), else floorf's
@@ -368,9 +373,8 @@ __device__ __forceinline__ bool stir_framed(const StirWalk &W, const float *__re
                                             const float *__restrict__ framed_b, int n0, int n1, int n2, int plane,
                                             StirFramed &F)
 {
-    const int steps = W.L.iend - W.L.istart;
-    if (framed_a == nullptr || steps >= 2048 || !stir_framed_end_inside(W.fu, W.L.au, steps, W.nu) ||
-        !stir_framed_end_inside(W.fw, W.L.aw, steps, W.nw))
+    if (framed_a == nullptr || !stir_framed_ends_inside(W.L.au, W.L.bu, W.L.istart, W.L.iend, W.nu) ||
+        !stir_framed_ends_inside(W.L.aw, W.L.bw, W.L.istart, W.L.iend, W.nw))
         return false;
     const int p1 = n1 + 2, p2 = n2 + 2;
     const float *base;
@@ -396,66 +400,85 @@ __device__ __forceinline__ bool stir_framed(const StirWalk &W, const float *__re
     return true;
 }
 
-// stir_sample in the frame: the same float32 operations on the same values
-__device__ __forceinline__ float stir_framed_sample(const StirFramed &F, float fu, float fw)
+// stir_sample at plane coordinate pf of a framed walk whose plane starts at `row`: the same float32
+// operations on the same values
+__device__ __forceinline__ float stir_framed_sample(const float *__restrict__ row, int su, const StirLine &L, float pf)
 {
     float flu, flw;
     int u0, w0;
+    const float fu = stir_coord(L.au, L.bu, pf), fw = stir_coord(L.aw, L.bw, pf);
     stir_floor(fu, flu, u0);
     stir_floor(fw, flw, w0);
     const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
-    const float *__restrict__ p = F.row + (u0 * F.su + w0);
+    const float *__restrict__ p = row + (u0 * su + w0);
     const float v00 = p[0], v01 = p[1];
-    const float v10 = p[F.su], v11 = p[F.su + 1];
+    const float v10 = p[su], v11 = p[su + 1];
     const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
     const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
     return F_ADD(r, F_MUL(F_MUL(v11, wu), ww));
 }
 
 // The sum along a walk in the image itself (bounds checked at every sample)
-__device__ __forceinline__ float stir_line_sum(const float *__restrict__ img, StirWalk &W)
+__device__ __forceinline__ float stir_line_sum(const float *__restrict__ img, const StirWalk &W)
 {
     float acc = 0.0f;
     for (int i = W.L.istart; i <= W.L.iend; ++i)
-    {
         acc = F_ADD(acc, stir_sample(img, W, i));
-        stir_step(W);
-    }
     return acc;
 }
+
+// Planes a framed walk samples per trip of its loop, their loads issued before the first of
+// their sums (the coordinates of a plane no longer depend on the last plane's: 2.0.7)
+#ifndef STIR_FWD_ILP
+#define STIR_FWD_ILP 2
+#endif
 
 // The sum along a framed walk, the planes from lo to hi in step with the warp's other lanes of
 // the same group (each adding only on its own planes): the lanes of a warp, neighbouring LORs,
 // then read one plane together, a few contiguous runs of voxels, instead of each its own plane.
-// The sum's order is the walk's own, so it equals stir_line_sum's.
-__device__ __forceinline__ float stir_framed_line_sum(StirFramed F, StirWalk &W, int lo, int hi)
+// On a plane outside its walk a lane samples at its nearest end plane's coordinates (inside the
+// frame) and adds 0, which leaves a float32 sum unchanged (it is never -0: it starts at +0).  So
+// the sum's order and value are the walk's own: it equals stir_line_sum's.
+__device__ __forceinline__ float stir_framed_line_sum(const StirFramed &F, const StirLine &L, int lo, int hi)
 {
+    const float first = (float)L.istart, last = (float)L.iend;
+    const float *__restrict__ row = F.row;
+    float pf = (float)lo;
     float acc = 0.0f;
-    for (int i = lo; i <= hi; ++i)
+    int i = lo;
+    for (; i + STIR_FWD_ILP - 1 <= hi; i += STIR_FWD_ILP)
     {
-        if (i >= W.L.istart && i <= W.L.iend)
+        float v[STIR_FWD_ILP];
+#pragma unroll
+        for (int k = 0; k < STIR_FWD_ILP; ++k)
         {
-            acc = F_ADD(acc, stir_framed_sample(F, W.fu, W.fw));
-            stir_step(W);
+            const float pk = F_ADD(pf, (float)k);
+            v[k] = stir_framed_sample(row + k * F.sd, F.su, L, fminf(fmaxf(pk, first), last));
         }
-        F.row += F.sd;
+#pragma unroll
+        for (int k = 0; k < STIR_FWD_ILP; ++k)
+            acc = F_ADD(acc, (i + k >= L.istart && i + k <= L.iend) ? v[k] : 0.0f);
+        row += STIR_FWD_ILP * F.sd;
+        pf = F_ADD(pf, (float)STIR_FWD_ILP);
+    }
+    for (; i <= hi; ++i)
+    {
+        const float v = stir_framed_sample(row, F.su, L, fminf(fmaxf(pf, first), last));
+        acc = F_ADD(acc, (i >= L.istart && i <= L.iend) ? v : 0.0f);
+        row += F.sd;
+        pf = F_ADD(pf, 1.0f);
     }
     return acc;
 }
 
-// Forward projection.  framed_a / framed_b: the image's zero-framed copies (null: every walk
-// reads the image itself, with bounds checks).  All 32 lanes of every warp reach the grouping
-// (the launch's blocks are whole warps): lanes whose framed walks share a principal axis take one
-// range of planes.  (At most 40 registers: 6 blocks of STIR_THREADS per SM, docs/kernel-tuning.md.)
-extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img,
-                                    const float *__restrict__ framed_a, const float *__restrict__ framed_b, int n0,
-                                    int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2,
-                                    float rescale, float *__restrict__ out)
+// A forward walk's sum (before the correction factor cf): the framed walks of the lanes of a warp
+// that share a principal axis take one range of planes together; other walks read the image
+// with bounds checks.  framed_a / framed_b: the image's zero-framed copies (null: every walk reads
+// the image itself).  All 32 lanes of the warp must call it (the launch's blocks are whole warps).
+__device__ __forceinline__ float stir_forward_sum(bool walks, const StirWalk &W, const float *__restrict__ img,
+                                                  const float *__restrict__ framed_a,
+                                                  const float *__restrict__ framed_b, int n0, int n1, int n2)
 {
-    StirPart P;
-    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
-    StirWalk W;
-    const bool walks = mine && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
     StirFramed F;
     // 0-2: a framed walk along that axis; 3: a checked walk; 4: nothing to add
     int group_key = 4;
@@ -467,12 +490,55 @@ extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) fwd_stir(STIR_PART
     {
         const int lo = __reduce_min_sync(group, W.L.istart), hi = __reduce_max_sync(group, W.L.iend);
         F.row -= (long long)(W.L.istart - lo) * F.sd;
-        acc = stir_framed_line_sum(F, W, lo, hi);
+        acc = stir_framed_line_sum(F, W.L, lo, hi);
     }
     else if (group_key == 3)
         acc = stir_line_sum(img, W);
+    return acc;
+}
+
+#define STIR_FRAME_ARGS                                                                                              \
+    int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2
+
+// Forward projection of a chunk's parts, STIR's endpoints computed from its tables.  (At most 40
+// registers: 6 blocks of STIR_THREADS per SM, docs/kernel-tuning.md.)
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6)
+    fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img, const float *__restrict__ framed_a,
+             const float *__restrict__ framed_b, STIR_FRAME_ARGS, float rescale, float *__restrict__ out)
+{
+    StirPart P;
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    StirWalk W;
+    const bool walks = mine && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    const float acc = stir_forward_sum(walks, W, img, framed_a, framed_b, n0, n1, n2);
     if (mine)
         out[P.lor0 + P.idx] = walks ? F_MUL(acc, W.L.cf) : 0.0f;
+}
+
+// LOR i's explicit endpoints ((n, 3) float32 arrays, (z, y, x)) and its walk; false past the
+// LORs or where it adds nothing
+__device__ __forceinline__ bool lor_walk(const float *__restrict__ xstart, const float *__restrict__ xend,
+                                         long long i, long long n, STIR_FRAME_ARGS, StirWalk &W)
+{
+    if (i >= n)
+        return false;
+    const float s[3] = {xstart[3 * i], xstart[3 * i + 1], xstart[3 * i + 2]};
+    const float e[3] = {xend[3 * i], xend[3 * i + 1], xend[3 * i + 2]};
+    return stir_walk_between(s, e, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+}
+
+// Forward projection of explicit LORs (libparallelproj's joseph3d_fwd), one thread per LOR
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6)
+    fwd_lors(const float *__restrict__ xstart, const float *__restrict__ xend, long long n,
+             const float *__restrict__ img, const float *__restrict__ framed_a, const float *__restrict__ framed_b,
+             STIR_FRAME_ARGS, float *__restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    StirWalk W;
+    const bool walks = lor_walk(xstart, xend, i, n, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+    const float acc = stir_forward_sum(walks, W, img, framed_a, framed_b, n0, n1, n2);
+    if (i < n)
+        out[i] = walks ? F_MUL(acc, W.L.cf) : 0.0f;
 }
 
 // The back projection's target for a walk: the image, or for walks along x (axis 2, whose
@@ -503,13 +569,14 @@ struct StirCorners
 };
 
 template <typename Idx>
-__device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, float val, bool small)
+__device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, float pf, float val, bool small)
 {
     float flu, flw;
     int u0, w0;
-    stir_floor_any(W.fu, small, flu, u0);
-    stir_floor_any(W.fw, small, flw, w0);
-    const float wu = F_SUB(W.fu, flu), ww = F_SUB(W.fw, flw);
+    const float fu = stir_coord(W.L.au, W.L.bu, pf), fw = stir_coord(W.L.aw, W.L.bw, pf);
+    stir_floor_any(fu, small, flu, u0);
+    stir_floor_any(fw, small, flw, w0);
+    const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
     const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
     const bool u0in = (unsigned)u0 < (unsigned)W.nu, u1in = (unsigned)(u0 + 1) < (unsigned)W.nu;
     const bool w0in = (unsigned)w0 < (unsigned)W.nw, w1in = (unsigned)(w0 + 1) < (unsigned)W.nw;
@@ -534,15 +601,9 @@ __device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, floa
 // Idx: the offsets' type, int where the image has fewer than 2^31 voxels (back_stir), else
 // long long (back_stir_wide).
 template <typename Idx>
-__device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__restrict__ values, float *img,
-                                                float *img_xy, int n0, int n1, int n2, float o0, float o1, float o2,
-                                                float v0, float v1, float v2, float rescale)
+__device__ __forceinline__ void stir_back_add(bool walks, StirWalk &W, float y, float *img, float *img_xy, int n0,
+                                              int n1, int n2)
 {
-    StirPart P;
-    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
-    const float y = mine ? values[P.lor0 + P.idx] : 0.0f;
-    StirWalk W;
-    const bool walks = y != 0.0f && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
     float val = 0.0f;
     float *target = img;
     int key = -1;
@@ -553,28 +614,28 @@ __device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__
         stir_back_target(W, n0, n1, n2, img, img_xy, target);
         key = W.L.dir;
         // (the floors without the conversion pipe where the walk's coordinates allow it)
-        const int steps = W.L.iend - W.L.istart;
-        small = stir_ends_within(W.fu, W.L.au, steps, STIR_SMALL) && stir_ends_within(W.fw, W.L.aw, steps, STIR_SMALL);
+        small = stir_ends_within(W.L.au, W.L.bu, W.L.istart, W.L.iend, STIR_SMALL) &&
+                stir_ends_within(W.L.aw, W.L.bw, W.L.istart, W.L.iend, STIR_SMALL);
     }
 #ifdef STIR_HOST_LANES
     if (!walks)
         return;
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
-        const StirCorners<Idx> C = stir_corners<Idx>(W, val, small);
+        const StirCorners<Idx> C = stir_corners<Idx>(W, (float)i, val, small);
         float *q = target + (long long)i * W.sd + C.o;
         const float add[4] = {C.c00, C.c01, C.c10, C.c11};
         const long long at[4] = {0, 1, W.su, W.su + 1};
         for (int k = 0; k < 4; ++k)
             if (add[k] != 0.0f)
                 atomicAdd(q + at[k], add[k]);
-        stir_step(W);
     }
 #else
     const int lo = __reduce_min_sync(SG_FULL, walks ? W.L.istart : 0x7fffffff);
     const int hi = __reduce_max_sync(SG_FULL, walks ? W.L.iend : -1);
     const int key_left = __shfl_up_sync(SG_FULL, key, 1);
-    for (int i = lo; i <= hi; ++i)
+    float pf = (float)lo; // the plane index i as a float (exact): no conversion per plane
+    for (int i = lo; i <= hi; ++i, pf = F_ADD(pf, 1.0f))
     {
         const bool act = walks && i >= W.L.istart && i <= W.L.iend;
         const unsigned amask = __ballot_sync(SG_FULL, act);
@@ -582,19 +643,29 @@ __device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__
             continue; // (warp-uniform: a ballot)
         StirCorners<Idx> C = {0, 0.0f, 0.0f, 0.0f, 0.0f};
         if (act)
-        {
-            C = stir_corners<Idx>(W, val, small);
-            stir_step(W);
-        }
+            C = stir_corners<Idx>(W, pf, val, small);
         segsum_step<Idx>(amask, act, key, key_left, C.o, (Idx)W.su, target + (long long)i * W.sd, C.c00, C.c01,
                          C.c10, C.c11);
     }
 #endif
 }
 
+// Back projection of a chunk's parts (STIR's endpoints from its tables)
+template <typename Idx>
+__device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__restrict__ values, float *img,
+                                                float *img_xy, STIR_FRAME_ARGS, float rescale)
+{
+    StirPart P;
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    const float y = mine ? values[P.lor0 + P.idx] : 0.0f;
+    StirWalk W;
+    const bool walks = y != 0.0f && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+}
+
 #define STIR_BACK_PARAMS                                                                                             \
-    STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy, int n0,  \
-        int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale
+    STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy,          \
+        STIR_FRAME_ARGS, float rescale
 #define STIR_BACK_PASS STIR_PARTS_PASS, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale
 
 // (at most 40 registers: 6 blocks of STIR_THREADS per SM)
@@ -606,6 +677,34 @@ extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) back_stir(STIR_BAC
 extern "C" __global__ void __launch_bounds__(STIR_THREADS) back_stir_wide(STIR_BACK_PARAMS)
 {
     back_stir_walks<long long>(STIR_BACK_PASS);
+}
+
+// Back projection of explicit LORs (libparallelproj's joseph3d_back), one thread per LOR
+template <typename Idx>
+__device__ __forceinline__ void back_lor_walks(const float *__restrict__ xstart, const float *__restrict__ xend,
+                                               long long n, const float *__restrict__ values, float *img,
+                                               float *img_xy, STIR_FRAME_ARGS)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const float y = i < n ? values[i] : 0.0f;
+    StirWalk W;
+    const bool walks = y != 0.0f && lor_walk(xstart, xend, i, n, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+}
+
+#define LORS_BACK_PARAMS                                                                                             \
+    const float *__restrict__ xstart, const float *__restrict__ xend, long long n, const float *__restrict__ values, \
+        float *__restrict__ img, float *__restrict__ img_xy, STIR_FRAME_ARGS
+#define LORS_BACK_PASS xstart, xend, n, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, 6) back_lors(LORS_BACK_PARAMS)
+{
+    back_lor_walks<int>(LORS_BACK_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS) back_lors_wide(LORS_BACK_PARAMS)
+{
+    back_lor_walks<long long>(LORS_BACK_PASS);
 }
 
 // STIR's endpoints of every LOR of the parts, times rescale, (z, y, x) each: what STIR's

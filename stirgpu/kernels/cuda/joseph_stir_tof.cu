@@ -1,4 +1,4 @@
-// TOF with STIR's numerics on the GPU: libparallelproj 2.0.3's TOF sinogram Joseph projector on
+// TOF with STIR's numerics on the GPU: libparallelproj 2.0.7's TOF sinogram Joseph projector on
 // STIR's float32 LOR endpoints computed in the kernel, as stirgpu/kernels/cpu_stir_tof.py (the
 // reference; docs/tof.md has the rules).  Compiled after joseph_stir.cu (its endpoints, walk,
 // sample and scatter), with --fmad=false and every float operation an explicit intrinsic.
@@ -6,9 +6,11 @@
 // One thread per LOR, all parts of a chunk in one launch (joseph_stir.cu's stir_part_of_thread).  The LOR is walked once, from STIR's second endpoint to
 // its first (STIR hands libparallelproj xend as the start for TOF).  At each plane the window of
 // TOF bins within n_sigmas of the plane's TOF coordinate it_f gets Gaussian bin integrals
-// normalised by their sum over the window (bins outside the data included, then dropped).
+// normalised by their sum over the window (bins outside the data included, then dropped); a
+// window of more than MAX_NUM_TOF_WEIGHTS bins keeps the 64 around it_f (2.0.7's clamp).
 //
-// it_f moves monotonically along the walk (by `at` per plane), so the window slides over the
+// it_f = i * at + bt at plane i (recomputed per plane, as the interpolation coordinates) moves
+// monotonically along the walk, so the window slides over the
 // bins in one direction and every bin enters and leaves it once.  The kernels keep the window in
 // NW registers (slots, lowest bin first): the forward projection accumulates there and writes
 // each bin once as it leaves; the back projection loads each bin's value once as it enters.
@@ -22,11 +24,12 @@
 // counted from the data's bin 0.  TOF parameters (kernel units): bin width, sigma, n_sigmas and
 // c0, the centre of the data's bin 0 in widths from the LOR's midpoint towards the walk's end.
 
-#define STIR_TOF_WIDE_MAX 256
+// libparallelproj's MAX_NUM_TOF_WEIGHTS: the most bins of one plane's window (wider ones are clamped)
+#define STIR_TOF_WIDE_MAX 64
 
 struct StirTof
 {
-    float it_f, at, max_diff, width, denom, half;
+    float it_f, at, bt, max_diff, width, denom, half;
     float edge_step; // a bin width in erf's argument: width / (sqrt(2) sigma)
 };
 
@@ -53,8 +56,8 @@ __device__ __forceinline__ bool stir_tof_walk(const StirPart &P, int n0, int n1,
     const float origin = __double2float_rn(centre);
     const float slope = F_MUL(F_MUL(sign, width), costheta);
     F.at = F_DIV(F_MUL(sign, W.L.cf), width);
-    const float bt = F_DIV(F_SUB(od, origin), slope);
-    F.it_f = F_ADD(F_MUL((float)W.L.istart, F.at), bt);
+    F.bt = F_DIV(F_SUB(od, origin), slope);
+    F.it_f = F_ADD(F_MUL((float)W.L.istart, F.at), F.bt);
     F.width = width;
     F.denom = F_MUL(1.414213562373095f, sigma);
     F.half = F_MUL(0.5f, width);
@@ -62,11 +65,28 @@ __device__ __forceinline__ bool stir_tof_walk(const StirPart &P, int n0, int n1,
     return true;
 }
 
-// The window of bins of a plane: [lo, hi]
+// it_f at plane pf (the plane index as a float)
+__device__ __forceinline__ void tof_at_plane(StirTof &F, float pf)
+{
+    F.it_f = F_ADD(F_MUL(pf, F.at), F.bt);
+}
+
+// The window of bins of a plane: [lo, hi], at most STIR_TOF_WIDE_MAX bins around it_f
 __device__ __forceinline__ void tof_window(const StirTof &F, int &lo, int &hi)
 {
     lo = (int)floorf(F_SUB(F.it_f, F.max_diff));
     hi = (int)ceilf(F_ADD(F.it_f, F.max_diff));
+    if (hi + 1 - lo > STIR_TOF_WIDE_MAX)
+    {
+        lo = (int)lroundf(F.it_f) - STIR_TOF_WIDE_MAX / 2;
+        hi = lo + STIR_TOF_WIDE_MAX - 1;
+    }
+}
+
+// What a plane's sample is divided by: the sum of its window's weights, 1 where that is not positive
+__device__ __forceinline__ float tof_divisor(float total)
+{
+    return total > 0.0f ? total : 1.0f;
 }
 
 // erf for the register kernels' bin edges: within 1.1e-7 of erf for every float32 argument (CUDA's
@@ -192,6 +212,7 @@ __device__ void tof_forward_walk(const float *__restrict__ img, StirWalk &W, Sti
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
         const float sample = F_MUL(W.L.cf, stir_sample(img, W, i));
+        tof_at_plane(F, (float)i);
         tof_window(F, lo, hi);
         // bins leaving the window are complete: write them once
         while (DIR > 0 ? base < lo : base > hi)
@@ -217,13 +238,11 @@ __device__ void tof_forward_walk(const float *__restrict__ img, StirWalk &W, Sti
         }
         float w[NW];
         const float total = tof_slot_weights<NW, DIR>(F, base, lo, hi, w);
-        const float to_add = F_DIV(sample, total);
+        const float to_add = F_DIV(sample, tof_divisor(total));
         // (a slot outside the window has weight 0: its sum is unchanged)
 #pragma unroll
         for (int k = 0; k < NW; ++k)
             acc[k] = F_ADD(acc[k], F_MUL(to_add, w[k]));
-        stir_step(W);
-        F.it_f = F_ADD(F.it_f, F.at);
     }
     // the last window, then the bins beyond it
 #pragma unroll
@@ -253,6 +272,7 @@ __device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, Sti
     {
         if (i < W.L.istart || i > W.L.iend)
             continue;
+        tof_at_plane(F, (float)i);
         tof_window(F, lo, hi);
         // bins entering the window: load each once
         while (DIR > 0 ? base < lo : base > hi)
@@ -280,11 +300,9 @@ __device__ void tof_back_walk(const float *__restrict__ values, StirWalk &W, Sti
 #pragma unroll
         for (int k = 0; k < NW; ++k)
             gathered = F_ADD(gathered, F_MUL(v[k], w[k]));
-        const float val = F_MUL(W.L.cf, F_DIV(gathered, total));
+        const float val = F_MUL(W.L.cf, F_DIV(gathered, tof_divisor(total)));
         if (val != 0.0f)
             stir_scatter(img, W, i, val);
-        stir_step(W);
-        F.it_f = F_ADD(F.it_f, F.at);
     }
 }
 
@@ -374,15 +392,14 @@ extern "C" __global__ void fwd_stir_tof_wide(STIR_TOF_ARGS, const float *__restr
     {
         const float sample = F_MUL(W.L.cf, stir_sample(img, W, i));
         int lo, hi;
+        tof_at_plane(F, (float)i);
         tof_window(F, lo, hi);
-        const float to_add = F_DIV(sample, tof_wide_weights(F, lo, hi, w));
+        const float to_add = F_DIV(sample, tof_divisor(tof_wide_weights(F, lo, hi, w)));
         for (int b = max(lo, first); b <= min(hi, first + nb - 1); ++b)
         {
             float *o = out + (long long)(b - first) * n_lors + idx;
             *o = F_ADD(*o, F_MUL(to_add, w[b - lo]));
         }
-        stir_step(W);
-        F.it_f = F_ADD(F.it_f, F.at);
     }
 }
 
@@ -406,15 +423,14 @@ extern "C" __global__ void back_stir_tof_wide(STIR_TOF_ARGS, const float *__rest
     for (int i = W.L.istart; i <= W.L.iend; ++i)
     {
         int lo, hi;
+        tof_at_plane(F, (float)i);
         tof_window(F, lo, hi);
         const float total = tof_wide_weights(F, lo, hi, w);
         float gathered = 0.0f;
         for (int b = max(lo, first); b <= min(hi, first + nb - 1); ++b)
             gathered = F_ADD(gathered, F_MUL(values[(long long)(b - first) * n_lors + idx], w[b - lo]));
-        const float val = F_MUL(W.L.cf, F_DIV(gathered, total));
+        const float val = F_MUL(W.L.cf, F_DIV(gathered, tof_divisor(total)));
         if (val != 0.0f)
             stir_scatter(target, W, i, val);
-        stir_step(W);
-        F.it_f = F_ADD(F.it_f, F.at);
     }
 }
