@@ -1,6 +1,6 @@
 """CPU lanes: one lane on all cores, two lanes sharing them, two lanes with a core each.
 
-    python3 benchmarks/cpu_lanes.py [--views 21] [--zoom 0.25] [--numerics stir|exact] [--repeat 5]
+    python3 benchmarks/cpu_lanes.py [--views 21] [--zoom 0.25] [--repeat 5]
 
 In-memory forward and back projection of Siemens mMR span-11 data (``benchmarks/streaming.py
 --quick``'s geometry: ``--views`` views, STIR's default image times ``--zoom``) through
@@ -65,7 +65,6 @@ def _threading_layer() -> str:
 
 
 def run(args) -> dict:
-    from stirgpu import config
     from stirgpu.execution import devices as lanes_module
     from stirgpu.formats import ProjDataInMemory
     from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
@@ -79,8 +78,7 @@ def run(args) -> dict:
     img = rng.random(info.shape, dtype=np.float32)
     plain_compute = lanes_module.CpuLane.compute
     computes = {"one lane": plain_compute, "two lanes": plain_compute, "two lanes, a core each": _one_core_compute}
-    with config(numerics=args.numerics):
-        pairs = {w: ProjectorPair(backend="cpu", devices=None if w == "one lane" else [0, 1]) for w in ways}
+    pairs = {w: ProjectorPair(backend="cpu", devices=None if w == "one lane" else [0, 1]) for w in ways}
     data = ProjDataInMemory(pdi)
     backs: dict[str, np.ndarray] = {}
 
@@ -114,7 +112,6 @@ def run(args) -> dict:
             "views": pdi.get_num_views(),
             "image_shape": list(info.shape),
             "bins": int(pdi.total_num_bins),
-            "numerics": args.numerics,
             "repeat": args.repeat,
             "threading_layer": layer,
             "cpus": len(os.sched_getaffinity(0)),
@@ -134,7 +131,7 @@ def run(args) -> dict:
 def readable(res: dict) -> str:
     c = res["config"]
     head = (
-        f"cpu lanes ({c['cpus']} CPUs, numba layer {c['threading_layer']}, {c['numerics']} numerics, "
+        f"cpu lanes ({c['cpus']} CPUs, numba layer {c['threading_layer']}, "
         f"{c['bins']} bins, image {tuple(c['image_shape'])}, load {res['load_average'][0]:.1f}):"
     )
     lines = [head]
@@ -150,7 +147,6 @@ def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--views", type=arguments.positive_int, default=21)
     p.add_argument("--zoom", type=arguments.positive_float, default=0.25)
-    p.add_argument("--numerics", choices=("stir", "exact"), default="stir")
     p.add_argument("--repeat", type=arguments.positive_int, default=5)
     p.add_argument("--json", default=None, help="also write the JSON here")
     args = p.parse_args(argv)

@@ -1,15 +1,15 @@
-"""The STIR-numerics forward kernel reading the image itself (every sample bounds-checked: the
+"""The Joseph forward kernel reading the image itself (every sample bounds-checked: the
 kernel's path before the framed walk) against reading its zero-framed copies (the path the
 engine's prepared images take), same run, data resident on the GPU.
 
     python3 benchmarks/framed_walk.py                           # mmr, dmi, quadra (H200: ~1 min)
     python3 benchmarks/framed_walk.py --cases mmr --repeat 15
 
-Each case is projected forward with STIR's numerics (``forward_chunk_stir``) over all of its LORs
+Each case is projected forward (``forward_chunk``) over all of its LORs
 (one part per segment; the Quadra's parts hold ``--views-per-part`` views, as the engine's 64 MiB
 chunks about do) and over subset 0 of ``--subsets`` (STIR's views ``0, n, 2n, ...``, one part per
 segment), with a plain cupy image and with the same image prepared
-(``cuda_workspaces.prepare_image``: the zero-framed (z, y, x) and (z, x, y) copies) in turn, in
+(``stirgpu.kernels.cuda.images.prepare_image``: the zero-framed (z, y, x) and (z, x, y) copies) in turn, in
 ``--repeat`` rounds after a warm-up (``timing.rounds``; medians reported; the Quadra's full
 calls ``--quadra-repeat``).  The two outputs must be equal bit for bit.
 
@@ -44,11 +44,11 @@ WAYS = ("checked", "framed")
 def timed_ways(device: Device, chunk, pdi, images: dict, frame, repeat: int) -> dict:
     """Median seconds of the forward call over ``chunk`` for each way's image, and whether the
     outputs are equal bit for bit."""
-    from stirgpu.kernels.stir_api import forward_chunk_stir
+    from stirgpu.kernels import forward_chunk
 
     cp = device.xp
     outs = {way: cp.empty(chunk.num_lors, np.float32) for way in WAYS}
-    calls = {way: (lambda w=way: forward_chunk_stir(chunk, pdi, images[w], frame, out=outs[w])) for way in WAYS}
+    calls = {way: (lambda w=way: forward_chunk(chunk, pdi, images[w], frame, out=outs[w])) for way in WAYS}
     seconds = rounds(device, calls, repeat)
     res = {"lors": chunk.num_lors, "parts": len(chunk.shapes)}
     for way in WAYS:
@@ -60,8 +60,8 @@ def timed_ways(device: Device, chunk, pdi, images: dict, frame, repeat: int) -> 
 
 
 def run_case(device: Device, name: str, args) -> dict:
-    from stirgpu.kernels.cuda_workspaces import prepare_image
-    from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
+    from stirgpu.kernels.cuda.images import prepare_image
+    from stirgpu.kernels.joseph.lors import stir_default_image_info, stir_image_frame
 
     cp = device.xp
     pdi, views_per_part = lor_order.geometry(name, args)

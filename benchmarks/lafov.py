@@ -119,7 +119,7 @@ def template(args):
 
 def default_image(pdi):
     """STIR's default image for ``pdi``, to the last bit (what STIR's ``back_project`` writes)."""
-    from stirgpu.kernels.stir_lors import stir_default_image_info
+    from stirgpu.kernels.joseph.lors import stir_default_image_info
 
     return stir_default_image_info(pdi)
 
@@ -205,7 +205,7 @@ def _best(calls: list[dict]) -> dict:
 
 def _configured(args):
     _, stirgpu = _stirgpu()
-    return stirgpu.config(backend=args.backend, numerics=args.numerics)
+    return stirgpu.config(backend=args.backend)
 
 
 def warm_up(args) -> float:
@@ -554,7 +554,6 @@ def _worker_argv(args, mode: str, folder: str | None) -> list[str]:
         ("--views", args.views),
         ("--tangential", args.tangential),
         ("--rings", args.rings),
-        ("--numerics", args.numerics),
         ("--dir", folder),
     ):
         if value is not None:
@@ -731,7 +730,6 @@ def setup_only(args, geometry: dict) -> int:
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "geometry": geometry,
         "subsets": args.subsets,
-        "numerics": args.numerics or "default",
         "kernel_caches": _kernel_caches(args),
         "setup": setup,
     }
@@ -750,9 +748,6 @@ def main(argv=None) -> int:
     ap.add_argument("--rings", type=arguments.positive_int, default=None, help="323 for the Quadra")
     ap.add_argument("--subsets", type=arguments.positive_int, default=21)
     ap.add_argument("--repeat", type=arguments.positive_int, default=1, help="calls per run (best kept)")
-    ap.add_argument(
-        "--numerics", default=None, choices=("stir", "exact"), help="the projectors' numerics (default: theirs, STIR's)"
-    )
     ap.add_argument("--dir", default=None, help="folder for the data and image files (default: the temp folder)")
     ap.add_argument(
         "--no-warm-up",
@@ -808,7 +803,6 @@ def main(argv=None) -> int:
         },
         "geometry": geometry,
         "subsets": args.subsets,
-        "numerics": args.numerics or "default",
         "repeat": args.repeat,
         "kernel_caches": _kernel_caches(args),
         "page_cache_dropped": True,

@@ -1,13 +1,13 @@
-"""The order in which the STIR-numerics GPU kernels' threads take LORs: view-major against
-axial-major (``STIR_AXIAL_MAJOR`` in ``stirgpu/kernels/cuda/joseph_stir.cu``), same run.
+"""The order in which the Joseph GPU kernels' threads take LORs: view-major against
+axial-major (``STIR_AXIAL_MAJOR`` in ``stirgpu/kernels/cuda/joseph.cu``), same run.
 
     python3 benchmarks/lor_order.py                           # all cases below (H200: ~3 min)
     python3 benchmarks/lor_order.py --cases quadra --quadra-max-ring-diff 20
 
-Each case is projected forward and back with STIR's numerics over all of its LORs, data resident
-on the GPU (``forward_chunk_stir`` / ``back_chunk_stir``, their TOF versions for ``dmi-tof``; the
-image prepared with its zero-framed copies, as the engine hands it to the kernels), in
-each order in turn (``--rounds`` times, alternating), whatever ``cuda_stir.axial_major`` would
+Each case is projected forward and back over all of its LORs, data resident on the GPU
+(``forward_chunk`` / ``back_chunk``, their TOF versions for ``dmi-tof``; the image prepared with
+its zero-framed copies, as the engine hands it to the kernels), in each order in turn
+(``--rounds`` times, alternating), whatever ``stirgpu.kernels.joseph.cuda.axial_major`` would
 pick; each figure is the median of ``--repeat`` timed calls after a warm-up, the GPU synchronised
 around each.  Cases:
 
@@ -22,7 +22,7 @@ around each.  Cases:
 Reported per case and order: seconds and LOR/s forward and back, the speed-up of axial-major,
 whether the forward projections are equal bit for bit (they must be: each LOR is its own sum),
 the back projections' difference (max |diff| / max: float32 summation order), and the order
-``cuda_stir.axial_major`` picks for the case on this GPU.
+``stirgpu.kernels.joseph.cuda.axial_major`` picks for the case on this GPU.
 
 Output: a JSON document (``--json FILE`` also writes it), then one readable line per case.
 """
@@ -47,15 +47,15 @@ ORDERS = {"view-major": False, "axial-major": True}
 
 @contextlib.contextmanager
 def forced_order(axial: bool):
-    """Every STIR-numerics kernel launched meanwhile takes LORs in the given order."""
-    from stirgpu.kernels import cuda_stir
+    """Every Joseph kernel (TOF or not) launched meanwhile takes LORs in the given order."""
+    from stirgpu.kernels.joseph import cuda as joseph_cuda
 
-    saved = cuda_stir.axial_major  # (which cuda_stir.lor_order asks, for the TOF kernels too)
-    cuda_stir.axial_major = lambda *args, **kwargs: axial
+    saved = joseph_cuda.axial_major  # (which joseph_cuda.lor_order asks, for the TOF kernels too)
+    joseph_cuda.axial_major = lambda *args, **kwargs: axial
     try:
         yield
     finally:
-        cuda_stir.axial_major = saved
+        joseph_cuda.axial_major = saved
 
 
 def ellipse_phantom(shape) -> np.ndarray:
@@ -93,26 +93,26 @@ def geometry(name: str, args):
 
 
 def make_chunk(pdi, views_per_part):
-    from stirgpu.kernels.stir_api import StirChunk
+    from stirgpu.kernels.joseph.chunk import JosephChunk
 
     nv = pdi.get_num_views()
     step = views_per_part or nv
     parts = [
         pdi.chunk_tables(s, views=range(v, min(nv, v + step))) for s in pdi.segment_nums for v in range(0, nv, step)
     ]
-    return StirChunk(parts, pdi)
+    return JosephChunk(parts, pdi)
 
 
 def projections(cp, chunk, pdi, image, frame):
     """(forward call, back call, forward output, back output) of the case on the GPU."""
-    from stirgpu.kernels.stir_api import back_chunk_stir, forward_chunk_stir
-    from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
+    from stirgpu.kernels import back_chunk, forward_chunk
+    from stirgpu.kernels.tof.api import back_chunk_tof, forward_chunk_tof
 
     tof = pdi.is_tof_data()
     nb = pdi.get_num_tof_poss() if tof else 1
     out = cp.empty(nb * chunk.num_lors, np.float32)
     acc = cp.zeros(image.shape, np.float32)
-    fwd, back = (forward_chunk_stir_tof, back_chunk_stir_tof) if tof else (forward_chunk_stir, back_chunk_stir)
+    fwd, back = (forward_chunk_tof, back_chunk_tof) if tof else (forward_chunk, back_chunk)
 
     def back_call():
         acc.fill(0)
@@ -122,15 +122,15 @@ def projections(cp, chunk, pdi, image, frame):
 
 
 def policy(pdi, image) -> dict:
-    from stirgpu.kernels import cuda_stir
+    from stirgpu.kernels.joseph import cuda as joseph_cuda
 
-    return {kind: cuda_stir.lor_order(kind, image, pdi.is_tof_data()) for kind in ("fwd", "back")}
+    return {kind: joseph_cuda.lor_order(kind, image, pdi.is_tof_data()) for kind in ("fwd", "back")}
 
 
 def run_case(cp, name: str, args) -> dict:
-    from stirgpu.kernels import cuda_stir
-    from stirgpu.kernels.cuda_workspaces import prepare_image
-    from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
+    from stirgpu.kernels.cuda.images import prepare_image
+    from stirgpu.kernels.joseph import cuda as joseph_cuda
+    from stirgpu.kernels.joseph.lors import stir_default_image_info, stir_image_frame
 
     pdi, views_per_part = geometry(name, args)
     info = stir_default_image_info(pdi)
@@ -152,7 +152,7 @@ def run_case(cp, name: str, args) -> dict:
     res = {
         "lors": n, "tof_bins": pdi.get_num_tof_poss() if pdi.is_tof_data() else 1, "parts": len(chunk.shapes),
         "image": list(info.shape), "image_mb": image.nbytes / 1e6, "policy_axial_major": policy(pdi, image),
-        "l2_cache_mb": cuda_stir.l2_cache_bytes(image.device.id) / 1e6,
+        "l2_cache_mb": joseph_cuda.l2_cache_bytes(image.device.id) / 1e6,
     }  # fmt: skip
     for order, t in times.items():
         fs, bs = statistics.median(t["forward_s"]), statistics.median(t["back_s"])

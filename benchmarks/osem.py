@@ -118,11 +118,8 @@ def main(argv=None) -> int:
     )
     p.add_argument("--no-bridge", action="store_true", help="time stirgpu only")
     p.add_argument("--json", default=None, help="also write the JSON result here")
-    p.add_argument(
-        "--numerics", default=None, choices=("stir", "exact"), help="the projectors' numerics (default: theirs, STIR's)"
-    )
     args = p.parse_args(argv)
-    with stirgpu.config(backend=args.backend, devices=args.devices, numerics=args.numerics):
+    with stirgpu.config(backend=args.backend, devices=args.devices):
         pp = ProjectorPair()
         t0 = time.perf_counter()
         pdi, info, y, background, f = make_problem(args, pp)

@@ -6,9 +6,10 @@
 Every figure is measured against the *bridge strategy* in the same run -- what STIR's
 Parallelproj bridge does today: project ALL data into one full-size array (and, for back
 projection, assemble ALL data into one full-size array first), then copy out the part that
-was asked for.  The bridge is implemented here with the same kernels (so the comparison is
-about data movement and work selection, not kernel speed), and is generous to the bridge:
-it skips STIR's 24-byte-per-LOR endpoint table.
+was asked for.  The bridge is implemented here with the same kernels as the projectors
+(``forward_chunk`` / ``back_chunk`` on the same float32 frame, ``kernel_geometry``), so the
+comparison is about data movement and work selection, not kernel speed, and is generous to the
+bridge: it skips STIR's 24-byte-per-LOR endpoint table.
 
 Measurements (best of ``--repeat``):
 
@@ -37,10 +38,10 @@ Measurements (best of ``--repeat``):
 
 **TOF** (``--tof``): the same measurements on TOF data -- GE Discovery MI 4 rings, span 1
 (``--span``), all ring differences (``--max-ring-diff``), TOF mashing factor ``--tof-mash``
-(default 29: 13 TOF bins) -- with STIR's numerics (the only ones for TOF data): every chunk
-carries all timing positions of its views, the kernels alone and the bridge call the TOF
-kernels (``forward_chunk_stir_tof`` / ``back_chunk_stir_tof``, one walk per LOR over all its
-bins), through the same API on either backend.  A subset is STIR's views with all TOF bins.
+(default 29: 13 TOF bins): every chunk carries all timing positions of its views, the kernels
+alone and the bridge call the TOF kernels (``forward_chunk_tof`` / ``back_chunk_tof``, one walk
+per LOR over all its bins), through the same API on either backend.  A subset is STIR's views
+with all TOF bins.
 
 Output: one JSON document, then readable lines.  ``--quick`` shrinks everything (views
 mashed, smaller image, fewer repeats; with ``--tof`` one segment, 101 tangential positions)
@@ -69,15 +70,13 @@ from stirgpu.execution import cuda_device_count, resolve_backend  # noqa: E402
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_from_file  # noqa: E402
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner  # noqa: E402
 from stirgpu.kernels import (  # noqa: E402
+    JosephChunk,
     back_chunk,
-    back_chunk_stir,
-    back_chunk_stir_tof,
+    back_chunk_tof,
     forward_chunk,
-    forward_chunk_stir,
-    forward_chunk_stir_tof,
-    stir_scaled_geometry,
+    forward_chunk_tof,
+    kernel_geometry,
 )
-from stirgpu.kernels.stir_api import StirChunk  # noqa: E402
 from stirgpu.projectors import ProjectorPair  # noqa: E402
 
 BLOCK = 64 * 1024 * 1024
@@ -126,51 +125,33 @@ class Device:
     def to_host(self, a):
         return a if self.cp is None else self.cp.asnumpy(a)
 
-    def tables(self, t):
-        if self.cp is None:
-            return t
-        from stirgpu.kernels.cuda_backend import upload_tables
-
-        with self.dev:
-            return upload_tables(t)
-
     def kept_image(self, img):
         """The image as the projectors' GPU lanes keep it for a call (prepared once)."""
         if self.cp is None:
             return img
-        from stirgpu.kernels.cuda_backend import prepare_image
+        from stirgpu.kernels.cuda.images import prepare_image
 
         with self.dev:
             return prepare_image(img)
 
-    def kept_accumulator(self, acc):
-        """(target, finish) as the projectors' GPU lanes keep the back accumulators for a call."""
-        if self.cp is None:
-            return acc, lambda: None
-        from stirgpu.kernels.cuda_backend import prepare_back_accumulator
-
-        with self.dev:
-            held = prepare_back_accumulator(acc)
-        return held, held.finish
-
 
 class Kernels:
     """The chunk kernels the baselines call, as the projectors' lanes call them
-    (``stirgpu.kernels.backends``): the exact kernels, or STIR's numerics -- for TOF data the TOF
-    kernels, every timing position of a LOR in one walk -- on numpy or cupy arrays alike.
-    Values of one segment's views are ``(nv, na, nt)``, for TOF data ``(TOF bins, nv, na, nt)``
-    (TOF outermost, STIR's order)."""
+    (``stirgpu.kernels.backends``) -- for TOF data the TOF kernels, every timing position of a
+    LOR in one walk -- on numpy or cupy arrays alike, in the projectors' frame and units
+    (``kernel_geometry``: STIR's).  Values of one segment's views are ``(nv, na, nt)``, for TOF
+    data ``(TOF bins, nv, na, nt)`` (TOF outermost, STIR's order)."""
 
-    def __init__(self, d: Device, pdi, info, numerics: str):
-        self.d, self.pdi, self.stir = d, pdi, numerics == "stir"
-        self.g = stir_scaled_geometry(info, numerics=numerics, proj_data_info=pdi)
+    def __init__(self, d: Device, pdi, info):
+        self.d, self.pdi = d, pdi
+        self.frame = kernel_geometry(info, pdi).frame
         self.tof = pdi.is_tof_data()
         self.timing_poss = list(range(pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num() + 1))
 
     def tables(self, segment: int, views=None):
         """One segment's tables (of ``views``, default all) as the kernels take them."""
         t = self.pdi.chunk_tables(segment) if views is None else self.pdi.chunk_tables(segment, views)
-        return StirChunk(t, self.pdi) if self.stir else self.d.tables(t)
+        return JosephChunk(t, self.pdi)
 
     def shape(self, segment: int, num_views: int) -> tuple[int, ...]:
         pdi = self.pdi
@@ -191,18 +172,16 @@ class Kernels:
 
     def kept_image(self, img):
         """The image as the lanes keep it for a call: on a GPU with its zero-framed copies, which
-        the exact kernels and STIR's non-TOF forward projection read."""
+        the non-TOF forward projection reads."""
         return self.d.kept_image(img)
 
     def kept_accumulator(self, acc):
         """(target, finish) of the back projection's accumulation, as a lane keeps it for a call:
-        STIR's numerics add into the image itself, and on a GPU walks along x into a transposed
+        the kernels add into the image itself, and on a GPU walks along x into a transposed
         accumulator folded into it at the end (``kernels.backends``)."""
-        if not self.stir:
-            return self.d.kept_accumulator(acc)
         if self.d.cp is None:
             return (acc, None), lambda: None
-        from stirgpu.kernels.cuda_stir import fold, transposed_accumulator
+        from stirgpu.kernels.joseph.cuda import fold, transposed_accumulator
 
         with self.d.dev:
             along_x = transposed_accumulator(self.d.cp, acc)
@@ -214,23 +193,15 @@ class Kernels:
         return (acc, along_x), finish
 
     def forward(self, tables, image, out) -> None:
-        g = self.g
-        if self.stir:
-            fwd = forward_chunk_stir_tof if self.tof else forward_chunk_stir
-            fwd(tables, self.pdi, image, g.stir_frame, out=out)
-        else:
-            forward_chunk(tables, image, g.origin, g.voxel_size, out=out, scale=g.scale)
+        fwd = forward_chunk_tof if self.tof else forward_chunk
+        fwd(tables, self.pdi, image, self.frame, out=out)
 
     def back(self, tables, values, target) -> None:
         """Add the back projection of ``values`` into ``target`` (from :meth:`kept_accumulator`)."""
-        g = self.g
-        if self.stir:
-            acc, along_x = target
-            kept = {} if along_x is None else {"along_x": along_x}
-            back = back_chunk_stir_tof if self.tof else back_chunk_stir
-            back(tables, self.pdi, values, acc, g.stir_frame, **kept)
-        else:
-            back_chunk(tables, values, target, g.origin, g.voxel_size, scale=g.scale)
+        acc, along_x = target
+        kept = {} if along_x is None else {"along_x": along_x}
+        back = back_chunk_tof if self.tof else back_chunk
+        back(tables, self.pdi, values, acc, self.frame, **kept)
 
 
 def best(fn, repeat: int, setup=None) -> float:
@@ -442,7 +413,7 @@ def run(args) -> dict:
     backend = resolve_backend(args.backend)
     d = Device(backend)
     pdi, info = make_geometry(args)
-    k = Kernels(d, pdi, info, args.numerics)
+    k = Kernels(d, pdi, info)
     img = phantom(info)
     nbytes = 4 * pdi.total_num_bins
     res: dict = {
@@ -722,7 +693,7 @@ def readable(res: dict) -> str:
     lines = [
         f"{c['backend']}: {c['scanner']} span {c['span']}, max ring difference {c['max_ring_diff']}, "
         f"{c['num_views']} views x {c['num_tangential_poss']} tangential{tof}, {c['data_bytes'] / 1e6:.0f} MB of data, "
-        f"image {tuple(c['image_shape'])}, numerics {c['numerics']}",
+        f"image {tuple(c['image_shape'])}",
         f"in memory: forward stream {m['stream_forward_s']:.3f} s = "
         f"{m['stream_forward_over_kernel']:.2f} x kernel-only "
         f"({m['kernel_only_forward_s']:.3f} s), bridge {m['bridge_forward_s']:.3f} s; back stream "
@@ -767,7 +738,7 @@ def readable(res: dict) -> str:
 def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--tof", action="store_true", help="TOF data: GE Discovery MI 4 rings, STIR's numerics")
+    p.add_argument("--tof", action="store_true", help="TOF data: GE Discovery MI 4 rings")
     p.add_argument(
         "--tof-mash", type=arguments.positive_int, default=29, help="TOF mashing factor (default 29: 13 TOF bins)"
     )
@@ -795,18 +766,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="small sizes for CPU smoke runs")
     p.add_argument("--json", default=None, help="also write the JSON here")
-    p.add_argument(
-        "--numerics",
-        default=None,
-        choices=("exact", "stir"),
-        help="the numerics of the projectors and of the bridge and kernel-only baselines alike, so "
-        "the comparison is about data movement alone (default exact; stir with --tof, the only "
-        "numerics for TOF data; benchmarks/numerics.py measures what STIR's numerics cost)",
-    )
     args = p.parse_args(argv)
-    if args.tof and args.numerics == "exact":
-        raise arguments.BadArgument("--numerics exact: TOF data (--tof) are projected with STIR's numerics only")
-    args.numerics = args.numerics or ("stir" if args.tof else "exact")
     args.span = args.span or DEFAULT_SPAN[args.tof]
     if args.quick:
         # the TOF case keeps all 272 views (subset 0 of 21 is 13 of them), with one segment
@@ -817,9 +777,7 @@ def main(argv=None) -> int:
         if args.tof:
             args.max_ring_diff = 0 if args.max_ring_diff is None else args.max_ring_diff
             args.tangential = args.tangential or 101
-    with config(numerics=args.numerics):
-        res = run(args)
-    res["config"]["numerics"] = args.numerics
+    res = run(args)
     arguments.emit_json(res, args.json)
     print(readable(res))
     return 0

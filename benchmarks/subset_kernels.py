@@ -1,19 +1,19 @@
-"""The STIR-numerics kernels alone on a subset against the full data: what a subset's own
+"""The Joseph kernels alone on a subset against the full data: what a subset's own
 launches cost, without the engine.
 
     python3 benchmarks/subset_kernels.py                        # H200: dmi-tof, mmr, quadra (~1 min)
     python3 benchmarks/subset_kernels.py --backend cpu --cases dmi-tof --views 42 --tangential 61 \\
         --max-ring-diff 1                                       # small enough for 2 CPU cores
 
-Each case is projected forward and back with STIR's numerics (``forward_chunk_stir`` /
-``back_chunk_stir``, their TOF versions for ``dmi-tof``), data resident on the device (on a GPU the
-image prepared with its zero-framed copies, as the engine hands it to the kernels): once over
-all its LORs (one part per segment; the Quadra's parts hold ``--views-per-part`` views, as the
-engine's 64 MiB chunks about do) and once over subset 0 of ``--subsets`` (STIR's views
-``0, n, 2n, ...``, one part per segment).  On a GPU either is one kernel launch over all its
-parts (``cuda_stir.pack_parts``), so the subset's share shows what its small launch costs
-beyond ``1 / --subsets``.  Figures are medians of ``--repeat`` timed calls after a warm-up (the
-GPU synchronised around each); the Quadra's full calls are timed ``--quadra-repeat`` times.
+Each case is projected forward and back (``forward_chunk`` / ``back_chunk``, their TOF
+versions for ``dmi-tof``), data resident on the device (on a GPU the image prepared with its
+zero-framed copies, as the engine hands it to the kernels): once over all its LORs (one part per
+segment; the Quadra's parts hold ``--views-per-part`` views, as the engine's 64 MiB chunks about
+do) and once over subset 0 of ``--subsets`` (STIR's views ``0, n, 2n, ...``, one part per
+segment).  On a GPU either is one kernel launch over all its parts
+(``stirgpu.kernels.joseph.cuda.pack_parts``), so the subset's share shows what its small launch
+costs beyond ``1 / --subsets``.  Figures are medians of ``--repeat`` timed calls after a warm-up
+(the GPU synchronised around each); the Quadra's full calls are timed ``--quadra-repeat`` times.
 
 Cases (``lor_order.py``'s, the sizes overridable with ``--views``, ``--tangential`` and
 ``--max-ring-diff``):
@@ -59,10 +59,10 @@ def geometry(name: str, args):
 
 def subset_chunk(pdi, subsets: int):
     """Subset 0 of ``subsets``: STIR's views of it, one part per segment."""
-    from stirgpu.kernels.stir_api import StirChunk
+    from stirgpu.kernels.joseph.chunk import JosephChunk
 
     views = range(0, pdi.get_num_views(), subsets)
-    return StirChunk([pdi.chunk_tables(s, views=views) for s in pdi.segment_nums], pdi)
+    return JosephChunk([pdi.chunk_tables(s, views=views) for s in pdi.segment_nums], pdi)
 
 
 def timed_call(device: Device, chunk, pdi, image, frame, repeat: int) -> dict:
@@ -78,13 +78,13 @@ def timed_call(device: Device, chunk, pdi, image, frame, repeat: int) -> dict:
 
 
 def run_case(device: Device, name: str, args) -> dict:
-    from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
+    from stirgpu.kernels.joseph.lors import stir_default_image_info, stir_image_frame
 
     pdi, views_per_part = geometry(name, args)
     info = stir_default_image_info(pdi)
     image = device.xp.asarray(lor_order.ellipse_phantom(info.shape))
     if device.name == "cuda":  # as the engine hands it to the kernels: with its framed copies
-        from stirgpu.kernels.cuda_workspaces import prepare_image
+        from stirgpu.kernels.cuda.images import prepare_image
 
         image = prepare_image(image)
     frame = stir_image_frame(info)

@@ -46,10 +46,6 @@ class Config:
     #: compute streams per GPU: chunks take them in turn, so a chunk's kernels fill the SMs
     #: that the previous chunk's last blocks leave idle (1: one chunk computes at a time)
     compute_streams: int = 2
-    #: projectors' arithmetic: "stir" (STIR's float32 endpoints and libparallelproj's float32
-    #: Joseph: STIR's numbers), "exact" (float64 geometry), or None (stir with STIR units,
-    #: exact with units="mm")
-    numerics: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):
@@ -64,8 +60,6 @@ class Config:
             or not 1 <= self.compute_streams <= 8
         ):
             raise StirGpuError(f"config: compute_streams must be an integer from 1 to 8, not {self.compute_streams!r}")
-        if self.numerics not in (None, "stir", "exact"):
-            raise StirGpuError(f"config: numerics must be 'stir', 'exact' or None, not {self.numerics!r}")
         if self.pin_host_memory not in PIN_POLICIES:
             raise StirGpuError(f"config: pin_host_memory must be one of {PIN_POLICIES}, not {self.pin_host_memory!r}")
         if self.devices is not None:

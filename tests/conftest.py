@@ -9,7 +9,8 @@
   tests using it carry the ``stir`` marker and skip with a clear reason where none is found.
 * ``stir`` -- STIR's Python module from that build, imported into the test process.
 * ``osem_problem`` -- the OSEM tests' small simulated problem (``helpers.osem_problem``), once per module.
-* ``cp`` / ``cb`` -- cupy and stirgpu's CUDA backend, for the GPU tests.
+* ``cp`` / ``cb`` -- cupy and stirgpu's CUDA Joseph kernels (``stirgpu.kernels.joseph.cuda``),
+  for the GPU tests.
 * ``backend`` -- parametrises a test over the CPU and CUDA backends; CUDA cases
   carry the ``gpu`` marker and skip themselves where no GPU is usable.
 * ``gpu`` / ``multi_gpu`` tests are skipped at collection where
@@ -106,21 +107,22 @@ def cp():
 
 @pytest.fixture(scope="session")
 def cb():
-    """stirgpu's CUDA backend module (imported only by the GPU tests that ask for it)."""
-    from stirgpu.kernels import cuda_backend
+    """stirgpu's CUDA Joseph kernels' module, ``stirgpu.kernels.joseph.cuda`` (imported only by
+    the GPU tests that ask for it)."""
+    from stirgpu.kernels.joseph import cuda
 
-    return cuda_backend
+    return cuda
 
 
 @pytest.fixture(params=["image-fits-l2", "image-exceeds-l2"])
 def both_lor_orders(request, monkeypatch):
-    """Runs a GPU test in both LOR orders of the STIR-numerics kernels
-    (``cuda_stir.axial_major``): the GPU's L2 cache taken as larger than any image (TOF
-    projections view-major) and as empty (every kernel axial-major)."""
-    from stirgpu.kernels import cuda_stir
+    """Runs a GPU test in both LOR orders of the Joseph kernels
+    (``stirgpu.kernels.joseph.cuda.axial_major``): the GPU's L2 cache taken as larger than any
+    image (TOF projections view-major) and as empty (every kernel axial-major)."""
+    from stirgpu.kernels.joseph import cuda as joseph_cuda
 
     size = 1 << 50 if request.param == "image-fits-l2" else 0
-    monkeypatch.setattr(cuda_stir, "l2_cache_bytes", lambda device_id: size)  # (TOF's order too)
+    monkeypatch.setattr(joseph_cuda, "l2_cache_bytes", lambda device_id: size)  # (TOF's order too)
     return request.param
 
 

@@ -156,7 +156,7 @@ def same_data(a, b, pdi):
 
 # -- the prior kernels' cases ------------------------------------------------------------------------
 
-#: name -> (kind, p1, p2) of stirgpu.kernels.prior_api (Quadratic, RDP with gamma / epsilon, Logcosh)
+#: name -> (kind, p1, p2) of stirgpu.kernels.priors (Quadratic, RDP with gamma / epsilon, Logcosh)
 PRIOR_POTENTIALS = {
     "quadratic": (0, 0.0, 0.0),
     "rdp": (1, 2.0, 0.0),

@@ -1,6 +1,7 @@
 """The benchmark scripts: a bad argument is one line on stderr with exit code 2 (argparse's
-errors, stirgpu's, the scripts' own, OS errors), never a usage block or a traceback; and
-``kernels.py --backend cpu`` runs end to end on a tiny case.  No timings are asserted."""
+errors, stirgpu's, the scripts' own, OS errors), never a usage block or a traceback; and the
+scripts' CPU runs end to end on tiny cases (``kernels.py`` against libparallelproj's OpenMP
+build).  No timings are asserted."""
 
 from __future__ import annotations
 
@@ -18,29 +19,35 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: script -> bad arguments, each refused before any real work (what goes wrong in brackets)
 BAD_ARGUMENTS = {
-    "cpu_lanes.py": [(["--repeat", "0"], "--repeat"), (["--numerics", "fast"], "--numerics")],
+    "cpu_lanes.py": [(["--repeat", "0"], "--repeat"), (["--numerics", "stir"], "--numerics")],  # (gone)
     "io.py": [
         (["--size-gb", "-1"], "--size-gb"),  # argparse type
         (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder"),
     ],  # OSError
     "kernels.py": [
         (["--cases", "mmr,nope"], "'nope'"),  # argparse type
-        (["--backend", "cpu", "--variants", "simple"], "--variants"),  # GPU-only option
-        (["--backend", "cpu", "--cases", "small", "--stir", "/nonexistent"], "--stir"),
-    ],  # BadArgument
+        (["--threads", "2"], "--threads"),  # CPU-only option (the default backend is cuda)
+        (["--lib", "lib.so", "--no-baseline"], "--no-baseline"),  # exclusive baselines
+        (["--backend", "cpu", "--lib", "/nonexistent/libparallelproj.so"], "--lib"),  # BadArgument
+        (["--backend", "cpu", "--stir", "/nonexistent"], "--stir"),
+        (["--backend", "cpu", "--no-baseline", "--cases", "dmi", "--views", "273"], "--views 273"),
+        (["--backend", "cpu", "--no-baseline", "--cases", "mmr", "--max-ring-difference", "1"], "max_ring_diff 1"),
+        (["--variants", "simple"], "--variants"),  # the exact family's option (gone)
+    ],
     "lafov.py": [
         (["--max-ring-diff", "-1"], "--max-ring-diff"),  # argparse type
+        (["--numerics", "stir"], "--numerics"),  # (gone: one projector)
         (["--backend", "cpu", "--max-ring-diff", "400"], "max_ring_diff"),  # stirgpu's error, from a worker
         (["--backend", "cpu", "--dir", "/nonexistent/folder"], "/nonexistent/folder"),
         (["--backend", "cpu", "--rings", "2000", "--max-ring-diff", "1999"], "--dir"),  # 3.3 TB: no room
         (["--backend", "cpu", "--rings", "4", "--max-ring-diff", "2", "--views", "7"], "--subsets 21"),
     ],
     "mpi.py": [(["--ranks", "0,2"], "--ranks"), (["--scanner", "No Such Scanner"], "No Such Scanner")],
-    "numerics.py": [(["--repeat", "0"], "--repeat")],
     "osem.py": [
         (["--devices", "0,x"], "--devices"),
-        (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),
-    ],  # stirgpu's error
+        (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),  # stirgpu's error
+        (["--numerics", "stir"], "--numerics"),  # (gone)
+    ],
     "priors.py": [
         (["--repeat", "0"], "--repeat"),
         (["--cases", "mmr,nope"], "'nope'"),  # argparse type
@@ -64,7 +71,7 @@ BAD_ARGUMENTS = {
     "streaming.py": [
         (["--zoom", "-2"], "--zoom"),
         (["--no-such-option"], "--no-such-option"),
-        (["--tof", "--numerics", "exact"], "--numerics"),  # BadArgument: TOF has STIR's numerics only
+        (["--tof", "--numerics", "stir"], "--numerics"),  # (gone: one projector)
         (["--backend", "cpu", "--tof", "--max-ring-diff", "36"], "--max-ring-diff"),
     ],
     "lor_order.py": [(["--cases", "dmi,nosuch"], "--cases"), (["--rounds", "0"], "--rounds")],
@@ -73,11 +80,6 @@ BAD_ARGUMENTS = {
         (["--cases", "dmi,nosuch"], "--cases"),
         (["--backend", "cpu", "--subsets", "0"], "--subsets"),
         (["--backend", "cpu", "--cases", "mmr", "--max-ring-diff", "1"], "max_ring_diff 1"),  # stirgpu's error
-    ],
-    "tof.py": [
-        (["--lib", "/nonexistent/libparallelproj.so"], "--lib"),
-        (["--backend", "cpu", "--scanner", "Siemens mMR", "--views", "8", "--tangential", "31"], "not a TOF scanner"),
-        (["--tof-mash", "0"], "--tof-mash"),
     ],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
 }
@@ -117,88 +119,112 @@ def test_bad_argument_is_one_line_and_exit_code_2(script, args, named):
     assert r.stdout == ""
 
 
-def _kernels_cpu(tmp_path, *extra: str) -> dict:
+#: kernels.py's tiny CPU run: every case, 2 views of every segment of ring differences up to 5
+#: (the mMR's segment 0, the DMI's 11 segments), the central 25 tangential positions
+KERNELS_TINY = ["--backend", "cpu", "--views", "2", "--max-ring-difference", "5", "--tangential", "25"]
+KERNELS_TINY += ["--repeat", "1", "--threads", "1"]
+
+
+def _kernels_cpu(tmp_path, *extra: str) -> tuple[dict, list[str]]:
+    """kernels.py's tiny CPU run: (JSON document, readable lines)."""
     out = tmp_path / "kernels.json"
-    r = _run(
-        "kernels.py",
-        "--backend",
-        "cpu",
-        "--cases",
-        "small",
-        "--cpu-views",
-        "1",
-        "--repeats",
-        "1",
-        "--threads",
-        "1",
-        "--json",
-        str(out),
-        *extra,
-        timeout=600,
-    )
+    r = _run("kernels.py", *KERNELS_TINY, "--json", str(out), *extra, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1].startswith("small cpu (1 threads, ")
     doc = json.loads(out.read_text())
-    assert doc["backend"] == "cpu" and doc["threads"] == 1
-    return doc["cases"]["small"]
+    assert doc["backend"] == "cpu" and doc["threads"] == 1 and list(doc["cases"]) == ["mmr", "dmi", "dmi-tof"]
+    lines = r.stdout.splitlines()[-3:]
+    assert [line.split(" ")[0] for line in lines] == ["mmr", "dmi", "dmi-tof"]
+    return doc, lines
 
 
-def test_kernels_cpu_runs_without_a_baseline(tmp_path):
-    case = _kernels_cpu(tmp_path, "--no-baseline")
-    assert set(case["paths"]) == {"stir", "exact"}
-    assert case["lors"] > 0 and all(
-        p["forward_lor_per_s"] > 0 and p["back_lor_per_s"] > 0 for p in case["paths"].values()
-    )
+def _check_case_sizes(cases: dict) -> None:
+    """The tiny run's cases have the sizes asked for: 2 of the views (the first and the last), 25
+    tangential positions, the segments of ring differences up to 5, 13 TOF bins for dmi-tof."""
+    views = {"mmr": [0, 251], "dmi": [0, 271], "dmi-tof": [0, 271]}
+    sinograms = {"mmr": 127, "dmi": 36 + 2 * (35 + 34 + 33 + 32 + 31), "dmi-tof": 366}
+    for name, case in cases.items():
+        assert case["views"] == views[name] and case["tangential"] == 25 and case["max_ring_difference"] == 5
+        assert case["lors"] == 2 * 25 * sinograms[name]
+        assert case["tof_bins"] == (13 if name == "dmi-tof" else 1)
+        assert case["lor_bins"] == case["tof_bins"] * case["lors"]
+    assert (cases["mmr"]["segments"], cases["dmi"]["segments"]) == (1, 11)
 
 
+def test_kernels_cpu_without_a_baseline(tmp_path):
+    """``kernels.py --no-baseline`` times stirgpu alone on the tiny cases (no library loaded, no
+    ratios): the LORs of the views, segments and tangential positions asked for, and LOR/s
+    (LOR-bins/s for TOF) that are the LORs (times TOF bins) over the seconds reported."""
+    doc, lines = _kernels_cpu(tmp_path, "--no-baseline")
+    assert doc["library"] is None
+    _check_case_sizes(doc["cases"])
+    for name, case in doc["cases"].items():
+        assert "libparallelproj" not in case and "speed_up" not in case and "agreement" not in case
+        unit = "lor_bins_per_s" if name == "dmi-tof" else "lor_per_s"
+        for way in ("forward", "back"):
+            s = case["stirgpu"]
+            assert s[f"{way}_{unit}"] == pytest.approx(case["lor_bins"] / s[f"{way}_s"])
+    assert "libparallelproj" not in " ".join(lines)
+
+
+@pytest.mark.stir
 def test_kernels_cpu_against_libparallelproj(reference_stir, tmp_path):
-    """With the reference STIR's libparallelproj as the baseline: ratios are reported, and the
-    STIR-numerics forward projection is the library's bit for bit on the same LORs (so the
-    two really project the same LORs through the same image)."""
-    if reference_stir.bin_dir is None:
-        pytest.skip(f"the STIR found ({reference_stir.origin}) has no library folder for libparallelproj")
-    case = _kernels_cpu(tmp_path, "--stir", str(reference_stir.bin_dir.parent))
-    stir, exact = case["paths"]["stir"], case["paths"]["exact"]
-    assert "libparallelproj" in case["paths"]
-    assert stir["forward_max_difference_to_baseline"] == 0
-    assert stir["back_max_difference_to_baseline"] < 1e-5  # float32 summation order
-    assert exact["forward_max_difference_to_baseline"] < 1e-3  # float64 geometry
-    assert stir["forward_ratio_to_baseline"] > 0 and exact["back_ratio_to_baseline"] > 0
-
-
-def test_tof_cpu_against_libparallelproj(reference_stir, tmp_path):
-    """tof.py on a tiny case with the reference STIR's libparallelproj (OpenMP build, the same
-    TOF API as the CUDA one): the forward projections are the library's bit for bit on the same
-    LORs (so the comparison lays out and passes the LORs, bins and parameters right)."""
+    """``kernels.py --backend cpu --lib`` with the reference STIR's libparallelproj 2.0.7 (its
+    OpenMP build) on the tiny cases: stirgpu's forward projections equal the library's bit for
+    bit on the same LORs (max |diff| 0), for mMR and DMI and for the DMI's 13 TOF bins -- so the
+    benchmark hands the library the same LORs in the same order, their endpoints as STIR computes
+    them (swapped for TOF), the same image and frame, and lays the TOF values out as the library
+    does (a wrong one of these gives a non-zero difference).  Back projections of the same values
+    may differ by the order of float32 additions: at most 1e-5 of the maximum (what summing a
+    few hundred float32 terms in another order can give).  The speed-ups are the library's
+    seconds over stirgpu's."""
     if reference_stir.bin_dir is None:
         pytest.skip(f"the STIR found ({reference_stir.origin}) has no library folder for libparallelproj")
     lib = reference_stir.bin_dir.parent / "lib" / "libparallelproj.so"
-    out = tmp_path / "tof.json"
-    tiny = ["--views", "6", "--tangential", "25", "--max-ring-difference", "1", "--repeat", "1"]
-    r = _run("tof.py", "--backend", "cpu", *tiny, "--lib", str(lib), "--json", str(out), timeout=600)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(out.read_text())
-    assert doc["case"]["tof_bins"] == 13 and doc["case"]["lor_bins"] == 13 * doc["case"]["lors"]
-    assert doc["libparallelproj"]["forward_agreement"] == 0
-    assert doc["libparallelproj"]["back_agreement"] < 1e-5  # float32 summation order
-    assert doc["ratio"]["forward"] > 0 and doc["ratio"]["back"] > 0
-    assert "stirgpu / libparallelproj" in r.stdout.splitlines()[-1]
+    doc, lines = _kernels_cpu(tmp_path, "--lib", str(lib))
+    assert doc["library"]["path"] == str(lib) and doc["openmp_threads"] == 1
+    _check_case_sizes(doc["cases"])
+    for case in doc["cases"].values():
+        assert case["agreement"]["forward"] == 0
+        assert case["agreement"]["back"] < 1e-5
+        for way in ("forward", "back"):
+            assert case["speed_up"][way] == pytest.approx(
+                case["libparallelproj"][f"{way}_s"] / case["stirgpu"][f"{way}_s"]
+            )
+    assert all("speed-up" in line and "libparallelproj" in line for line in lines)
 
 
-def test_kernels_cpu_without_a_baseline_says_where_it_looked_and_what_to_do(tmp_path):
-    """No STIR to take libparallelproj from (here: a STIRGPU_REFERENCE_STIR that is not one):
-    one line saying where it looked and naming --stir and --no-baseline."""
+def test_kernels_stir_baseline_without_a_stir_says_where_it_looked_and_what_to_do(tmp_path):
+    """``--stir`` without a prefix and no STIR to take libparallelproj from (here: a
+    STIRGPU_REFERENCE_STIR that is not one): one line saying where it looked and naming --stir
+    and --no-baseline."""
     env = {**os.environ, "STIRGPU_REFERENCE_STIR": str(tmp_path / "no-stir")}
     r = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "kernels.py"), "--backend", "cpu", "--cases", "small"],
+        [sys.executable, str(BENCHMARKS / "kernels.py"), "--backend", "cpu", "--stir"],
         capture_output=True,
         text=True,
         timeout=120,
         env=env,
     )
-    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and r.stdout == "", r.stderr
     for named in ("STIRGPU_REFERENCE_STIR", "--stir", "--no-baseline"):
         assert named in r.stderr
+
+
+def test_kernels_default_libraries_are_the_anchors_beside_the_checkout(monkeypatch):
+    """Without --lib, --stir or --no-baseline the baseline is libparallelproj 2.0.7 from
+    ``shared/anchors`` in the checkout's parent folder: the CUDA build (sm_90) for ``cuda``, the
+    OpenMP build for ``cpu`` -- as documented, whatever the working folder."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_kernels", BENCHMARKS / "kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    anchors = BENCHMARKS.parent.parent / "shared" / "anchors"
+    assert module.DEFAULT_LIBS == {
+        "cuda": anchors / "libparallelproj-2.0.7-cuda-sm90.so",
+        "cpu": anchors / "libparallelproj-2.0.7-cpu.so",
+    }
 
 
 def test_priors_cpu_quick_runs_end_to_end(tmp_path):
@@ -470,21 +496,16 @@ def test_mpi_benchmark_gives_each_rank_of_a_node_its_own_gpu(monkeypatch):
 
 
 def test_streaming_tof_case_runs_on_the_cpu(tmp_path):
-    """``streaming.py --tof`` on a tiny GE Discovery MI case (13 TOF bins, STIR's numerics): the
-    in-memory, subset and target figures of the non-TOF case, chunks carrying all timing
-    positions, and kernels alone that compute the streamed forward projection bit for bit."""
+    """``streaming.py --tof`` on a tiny GE Discovery MI case (13 TOF bins): the in-memory, subset
+    and target figures of the non-TOF case, chunks carrying all timing positions, and kernels alone
+    that compute the streamed forward projection bit for bit."""
     out = tmp_path / "streaming.json"
     args = ["--backend", "cpu", "--tof", "--quick", "--no-disk", "--views", "16", "--subsets", "4"]
     r = _run("streaming.py", *args, "--tangential", "21", "--json", str(out), timeout=600)
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     c = doc["config"]
-    assert (c["scanner"], c["tof_bins"], c["tof_mash_factor"], c["numerics"]) == (
-        "GE Discovery MI 4 rings",
-        13,
-        29,
-        "stir",
-    )
+    assert (c["scanner"], c["tof_bins"], c["tof_mash_factor"]) == ("GE Discovery MI 4 rings", 13, 29)
     m, s = doc["in_memory"], doc["subset"]
     assert m["kernel_only_forward_max_difference"] == 0
     assert all(m[k] > 0 for k in ("kernel_only_forward_s", "stream_forward_s", "stream_back_s", "bridge_forward_s"))

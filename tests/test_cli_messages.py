@@ -93,17 +93,15 @@ def test_backend_help_says_what_runs_there():
 
 
 def test_shared_options_have_one_text_and_one_parser():
-    """--devices, --numerics and --memory-budget (cli/options.py) read and explain themselves the
-    same way in every command that takes them; --memory-budget may add a note."""
-    from stirgpu.cli.options import DEVICES_HELP, MEMORY_BUDGET_HELP, NUMERICS_HELP, parse_devices
+    """--devices and --memory-budget (cli/options.py) read and explain themselves the same way in
+    every command that takes them; --memory-budget may add a note."""
+    from stirgpu.cli.options import DEVICES_HELP, MEMORY_BUDGET_HELP, parse_devices
 
     seen = set()
     for name, p in _subparsers().items():
         for a in p._actions:
             if "--devices" in a.option_strings:
                 assert a.help == DEVICES_HELP and a.type is parse_devices, name
-            elif "--numerics" in a.option_strings:
-                assert a.help == NUMERICS_HELP, name
             elif "--memory-budget" in a.option_strings:
                 assert a.help.startswith(MEMORY_BUDGET_HELP), name
             else:

@@ -18,7 +18,7 @@ from stirgpu.formats import (
     write_image,
 )
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.projectors import BackProjector, ForwardProjector
 
 

@@ -19,7 +19,7 @@ from helpers import BACK_RTOL, phantom, random_proj_data, same_data, small_geome
 from stirgpu import config
 from stirgpu.execution import Engine
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk
-from stirgpu.kernels import stir_scaled_geometry
+from stirgpu.kernels import kernel_geometry
 from stirgpu.projectors import ProjectorPair
 from stirgpu.projectors.programs import BackProgram, ForwardProgram
 
@@ -41,13 +41,13 @@ def test_plans_are_kept_per_arguments():
     one; an explicit budget too small for the kept plan is never given the kept plan."""
     pdi, info = small_geometry()
     eng = Engine("cpu", (0, 1))
-    prog = BackProgram(stir_scaled_geometry(info))
+    prog = BackProgram(kernel_geometry(info, pdi))
     args = dict(host_budget=1 << 26, depth=2)
     a = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args)
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args) is a
     assert (
         eng.make_plan(
-            BackProgram(stir_scaled_geometry(info)),
+            BackProgram(kernel_geometry(info, pdi)),
             pdi,
             pdi.segment_nums,
             list(pdi.subset_views(0, 4)),
@@ -59,7 +59,7 @@ def test_plans_are_kept_per_arguments():
     b = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(1, 4), info.shape, **args)
     assert b is not a and sorted({v for c in b.chunks for _, v in c.viewgrams()}) == list(pdi.subset_views(1, 4))
     f = eng.make_plan(
-        ForwardProgram(stir_scaled_geometry(info)), pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args
+        ForwardProgram(kernel_geometry(info, pdi)), pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, **args
     )
     assert f is not a
     small = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape, host_budget=1 << 20, depth=2)
@@ -69,6 +69,8 @@ def test_plans_are_kept_per_arguments():
 
 
 def test_pin_policy_is_validated():
+    """An unknown ``pin_host_memory`` policy is refused by ``config`` and by the engine, naming
+    the option (a typo must not fall back to a default silently)."""
     from stirgpu.errors import DeviceError, StirGpuError
 
     with pytest.raises(StirGpuError, match="pin_host_memory"):
@@ -79,12 +81,14 @@ def test_pin_policy_is_validated():
 
 
 def test_cpu_engine_copies_nothing_directly():
+    """A CPU engine has no GPU to copy to: ``direct_io`` finds no store."""
     pdi, info = small_geometry()
     eng = Engine("cpu", (0,))
     assert eng.direct_io({"out": ProjDataInMemory(pdi)}, pdi, pdi.segment_nums) == {}
 
 
 def test_cpu_stats_name_no_direct_store():
+    """A CPU projector's statistics name no direct store and count every bin written once."""
     pdi, info = small_geometry()
     pp = ProjectorPair(backend="cpu", restrict_to_cylindrical_fov=False)
     pp.set_up(pdi, info)
@@ -107,11 +111,14 @@ def test_copy_views_both_ways(cp, views):
     host = np.random.default_rng(0).random((20, 3, 5), dtype=np.float32)
     assert HostPinning().pin(host)
     dev = cp.zeros((len(views), 3, 5), cp.float32)
+    # the lane's streams do not wait for cupy's: its zeroing must be done before the upload
+    cp.cuda.get_current_stream().synchronize()
     with lane.device:
         lane.copy_views(True, dev.data.ptr, host, views, lane.s_in)
         lane.s_in.synchronize()
         np.testing.assert_array_equal(cp.asnumpy(dev), host[views])
         dev *= -1
+        cp.cuda.get_current_stream().synchronize()  # (and the negation before the download)
         back = host.copy()
         lane.copy_views(False, dev.data.ptr, host, views, lane.s_out)
         lane.s_out.synchronize()

@@ -24,7 +24,7 @@ from stirgpu.execution.direct_io import DirectIO, direct_copies
 from stirgpu.execution.hostio import read_chunk, write_chunk
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.projectors import ProjectorPair
 
 DMI = "GE Discovery MI 4 rings"

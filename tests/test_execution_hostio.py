@@ -9,7 +9,7 @@ from helpers import plan_of
 from stirgpu.execution.hostio import announce_chunk
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.formats.testing import small_tof_proj_data_info
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.projectors import ProjectorPair
 
 

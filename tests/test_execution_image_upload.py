@@ -11,7 +11,7 @@ from helpers import Pinning
 
 from stirgpu.execution.direct_io import DirectIO
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 
 
 def test_an_image_goes_in_place_from_its_second_upload():

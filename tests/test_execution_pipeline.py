@@ -169,13 +169,13 @@ def test_statistics_add_up(backend):
 
 def test_progress_callback_counts_chunks():
     """Engine.run calls progress(1) once per finished chunk."""
-    from stirgpu.kernels import stir_scaled_geometry
+    from stirgpu.kernels import kernel_geometry
     from stirgpu.projectors.programs import ForwardProgram
 
     pdi, info = small_geometry()
     eng = Engine("cpu", (0, 1))
     eng.set_image(phantom(info), None)
-    prog = ForwardProgram(stir_scaled_geometry(info))
+    prog = ForwardProgram(kernel_geometry(info, pdi))
     plan = eng.make_plan(
         prog, pdi, pdi.segment_nums, range(24), info.shape, host_budget=1 << 26, gpu_budget=None, max_views_per_chunk=4
     )
@@ -287,15 +287,57 @@ def test_programs_get_each_lanes_kernels_once_per_call_and_cpu_lanes_keep_nothin
 
 def test_kept_kernel_memory_is_typed_and_counted():
     """What a GPU lane's kernels keep is a typed record (no string keys): its device bytes are
-    the accumulators', and a record with nothing in it counts as nothing kept."""
+    the transaxial tables' packings (host arrays stand in for a device's here), and a record
+    with nothing in it counts as nothing kept; the engine's accumulation image alone counts as
+    something kept."""
     import numpy as np
 
     from stirgpu.execution import KeptWorkspaces
     from stirgpu.kernels.backends import CudaKept
+    from stirgpu.kernels.joseph.cuda import host_transaxial, part_tables
 
     empty = CudaKept()
-    assert empty.device_bytes() == 0 and not KeptWorkspaces(None, empty) and not KeptWorkspaces(None, None)
-    pair = (np.zeros((4, 5, 6), np.float32), np.zeros((4, 6, 5), np.float32))
-    kept = CudaKept(back_accumulators=pair, back_shape=(2, 3, 4))
-    assert kept.device_bytes() == 2 * 4 * 120 and KeptWorkspaces(None, kept)
+    assert empty.is_empty() and empty.device_bytes() == 0
+    assert not KeptWorkspaces(None, empty) and not KeptWorkspaces(None, None)
+    pdi, _ = small_geometry()
+    kept = CudaKept()
+    transaxial = kept.transaxial_of(pdi)
+    assert kept.transaxial_of(pdi) is transaxial and not kept.is_empty() and kept.device_bytes() == 0
+    packing = host_transaxial(transaxial, [part_tables(pdi, pdi.chunk_tables(0))])
+    transaxial.device_packings[0] = packing
+    assert kept.device_bytes() == packing.X.nbytes + packing.H.nbytes > 0 and KeptWorkspaces(None, kept)
     assert KeptWorkspaces(np.zeros(3), None)
+
+
+def test_kept_chunks_follow_the_engines_chunk_tables():
+    """A GPU lane's kernels keep a chunk's JosephChunk (its float32 tables, uploaded once per
+    device) by the engine's kept tables of the chunk (a ChunkParts, held weakly): the same
+    object while they live, with the geometry's one set of transaxial tables; it goes when they
+    go, every chunk goes with another geometry object (even an equal one), and tables that
+    cannot be held weakly (a tuple) are not kept.  Plain Python: no GPU needed.  Guards against a
+    ChunkParts that cannot be a weak key (a plain list is unhashable: every call then made and
+    uploaded every chunk's tables again)."""
+    import gc
+
+    from stirgpu.execution.chunk_tables import ChunkParts
+    from stirgpu.geometry import ProjDataInfo
+    from stirgpu.kernels.backends import CudaKept
+
+    pdi, _ = small_geometry()
+    kept = CudaKept()
+    transaxial = kept.transaxial_of(pdi)
+    parts = [ChunkParts([pdi.chunk_tables(s, views=[v, v + 1]) for s in (-1, 1)]) for v in (0, 10)]
+    chunks = [kept.chunk_of(p, pdi, transaxial) for p in parts]
+    assert all(c.transaxial is transaxial for c in chunks)
+    assert [kept.chunk_of(p, pdi, transaxial) for p in parts] == chunks  # (JosephChunk: equal is identical)
+    assert len(kept.chunks) == 2
+    as_tuple = tuple(parts[0])
+    assert kept.chunk_of(as_tuple, pdi, transaxial) is not kept.chunk_of(as_tuple, pdi, transaxial)
+    del parts[1], chunks[1]
+    gc.collect()
+    assert len(kept.chunks) == 1
+    other = ProjDataInfo.construct(
+        pdi.get_scanner(), span=1, max_ring_diff=2, num_views=pdi.get_num_views(), num_tangential_poss=32
+    )
+    assert other == pdi and other is not pdi
+    assert kept.transaxial_of(other) is not transaxial and len(kept.chunks) == 0

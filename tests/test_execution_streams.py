@@ -22,7 +22,7 @@ from stirgpu.errors import DeviceError, PipelineError, StirGpuError
 from stirgpu.execution import Engine
 from stirgpu.execution.stats import StatsRecorder
 from stirgpu.formats import ProjDataInMemory
-from stirgpu.kernels import stir_scaled_geometry
+from stirgpu.kernels import kernel_geometry
 from stirgpu.projectors import ProjectorPair
 from stirgpu.projectors.programs import BackProgram, ForwardProgram
 
@@ -36,12 +36,16 @@ def _close(got, want):
 # --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [0, 9, 1.5, True, "2"])
 def test_compute_streams_is_validated(bad):
+    """``config(compute_streams=...)`` refuses anything but a whole number in its range (0, 9, a
+    float, a bool, a string), naming the option."""
     with pytest.raises(StirGpuError, match="compute_streams"):
         with config(compute_streams=bad):
             pass
 
 
 def test_engine_refuses_no_compute_stream():
+    """An engine of no compute stream is refused, naming the option; a CPU engine computes one
+    chunk at a time whatever it is asked."""
     with pytest.raises(DeviceError, match="compute_streams"):
         Engine("cuda", (0,), compute_streams=0)
     assert Engine("cpu", (0, 1), compute_streams=4).compute_streams == 1  # CPU lanes: one compute at a time
@@ -72,7 +76,7 @@ def test_kept_plans_reuse_recent_default_budgets(monkeypatch):
     monkeypatch.setattr(planning, "default_host_budget", lambda: calls.append(1) or real())
     pdi, info = small_geometry()
     eng = Engine("cpu", (0,))
-    prog = BackProgram(stir_scaled_geometry(info))
+    prog = BackProgram(kernel_geometry(info, pdi))
     a = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
     assert len(calls) == 1
     assert eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape) is a
@@ -97,7 +101,7 @@ def test_plans_count_each_computing_chunks_temporaries():
 
     pdi, info = small_geometry()
     eng = Engine("cuda", (0,), compute_streams=2)
-    prog = BackProgram(stir_scaled_geometry(info), with_multiplicative=True)
+    prog = BackProgram(kernel_geometry(info, pdi), with_multiplicative=True)
     args = (prog, pdi, pdi.segment_nums, range(24), info.shape)
     direct = ("data", "multiplicative")
     roomy = eng.make_plan(*args, host_budget=1 << 30, gpu_budget=1 << 30, depth=2, direct=direct)
@@ -117,7 +121,7 @@ def test_plans_count_each_computing_chunks_temporaries():
         .concurrency
         == 1
     )
-    ratio = PoissonRatioProgram(stir_scaled_geometry(info), True, False, True)
+    ratio = PoissonRatioProgram(kernel_geometry(info, pdi), True, False, True)
     assert ratio.workspace == 0
     ratio_args = (ratio, pdi, pdi.segment_nums, range(24), info.shape)
     ratio_direct = ("measured", "background")
@@ -130,7 +134,7 @@ def test_plans_count_each_computing_chunks_temporaries():
     )
     assert lean.concurrency == 2
     back = eng.make_plan(
-        BackProgram(stir_scaled_geometry(info)),
+        BackProgram(kernel_geometry(info, pdi)),
         pdi,
         pdi.segment_nums,
         range(24),
@@ -148,7 +152,7 @@ def test_result_out_is_refused_where_it_cannot_be_used():
     layout on ``result_device``; anything else is a PipelineError naming the argument."""
     pdi, info = small_geometry()
     eng = Engine("cpu", (0,))
-    prog = BackProgram(stir_scaled_geometry(info))
+    prog = BackProgram(kernel_geometry(info, pdi))
     plan = eng.make_plan(prog, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
     with pytest.raises(PipelineError, match="result_out"):
         eng.run(
@@ -163,7 +167,7 @@ def test_result_out_is_refused_where_it_cannot_be_used():
         )
     # a program that accumulates nothing, called without an image shape (the message once
     # failed on the missing shape with a TypeError)
-    fwd = ForwardProgram(stir_scaled_geometry(info))
+    fwd = ForwardProgram(kernel_geometry(info, pdi))
     eng.set_image(phantom(info), None)
     plan = eng.make_plan(fwd, pdi, pdi.segment_nums, pdi.subset_views(0, 4), info.shape)
     with pytest.raises(PipelineError, match="result_out must be .* of a program that accumulates an image"):
@@ -175,9 +179,7 @@ def test_result_out_is_refused_where_it_cannot_be_used():
 # --------------------------------------------------------------------------------------
 def _pair(streams: int, **kw):
     # page-locked stores from their first use: the direct path, where compute streams are used
-    # (calls through staging buffers compute one chunk at a time); the exact numerics unless
-    # asked: these tests are about the tuned kernels' kept launchers and accumulators
-    kw.setdefault("numerics", "exact")
+    # (calls through staging buffers compute one chunk at a time)
     with config(compute_streams=streams, pin_host_memory="always"):
         return ProjectorPair(backend="cuda", devices=kw.pop("devices", [0]), restrict_to_cylindrical_fov=False, **kw)
 
@@ -259,8 +261,8 @@ def test_two_gpus_reduce_into_the_second_gpus_image(cp):
 
 @pytest.mark.gpu
 def test_workspaces_kept_between_calls_are_reused_and_released(cp):
-    """The engine keeps a GPU's accumulation image and the back projection's padded
-    accumulators from call to call (zeroed at each call's start): back projections, a
+    """The engine keeps a GPU's accumulation image from call to call (zeroed at each call's
+    start by the lane's kernels) and the lane's kernels their tables: back projections, a
     sensitivity in between and a numpy result all stay right; ``release`` drops them."""
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
@@ -269,12 +271,11 @@ def test_workspaces_kept_between_calls_are_reused_and_released(cp):
     first = pp.back_project(None, data, subset_num=1, num_subsets=3)
     eng = pp.session.engine
     kept = eng.kept_workspaces(0)
-    assert kept.accumulation is not None and kept.kernels.back_accumulators is not None
-    pair = kept.kernels.back_accumulators
+    assert kept and kept.accumulation is not None and kept.kernels.transaxial is not None
     sens = pp.sensitivity()
     again = pp.back_project(None, data, subset_num=1, num_subsets=3)
-    assert eng.kept_workspaces(0).kernels.back_accumulators[0] is pair[0]  # the same memory
-    assert eng.kept_workspaces(0).accumulation is kept.accumulation
+    assert eng.kept_workspaces(0).accumulation is kept.accumulation  # the same memory
+    assert eng.kept_workspaces(0).kernels.transaxial is kept.kernels.transaxial
     _close(again, first)
     assert not np.shares_memory(again, first)
     eng.release()
@@ -284,11 +285,12 @@ def test_workspaces_kept_between_calls_are_reused_and_released(cp):
 
 
 @pytest.mark.gpu
-def test_kept_launchers_and_accumulator_follow_their_targets(cp):
-    """A GPU lane keeps its kernel launchers and its back accumulator from call to call and
-    points them at each call's targets: back projections into the engine's image, into two
-    caller arrays in turn and accumulated, and forward projections of images changed in
-    between, all equal a fresh projector's; between calls the kept objects hold no array."""
+def test_calls_into_other_targets_equal_a_fresh_projector(cp):
+    """A GPU lane keeps its tables from call to call while each call brings its own targets:
+    back projections into the engine's image, into two caller arrays in turn (full of 5.0,
+    replaced) and accumulated into one, and forward projections of images changed in between,
+    all equal a fresh projector's (forward bit for bit, back to summation order).  Guards against
+    a kept object carrying a previous call's image or accumulation image into the next."""
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
     images = [phantom(info), 2.0 * phantom(info) + 1.0]
@@ -313,18 +315,15 @@ def test_kept_launchers_and_accumulator_follow_their_targets(cp):
         got = ProjDataInMemory(pdi)
         pp.forward_project(got, image)
         assert same_data(got, want, pdi)
-    kept = pp.session.engine.kept_workspaces(0).kernels
-    assert kept.back_target.image is None and kept.back_target.a is None
-    assert kept.target_launchers["back"][1].target is None
-    assert kept.target_launchers["forward"][1].target is None
 
 
 @pytest.mark.gpu
-def test_stir_tables_are_kept_per_chunk_and_packed_once_per_lane(cp):
-    """With STIR's numerics a GPU lane keeps the geometry's transaxial tables, packed on the
-    device once, and each chunk's tables from call to call (by the engine's kept tables of the
-    chunk): a subset's forward and back projections, the full data's and the subset's again all
-    equal a fresh projector's and reuse the very objects; ``release`` drops them."""
+def test_tables_are_kept_per_chunk_and_packed_once_per_lane(cp):
+    """A GPU lane keeps the geometry's transaxial tables, packed on the device once, and each
+    chunk's tables (a JosephChunk) from call to call, by the engine's kept tables of the chunk:
+    a subset's forward and back projections, the full data's and the subset's again all equal a
+    fresh projector's (of one compute stream) and reuse the very objects; ``release`` drops
+    them."""
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
     image = phantom(info)
@@ -338,10 +337,10 @@ def test_stir_tables_are_kept_per_chunk_and_packed_once_per_lane(cp):
             got += [out, pp.back_project(None, data, **kw)]
         return got
 
-    fresh = _pair(1, max_views_per_chunk=3, numerics="stir")
+    fresh = _pair(1, max_views_per_chunk=3)
     fresh.set_up(pdi, info)
     want = calls(fresh)
-    pp = _pair(2, max_views_per_chunk=3, numerics="stir")
+    pp = _pair(2, max_views_per_chunk=3)
     pp.set_up(pdi, info)
     got = calls(pp)
     for g, w in zip(got, want, strict=True):
@@ -351,40 +350,31 @@ def test_stir_tables_are_kept_per_chunk_and_packed_once_per_lane(cp):
             assert same_data(g, w, pdi)
     eng = pp.session.engine
     kept = eng.kept_workspaces(0).kernels
-    packing = kept.stir_transaxial.device_packings[0]
-    chunks = dict(kept.stir_chunks)
-    assert len(chunks) >= 2 and all(c.transaxial is kept.stir_transaxial for c in chunks.values())
-    assert kept.device_bytes() >= packing.X.nbytes + packing.H.nbytes
+    packing = kept.transaxial.device_packings[0]
+    chunks = dict(kept.chunks)
+    assert len(chunks) >= 2 and all(c.transaxial is kept.transaxial for c in chunks.values())
+    assert kept.device_bytes() >= packing.X.nbytes + packing.H.nbytes > 0
     got = calls(pp)
     assert same_data(got[0], want[0], pdi)
-    assert eng.kept_workspaces(0).kernels.stir_transaxial.device_packings[0] is packing
-    assert all(kept.stir_chunks.get(t) is c for t, c in chunks.items())
+    assert eng.kept_workspaces(0).kernels.transaxial.device_packings[0] is packing
+    assert all(kept.chunks.get(t) is c for t, c in chunks.items())
     eng.release()
     assert eng.kept_workspaces(0).kernels.is_empty()
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tiled,numerics", [(True, "exact"), (False, "exact"), (False, "stir")])
-def test_back_projection_replaces_an_uninitialised_result(cp, monkeypatch, tiled, numerics):
-    """The engine hands a back projection's GPU image over uninitialised (the accumulators'
-    fold overwrites it; without accumulators -- the one-LOR-per-thread kernels, and STIR's
-    numerics -- the program zeroes it first): a caller's array full of NaN, and the engine's
-    own image between calls, end with exactly the back projection."""
-    from stirgpu.kernels import cuda_launch, cuda_workspaces
-
+def test_back_projection_replaces_an_uninitialised_result(cp):
+    """The engine hands a back projection's GPU image over uninitialised (the lane's kernels zero
+    it before the first chunk): a caller's array full of NaN, and the engine's own image between
+    calls, end with exactly the back projection."""
     pdi, info = small_geometry()
     data = random_proj_data(pdi)
-    ref = _pair(1, numerics=numerics)
+    ref = _pair(1)
     ref.set_up(pdi, info)
     want = ref.back_project(None, data)
-    if not tiled:
-        for module in (cuda_workspaces, cuda_launch):  # where the accumulators and launches are decided
-            monkeypatch.setattr(module, "tiled_possible", lambda shape: False)
-    pp = _pair(2, max_views_per_chunk=3, numerics=numerics)
+    pp = _pair(2, max_views_per_chunk=3)
     pp.set_up(pdi, info)
     out = cp.full(info.shape, np.nan, cp.float32)
     assert pp.back_project(out, data) is out
     _close(cp.asnumpy(out), want)
     _close(pp.back_project(None, data), want)
-    kept = pp.session.engine.kept_workspaces(0).kernels
-    assert (kept.back_accumulators is not None) == tiled

@@ -12,7 +12,7 @@ from stirgpu.errors import StirGpuError
 from stirgpu.filters import SeparableCartesianMetzFilter, SeparableGaussianFilter, gaussian_kernel, metz_kernel
 from stirgpu.formats import VoxelsOnCartesianGrid
 from stirgpu.geometry import ImageInfo
-from stirgpu.kernels.separable import GENERAL, SYMMETRIC, convolve_axis_numba, convolve_axis_xp
+from stirgpu.kernels.convolution import GENERAL, SYMMETRIC, convolve_axis_numba, convolve_axis_xp
 
 
 def _reference(x: np.ndarray, full_kernel: np.ndarray, axis: int) -> np.ndarray:

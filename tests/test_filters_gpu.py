@@ -10,7 +10,7 @@ import pytest
 from helpers import make_osem
 
 from stirgpu.filters import SeparableCartesianMetzFilter, SeparableGaussianFilter
-from stirgpu.kernels.separable import GENERAL, SYMMETRIC, convolve_axis_numba, convolve_axis_xp
+from stirgpu.kernels.convolution import GENERAL, SYMMETRIC, convolve_axis_numba, convolve_axis_xp
 from stirgpu.recon import FilterSchedule
 
 pytestmark = pytest.mark.gpu

@@ -15,7 +15,7 @@ from stirgpu.formats.projdata_header import format_projdata_header, projdata_hea
 from stirgpu.formats.testing import small_proj_data_info, small_tof_proj_data_info
 from stirgpu.geometry import ProjDataInfo, Scanner
 
-# A header as STIR 6 writes it (shape of ../shared/fixtures/stir_reference/ecat953_span3_fwd.hs)
+# A header as STIR 6 writes it (shape of ../shared/fixtures/stir_reference_lpp2.0.7/ecat953_span3_fwd.hs)
 STIR_SPAN3 = """\
 !INTERFILE  :=
 !imaging modality := PT

@@ -1,4 +1,6 @@
-"""Argument validation, dispatch and the helpers around the Joseph kernels (CPU only)."""
+"""Argument validation and dispatch of the explicit-endpoint entry points, the kernels' frame
+(``kernel_geometry``) and the FOV helpers around the Joseph kernels (CPU only; the chunk entry
+points' checks are in ``test_kernels_chunks.py``)."""
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import pytest
 from stirgpu.errors import DeviceError, GeometryError, StirGpuError
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 from stirgpu.kernels import (
+    UNITS,
     apply_cylindrical_fov,
-    back_chunk,
     cylindrical_fov_mask,
-    forward_chunk,
     joseph_back,
     joseph_forward,
+    kernel_geometry,
     stir_rim,
-    stir_scaled_geometry,
 )
+from stirgpu.kernels.joseph.lors import stir_image_frame
 
 ORG, VOX = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
 
@@ -94,62 +96,6 @@ def test_back_rejects_bad_arguments_and_leaves_output_alone():
     assert np.all(img == 7.0)
 
 
-def test_chunk_functions_validate_tables_and_shapes():
-    """forward_chunk/back_chunk check that tables are ChunkTables-like and that arrays match
-    tables.shape (nv, na, nt)."""
-    sc = Scanner.from_name("ECAT 953")
-    pdi = ProjDataInfo.construct(sc, span=3, max_ring_diff=4, num_views=8, num_tangential_poss=32)
-    tables = pdi.chunk_tables(0, views=[0, 1])
-    img = np.zeros((31, 21, 21), np.float32)
-    with pytest.raises(GeometryError, match="tables"):
-        forward_chunk(object(), img, ORG, VOX)
-    with pytest.raises(GeometryError, match="out: expected shape"):
-        forward_chunk(tables, img, ORG, VOX, out=np.zeros((2, 31, 31), np.float32))
-    with pytest.raises(GeometryError, match="values: expected shape"):
-        back_chunk(tables, np.zeros((1, 31, 32), np.float32), img, ORG, VOX)
-    with pytest.raises(GeometryError, match="scale"):
-        forward_chunk(tables, img, ORG, VOX, scale=float("inf"))
-
-
-def test_multi_part_chunks_are_their_parts_one_after_the_other():
-    """A sequence of ChunkTables (the parts of a chunk spanning several segments) projects to
-    the parts' results one after the other, flat; its back projection equals the parts'
-    back projections added; mismatched parts and sizes are refused naming the problem; the
-    packed layout of the GPU kernels holds each part's header and tables."""
-    from stirgpu.kernels.tables import HEADER, pack_tables, packed_length
-
-    sc = Scanner.from_name("ECAT 953")
-    pdi = ProjDataInfo.construct(sc, span=3, max_ring_diff=4, num_views=8, num_tangential_poss=32)
-    parts = [pdi.chunk_tables(s, views=[1, 5]) for s in pdi.segment_nums]
-    rng = np.random.default_rng(3)
-    img = rng.random((15, 21, 21), dtype=np.float32)
-    org, vox = (-21.0, -31.0, -31.0), (3.0, 3.1, 3.1)
-    one = [forward_chunk(t, img, org, vox) for t in parts]
-    got = forward_chunk(parts, img, org, vox)
-    np.testing.assert_array_equal(got, np.concatenate([a.reshape(-1) for a in one]))
-    assert np.count_nonzero(got) > got.size // 4
-    vals = rng.random(got.size, dtype=np.float32)
-    want = np.zeros_like(img)
-    o = 0
-    for t in parts:
-        back_chunk(t, vals[o : o + t.num_lors].reshape(t.shape), want, org, vox)
-        o += t.num_lors
-    back = back_chunk(parts, vals, np.zeros_like(img), org, vox)
-    np.testing.assert_allclose(back, want, rtol=0, atol=1e-6 * want.max())
-    with pytest.raises(GeometryError, match="out: expected shape"):
-        forward_chunk(parts, img, org, vox, out=np.zeros(got.size - 1, np.float32))
-    with pytest.raises(GeometryError, match="tangential"):
-        forward_chunk([parts[0], pdi.chunk_tables(0, views=[0], tangential_poss=range(-4, 4))], img, org, vox)
-    with pytest.raises(GeometryError, match="at least one part"):
-        forward_chunk([], img, org, vox)
-    packed = pack_tables(parts)
-    assert packed.shape == (packed_length([t.shape for t in parts]),)
-    k = 2
-    start, bin0, nv, na = packed[HEADER * k : HEADER * k + 4]
-    assert (nv, na) == parts[k].shape[:2] and bin0 == sum(t.num_lors for t in parts[:k])
-    np.testing.assert_array_equal(packed[int(start) : int(start) + 2], parts[k].cos_phi)
-
-
 def test_empty_inputs():
     """Zero LORs: forward returns an empty array, back leaves the image unchanged."""
     s = np.zeros((0, 3))
@@ -159,15 +105,25 @@ def test_empty_inputs():
     assert np.all(img == 1.0)
 
 
-def test_float32_endpoints_are_accepted():
-    """parallelproj takes float32 endpoints; they are read as float64 and give the same
-    integral as float64 endpoints of the same (exactly representable) values."""
+def test_float64_endpoints_are_rounded_to_float32():
+    """libparallelproj takes float32 endpoints: float64 ones are rounded to float32 first, so they
+    give bit for bit what their float32 roundings give (endpoints that float32 cannot hold, on
+    random oblique rays), and a ray through a ones-row gives its length exactly.  Guards against
+    float64 endpoints projected in float64 (numbers libparallelproj would not give) or truncated
+    instead of rounded."""
+    rng = np.random.default_rng(2)
+    s = rng.uniform(-30, 30, (64, 3)) + 1e-9  # not float32 numbers
+    e = -s + rng.normal(size=(64, 3))
+    img = rng.random((9, 10, 11), dtype=np.float32)
+    org, vox = (-4.1, -4.6, -5.05), (1.1, 1.05, 1.0)
+    a = joseph_forward(s, e, img, org, vox)
+    assert np.count_nonzero(a) > 32
+    np.testing.assert_array_equal(a, joseph_forward(s.astype(np.float32), e.astype(np.float32), img, org, vox))
     s, e = _lors()
-    img = np.ones((1, 1, 20), np.float32)
-    a = joseph_forward(s.astype(np.float32), e.astype(np.float32), img, ORG, VOX)
-    b = joseph_forward(s, e, img, ORG, VOX)
-    np.testing.assert_array_equal(a, b)
-    assert a[0] == 20.0
+    ones = np.ones((1, 1, 20), np.float32)
+    got = joseph_forward(s.astype(np.float32), e.astype(np.float32), ones, ORG, VOX)
+    np.testing.assert_array_equal(got, joseph_forward(s, e, ones, ORG, VOX))
+    assert got[0] == 20.0
 
 
 class _FakeCudaArray:
@@ -207,17 +163,34 @@ def test_mixed_host_and_device_arrays_are_refused():
         joseph_forward(_FakeCudaArray((4, 3)), _FakeCudaArray((4, 3)), _FakeCudaArray((3, 3, 3), "<f8"), ORG, VOX)
 
 
-def test_stir_scaled_geometry_is_gantry_origin_and_x_voxel_units():
-    """The kernel frame of an ImageInfo: origin = gantry_origin (z centred on the scanner),
-    voxel sizes in mm, scale = 1 / vx (STIR's x-voxel units)."""
+def test_kernel_geometry_is_stirs_frame_in_x_voxel_units_or_mm():
+    """The kernels' frame of an ImageInfo is STIR's Parallelproj frame (``stir_image_frame``):
+    the centre of voxel [0, 0, 0] in the gantry frame (z centred on the scanner) and the voxel
+    sizes, float32, times ``rescale = 1 / vx`` in STIR's units, times 1 in mm (where they are the
+    gantry origin and voxel sizes themselves, float32 numbers here).  Guards against an origin
+    that is not the gantry origin, units applied twice or not at all, and a bad ``units`` or
+    missing geometry accepted."""
     ii = ImageInfo((31, 57, 57), (3.375, 2.5, 2.5), origin=(0.0, 2.0, -3.0))
-    kg = stir_scaled_geometry(ii)
-    assert kg.origin == pytest.approx((-15 * 3.375, 2.0 - 28 * 2.5, -3.0 - 28 * 2.5))
-    assert kg.voxel_size == (3.375, 2.5, 2.5)
-    assert kg.scale == pytest.approx(0.4)
-    assert stir_scaled_geometry(ii, stir_units=False).scale == 1.0
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), span=1, max_ring_diff=2, num_views=8)
+    assert UNITS == ("stir", "mm")
+    mm = kernel_geometry(ii, pdi, units="mm")
+    assert mm.units == "mm" and mm.proj_data_info is pdi
+    assert mm.origin == (-15 * 3.375, 2.0 - 28 * 2.5, -3.0 - 28 * 2.5) == tuple(ii.gantry_origin)
+    assert mm.voxel_size == (3.375, 2.5, 2.5) and mm.frame[2] == 1
+    stir = kernel_geometry(ii, pdi)
+    assert stir.units == "stir" and stir.frame[2] == np.float32(1 / np.float32(2.5))
+    for got, want in zip(stir.frame, stir_image_frame(ii), strict=True):
+        assert np.array_equal(got, want) and np.asarray(got).dtype == np.float32
+    for got, want in zip(mm.frame, stir_image_frame(ii, stir_units=False), strict=True):
+        assert np.array_equal(got, want)
+    assert stir.origin == pytest.approx(np.array(mm.origin) / 2.5, rel=1e-7)
+    assert stir.voxel_size == pytest.approx((1.35, 1.0, 1.0), rel=1e-7)
     with pytest.raises(GeometryError, match="image_info"):
-        stir_scaled_geometry(object())
+        kernel_geometry(object(), pdi)
+    with pytest.raises(GeometryError, match="proj_data_info"):
+        kernel_geometry(ii, None)
+    with pytest.raises(GeometryError, match="units"):
+        kernel_geometry(ii, pdi, units="cm")
 
 
 @pytest.mark.parametrize("n", [127, 128, 5, 6])

@@ -15,12 +15,23 @@ from stirgpu.caches import cache_dir, numba_cache_dir
 PACKAGE = Path(stirgpu.__file__).parent
 ROOT = PACKAGE.parent
 
+#: every module of numba kernels (each decorated with ``cached_njit`` at import)
+NUMBA_MODULES = (
+    "joseph.cpu",
+    "joseph.workers",
+    "joseph.lors",
+    "tof.cpu",
+    "poisson.cpu",
+    "priors.cpu",
+    "convolution.cpu",
+)
+
 # compiles one small kernel and reports numba's cache hits for it
 COMPILE = """
 import numpy as np, sys
-from stirgpu.kernels import stir_lors
-assert stir_lors.rsqrt_newton(np.float32(4.0)) == np.float32(0.5)
-print(sum(stir_lors.rsqrt_newton.stats.cache_hits.values()))
+from stirgpu.kernels.joseph import lors
+assert lors.rsqrt_newton(np.float32(4.0)) == np.float32(0.5)
+print(sum(lors.rsqrt_newton.stats.cache_hits.values()))
 """
 
 
@@ -41,6 +52,8 @@ def _package_cache_files() -> set[Path]:
 
 
 def test_cache_dir_follows_the_override_and_the_platform(monkeypatch, tmp_path):
+    """``STIRGPU_CACHE_DIR`` wins; else the platform's user cache folder (XDG on Linux); asking
+    creates nothing."""
     monkeypatch.setenv("STIRGPU_CACHE_DIR", str(tmp_path / "mine"))
     assert cache_dir() == tmp_path / "mine"
     assert numba_cache_dir() == tmp_path / "mine" / "numba"
@@ -55,19 +68,22 @@ def test_cache_dir_follows_the_override_and_the_platform(monkeypatch, tmp_path):
 
 
 def test_importing_the_kernels_creates_no_cache_folder(tmp_path):
-    done = _python(
-        "import stirgpu.kernels.cpu, stirgpu.kernels.cpu_stir, stirgpu.kernels.stir_lors", tmp_path / "cache"
-    )
+    """Importing every module of numba kernels opens no cache (it is opened on the first
+    compilation).  Guards against I/O at import time."""
+    modules = ", ".join(f"stirgpu.kernels.{m}" for m in NUMBA_MODULES)
+    done = _python(f"import {modules}", tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "cache").exists()
 
 
 def test_machine_code_goes_to_the_cache_folder_and_is_reused(tmp_path):
+    """A kernel compiled in one process is written under the cache folder, not into the package,
+    and a second process loads it instead of compiling (numba's cache hits: 0, then 1)."""
     before = _package_cache_files()
     first = _python(COMPILE, tmp_path / "cache")
     assert first.returncode == 0, first.stderr
     assert first.stdout.split() == ["0"]  # compiled
-    kept = list((tmp_path / "cache" / "numba").rglob("stir_lors.rsqrt_newton-*.nbi"))
+    kept = list((tmp_path / "cache" / "numba").rglob("lors.rsqrt_newton-*.nbi"))
     assert len(kept) == 1
     assert _package_cache_files() == before  # nothing written into the package
     second = _python(COMPILE, tmp_path / "cache")
@@ -76,6 +92,8 @@ def test_machine_code_goes_to_the_cache_folder_and_is_reused(tmp_path):
 
 
 def test_an_unwritable_cache_folder_warns_and_the_kernels_still_run(tmp_path):
+    """Where the cache folder cannot be made, the kernel still compiles and runs, and a
+    KernelCacheWarning names the folder and ``STIRGPU_CACHE_DIR``."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     done = _python(
@@ -89,6 +107,7 @@ def test_an_unwritable_cache_folder_warns_and_the_kernels_still_run(tmp_path):
 
 
 def test_cached_njit_refuses_a_cache_option():
+    """``cached_njit(cache=...)`` is a TypeError: the cache is always stirgpu's."""
     from stirgpu.kernels.jit import cached_njit
 
     with pytest.raises(TypeError, match="cache"):

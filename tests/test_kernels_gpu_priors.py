@@ -19,8 +19,7 @@ from helpers import PRIOR_CASES, PRIOR_POTENTIALS, PRIOR_VOXEL_SIZE, assert_with
 
 from stirgpu.errors import DeviceError
 from stirgpu.geometry import ImageInfo
-from stirgpu.kernels import prior_cuda
-from stirgpu.kernels.prior_api import (
+from stirgpu.kernels.priors import (
     LOGCOSH,
     QUADRATIC,
     RELATIVE_DIFFERENCE,
@@ -28,6 +27,7 @@ from stirgpu.kernels.prior_api import (
     prior_hessian_times,
     prior_value,
 )
+from stirgpu.kernels.priors import cuda as prior_cuda
 from stirgpu.priors import RelativeDifferencePrior, stir_default_weights
 from stirgpu.recon.arrays import osl_denominator, stir_divide
 

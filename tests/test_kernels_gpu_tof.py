@@ -1,5 +1,5 @@
-"""TOF with STIR's numerics on the GPU (``cuda/joseph_stir_tof.cu``) against the CPU reference
-(``cpu_stir_tof``), and through the projectors and OSEM.
+"""TOF projections on the GPU (``cuda/joseph_tof.cu``) against the CPU kernels
+(``stirgpu.kernels.tof.cpu``), and through the projectors and OSEM.
 
 The GPU kernels do the CPU's float32 operations in its order but take their own erf
 (``tof_erf``, within 1.1e-7; the wide kernels CUDA's ``erff``, within 2 ulp) where the CPU rounds a
@@ -7,7 +7,7 @@ double ``erf``: forward projections agree to a few float32 ulp of the maximum (b
 projections also add into voxels in another order (atomics; 1e-5).  The register kernels'
 forward projections are their host build's bit for bit.
 A chunk's TOF bins may be any range: its values are the whole projection's bit for bit, on
-the GPU as on the CPU.  The host build of the same source (``test_kernels_tof_cuda_host.py``)
+the GPU as on the CPU.  The host build of the same source (``test_kernels_cuda_host.py``)
 checks the sliding window's logic against the CPU bit for bit.
 """
 
@@ -18,10 +18,10 @@ import pytest
 
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.cpu_stir import endpoints_array
-from stirgpu.kernels.stir_api import StirChunk
-from stirgpu.kernels.stir_lors import stir_default_image_info, stir_image_frame
-from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
+from stirgpu.kernels.joseph.chunk import JosephChunk
+from stirgpu.kernels.joseph.cpu import endpoints_array
+from stirgpu.kernels.joseph.lors import stir_default_image_info, stir_image_frame
+from stirgpu.kernels.tof.api import back_chunk_tof, forward_chunk_tof
 from stirgpu.projectors import ProjectorPair
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("both_lor_orders")]
@@ -43,7 +43,7 @@ def _case(name, mrd=2):
     nz, ny, nx = info.shape
     z, y, x = np.meshgrid(*(np.linspace(-1, 1, n) for n in (nz, ny, nx)), indexing="ij")
     img = ((x / 0.6) ** 2 + (y / 0.5) ** 2 <= 1) * (1 + np.random.default_rng(mash).uniform(0, 0.2, info.shape))
-    chunk = StirChunk([pdi.chunk_tables(s) for s in pdi.segment_nums], pdi)
+    chunk = JosephChunk([pdi.chunk_tables(s) for s in pdi.segment_nums], pdi)
     return pdi, info, img.astype(np.float32), stir_image_frame(info), chunk
 
 
@@ -53,13 +53,16 @@ def _relative(a, b) -> float:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forward_and_back_agree_with_the_cpu(cp, name):
+    """Every case's TOF forward projection (all segments, one launch) is the CPU's to 1e-6 of
+    the maximum (the GPU's own erf, a few ulp), its back projection to 1e-5 (atomics' order too);
+    the cases take register windows of 13 to 33 bins and the wide kernels (377 bins)."""
     pdi, info, img, frame, chunk = _case(name)
-    cpu = forward_chunk_stir_tof(chunk, pdi, img, frame)
-    gpu = forward_chunk_stir_tof(chunk, pdi, cp.asarray(img), frame)
+    cpu = forward_chunk_tof(chunk, pdi, img, frame)
+    gpu = forward_chunk_tof(chunk, pdi, cp.asarray(img), frame)
     assert _relative(cp.asnumpy(gpu), cpu) <= 1e-6
     y = np.random.default_rng(2).uniform(0, 1, cpu.shape).astype(np.float32)
-    want = back_chunk_stir_tof(chunk, pdi, y, np.zeros_like(img), frame)
-    got = back_chunk_stir_tof(chunk, pdi, cp.asarray(y), cp.zeros(img.shape, np.float32), frame)
+    want = back_chunk_tof(chunk, pdi, y, np.zeros_like(img), frame)
+    got = back_chunk_tof(chunk, pdi, cp.asarray(y), cp.zeros(img.shape, np.float32), frame)
     assert _relative(cp.asnumpy(got), want) <= 1e-5
 
 
@@ -68,39 +71,47 @@ def test_register_kernels_forward_is_their_host_builds_bit_for_bit(cp, tmp_path,
     """Every float operation of the register kernels, their erf (``tof_erf``) included, is an
     explicitly rounded one: NVRTC contracts none and no hardware approximation enters, so the GPU's
     forward projection is the host build's (``tests/cuda_host``) bit for bit."""
-    import test_kernels_tof_cuda_host as host
+    import test_kernels_cuda_host as host
 
     pdi, info, img, frame, chunk = _case(name)
     want, kernel = host.tof_forward(host.build_host_kernels(tmp_path, False), chunk, pdi, img, frame)
     assert "wide" not in kernel
-    got = forward_chunk_stir_tof(chunk, pdi, cp.asarray(img), frame)
+    got = forward_chunk_tof(chunk, pdi, cp.asarray(img), frame)
     np.testing.assert_array_equal(cp.asnumpy(got).reshape(-1), want)
 
 
 @pytest.mark.parametrize("name", ["dmi-mash29", "vision-mash12-even"])
 def test_tof_bin_ranges_are_the_whole_projection_bit_for_bit(cp, name):
+    """A chunk of any run of TOF bins (the first, one inside, the last three, around 0) gives
+    the whole projection's values of those bins bit for bit: the TOF coordinate is counted from
+    the data's bin 0, whatever the chunk's first.  Guards the first bin's offset."""
     pdi, info, img, frame, chunk = _case(name)
     dev = cp.asarray(img)
     part = pdi.chunk_tables(1)
-    whole = cp.asnumpy(forward_chunk_stir_tof(part, pdi, dev, frame))
+    whole = cp.asnumpy(forward_chunk_tof(part, pdi, dev, frame))
     lo, hi = pdi.get_min_tof_pos_num(), pdi.get_max_tof_pos_num()
     for poss in (range(lo, lo + 1), range(lo + 2, lo + 6), range(hi - 2, hi + 1), range(-1, 2)):
-        got = cp.asnumpy(forward_chunk_stir_tof(part, pdi, dev, frame, timing_poss=poss))
+        got = cp.asnumpy(forward_chunk_tof(part, pdi, dev, frame, timing_poss=poss))
         np.testing.assert_array_equal(got, whole[poss[0] - lo : poss[-1] - lo + 1])
 
 
 def test_back_projection_is_the_adjoint(cp):
+    """<A x, y> == <x, A^T y> for the TOF kernels (float64 dot products) to 1e-5: float32
+    rounding and atomics only.  Guards the back kernel's weights against the forward's."""
     pdi, info, img, frame, chunk = _case("dmi-mash29")
     x = cp.asarray(img)
     y = cp.asarray(np.random.default_rng(4).uniform(0, 1, chunk.num_lors * pdi.get_num_tof_poss()).astype(np.float32))
-    ax = forward_chunk_stir_tof(chunk, pdi, x, frame)
-    aty = back_chunk_stir_tof(chunk, pdi, y, cp.zeros(img.shape, np.float32), frame)
+    ax = forward_chunk_tof(chunk, pdi, x, frame)
+    aty = back_chunk_tof(chunk, pdi, y, cp.zeros(img.shape, np.float32), frame)
     lhs, rhs = float(cp.dot(ax.astype(cp.float64), y.astype(cp.float64))), float(cp.vdot(x.astype(cp.float64), aty))
     assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
 
 
 def test_endpoints_kernel_is_stirs_bit_for_bit(cp):
-    from stirgpu.kernels.cuda_stir import endpoints
+    """The endpoints kernel (the LORs STIR hands libparallelproj, times rescale) equals the CPU's
+    endpoints of every LOR of a multi-part chunk bit for bit: the tables' packing and the GPU's
+    endpoint arithmetic."""
+    from stirgpu.kernels.joseph.cuda import endpoints
 
     pdi, info, img, frame, chunk = _case("dmi-mash29")
     r = np.float32(frame[2])
@@ -120,6 +131,8 @@ def small_tof():
 
 @pytest.mark.parametrize("views_per_chunk", [1, 5, None])
 def test_projectors_on_the_gpu_agree_with_the_cpu_for_any_plan(small_tof, views_per_chunk):
+    """Through the engine with chunks of 1, 5 and every view: the GPU's TOF projections are the
+    CPU's to the kernels' bounds (forward 1e-6, back 1e-5 of the maximum)."""
     pdi, info, img = small_tof
     results = {}
     for backend in ("cpu", "cuda"):
@@ -134,6 +147,8 @@ def test_projectors_on_the_gpu_agree_with_the_cpu_for_any_plan(small_tof, views_
 
 
 def test_gpu_forward_is_the_same_for_any_plan_and_subsets(small_tof):
+    """A subset's TOF forward projection on the GPU is the same bit for bit with chunks of one
+    view and of every view (each bin is computed on its own, whatever the chunk)."""
     pdi, info, img = small_tof
     outs = []
     for views in (1, None):
@@ -146,6 +161,9 @@ def test_gpu_forward_is_the_same_for_any_plan_and_subsets(small_tof):
 
 
 def test_osem_on_tof_data_agrees_with_the_cpu(small_tof):
+    """Four OSEM subiterations on the same TOF data: the GPU's estimate is the CPU's to 1e-4 of
+    the maximum (the projections' float32 differences carried through four multiplicative
+    updates)."""
     from stirgpu.recon import OSEM, PoissonLogLikelihood
 
     pdi, info, img = small_tof

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from stirgpu.errors import StirGpuError
-from stirgpu.kernels import poisson_cuda
 from stirgpu.kernels.poisson import MAX_QUOTIENT, SMALL_FRACTION, poisson_quotient, viewgram_rows
+from stirgpu.kernels.poisson import cuda as poisson_cuda
 
 _F0, _F1 = np.float32(0), np.float32(1)
 

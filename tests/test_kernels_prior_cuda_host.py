@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from helpers import PRIOR_CASES, PRIOR_POTENTIALS, REPO_ROOT, assert_within_one_ulp, prior_image
 
-from stirgpu.kernels import prior_cuda
-from stirgpu.kernels.prior_api import LOGCOSH, prior_gradient, prior_hessian_times, prior_value
+from stirgpu.kernels.priors import LOGCOSH, prior_gradient, prior_hessian_times, prior_value
+from stirgpu.kernels.priors import cuda as prior_cuda
 
 SOURCES = (REPO_ROOT / "stirgpu" / "kernels" / "cuda", REPO_ROOT / "tests" / "cuda_host")
 _VALUE, _GRADIENT, _HESSIAN = "prior_value_blocks", "prior_gradient", "prior_hessian_times"

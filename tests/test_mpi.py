@@ -28,7 +28,7 @@ from helpers import REPO_ROOT
 from stirgpu.formats import ProjDataInMemory, ProjDataOnDisk, read_image, write_image
 from stirgpu.formats.image import VoxelsOnCartesianGrid
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.parfile import osmaposl_par
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate

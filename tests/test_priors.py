@@ -16,8 +16,8 @@ import pytest
 from stirgpu.errors import DeviceError, GeometryError, StirGpuError
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image
 from stirgpu.geometry import ImageInfo
-from stirgpu.kernels import cuda_compile, prior_cuda
-from stirgpu.kernels.prior_api import (
+from stirgpu.kernels.cuda import compile as cuda_compile
+from stirgpu.kernels.priors import (
     LOGCOSH,
     QUADRATIC,
     RELATIVE_DIFFERENCE,
@@ -25,6 +25,7 @@ from stirgpu.kernels.prior_api import (
     prior_hessian_times,
     prior_value,
 )
+from stirgpu.kernels.priors import cuda as prior_cuda
 from stirgpu.priors import (
     LogcoshPrior,
     QuadraticPrior,
@@ -145,7 +146,7 @@ def test_importing_the_prior_kernels_loads_no_gpu_library():
     import subprocess
     import sys
 
-    code = "import sys, stirgpu.kernels.prior_cuda, stirgpu.priors; print('cupy' in sys.modules)"
+    code = "import sys, stirgpu.kernels.priors.cuda, stirgpu.priors; print('cupy' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
 

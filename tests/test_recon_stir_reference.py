@@ -1,4 +1,4 @@
-"""STIR's own OSMAPOSL run (``stir_reference/osem953*``) reproduced from its unchanged ``.par``.
+"""STIR's own OSMAPOSL run (``stir_reference_lpp2.0.7/osem953*``) reproduced from its unchanged ``.par``.
 
 STIR 6.5 ran ``osem953.par`` (Parallelproj projector, ``Bin Normalisation From ProjData``,
 additive sinogram, 4 subsets, 8 subiterations, subset sensitivities recomputed and written,
@@ -6,17 +6,18 @@ estimates saved every 4 subiterations).  Here the inputs are copied to a tempora
 ``stirgpu osmaposl``'s engine runs the same file there (relative names, as STIR), and every
 file STIR wrote is compared with ours.
 
-Tolerances.  The projector computes STIR's Parallelproj numbers (``numerics="stir"``: STIR's
-float32 LOR endpoints, libparallelproj's float32 Joseph operations), so what remains is float32
-summation order.  Measured on the CPU backend (max / 99.9th percentile / mean, of the maximum):
+Tolerances.  The projector computes STIR's Parallelproj numbers (STIR's float32 LOR endpoints,
+libparallelproj 2.0.7's float32 Joseph operations), so what remains is float32 summation order.
+Measured on the CPU backend against STIR linked with libparallelproj 2.0.7 (max / 99.9th
+percentile / mean, of the maximum):
 
 =============  =======  =======  =======
-sens_0         8.8e-7   5.4e-7   7.8e-8
-sens_1         8.9e-7   5.5e-7   8.0e-8
-sens_2         8.2e-7   5.5e-7   8.0e-8
-sens_3         8.8e-7   5.4e-7   7.9e-8
-osem_4         1.1e-6   4.1e-7   1.6e-8
-osem_8         1.4e-6   4.8e-7   1.6e-8
+sens_0         6.7e-7   4.7e-7   7.1e-8
+sens_1         7.6e-7   4.8e-7   7.2e-8
+sens_2         6.8e-7   4.8e-7   7.3e-8
+sens_3         7.4e-7   4.7e-7   7.1e-8
+osem_4         9.9e-7   3.9e-7   1.5e-8
+osem_8         1.2e-6   4.6e-7   1.5e-8
 =============  =======  =======  =======
 
 So on the CPU the maximum difference is held to 1e-5 and the mean to 1e-6.  The CUDA backend

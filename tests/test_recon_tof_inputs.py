@@ -11,7 +11,7 @@ import pytest
 from stirgpu.errors import GeometryError
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import PoissonLogLikelihood
 from stirgpu.recon.objective import geometry_problem, sensitivity_uses_same_projector

@@ -330,7 +330,7 @@ def test_geometrical_info(geometry):
 
 def test_images_from_acquisition_data(geometry):
     """create_uniform_image / ImageData(acq): STIR's default image (float32-exact), xy as asked."""
-    from stirgpu.kernels.stir_lors import stir_default_image_info
+    from stirgpu.kernels.joseph.lors import stir_default_image_info
 
     pdi, _ = geometry
     acq = pet.AcquisitionData(ProjDataInMemory(pdi))

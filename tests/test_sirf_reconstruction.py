@@ -1,6 +1,6 @@
 """OSMAPOSL as SIRF drives it: make_Poisson_loglikelihood, OSMAPOSLReconstructor, priors, messages.
 
-The reference is STIR's own OSMAPOSL run ``stir_reference/osem953*`` (the run
+The reference is STIR's own OSMAPOSL run ``stir_reference_lpp2.0.7/osem953*`` (the run
 ``tests/test_recon_stir_reference.py`` reproduces from its ``.par``): the same reconstruction
 written as a SIRF user writes it -- prompts, ``AcquisitionSensitivityModel(1 / norm)``, the
 additive term, ``create_uniform_image(1, xy=95)``, 4 subsets, 8 subiterations, estimates saved

@@ -85,22 +85,11 @@ def timeline_path(name: str | None, overwrite: bool) -> Path | None:
 
 
 def set_up_projector(projector, proj_data_info, image_info, data_name) -> None:
-    """``projector.set_up``; data the projectors refuse are an error naming the file.  TOF data
-    are projected with STIR's numerics only: ``--numerics exact`` is refused naming the option."""
-    if proj_data_info.is_tof_data():
-        _check_tof_options(proj_data_info, data_name)
+    """``projector.set_up``; data the projectors refuse are an error naming the file."""
     try:
         projector.set_up(proj_data_info, image_info)
     except GeometryError as exc:
         raise StirGpuError(f"{data_name}: {exc}") from None
-
-
-def _check_tof_options(proj_data_info, data_name) -> None:
-    from ..config import get_config
-
-    if get_config().numerics == "exact":
-        what = f"{data_name}: TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions)"
-        raise StirGpuError(f"{what} are projected with STIR's numerics only: use --numerics stir, not exact")
 
 
 def subset_of(subset: tuple[int, int] | None, proj_data_info) -> tuple[int, int]:

@@ -1,9 +1,9 @@
-"""The execution options the commands share, each declared once: ``--backend``, ``--numerics``,
-``--devices``, ``--memory-budget`` (and, for the reconstruction commands, ``--quiet``
-through :func:`add_execution_options`), and :func:`execution_config`, the ``stirgpu.config``
-overrides they ask for.  A command adds them in the order its help lists them; the texts
-differ only where the option does something else for that command (``--backend``: what runs
-there; ``--memory-budget``: a note on what a smaller budget changes).
+"""The execution options the commands share, each declared once: ``--backend``, ``--devices``,
+``--memory-budget`` (and, for the reconstruction commands, ``--quiet`` through
+:func:`add_execution_options`), and :func:`execution_config`, the ``stirgpu.config`` overrides
+they ask for.  A command adds them in the order its help lists them; the texts differ only where
+the option does something else for that command (``--backend``: what runs there;
+``--memory-budget``: a note on what a smaller budget changes).
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from ..execution.plan import parse_bytes
 from .checks import memory_size
 
 __all__ = [
-    "NUMERICS_HELP",
     "DEVICES_HELP",
     "MEMORY_BUDGET_HELP",
     "parse_devices",
     "add_backend_option",
-    "add_numerics_option",
     "add_devices_option",
     "add_memory_budget_option",
     "add_execution_options",
@@ -28,10 +26,6 @@ __all__ = [
     "config_changes",
 ]
 
-NUMERICS_HELP = (
-    "stir (default): STIR's numbers to the bit (its float32 LOR end points and libparallelproj's "
-    "arithmetic); exact: float64 geometry and the faster tuned kernels (docs/joseph.md)"
-)
 DEVICES_HELP = (
     "GPUs to use, e.g. 0,1 (default: all); with --backend cpu, as many worker threads as ids "
     "(default 1: its kernels use every core)"
@@ -62,10 +56,6 @@ def add_backend_option(p, what: str, par_note: str = "") -> None:
     )
 
 
-def add_numerics_option(p) -> None:
-    p.add_argument("--numerics", choices=("stir", "exact"), default=None, help=NUMERICS_HELP)
-
-
 def add_devices_option(p) -> None:
     p.add_argument("--devices", type=parse_devices, default=None, metavar="0,1", help=DEVICES_HELP)
 
@@ -76,9 +66,8 @@ def add_memory_budget_option(p, note: str = "") -> None:
 
 
 def add_execution_options(p, what: str, backend_note: str = "") -> None:
-    """``--numerics``, ``--backend``, ``--devices``, ``--memory-budget``, ``--quiet`` (``osmaposl`` and
-    ``demo``; ``what`` says what runs on the backend, ``backend_note`` what overrides it)."""
-    add_numerics_option(p)
+    """``--backend``, ``--devices``, ``--memory-budget``, ``--quiet`` (``osmaposl`` and ``demo``;
+    ``what`` says what runs on the backend, ``backend_note`` what overrides it)."""
     add_backend_option(p, what, backend_note)
     add_devices_option(p)
     add_memory_budget_option(p)
@@ -87,10 +76,8 @@ def add_execution_options(p, what: str, backend_note: str = "") -> None:
 
 def execution_config(args) -> dict:
     """The ``stirgpu.config`` overrides of the shared options ``--backend``, ``--devices``,
-    ``--memory-budget`` (one size, per GPU and on the host) and ``--numerics``, where given."""
+    ``--memory-budget`` (one size, per GPU and on the host), where given."""
     out: dict = {}
-    if getattr(args, "numerics", None) is not None:
-        out["numerics"] = args.numerics
     if args.backend is not None:
         out["backend"] = args.backend
     if args.devices is not None:

@@ -87,7 +87,7 @@ def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, st
     from ..errors import StirGpuError
     from ..execution import Engine, resolve_backend, resolve_devices
     from ..execution.plan import default_host_budget
-    from ..kernels import stir_scaled_geometry
+    from ..kernels import kernel_geometry
     from ..projectors.programs import BackProgram, ForwardProgram, PoissonRatioProgram, SensitivityProgram
 
     if num_subsets < 1 or num_subsets > proj_data_info.get_num_views():
@@ -98,7 +98,7 @@ def plans_for(proj_data_info, image_info, num_subsets: int = 1) -> tuple[str, st
     backend = resolve_backend(cfg.backend)
     devices = resolve_devices(backend, cfg.devices)
     engine = Engine(backend, devices)
-    geo = stir_scaled_geometry(image_info)
+    geo = kernel_geometry(image_info, proj_data_info)
     views = proj_data_info.subset_views(0, num_subsets)
     host_budget = cfg.host_memory_budget if cfg.host_memory_budget is not None else default_host_budget()
     programs = [
@@ -137,7 +137,7 @@ def run(args) -> int:
     with scoped_config(**changes):
         from ..projectors import ProjectorPair
 
-        # data the projectors cannot take (TOF with exact numerics, ...) are an error, not a plan
+        # data the projectors cannot take are an error, not a plan
         set_up_projector(ProjectorPair(), pdi, info, args.projdata)
         backend, lanes, plans = plans_for(pdi, info, args.subsets)
     print(

@@ -20,7 +20,6 @@ from .options import (
     add_backend_option,
     add_devices_option,
     add_memory_budget_option,
-    add_numerics_option,
     execution_config,
 )
 from .written import wrote_interfile
@@ -66,7 +65,6 @@ examples:
 def _common(p, role: str) -> None:
     """The options of forward-project (``role`` "forward") and back-project ("back")."""
     add_backend_option(p, "project")
-    add_numerics_option(p)
     add_devices_option(p)
     if role == "forward":
         subset = (
@@ -246,7 +244,7 @@ def _split_rest(rest: list[str]) -> tuple[str | None, str | None]:
 def run_back(args) -> int:
     from ..distributed import world
     from ..formats import VoxelsOnCartesianGrid, read_from_file, read_image, write_image
-    from ..kernels.stir_lors import stir_default_image_info
+    from ..kernels.joseph.lors import stir_default_image_info
     from ..projectors import BackProjector
 
     comm = world()  # under mpirun every rank back projects its share; rank 0 writes the sum

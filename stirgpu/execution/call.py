@@ -274,10 +274,11 @@ class Call:
         return self.enqueue_rest(k, lane, chunk, slot, self.enqueue_in(k, lane, chunk, slot))
 
     def enqueue_in(self, k: int, lane, chunk, slot):
-        """The copy-in part of :meth:`enqueue`; returns the chunk's tables on the device."""
+        """The copy-in part of :meth:`enqueue`; returns the chunk's tables (kept for the lane: its
+        kernels keep their own device tables of the chunk by them)."""
         ev = slot.events
         lane.record(lane.s_in, ev["h2d0"])
-        tables = self.tables.on_device(k, lane, self.pdi, chunk, slot)
+        tables = self.tables.for_lane(k, self.pdi, chunk)
         for i, name in enumerate(self.program.inputs):
             if name in self.direct:
                 copy_direct(lane, True, slot.dev[i].data.ptr, self.direct[name], chunk, lane.s_in)

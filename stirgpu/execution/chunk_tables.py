@@ -1,29 +1,41 @@
-"""The geometry tables of chunk parts, made once per engine and kept: on the host, and packed on
-each GPU.
+"""The geometry tables of chunk parts, made once per engine and kept, and per lane the object a
+chunk's tables are known by.
 
 OSEM revisits the same subsets every iteration, and building a part's tables
-(:meth:`stirgpu.geometry.ProjDataInfo.chunk_tables`) is Python work in the pipeline's threads;
-uploading a chunk's packed tables is a copy before its kernels.  Both are kept by the geometry
-*object* (held strongly, so its id is not reused meanwhile), not by equality: ProjDataInfo
-equality tolerates header rounding, and tables must come from the very geometry of the call.
+(:meth:`stirgpu.geometry.ProjDataInfo.chunk_tables`) is Python work in the pipeline's threads.
+They are kept by the geometry *object* (held strongly, so its id is not reused meanwhile), not by
+equality: ProjDataInfo equality tolerates header rounding, and tables must come from the very
+geometry of the call.  A GPU lane's kernels keep each chunk's own float32 tables on the device
+(``stirgpu.kernels.backends.CudaKept``), held weakly by the :class:`ChunkParts` kept here: they
+go when the keeper lets go of it.
 
-Imports: numpy, :mod:`.identity`, ``stirgpu.kernels.tables`` (and, on GPUs,
-``stirgpu.kernels.cuda_backend.DeviceTables``).
+Imports: :mod:`.identity`.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..kernels.tables import pack_tables
 from .identity import STRONG, IdentityCache
 
-__all__ = ["ChunkTableKeeper"]
+__all__ = ["ChunkTableKeeper", "ChunkParts"]
 
 #: geometry tables kept at most (a few KiB each)
 TABLES_KEPT = 4096
-#: chunk tables kept on each device at most (a few KiB each)
+#: chunks known per lane at most (their kernels' own tables are a few KiB each on a device)
 DEVICE_TABLES_KEPT = 4096
+
+
+class ChunkParts(list):
+    """The ChunkTables of one chunk's parts, kept per lane: a list the kernels take as a chunk,
+    and (unlike a tuple) one they can key their own tables by, weakly: hashed and compared by
+    identity, the very object the keeper holds (a list's own equality would compare tables)."""
+
+    __slots__ = ("__weakref__",)
+
+    def __hash__(self) -> int:  # type: ignore[override]  # (a list is unhashable: this one is keyed by identity)
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
 
 class ChunkTableKeeper:
@@ -49,19 +61,13 @@ class ChunkTableKeeper:
             self._host.put((pdi,), tables, key)
         return tables
 
-    def on_device(self, k: int, lane, pdi, chunk, slot):
-        """The chunk's packed tables on lane ``k``'s GPU, uploaded (on the copy-in stream, from
-        the slot's pinned table buffer) the first time these parts are seen, then kept."""
-        from ..kernels.cuda_backend import DeviceTables
-
+    def for_lane(self, k: int, pdi, chunk) -> ChunkParts:
+        """The chunk's tables for lane ``k``: its parts' kept :meth:`host` tables as one kept
+        :class:`ChunkParts`, the same object every time these parts come to this lane (the lane's
+        kernels keep their device tables of the chunk by it)."""
         key = (k, chunk.parts)
-        dt = self._device.get((pdi,), key)
-        if dt is not None:
-            return dt
-        tables = [self.host(pdi, p) for p in chunk.parts]
-        packed = pack_tables(tables, slot.tab_host)
-        dev = lane.alloc_device(len(packed), np.float64)
-        lane.to_device(dev, packed, packed.nbytes)  # ordered before the chunk's kernels (s_in)
-        dt = DeviceTables(tables, dev, lane.device_id)
-        self._device.put((pdi,), dt, key)
-        return dt
+        parts = self._device.get((pdi,), key)
+        if parts is None:
+            parts = ChunkParts(self.host(pdi, p) for p in chunk.parts)
+            self._device.put((pdi,), parts, key)
+        return parts

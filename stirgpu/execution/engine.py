@@ -238,8 +238,8 @@ class Engine:
     def kept_workspaces(self, lane: int) -> KeptWorkspaces:
         """What lane ``lane`` (an index into :attr:`devices`) keeps on its device from call to call:
         the engine's accumulation image, and what the lane's kernels keep (a GPU lane's
-        :class:`stirgpu.kernels.backends.CudaKept`: the back projection's accumulators and the
-        launchers; None on the CPU).  For tests and diagnostics, meaningful between calls; empty
+        :class:`stirgpu.kernels.backends.CudaKept`: the geometry's transaxial tables and each
+        chunk's tables; None on the CPU).  For tests and diagnostics, meaningful between calls; empty
         before the lane's first call and after :meth:`release`."""
         kernels = self._lanes[lane].kernels.kept if self._lanes is not None else None
         return KeptWorkspaces(self.residency.kept_accumulation(lane), kernels)

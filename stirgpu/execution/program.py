@@ -24,12 +24,11 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..array_types import Array
-    from ..kernels.cuda_backend import DeviceTables, PreparedImage
-    from ..kernels.tables import TablesLike
+    from ..kernels.cuda.images import PreparedImage
     from .devices import CpuLane, CudaLane
     from .plan import Chunk
 
@@ -43,9 +42,9 @@ class ChunkData:
     Arrays are flat (N,) float32 on the lane's device (numpy on CPU lanes), the chunk's
     parts one after the other (``chunk.parts[k]`` occupies ``[offset, stop)``, shaped
     (nv, na, nt)): ``inputs`` / ``outputs`` by name, ``scratch`` a list.  ``tables`` are
-    the parts' geometry tables in the form the kernels take for a whole chunk (a list of
-    ChunkTables; on a GPU lane one uploaded :class:`~stirgpu.kernels.cuda_backend.DeviceTables`),
-    so ``forward_chunk(d.tables, ...)`` projects every part in one call.  ``image`` is the
+    the parts' geometry tables, a list of ChunkTables (on a GPU lane the one kept for the lane:
+    ``chunk_tables.ChunkParts``), so ``forward_chunk(d.tables, ...)`` projects every part in
+    one call.  ``image`` is the
     lane's input image, ``accum`` its accumulation image ((nz, ny, nx) float32),
     ``scalars`` a float64 vector (one entry per name in ``program.scalars``), ``xp`` numpy
     or cupy.  ``cancel`` is the call's stop flag (a :class:`threading.Event`): programs pass
@@ -54,11 +53,11 @@ class ChunkData:
     """
 
     chunk: Chunk
-    tables: Sequence[TablesLike] | DeviceTables
+    tables: Sequence[Any]
     inputs: dict[str, Array]
     outputs: dict[str, Array]
     scratch: list[Array]
-    #: None when the program uses no image; on a GPU lane prepared for the tiled kernels
+    #: None when the program uses no image; on a GPU lane prepared (with its framed copies)
     image: Array | PreparedImage | None
     #: None when the program accumulates no image
     accum: Array | None
@@ -82,8 +81,8 @@ class ChunkProgram(abc.ABC):
     scratch: int = 0
     #: chunk-sized temporaries the device step allocates itself (only planned for)
     workspace: int = 0
-    #: image-sized temporaries (with a one-voxel frame) the kernels may allocate per chunk on
-    #: a GPU (the CUDA backend's tiled kernels use two padded copies per projection)
+    #: image-sized device arrays (with a one-voxel frame, at most) the kernels keep during a call
+    #: on a GPU (the input image's framed copies, the back projection's transposed accumulator)
     image_workspace: int = 0
     #: whether the device step reads the lane's input image
     uses_image: bool = False

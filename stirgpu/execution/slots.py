@@ -3,12 +3,11 @@
 A lane has ``plan.depth`` slots, so at most that many of its chunks are in flight.  A slot
 holds one chunk's buffers: ``host`` (pinned on GPUs; one per store that is staged, not copied
 directly) and ``dev`` (the program's inputs, outputs and scratch, flat float32; on CPU lanes
-the host buffers themselves), and on GPUs a pinned buffer for packing a chunk's geometry
-tables and the CUDA events of the chunk's stages.  Slots that fit a new plan are used again
-(repeated calls -- OSEM subiterations -- allocate nothing), unless they are far larger than it
-needs.
+the host buffers themselves), and on GPUs the CUDA events of the chunk's stages.  Slots that fit
+a new plan are used again (repeated calls -- OSEM subiterations -- allocate nothing), unless they
+are far larger than it needs.
 
-Imports: numpy, :mod:`.plan` (the plan's sizes), ``stirgpu.kernels.tables.packed_length``.
+Imports: numpy, :mod:`.plan` (the plan's sizes).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..kernels.tables import packed_length
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -32,22 +30,17 @@ EVENTS = ("h2d0", "h2d1", "c0", "c1", "d0", "d1")
 
 class Slot:
     """Chunk buffers of one slot: ``host`` (pinned on GPUs; one per staged store) and ``dev``
-    flat float32 arrays; on GPUs also a pinned buffer for packing a chunk's geometry tables
-    (float64) the first time they go up, asynchronously with the data (a copy from pageable
-    memory would wait for the copy stream)."""
+    flat float32 arrays, and on GPUs the CUDA events of the chunk's stages."""
 
-    def __init__(self, lane, capacity: int, n_host: int, n_dev: int, table_capacity: int):
+    def __init__(self, lane, capacity: int, n_host: int, n_dev: int):
         self.capacity = int(capacity)
-        self.table_capacity = int(table_capacity)
         self.host: list[np.ndarray] = [lane.alloc_host(capacity) for _ in range(n_host)]
         self.dev: Sequence[Array] = (
             self.host if lane.shares_host_buffers else [lane.alloc_device(capacity) for _ in range(n_dev)]
         )
         if lane.shares_host_buffers:
-            self.tab_host = None
             self.events = None
         else:
-            self.tab_host = lane.alloc_host(table_capacity, np.float64)
             # the stage events of the slot's chunk, recorded again for every chunk (the writer
             # has read them before it hands the slot back)
             self.events = {k: lane.new_event() for k in EVENTS}
@@ -67,10 +60,6 @@ class Slot:
     def device_bytes(self) -> int:
         """Device memory of the slot's chunk buffers (0 where they are the host buffers)."""
         return 4 * self.capacity * (len(self.dev) if self.dev is not self.host else 0)
-
-
-def _table_length(chunk) -> int:
-    return packed_length([p.shape for p in chunk.parts])
 
 
 class SlotKeeper:
@@ -96,14 +85,10 @@ class SlotKeeper:
         if cached is not None and fit is not None and fit[0] is plan and fit[1:] == (n_host, n_dev):
             return cached  # checked for this very plan already (OSEM asks for the same plans)
         capacity = plan.buffer_bytes // 4
-        tables = max(_table_length(c) for c in plan.chunks)
         if (
             cached is not None
             and len(cached) == plan.depth
-            and all(
-                s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev and s.table_capacity >= tables
-                for s in cached
-            )
+            and all(s.capacity >= capacity and len(s.host) >= n_host and len(s.dev) >= n_dev for s in cached)
             and cached[0].capacity <= 2 * capacity
         ):  # do not sit on far too much memory
             self._fit[k] = (plan, n_host, n_dev)
@@ -112,10 +97,7 @@ class SlotKeeper:
         self._fit.pop(k, None)
         lane.free_cached_memory()
         with lane.activate():
-            slots = [
-                Slot(lane, capacity, n_host, n_dev, 2 * tables)  # tiny; headroom for later plans
-                for _ in range(plan.depth)
-            ]
+            slots = [Slot(lane, capacity, n_host, n_dev) for _ in range(plan.depth)]
         self._slots[k] = slots
         self._fit[k] = (plan, n_host, n_dev)
         return slots

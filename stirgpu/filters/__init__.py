@@ -1,7 +1,7 @@
 """STIR's image filters: ``Separable Cartesian Metz`` and ``Separable Gaussian``.
 
 Filter objects hold STIR's parameters (frozen, comparable, picklable) and build STIR's 1-D
-kernels for a voxel size; the convolutions are :mod:`stirgpu.kernels.separable`'s::
+kernels for a voxel size; the convolutions are :mod:`stirgpu.kernels.convolution`'s::
 
     from stirgpu.filters import SeparableGaussianFilter
     smooth = SeparableGaussianFilter(fwhm=(6.0, 4.0, 4.0))

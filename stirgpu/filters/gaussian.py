@@ -5,7 +5,7 @@ Per axis, STIR samples a Gaussian at the voxel centres directly (no transform):
 
 1. the FWHM in voxels, ``fwhm / voxel`` in float32 -- for z and y through GCC's fast-math
    packed division (``rcpps`` and one Newton step), for x a true division (what the reference
-   build computes; :func:`stirgpu.kernels.stir_lors.divide_newton`);
+   build computes; :func:`stirgpu.kernels.joseph.lors.divide_newton`);
 2. ``sd = sqrt(fwhm^2 / (8 ln 2))`` (double); 0 gives no filtering on that axis;
 3. ``L = ceil(sqrt(-2 ln 1e-6) sd)`` coefficients a side (the last about 1e-6 of the centre),
    or ``max_kernel_size // 2`` when a maximum kernel size is given (so a maximum of 4 gives 5
@@ -16,7 +16,7 @@ Per axis, STIR samples a Gaussian at the voxel centres directly (no transform):
 5. with ``Normalise filter to 1`` (the default), each divided by the double sum of the float32
    coefficients.
 
-The image is then convolved with STIR's general convolution (:mod:`stirgpu.kernels.separable`).
+The image is then convolved with STIR's general convolution (:mod:`stirgpu.kernels.convolution`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _flush(a: np.ndarray) -> np.ndarray:
 
 def fwhm_in_voxels(fwhm_mm, voxel_size) -> tuple[np.float32, np.float32, np.float32]:
     """(z, y, x) FWHM / voxel size in float32, rounded as STIR's reference build divides them."""
-    from ..kernels.stir_lors import divide_newton
+    from ..kernels.joseph.lors import divide_newton
 
     fz, fy, fx = (_F(f) for f in fwhm_mm)
     vz, vy, vx = (_F(v) for v in voxel_size)

@@ -27,7 +27,7 @@ follows STIR's arithmetic (float32, and C's double ``pow``), and the kernels agr
 to about 2e-7 of their centre value where ``samples_per_voxel > 1``, to about 5e-6 where it is 1
 (a short transform, whose rounding STIR's ``1 - (1 - z)^(P+1)`` amplifies: docs/filters.md;
 ``tests/stir_differential/test_filters_vs_stir.py``).  The image is then convolved with STIR's
-symmetric-kernel convolution (:mod:`stirgpu.kernels.separable`).
+symmetric-kernel convolution (:mod:`stirgpu.kernels.convolution`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A filter object (:class:`SeparableImageFilter`) holds STIR's parameters only.  I
 depend on the voxel size, as STIR builds them in ``set_up`` from the image's sampling;
 :meth:`SeparableImageFilter.prepare` builds them once (:class:`PreparedFilter`), and
 :meth:`PreparedFilter.apply_in_place` then filters any number of images of that sampling.
-The convolutions are :mod:`stirgpu.kernels.separable`'s (numba for numpy arrays, the
+The convolutions are :mod:`stirgpu.kernels.convolution`'s (numba for numpy arrays, the
 array-generic path for cupy arrays, so a GPU-resident image never leaves its GPU).
 """
 
@@ -90,7 +90,7 @@ class PreparedFilter:
 
     def apply_in_place(self, array):
         """Filter a float32 (z, y, x) array (numpy, C-contiguous, or cupy) in place; returns it."""
-        from ..kernels.separable import convolve_axis
+        from ..kernels.convolution import convolve_axis
 
         for axis, k in enumerate(self.kernels):
             if not k.trivial:

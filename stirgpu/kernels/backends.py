@@ -18,12 +18,12 @@ and of that, per chunk and once at the end:
 * :meth:`ChunkKernels.forward` -- launch the chunk's forward projection into ``out``;
 * :meth:`ChunkKernels.accumulate` -- add the chunk's back projection of ``values`` into the
   accumulation image;
-* :meth:`ChunkKernels.finish` -- complete the accumulation image (the GPU's tiled kernels add
-  into two padded accumulators, folded into it here) and let go of the call's arrays.
+* :meth:`ChunkKernels.finish` -- complete the accumulation image (on a GPU, walks along x add
+  into a transposed accumulator, folded into it here; on the CPU, the workers' images are added
+  in) and let go of the call's arrays.
 
-STIR's numerics (``KernelGeometry.numerics == "stir"``) take the same calls on either backend
-(:func:`stirgpu.kernels.forward_chunk_stir` dispatches by array kind).  cupy and the CUDA
-modules are imported only by a GPU lane's first call.
+Both backends take the same calls (:func:`stirgpu.kernels.forward_chunk` dispatches by array
+kind).  cupy and the CUDA modules are imported only by a GPU lane's first call.
 """
 
 from __future__ import annotations
@@ -34,15 +34,12 @@ import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arrays import on_cuda
-from .api import back_chunk, forward_chunk
-from .stir_api import StirChunk, back_chunk_stir, forward_chunk_stir
-from .stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
+from .joseph import JosephChunk, back_chunk, forward_chunk
+from .tof import back_chunk_tof, forward_chunk_tof
 
 if TYPE_CHECKING:
-    from .cuda_launcher import ChunkLauncher
-    from .cuda_workspaces import BackAccumulator
     from .frames import KernelGeometry
-    from .stir_lors import TransaxialTables
+    from .joseph.lors import TransaxialTables
 
 __all__ = ["ChunkKernels", "LaneKernels", "CpuLaneKernels", "CudaLaneKernels", "CudaKept"]
 
@@ -76,7 +73,7 @@ class LaneKernels(Protocol):
 
 class _CallWorkers:
     """A CPU lane's per-worker back-projection images for one call (made at its first chunk,
-    added into the accumulation image once, at the end): :class:`stirgpu.kernels.cpu.WorkerImages`
+    added into the accumulation image once, at the end): :class:`stirgpu.kernels.joseph.workers.WorkerImages`
     instead of a set made and reduced for every part of every chunk.  On a GPU lane: nothing."""
 
     def __init__(self):
@@ -86,7 +83,7 @@ class _CallWorkers:
         if on_cuda(accum):
             return None
         if self._images is None:
-            from .cpu import WorkerImages
+            from .joseph.workers import WorkerImages
 
             self._images = WorkerImages(accum.reshape(-1))
         return self._images
@@ -97,35 +94,37 @@ class _CallWorkers:
             self._images = None
 
 
-class _StirChunks:
-    """STIR's numerics on either backend: one thread per LOR on the plain image, adding into the
-    accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU) and, on a GPU,
-    for walks along x into a transposed accumulator ``along_x`` kept for the call and folded
-    into the accumulation image by :meth:`finish` (``cuda_stir.transposed_accumulator``).
-    ``kept`` (a GPU lane's :class:`CudaKept`): where the views' transaxial tables and each
-    chunk's :class:`StirChunk` are kept from call to call; without it (the CPU), per call."""
+class _Chunks:
+    """The kernels of one call on either backend: one thread per LOR, reading the prepared image,
+    adding into the accumulation image itself (zeroed by :meth:`CudaLaneKernels.start` on a GPU)
+    and, on a GPU, for walks along x into a transposed accumulator ``along_x`` kept for the call
+    and folded into the accumulation image by :meth:`finish`
+    (:func:`stirgpu.kernels.joseph.cuda.transposed_accumulator`).  ``kept`` (a GPU lane's
+    :class:`CudaKept`): where the views' transaxial tables and each chunk's
+    :class:`~stirgpu.kernels.joseph.JosephChunk` are kept from call to call; without it (the
+    CPU), per call."""
 
     def __init__(self, geometry: KernelGeometry, image, accum, along_x=None, kept: CudaKept | None = None):
-        from .stir_lors import TransaxialTables
+        from .joseph.lors import TransaxialTables
 
         self.geometry, self.image, self.accum, self.along_x = geometry, image, accum, along_x
         pdi = geometry.proj_data_info
         self.kept = kept
         self.transaxial: TransaxialTables | None
         if kept is not None and pdi is not None:
-            self.transaxial = kept.stir_transaxial_of(pdi)
+            self.transaxial = kept.transaxial_of(pdi)
         else:
             # the views' transaxial tables, made once for the chunks of every segment of the call
             self.transaxial = TransaxialTables(pdi) if pdi is not None else None
         self.workers = _CallWorkers()
 
     def tables(self, tables):
-        if isinstance(tables, StirChunk):
+        if isinstance(tables, JosephChunk):
             return tables
         pdi = self.geometry.proj_data_info
         if self.kept is None or self.transaxial is None:
-            return StirChunk(tables, pdi, self.transaxial)
-        return self.kept.stir_chunk_of(tables, pdi, self.transaxial)
+            return JosephChunk(tables, pdi, self.transaxial)
+        return self.kept.chunk_of(tables, pdi, self.transaxial)
 
     def _tof(self) -> bool:
         # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
@@ -135,53 +134,27 @@ class _StirChunks:
 
     def forward(self, tables, out, cancel=None) -> None:
         g = self.geometry
-        fwd = forward_chunk_stir_tof if self._tof() else forward_chunk_stir
-        fwd(self.tables(tables), g.proj_data_info, self.image, g.stir_frame, out=out, cancel=cancel)
+        fwd = forward_chunk_tof if self._tof() else forward_chunk
+        fwd(self.tables(tables), g.proj_data_info, self.image, g.frame, out=out, cancel=cancel)
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
         tables = self.tables(tables)
         kept = {} if self.along_x is None else {"along_x": self.along_x}
         if self._tof():
-            back_chunk_stir_tof(tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, **kept)
+            back_chunk_tof(tables, g.proj_data_info, values, self.accum, g.frame, cancel=cancel, **kept)
             return
         workers = self.workers.get(self.accum)
-        back_chunk_stir(
-            tables, g.proj_data_info, values, self.accum, g.stir_frame, cancel=cancel, workers=workers, **kept
-        )
+        back_chunk(tables, g.proj_data_info, values, self.accum, g.frame, cancel=cancel, workers=workers, **kept)
 
     def finish(self) -> None:
         if self.along_x is not None:
             from ..arrays import import_cupy
-            from .cuda_stir import fold
+            from .joseph.cuda import fold
 
             fold(import_cupy().asarray(self.accum), self.along_x)  # queued on the current stream
         self.workers.reduce()
         self.image = self.accum = self.along_x = None
-
-
-class _CpuChunks:
-    """The numba kernels (validated front end: the kernels take numpy arrays as they are)."""
-
-    def __init__(self, geometry: KernelGeometry, image, accum):
-        self.geometry, self.image, self.accum = geometry, image, accum
-        self.workers = _CallWorkers()
-
-    def tables(self, tables):
-        return tables
-
-    def forward(self, tables, out, cancel=None) -> None:
-        g = self.geometry
-        forward_chunk(tables, self.image, g.origin, g.voxel_size, out=out, scale=g.scale, cancel=cancel)
-
-    def accumulate(self, tables, values, cancel=None) -> None:
-        g = self.geometry
-        workers = self.workers.get(self.accum)
-        back_chunk(tables, values, self.accum, g.origin, g.voxel_size, scale=g.scale, cancel=cancel, workers=workers)
-
-    def finish(self) -> None:
-        self.workers.reduce()
-        self.image = self.accum = None
 
 
 class CpuLaneKernels:
@@ -193,9 +166,7 @@ class CpuLaneKernels:
         return image
 
     def start(self, geometry: KernelGeometry, image, accum) -> ChunkKernels:
-        if geometry.numerics == "stir":
-            return _StirChunks(geometry, image, accum)
-        return _CpuChunks(geometry, image, accum)
+        return _Chunks(geometry, image, accum)
 
     def kept_bytes(self) -> int:
         return 0
@@ -206,98 +177,43 @@ class CpuLaneKernels:
 
 @dataclasses.dataclass
 class CudaKept:
-    """What a GPU lane's kernels keep from call to call: the back projection's two padded
-    accumulators, the :class:`~stirgpu.kernels.cuda_backend.BackAccumulator` that used them
-    (holding neither an image nor them between calls) and the image shape they fit; and the
-    launchers' set-ups (making one is Python on every call's critical path): per kind
-    (``"forward"``, ``"back"``), one without a target to make twins from, and the last call's
-    launcher with the (weakly held) target it was made for."""
+    """What a GPU lane's kernels keep from call to call: the last geometry's transaxial tables
+    (packed on the device once) and each chunk's :class:`~stirgpu.kernels.joseph.JosephChunk` by
+    the engine's kept tables of the chunk (held weakly: a chunk's goes when the engine lets go of
+    its tables)."""
 
-    back_accumulators: tuple[Any, Any] | None = None
-    back_target: BackAccumulator | None = None
-    back_shape: tuple[int, ...] | None = None
-    launcher_set_ups: dict[str, ChunkLauncher] = dataclasses.field(default_factory=dict)
-    target_launchers: dict[str, tuple[weakref.ref, ChunkLauncher]] = dataclasses.field(default_factory=dict)
-    #: STIR's numerics: the last geometry's transaxial tables (packed on the device once), and
-    #: each chunk's :class:`StirChunk` by the engine's kept tables of the chunk (held weakly: a
-    #: chunk's goes when the engine lets go of its tables)
-    stir_transaxial: TransaxialTables | None = None
-    stir_chunks: weakref.WeakKeyDictionary = dataclasses.field(default_factory=weakref.WeakKeyDictionary)
+    transaxial: TransaxialTables | None = None
+    chunks: weakref.WeakKeyDictionary = dataclasses.field(default_factory=weakref.WeakKeyDictionary)
 
     def is_empty(self) -> bool:
         """Nothing kept (a new lane's, or one after ``release``)."""
-        return (
-            self.back_accumulators is None
-            and self.back_target is None
-            and not self.launcher_set_ups
-            and not self.target_launchers
-            and self.stir_transaxial is None
-            and not self.stir_chunks
-        )
+        return self.transaxial is None and not self.chunks
 
     def device_bytes(self) -> int:
-        """Device memory held: the accumulators and STIR's transaxial tables."""
-        pair = self.back_accumulators
-        held = sum(int(x.nbytes) for x in pair) if pair is not None else 0
-        if self.stir_transaxial is not None:
-            held += sum(int(p.X.nbytes) + int(p.H.nbytes) for p in self.stir_transaxial.device_packings.values())
-        return held
+        """Device memory held: the transaxial tables (a chunk's own tables are a few KiB)."""
+        if self.transaxial is None:
+            return 0
+        return sum(int(p.X.nbytes) + int(p.H.nbytes) for p in self.transaxial.device_packings.values())
 
-    def stir_transaxial_of(self, pdi) -> TransaxialTables:
+    def transaxial_of(self, pdi) -> TransaxialTables:
         """The transaxial tables of ``pdi``: the kept ones when they are this very geometry's."""
-        from .stir_lors import TransaxialTables
+        from .joseph.lors import TransaxialTables
 
-        if self.stir_transaxial is None or self.stir_transaxial.proj_data_info is not pdi:
-            self.stir_transaxial = TransaxialTables(pdi)
-            self.stir_chunks = weakref.WeakKeyDictionary()
-        return self.stir_transaxial
+        if self.transaxial is None or self.transaxial.proj_data_info is not pdi:
+            self.transaxial = TransaxialTables(pdi)
+            self.chunks = weakref.WeakKeyDictionary()
+        return self.transaxial
 
-    def stir_chunk_of(self, tables, pdi, transaxial: TransaxialTables) -> StirChunk:
-        """The :class:`StirChunk` of ``tables`` (the engine's kept tables of a chunk), kept while
-        they are; made with ``transaxial`` (:meth:`stir_transaxial_of` ``pdi``)."""
+    def chunk_of(self, tables, pdi, transaxial: TransaxialTables) -> JosephChunk:
+        """The :class:`~stirgpu.kernels.joseph.JosephChunk` of ``tables`` (the engine's kept tables
+        of a chunk), kept while they are; made with ``transaxial`` (:meth:`transaxial_of` ``pdi``)."""
         try:
-            chunk = self.stir_chunks.get(tables)
-        except TypeError:  # tables that cannot be held weakly (a list of ChunkTables): not kept
-            return StirChunk(tables, pdi, transaxial)
+            chunk = self.chunks.get(tables)
+        except TypeError:  # tables that cannot be held weakly (a tuple of ChunkTables): not kept
+            return JosephChunk(tables, pdi, transaxial)
         if chunk is None or chunk.transaxial is not transaxial:
-            chunk = self.stir_chunks[tables] = StirChunk(tables, pdi, transaxial)
+            chunk = self.chunks[tables] = JosephChunk(tables, pdi, transaxial)
         return chunk
-
-
-class _CudaChunks:
-    """The tiled CUDA kernels through :class:`~stirgpu.kernels.cuda_backend.ChunkLauncher`s made
-    by :meth:`CudaLaneKernels.start` (the pipeline made the tables from the geometry: nothing to
-    validate per chunk)."""
-
-    def __init__(self, forward: ChunkLauncher | None, back: ChunkLauncher | None):
-        self.forward_launcher, self.back_launcher = forward, back
-
-    def tables(self, tables):
-        from .cuda_tables import upload_tables
-
-        return upload_tables(tables)
-
-    def forward(self, tables, out, cancel=None) -> None:
-        assert self.forward_launcher is not None, "ChunkKernels.forward: the call was started without an image"
-        self.forward_launcher(tables, out)
-
-    def accumulate(self, tables, values, cancel=None) -> None:
-        assert self.back_launcher is not None, "ChunkKernels.accumulate: the call was started without an image"
-        self.back_launcher(tables, values)
-
-    def finish(self) -> None:
-        if self.back_launcher is not None:
-            # no re-zeroing here: the lane keeps the accumulators and the next call's start
-            # zeroes them (on its compute stream, while its first upload runs)
-            from .cuda_workspaces import BackAccumulator
-
-            acc = self.back_launcher.target
-            assert isinstance(acc, BackAccumulator)  # (what start made the back launcher for)
-            acc.finish(reuse=False, overwrite=True)  # the image's values are replaced
-            acc.image = None  # the kept accumulator holds no image between calls (the fold is queued)
-        for launcher in (self.forward_launcher, self.back_launcher):
-            if launcher is not None:
-                launcher.target = None  # nor do the kept launchers
 
 
 class CudaLaneKernels:
@@ -309,71 +225,22 @@ class CudaLaneKernels:
         self.kept: CudaKept = CudaKept()
 
     def prepare_image(self, image):
-        from .cuda_workspaces import prepare_image
+        from .cuda.images import prepare_image
 
         return prepare_image(image)
 
     def start(self, geometry: KernelGeometry, image, accum) -> ChunkKernels:
-        """The call's kernels.  The accumulation image ``accum`` is overwritten by the call's
-        :meth:`ChunkKernels.finish` (the accumulators' fold), or zeroed here where the kernels add
-        into it directly (STIR's numerics; no accumulators)."""
-        if geometry.numerics == "stir":
-            along_x = None
-            if accum is not None:
-                from ..arrays import import_cupy
-                from .cuda_stir import transposed_accumulator
+        """The call's kernels.  The accumulation image ``accum`` is zeroed here (on the current
+        stream): the kernels add into it, and walks along x into a transposed accumulator that
+        :meth:`ChunkKernels.finish` folds into it."""
+        along_x = None
+        if accum is not None:
+            from ..arrays import import_cupy
+            from .joseph.cuda import transposed_accumulator
 
-                _zero(accum)
-                along_x = transposed_accumulator(import_cupy(), accum)  # zeroed on the current stream
-            return _StirChunks(geometry, image, accum, along_x, self.kept)
-        from .cuda_workspaces import prepare_image
-
-        forward = self._target_launcher("forward", prepare_image(image), geometry) if image is not None else None
-        back = self._target_launcher("back", self._back_accumulator(accum), geometry) if accum is not None else None
-        return _CudaChunks(forward, back)
-
-    def _back_accumulator(self, accum) -> BackAccumulator:
-        """A BackAccumulator of ``accum`` ((nz, ny, nx) float32, C-contiguous, on this GPU): the
-        kept one when its accumulators fit (zeroed on the current stream; no argument checks), else
-        a new one, kept when it has accumulators (else ``accum`` is zeroed: the kernels add into it)."""
-        from .cuda_workspaces import prepare_back_accumulator
-
-        kept = self.kept
-        acc, pair = kept.back_target, kept.back_accumulators
-        if acc is not None and pair is not None and kept.back_shape == tuple(accum.shape):
-            for x in pair:
-                _zero(x)
-            acc.image, (acc.a, acc.b) = accum, pair
-            return acc
-        acc = prepare_back_accumulator(accum, scratch=pair)
-        if acc.a is not None:
-            kept.back_accumulators, kept.back_target, kept.back_shape = (acc.a, acc.b), acc, tuple(accum.shape)
-        else:  # the kernels add into the image itself
             _zero(accum)
-        return acc
-
-    def _target_launcher(self, kind: str, target, geometry: KernelGeometry) -> ChunkLauncher:
-        """The launcher for ``target``: the last call's when it had this very target (the
-        prepared input image, or the kept accumulator), else a twin of the kept set-up of this
-        kind when it fits, else a new one."""
-        from .cuda_launcher import ChunkLauncher
-
-        kept = self.kept
-        last = kept.target_launchers.get(kind)
-        if last is not None and last[0]() is target:
-            launcher = last[1]
-            launcher.target = target
-            return launcher
-        g = geometry
-        set_up = kept.launcher_set_ups.get(kind)
-        if set_up is not None:
-            launcher = set_up.for_target(target, g.origin, g.voxel_size, g.scale)
-        else:
-            launcher = ChunkLauncher(target, g.origin, g.voxel_size, g.scale)
-        if set_up is None or launcher.setup_id is not set_up.setup_id:
-            kept.launcher_set_ups[kind] = launcher.without_target()  # holds no array between calls
-        kept.target_launchers[kind] = (weakref.ref(target), launcher)
-        return launcher
+            along_x = transposed_accumulator(import_cupy(), accum)  # zeroed on the current stream
+        return _Chunks(geometry, image, accum, along_x, self.kept)
 
     def kept_bytes(self) -> int:
         return self.kept.device_bytes()

@@ -1,11 +1,9 @@
 """The one place that maps an image's geometry to the kernels' frame and units.
 
-STIR's Parallelproj bridge works in "x-voxel" units: it divides LOR endpoints, the
-image origin and the voxel sizes by the x voxel size before calling libparallelproj,
-so line integrals come out in units of vx, not mm.  Joseph's algorithm is
-scale-invariant (every plane choice, weight and interpolation coordinate is a ratio
-of lengths), so projecting in mm and multiplying by 1/vx gives the same numbers;
-the kernels therefore take mm and a ``scale`` factor.
+STIR's Parallelproj bridge works in "x-voxel" units: it multiplies LOR endpoints, the image
+origin and the voxel sizes by ``rescale = 1 / vx`` (in float32) before calling libparallelproj, so
+line integrals come out in units of vx, not mm.  The kernels do the same, with STIR's float32
+frame (:func:`stirgpu.kernels.joseph.lors.stir_image_frame`); in mm, ``rescale`` is 1.
 
 The image sits in the gantry frame (z = 0 at the scanner's axial centre) with the
 centre of array element [0, 0, 0] at :attr:`stirgpu.geometry.ImageInfo.gantry_origin`.
@@ -13,7 +11,6 @@ centre of array element [0, 0, 0] at :attr:`stirgpu.geometry.ImageInfo.gantry_or
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,76 +21,50 @@ from ..errors import GeometryError
 if TYPE_CHECKING:
     from ..geometry import ProjDataInfo
 
-__all__ = ["KernelGeometry", "stir_scaled_geometry", "NUMERICS"]
+__all__ = ["KernelGeometry", "kernel_geometry", "UNITS"]
 
-#: ``"stir"``: STIR's float32 endpoints and libparallelproj 2.0.3's float32 Joseph projector
-#: (STIR's numbers, forward bit for bit); ``"exact"``: float64 geometry (the exact Joseph
-#: integral of the exact LOR). docs/joseph.md, "Precision".
-NUMERICS = ("stir", "exact")
-
-
-def checked_triple(name: str, value: object, positive: bool) -> tuple[float, float, float]:
-    """A kernel argument ``name`` (origin, voxel size) as 3 finite floats (z, y, x), positive
-    where asked; a GeometryError naming it otherwise."""
-    try:
-        t = tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
-    except (TypeError, ValueError):
-        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {value!r}") from None
-    if len(t) != 3:
-        raise GeometryError(f"{name}: expected 3 numbers (z, y, x), got {len(t)}")
-    if not all(math.isfinite(v) for v in t):
-        raise GeometryError(f"{name}: must be finite, got {t}")
-    if positive and not all(v > 0 for v in t):
-        raise GeometryError(f"{name}: must be positive, got {t}")
-    return t
+#: ``"stir"``: line integrals in STIR's units (x voxels), as STIR's Parallelproj projector gives
+#: them; ``"mm"``: in mm
+UNITS = ("stir", "mm")
 
 
 @dataclass(frozen=True)
 class KernelGeometry:
-    """What :func:`stirgpu.kernels.forward_chunk` / :func:`back_chunk` need besides tables
-    and arrays: ``origin`` and ``voxel_size`` (z, y, x) in mm, gantry frame, and ``scale``
-    (multiplies every line integral).  With ``numerics == "stir"`` the chunk programs use
-    :func:`stirgpu.kernels.forward_chunk_stir` / :func:`back_chunk_stir` instead, with
-    ``proj_data_info`` and ``stir_frame`` (:func:`stirgpu.kernels.stir_lors.stir_image_frame`)."""
+    """What the chunk kernels need besides a chunk's tables and the arrays: the projection-data
+    geometry the tables come from (``proj_data_info``) and the image's ``frame``, its
+    ``(origin, voxel_size, rescale)`` as STIR's Parallelproj projector hands them to
+    libparallelproj (float32, (z, y, x): the centre of voxel [0, 0, 0] in the gantry frame, and
+    the voxel size, both times ``rescale``; LOR endpoints are multiplied by ``rescale`` too), in
+    ``units``: ``"stir"`` (``rescale = 1 / vx``, STIR's x-voxel units) or ``"mm"`` (1)."""
 
-    origin: tuple[float, float, float]
-    voxel_size: tuple[float, float, float]
-    scale: float
-    numerics: str = "exact"
-    proj_data_info: ProjDataInfo | None = field(default=None, compare=False, repr=False)
-    #: (origin, voxel size, rescale), float32 (:func:`stirgpu.kernels.stir_lors.stir_image_frame`)
-    stir_frame: tuple[np.ndarray, np.ndarray, np.float32] | None = field(default=None, compare=False, repr=False)
+    proj_data_info: ProjDataInfo = field(compare=False, repr=False)
+    frame: tuple[np.ndarray, np.ndarray, np.float32] = field(compare=False, repr=False)
+    units: str = "stir"
 
-    def as_kwargs(self) -> dict:
-        return {"origin": self.origin, "voxel_size": self.voxel_size, "scale": self.scale}
+    @property
+    def origin(self) -> tuple[float, float, float]:
+        """The frame's origin (z, y, x), in its units."""
+        return tuple(float(v) for v in self.frame[0])  # type: ignore[return-value]
+
+    @property
+    def voxel_size(self) -> tuple[float, float, float]:
+        """The frame's voxel size (z, y, x), in its units."""
+        return tuple(float(v) for v in self.frame[1])  # type: ignore[return-value]
 
 
-def stir_scaled_geometry(
-    image_info, stir_units: bool = True, numerics: str = "exact", proj_data_info=None
-) -> KernelGeometry:
-    """Kernel geometry of ``image_info`` (a :class:`stirgpu.geometry.ImageInfo`).
+def kernel_geometry(image_info, proj_data_info, units: str = "stir") -> KernelGeometry:
+    """The :class:`KernelGeometry` of ``image_info`` (a :class:`stirgpu.geometry.ImageInfo`) for
+    projections of ``proj_data_info``: with ``units="stir"`` (the default) results equal STIR's
+    Parallelproj projector's, line integrals in units of the x voxel size; with ``"mm"`` they are
+    in mm (the same float32 arithmetic on the unscaled frame)."""
+    if units not in UNITS:
+        raise GeometryError(f"units must be one of {UNITS}, not {units!r}")
+    if proj_data_info is None:
+        raise GeometryError("kernel_geometry needs the projection-data geometry (proj_data_info)")
+    from .joseph.lors import stir_image_frame
 
-    With ``stir_units`` (the default) results equal STIR's Parallelproj projector:
-    line integrals in units of the x voxel size (``scale = 1 / vx``).  With
-    ``stir_units=False`` they are in mm (``scale = 1``).  ``numerics="stir"`` (STIR units
-    only) also needs ``proj_data_info``.
-    """
-    if numerics not in NUMERICS:
-        raise GeometryError(f"numerics must be one of {NUMERICS}, not {numerics!r}")
-    if numerics == "stir" and not stir_units:
-        raise GeometryError("numerics='stir' gives STIR's numbers, in STIR's units: it needs units='stir'")
-    if numerics == "stir" and proj_data_info is None:
-        raise GeometryError("numerics='stir' needs the projection-data geometry (proj_data_info)")
     try:
-        origin = tuple(float(v) for v in image_info.gantry_origin)
-        vox = tuple(float(v) for v in image_info.voxel_size)
+        frame = stir_image_frame(image_info, stir_units=units == "stir")
     except AttributeError as e:
         raise GeometryError(f"image_info: expected stirgpu.geometry.ImageInfo ({e})") from None
-    if len(origin) != 3 or len(vox) != 3 or not all(v > 0 for v in vox):
-        raise GeometryError(f"image_info: bad origin {origin} or voxel size {vox}")
-    frame = None
-    if numerics == "stir":
-        from .stir_lors import stir_image_frame
-
-        frame = stir_image_frame(image_info)
-    return KernelGeometry(origin, vox, 1.0 / vox[2] if stir_units else 1.0, numerics, proj_data_info, frame)
+    return KernelGeometry(proj_data_info, frame, units)

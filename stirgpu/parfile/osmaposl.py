@@ -267,7 +267,7 @@ class OsmaposlSettings:
     def image_arguments(self) -> dict:
         """The arguments of STIR's image for this reconstruction (``zoom``, ``xy_size``,
         ``z_size``, ``origin`` (z offset, 0, 0)), for ``ImageInfo.default_for`` or, to the last
-        bit, ``stirgpu.kernels.stir_lors.stir_default_image_info`` (what ``recon.run`` uses)."""
+        bit, ``stirgpu.kernels.joseph.lors.stir_default_image_info`` (what ``recon.run`` uses)."""
         return {
             "zoom": self.zoom,
             "xy_size": self.xy_output_image_size,

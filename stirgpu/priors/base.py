@@ -24,7 +24,7 @@ from ..arrays import is_cupy
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
-from ..kernels.prior_api import prior_gradient, prior_hessian_times, prior_value
+from ..kernels.priors import prior_gradient, prior_hessian_times, prior_value
 from .neighbourhood import centred_weights, stir_default_weights
 
 __all__ = ["NeighbourhoodPrior", "float32_parameter"]

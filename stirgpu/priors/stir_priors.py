@@ -16,7 +16,7 @@ one from STIR's registered name.
 from __future__ import annotations
 
 from ..errors import StirGpuError
-from ..kernels.prior_api import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
+from ..kernels.priors import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
 from .base import NeighbourhoodPrior, float32_parameter
 
 __all__ = ["QuadraticPrior", "RelativeDifferencePrior", "LogcoshPrior", "PRIORS", "make_prior"]

@@ -64,7 +64,6 @@ class StreamingProjector:
         units: str = "stir",
         max_segment_num_to_process: int | None = None,
         num_slots: int = 3,
-        numerics: str | None = None,
         *,
         session: ProjectionSession | None = None,
         comm=None,
@@ -79,7 +78,6 @@ class StreamingProjector:
             units=units,
             max_segment_num_to_process=max_segment_num_to_process,
             num_slots=num_slots,
-            numerics=numerics,
             comm=comm,
         )
         if session is None:
@@ -100,7 +98,6 @@ class StreamingProjector:
     max_views_per_chunk = _option("max_views_per_chunk", "An upper bound on chunk size (None: none).")
     restrict_to_cylindrical_fov = _option("restrict_to_cylindrical_fov", "STIR's cylindrical-FOV truncation.")
     units = _option("units", '"stir" (x-voxel units) or "mm".')
-    numerics = _option("numerics", '"stir" or "exact".')
     max_segment_num_to_process = _option("max_segment_num_to_process", "Segments with |segment| <= this (None: all).")
     num_slots = _option("num_slots", "Chunks in flight per lane.")
     pin_host_memory = _option("pin_host_memory", "When in-memory stores are page-locked.")
@@ -377,7 +374,7 @@ class StreamingProjector:
 
     def __repr__(self) -> str:
         where = "not set up" if not self.session.is_set_up() else f"{self.backend} {list(self.devices or ())}"
-        return f"{type(self).__name__}({where}, units={self.units!r}, numerics={self.numerics!r})"
+        return f"{type(self).__name__}({where}, units={self.units!r})"
 
 
 def _refuse_options_beside(session: ProjectionSession, options: dict, who: str) -> None:

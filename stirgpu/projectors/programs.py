@@ -34,15 +34,15 @@ class _Geometric(ChunkProgram):
     """A projection of the chunk's LORs: the lane's kernel backend (``lane.kernels``, a
     :class:`stirgpu.kernels.backends.LaneKernels`) does the work, the program says what."""
 
-    #: the CUDA backend's tiled kernels keep two padded image copies per lane: the input
-    #: image's (forward) or the accumulators (back)
+    #: image-sized device arrays per lane besides the images: the input image's two zero-framed
+    #: copies (forward; made once per image), the transposed accumulator of walks along x (back)
     image_workspace = 2
-    #: on GPU lanes the backend sets every value of the accumulation image (the accumulators'
-    #: fold overwrites it, or the backend zeroes it): no image-sized zeroing and reading per call
+    #: on GPU lanes the backend sets every value of the accumulation image (it zeroes it before
+    #: the first chunk): no image-sized zeroing and reading per call
     fills_accumulation = True
 
     def __init__(self, geometry):
-        #: :class:`stirgpu.kernels.KernelGeometry` (origin, voxel size, scale)
+        #: :class:`stirgpu.kernels.KernelGeometry` (the geometry and the image's frame)
         self.geometry = geometry
         # per lane, for this call only (a program object serves one run): the kernels of its
         # image and accumulation image, made by start_lane before the lane's first chunk
@@ -55,8 +55,8 @@ class _Geometric(ChunkProgram):
         self._kernels.pop(lane.index).finish()
 
     def _tables(self, d: ChunkData):
-        """The chunk's tables in the kernels' form, made once for a forward and a back
-        projection of the chunk (uploaded on a GPU lane, STIR's float32 tables with its numerics)."""
+        """The chunk's tables in the kernels' form (its float32 tables, kept on a GPU lane), made
+        once for a forward and a back projection of the chunk."""
         return self._kernels[d.lane.index].tables(d.tables)
 
     def _forward(self, d: ChunkData, out, tables=None) -> None:
@@ -162,7 +162,7 @@ class PoissonRatioProgram(_Geometric):
     #: the quotient is one kernel per chunk writing into the forward projection's scratch: no
     #: chunk-sized temporaries (on a GPU one threshold per row of nt bins, 1/nt of a chunk)
     workspace = 0
-    image_workspace = 4  # the prepared input image and the back accumulators
+    image_workspace = 3  # the input image's framed copies and the back projection's transposed accumulator
 
     def __init__(self, geometry, with_background: bool, with_multiplicative: bool, loglik: bool):
         super().__init__(geometry)

@@ -22,11 +22,9 @@ Options (keywords of the session and of every projector; ``None`` takes the valu
   image is zeroed outside STIR's cylinder before forward projection (a copy; the caller's
   image is untouched), the back projection after back projection;
 * ``units`` -- "stir" (line integrals in x-voxel units, like STIR's Parallelproj projector;
-  the default) or "mm";
-* ``numerics`` -- "stir" (the default with STIR units: STIR's float32 LOR endpoints and
-  libparallelproj 2.0.3's float32 Joseph arithmetic, so forward projections equal STIR's bit
-  for bit) or "exact" (float64 geometry: the exact Joseph integral of the exact LOR; the
-  default with ``units="mm"``; the tuned CUDA kernels).  docs/joseph.md, "Precision";
+  the default) or "mm".  Either way the projector is STIR's: STIR's float32 LOR endpoints and
+  libparallelproj 2.0.7's float32 Joseph arithmetic, so forward projections equal STIR's bit for
+  bit (docs/joseph.md);
 * ``max_segment_num_to_process`` -- like STIR: only segments with ``|segment| <=`` this
   (default all); other segments of an output are not touched;
 * ``comm`` -- the MPI communicator of the processes that share every call (an mpi4py
@@ -80,7 +78,7 @@ from ..interop import (
     proj_data_info_from_stir,
     version_stamp,
 )
-from ..kernels import KernelGeometry, cylindrical_fov_mask, stir_rim, stir_scaled_geometry
+from ..kernels import KernelGeometry, cylindrical_fov_mask, kernel_geometry, stir_rim
 
 __all__ = ["ProjectionSession", "ProjectorOptions"]
 
@@ -99,7 +97,6 @@ class ProjectorOptions:
     max_views_per_chunk: int | None
     restrict_to_cylindrical_fov: bool
     units: str
-    numerics: str
     max_segment_num_to_process: int | None
     num_slots: int
     pin_host_memory: str
@@ -118,7 +115,6 @@ class ProjectorOptions:
         units: str,
         max_segment_num_to_process: int | None,
         num_slots: int,
-        numerics: str | None,
     ) -> ProjectorOptions:
         """The options of the session's keywords (their defaults are the session's), checked: a
         bad one is a StirGpuError naming it."""
@@ -131,15 +127,6 @@ class ProjectorOptions:
             raise StirGpuError(f"max_views_per_chunk must be >= 1, not {mv}")
         if units not in ("stir", "mm"):
             raise StirGpuError(f"units must be 'stir' (x-voxel units, like STIR) or 'mm', not {units!r}")
-        numerics = cfg.numerics if numerics is None else numerics
-        if numerics is None:
-            numerics = "stir" if units == "stir" else "exact"
-        if numerics not in ("stir", "exact"):
-            raise StirGpuError(
-                f"numerics must be 'stir' (STIR's numbers) or 'exact' (float64 geometry), not {numerics!r}"
-            )
-        if numerics == "stir" and units != "stir":
-            raise StirGpuError("numerics='stir' gives STIR's numbers in STIR's units: it needs units='stir'")
         if max_segment_num_to_process is not None and int(max_segment_num_to_process) < 0:
             raise StirGpuError(f"max_segment_num_to_process must be >= 0, not {max_segment_num_to_process}")
         if int(num_slots) < 1:
@@ -156,7 +143,6 @@ class ProjectorOptions:
             max_views_per_chunk=None if mv is None else int(mv),
             restrict_to_cylindrical_fov=bool(restrict_to_cylindrical_fov),
             units=units,
-            numerics=numerics,
             max_segment_num_to_process=None if max_segment_num_to_process is None else int(max_segment_num_to_process),
             num_slots=int(num_slots),
             pin_host_memory=cfg.pin_host_memory,
@@ -207,7 +193,6 @@ class ProjectionSession:
         units: str = "stir",
         max_segment_num_to_process: int | None = None,
         num_slots: int = 3,
-        numerics: str | None = None,
         comm=None,
     ):
         #: :class:`ProjectorOptions`, fixed for the session's life
@@ -221,7 +206,6 @@ class ProjectionSession:
             units=units,
             max_segment_num_to_process=max_segment_num_to_process,
             num_slots=num_slots,
-            numerics=numerics,
         )
         #: the :class:`~stirgpu.distributed.Communicator` of the processes that share every call
         #: (each projects its share of the bins; back projections and sums are added up over
@@ -255,7 +239,6 @@ class ProjectionSession:
         pdi = _as_proj_data_info(proj_data_info)
         info = _as_image_info(image_info)
         opt = self.options
-        _check_projectable(pdi, opt.numerics)
         m = opt.max_segment_num_to_process
         if m is not None and m > max(-pdi.get_min_segment_num(), pdi.get_max_segment_num()):
             m = None
@@ -270,9 +253,7 @@ class ProjectionSession:
         self._set_up = _SetUp(
             proj_data_info=pdi,
             image_info=info,
-            kernel_geometry=stir_scaled_geometry(
-                info, stir_units=opt.units == "stir", numerics=opt.numerics, proj_data_info=pdi
-            ),
+            kernel_geometry=kernel_geometry(info, pdi, opt.units),
             fov_mask=(
                 cylindrical_fov_mask(info, stir_rim(info.shape[2], pdi.get_scanner().inner_ring_radius))
                 if opt.restrict_to_cylindrical_fov
@@ -302,7 +283,7 @@ class ProjectionSession:
 
     @property
     def kernel_geometry(self) -> KernelGeometry:
-        """The kernels' :class:`~stirgpu.kernels.KernelGeometry` of the set-up (units, numerics)."""
+        """The kernels' :class:`~stirgpu.kernels.KernelGeometry` of the set-up (frame, units)."""
         return self._fixed().kernel_geometry
 
     @property
@@ -374,17 +355,7 @@ class ProjectionSession:
 
     def __repr__(self) -> str:
         where = "not set up" if self._set_up is None else f"{self.backend} {list(self.devices or ())}"
-        return f"ProjectionSession({where}, units={self.options.units!r}, numerics={self.options.numerics!r})"
-
-
-def _check_projectable(proj_data_info: ProjDataInfo, numerics: str) -> None:
-    """Raise GeometryError for projection data the stirgpu projectors cannot take with these
-    options (what ``set_up`` refuses before computing anything)."""
-    if proj_data_info.is_tof_data() and numerics != "stir":
-        raise GeometryError(
-            f"TOF projection data ({proj_data_info.get_num_tof_poss()} timing positions) are projected with "
-            f"STIR's numerics only (numerics='stir', units='stir'), not numerics={numerics!r}"
-        )
+        return f"ProjectionSession({where}, units={self.options.units!r})"
 
 
 def _as_proj_data_info(obj) -> ProjDataInfo:

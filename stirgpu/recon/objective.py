@@ -10,7 +10,7 @@ i.e. the additive sinogram is in *normalised* (pre-corrected) units -- STIR's cl
 documentation: "the background term a is stored in additive_proj_data_sptr (note: this
 is not r)", with ``r`` (stirgpu's ``background`` ``b = a / f``) the background in
 measured units: ``ybar = A x / f + b``.  (Checked against
-``stir_reference/osem953*``: this model reproduces STIR's estimates to 1e-4 of the
+``stir_reference_lpp2.0.7/osem953*``: this model reproduces STIR's estimates to 1e-4 of the
 maximum, the model ``A x / f + a`` misses by 0.22 of it.)
 
 What OSMAPOSL needs from it (no prior):
@@ -211,8 +211,8 @@ class PoissonLogLikelihood:
         self, zoom: float = 1.0, xy_size: int | None = None, z_size: int | None = None, z_offset: float = 0.0
     ) -> ImageInfo:
         """STIR's image for these data (``zoom``, ``XY/Z output image size``, ``Z offset``), to
-        the last bit (:func:`stirgpu.kernels.stir_lors.stir_default_image_info`)."""
-        from ..kernels.stir_lors import stir_default_image_info
+        the last bit (:func:`stirgpu.kernels.joseph.lors.stir_default_image_info`)."""
+        from ..kernels.joseph.lors import stir_default_image_info
 
         return stir_default_image_info(
             self._measured_full.get_proj_data_info(),

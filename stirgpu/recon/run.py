@@ -241,7 +241,7 @@ def _image(s: OsmaposlSettings, check: _Check, y):
         return None, None
     try:
         # STIR's default image to the last bit (its float32 voxel sizes and sizes)
-        from ..kernels.stir_lors import stir_default_image_info
+        from ..kernels.joseph.lors import stir_default_image_info
 
         return float(s.initial_estimate), stir_default_image_info(y.get_proj_data_info(), **s.image_arguments())
     except GeometryError as exc:

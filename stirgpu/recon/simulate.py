@@ -125,7 +125,7 @@ def demo_geometry(
     num_views: int = 48,
     num_tangential_poss: int = 96,
 ) -> tuple[ProjDataInfo, ImageInfo]:
-    """A small STIR geometry (default: the ECAT 953 of ``stir_reference/osem953``) and its
+    """A small STIR geometry (default: the ECAT 953 of ``stir_reference_lpp2.0.7/osem953``) and its
     default image."""
     pdi = ProjDataInfo.construct(
         Scanner.from_name(scanner),

@@ -29,7 +29,7 @@ from ..config import get_config
 from ..execution import resolve_backend
 from ..formats import VoxelsOnCartesianGrid, read_image, write_image
 from ..geometry import ImageInfo
-from ..kernels.stir_lors import stir_default_image_info
+from ..kernels.joseph.lors import stir_default_image_info
 from .containers import DataContainer, _xp_of
 from .errors import InputError, InputTypeError, error, translate_class_errors
 

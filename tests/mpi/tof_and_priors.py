@@ -18,7 +18,7 @@ import stirgpu.priors.base
 from stirgpu.distributed import world
 from stirgpu.formats import ProjDataInMemory
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info
+from stirgpu.kernels.joseph.lors import stir_default_image_info
 from stirgpu.priors import QuadraticPrior, RelativeDifferencePrior
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import OSEM, PoissonLogLikelihood

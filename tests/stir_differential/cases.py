@@ -271,8 +271,8 @@ _QUICK_PLAN = (
 def quick_cases() -> tuple[Case, ...]:
     """The quick differential list: varied and cheap (a few 1e4 bins, images of a few 1e5 voxels).
 
-    Always holds the case of issue 12's known divergence: GE Discovery 690, span 3, maximum ring
-    difference 5 (outermost segments of one ring difference)."""
+    Always holds the case of a divergence once found against STIR: GE Discovery 690, span 3,
+    maximum ring difference 5 (outermost segments of one ring difference)."""
     rng = np.random.default_rng(1212)
     out = [
         _draw_case(rng, name, span, k, max_bins=40_000, max_voxels=150_000, seed=1212 + k)
@@ -373,9 +373,9 @@ def stir_image(stir, case: Case, pdi):
 
 def stirgpu_image_info(case: Case, pdi: ProjDataInfo) -> ImageInfo:
     """stirgpu's image geometry of ``case`` for stirgpu's ``pdi``: STIR's default image to the last
-    bit (``stirgpu.kernels.stir_lors.stir_default_image_info``: ``ImageInfo.default_for`` with
+    bit (``stirgpu.kernels.joseph.lors.stir_default_image_info``: ``ImageInfo.default_for`` with
     STIR's fast-math float32 voxel sizes)."""
-    from stirgpu.kernels.stir_lors import stir_default_image_info
+    from stirgpu.kernels.joseph.lors import stir_default_image_info
 
     return stir_default_image_info(
         pdi, zoom=case.zoom, xy_size=case.image_xy, z_size=case.image_z, origin=case.origin_zyx

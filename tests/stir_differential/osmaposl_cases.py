@@ -399,7 +399,7 @@ def random_case(seed: int, num_views: int, max_segment: int, *, max_subiteration
         # half a plane (3.375 mm: with a smaller Z size the image's z faces meet the LORs' planes
         # exactly) and a whole one (6.75 mm: a plane outside the scanner, seen through float32
         # rounding only) are the regimes where float64 geometry differed from STIR
-        # (docs/conventions.md); STIR's numerics must reproduce them too
+        # (docs/conventions.md); stirgpu's float32 projector must reproduce them too
         obj["Z offset (in mm)"] = pick(4.5, -2.0, 1.0, 3.375, -3.375, 6.75)
     use_subsets = bool(rng.random() < 0.6)
     obj["use subset sensitivities"] = int(use_subsets)

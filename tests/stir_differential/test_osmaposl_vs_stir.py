@@ -12,10 +12,10 @@ names (``osmaposl_cases.py`` makes the data with STIR and runs both).  The ident
   bit for bit, so what is left is the order of float32 additions of the back projections);
 * what STIR refuses, stirgpu refuses (before any work, naming the key's line).
 
-Geometry: ECAT 931 with mashed views (STIR adds its half-mash azimuthal offset).  stirgpu runs
-with its default numerics (STIR's float32 LOR endpoints and libparallelproj's float32 Joseph
-arithmetic; ``docs/joseph.md``) and STIR's default image to the last bit, so the projections
-are STIR's; what the tests measure is OSMAPOSL's logic.
+Geometry: ECAT 931 with mashed views (STIR adds its half-mash azimuthal offset).  stirgpu's
+projector computes STIR's (STIR's float32 LOR endpoints and libparallelproj 2.0.7's float32
+Joseph arithmetic; ``docs/joseph.md``) on STIR's default image to the last bit, so the
+projections are STIR's; what the tests measure is OSMAPOSL's logic.
 
 The quick set runs in the normal suite; a larger, seeded set of key combinations is marked
 ``slow`` and runs only with ``STIRGPU_LARGE_DIFFERENTIAL=1``.  Two cases that once failed for
@@ -213,8 +213,8 @@ END_PLANE_LEAK = (
     "STIR's Parallelproj computes z in float32 (in units of the x voxel size): a segment-0 LOR "
     "of axial position 1 puts ~2e-7 (zoom 1.2) of its weight into image plane 0, so with 'zero "
     "end planes of segment 0' that plane is seen at float-rounding level only, and OSMAPOSL's "
-    "unthresholded division turns it into plane-1-like values; float64 geometry gives an exact "
-    "0 there (0/0 -> 0), STIR's numerics the same float32 weight (docs/conventions.md)"
+    "unthresholded division turns it into plane-1-like values; float64 geometry gave an exact "
+    "0 there (0/0 -> 0), stirgpu's float32 projector STIR's weight (docs/conventions.md)"
 )
 
 
@@ -467,7 +467,7 @@ def test_zero_end_planes_default_start_interior_matches_stir(zero_end_planes_run
 def test_zero_end_planes_default_start_end_planes_match_stir(zero_end_planes_run):
     """The same run, whole images, end planes included.  With float64 geometry this failed by up
     to 100 % of the maximum after 10 subiterations, all of it in plane 0 (END_PLANE_LEAK);
-    guards STIR's float32 numerics and default image in the whole reconstruction."""
+    guards the float32 projector and STIR's default image in the whole reconstruction."""
     s_dir, g_dir = zero_end_planes_run
     oc.assert_agree(s_dir, g_dir)
 
@@ -644,8 +644,9 @@ def test_objective_function_reports_match_stir(reference_stir, five_segments, tm
 )
 def test_regimes_float64_geometry_missed(reference_stir, five_segments, tmp_path, obj, top):
     """Regimes where only float32 rounding of STIR's projector decides (docs/conventions.md,
-    'Divergences found against STIR (OSMAPOSL)'): stirgpu's default numerics agree with STIR's
-    OSMAPOSL there to the usual bounds.  Guards STIR's numerics at image faces and rims."""
+    'Divergences found against STIR (OSMAPOSL)'; float64 geometry missed STIR there by the
+    figures above): stirgpu's projector agrees with STIR's OSMAPOSL there to the usual bounds.
+    Guards the float32 arithmetic at image faces and rims."""
     extra = {} if "zoom" in obj else ADD
     par = oc.osmaposl_par({**extra, **SUBSET_SENS, **obj}, _top(**top, save_estimates_at_subiteration_intervals=1))
     s_dir, g_dir, _ = oc.run_both(reference_stir, tmp_path, par, inputs=five_segments)

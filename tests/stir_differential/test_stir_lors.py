@@ -1,7 +1,7 @@
-"""stirgpu.kernels.stir_lors reproduces STIR's float32 geometry bit for bit.
+"""stirgpu.kernels.joseph.lors reproduces STIR's float32 geometry bit for bit.
 
 Identities checked, without tolerance (the module exists to make STIR's float32 roundings,
-which decide the stepping axis at 45-degree views and inside / outside at image faces, issue 12):
+which decide the stepping axis at 45-degree views and inside / outside at image faces):
 
 * STIR's ``get_phi``, ``get_s``, ``get_m`` and ``get_tantheta`` equal ours for every segment,
   view, axial and tangential position;
@@ -22,7 +22,7 @@ import cases as C
 import numpy as np
 import pytest
 
-from stirgpu.kernels.stir_lors import stir_float_geometry, stir_image_frame, stir_lor_endpoints
+from stirgpu.kernels.joseph.lors import stir_float_geometry, stir_image_frame, stir_lor_endpoints
 
 pytestmark = pytest.mark.stir
 

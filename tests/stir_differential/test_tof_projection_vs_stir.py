@@ -23,8 +23,13 @@ import numpy as np
 import pytest
 
 from stirgpu.geometry import ProjDataInfo, Scanner
-from stirgpu.kernels.stir_lors import stir_default_image_info, stir_float_geometry, stir_image_frame, stir_lor_endpoints
-from stirgpu.kernels.stir_tof_api import back_chunk_stir_tof, forward_chunk_stir_tof
+from stirgpu.kernels.joseph.lors import (
+    stir_default_image_info,
+    stir_float_geometry,
+    stir_image_frame,
+    stir_lor_endpoints,
+)
+from stirgpu.kernels.tof.api import back_chunk_tof, forward_chunk_tof
 
 pytestmark = pytest.mark.stir
 
@@ -139,10 +144,10 @@ def ours_projections(pdi, image, data):
     back = np.zeros(info.shape, np.float32)
     for seg, a, n in segment_blocks(pdi):
         t = pdi.chunk_tables(seg)
-        got = forward_chunk_stir_tof(t, pdi, image, frame)  # (tof, view, axial, tang)
+        got = forward_chunk_tof(t, pdi, image, frame)  # (tof, view, axial, tang)
         fwd[:, a : a + n] = np.transpose(got, (0, 2, 1, 3))
         vals = np.ascontiguousarray(np.transpose(data[:, a : a + n], (0, 2, 1, 3)))
-        back_chunk_stir_tof(t, pdi, vals, back, frame)
+        back_chunk_tof(t, pdi, vals, back, frame)
     return fwd, back
 
 

@@ -1,624 +1,740 @@
-// Joseph forward and back projection kernels (non-TOF), compiled at run time by
-// stirgpu.kernels.cuda_backend through NVRTC (cupy.RawModule).  The per-LOR
-// arithmetic lives in joseph_common.cuh; this file maps threads to LORs.
+// The Joseph projector on the GPU: STIR's float32 LOR endpoints and libparallelproj 2.0.7's float32
+// Joseph projector, operation for operation as stirgpu/kernels/joseph/cpu.py (the reference);
+// chunk kernels (endpoints computed from a chunk's tables) and explicit-endpoint kernels (*_lors).
+// Every float operation is an explicit round-to-nearest intrinsic, so NVRTC cannot contract
+// or reorder them: forward projections equal the CPU's (and STIR's) bit for bit.  One thread
+// per LOR, all parts of a chunk in one launch (stir_part_of_thread), each part's bins in
+// [view][axial][tangential] order, the parts one after the other.  The forward projection reads
+// the image's zero-framed copies where the engine has made them (stir_framed: unchecked loads,
+// the lanes of a warp on one plane at a time; the same sums).  The back projection adds with
+// atomics, the lanes of a warp summing what they add into one voxel first (warp_segsum.cuh):
+// the order of additions differs from the CPU's (float32 rounding).
 //
-// Two families:
-//   *_simple : one thread per LOR, libparallelproj's mapping, bounds-checked reads of
-//              the plain (z, y, x) image, plain atomicAdd into it.  No extra memory.
-//   *_tiled  : reads / accumulates in zero-framed copies of the image (layout A for
-//              principal axis z or y, layout B = x<->y transposed for principal axis
-//              x), so the in-plane axis a warp moves along is always the contiguous
-//              one; the lanes of one warp that share a principal axis step through
-//              the same planes at the same time (warp-uniform plane loop), so a
-//              warp of neighbouring parallel LORs touches a few contiguous segments
-//              per step instead of 32 scattered voxels.
-// Chunk kernels compute each LOR's endpoints from packed ChunkTables of one or more
-// parts (segments) of a chunk; explicit kernels read
-// them from (N, 3) float32 arrays.  Idx is int when every index fits, else long long.
-//
-// Compile-time options (set by the Python side): SG_LERP (bilinear as two lerps),
-// SG_FWD_ILP=n (branch-free forward steps unrolled n times), SG_BACK_MERGE
-// (neighbouring lanes merge the back-projection atomics that hit the same voxel before
-// issuing them), SG_BACK_SEGSUM (exact aggregation of runs of lanes with equal footprints by
-// register shuffles, no shared memory; replaces SG_BACK_MERGE's merging).
-#include "joseph_common.cuh"
+// Tables (float32, see stirgpu/kernels/joseph/lors.py): the transaxial tables of a geometry's
+// views, which every segment shares (TransaxialTables), packed once per device as
+//   X[0 .. 6*NV*nt)   x1, y1, dx, dy, l1, l2   (each [view][tangential], all NV views)
+//   H[0 .. NV*nt)     unsigned char: 1 where the LOR meets the FOV cylinder
+// (several such sets one after the other where parts differ in tangential positions or radii),
+// and per part of a chunk, in A, its na values m then its nt values mt = max_a * tan(theta).
+// The parts' directory (STIR_PART_FIELDS int64 per part, then each part's views as indices into
+// its set's rows) gives each part's offsets into X, H, A and the directory, its sizes, its first
+// block and its first LOR.  So a chunk's own tables are a few floats per axial and tangential
+// position, not six per view and tangential position of every segment.
+
+#define F_ADD(a, b) __fadd_rn((a), (b))
+#define F_SUB(a, b) __fsub_rn((a), (b))
+#define F_MUL(a, b) __fmul_rn((a), (b))
+#define F_DIV(a, b) __fdiv_rn((a), (b))
+
 #include "warp_segsum.cuh"
 
-#define SG_FULL 0xffffffffu
-
-namespace sg {
-
-__device__ __forceinline__ int warp_min_i(int v)
+struct StirLine
 {
-#if __CUDA_ARCH__ >= 800
-    return __reduce_min_sync(SG_FULL, v);
-#else
-    for (int o = 16; o > 0; o >>= 1)
-        v = min(v, __shfl_xor_sync(SG_FULL, v, o));
-    return v;
-#endif
-}
-
-__device__ __forceinline__ int warp_max_i(int v)
-{
-#if __CUDA_ARCH__ >= 800
-    return __reduce_max_sync(SG_FULL, v);
-#else
-    for (int o = 16; o > 0; o >>= 1)
-        v = max(v, __shfl_xor_sync(SG_FULL, v, o));
-    return v;
-#endif
-}
-
-__device__ __forceinline__ Grid make_grid(double oz, double oy, double ox, double vz, double vy, double vx,
-                                          int nz, int ny, int nx)
-{
-    Grid g;
-    g.org[0] = oz;
-    g.org[1] = oy;
-    g.org[2] = ox;
-    g.vs[0] = vz;
-    g.vs[1] = vy;
-    g.vs[2] = vx;
-    g.n[0] = nz;
-    g.n[1] = ny;
-    g.n[2] = nx;
-    return g;
-}
-
-// LOR endpoints of bin (iv, ia, it) of a chunk; false if the LOR misses the cylinder.
-__device__ __forceinline__ bool chunk_lor(const double *__restrict__ T, int nv, int na, int nt,
-                                          int iv, int ia, int it, double xs[3], double xe[3])
-{
-    const double h = T[2 * nv + nt + it];
-    chunk_endpoints(T[iv], T[nv + iv], T[2 * nv + it], h, T[2 * nv + 2 * nt + it],
-                    T[2 * nv + 3 * nt + ia], xs, xe);
-    return h > 0.0;
-}
-
-// Warp-cooperative plan of the fast path for this lane's LOR.
-template <typename Idx>
-struct TiledLane
-{
-    JosephLine L;
-    bool fast;   // takes the padded path
-    int key;     // principal axis for fast lanes, 3 otherwise
-    int lo;      // first plane of this lane's group (warp-uniform within the group)
-    int trips;   // warp-uniform number of loop trips
-    Idx base, sp, su;
-    int use_b;
+    int dir, istart, iend;
+    float cf, au, bu, aw, bw;
 };
 
-template <typename Idx>
-__device__ __forceinline__ TiledLane<Idx> tiled_plan(bool has, const double xs[3], const double xe[3],
-                                                     const Grid &g)
+// A thread's part and LOR: where the LOR's transaxial values lie in its part's set (T, H: the
+// element vt of each [view][tangential] table, `plane` elements apart), its axial values m and
+// mt, the part's size and first LOR in the chunk's bins, and the LOR's index in the part's bins
+struct StirPart
 {
-    TiledLane<Idx> T;
-    T.L = has ? joseph_setup(xs, xe, g) : no_line();
-    T.fast = padded_ok(T.L, g);
-    T.key = T.fast ? T.L.dir : 3;
-    int lo = 0, hi = -1;
-    for (int k = 0; k < 3; ++k)
-    {
-        // every lane takes part in every reduction (no early exits before this point)
-        int mlo = warp_min_i(T.key == k ? T.L.istart : 0x7fffffff);
-        int mhi = warp_max_i(T.key == k ? T.L.iend : -0x7fffffff);
-        if (T.key == k)
-        {
-            lo = mlo;
-            hi = mhi;
-        }
-    }
-    T.lo = lo;
-    T.trips = warp_max_i(hi - lo + 1);
-    PaddedLine Q = padded_line(T.fast ? T.L.dir : 0, g);
-    T.base = (Idx)Q.base;
-    T.sp = (Idx)Q.sp;
-    T.su = (Idx)Q.su;
-    T.use_b = Q.use_b;
-    return T;
-}
-
-template <typename Idx>
-__device__ __forceinline__ float tiled_forward_lane(const TiledLane<Idx> &T, const float *__restrict__ A,
-                                                    const float *__restrict__ B)
-{
-    const float *__restrict__ buf = T.use_b ? B : A;
-    const JosephLine &L = T.L;
-    float sum = 0.0f;
-    float pf = (float)T.lo;
-#ifdef SG_FWD_ILP
-    // Branch-free steps: a lane outside its own plane range samples its nearest own
-    // plane and adds 0 times the value.  Without the branch the compiler can unroll
-    // and issue the loads of several planes before the first one returns.
-    // lanes off the fast path read the frame corner (zero coefficients, plane 0)
-    const JosephLine Lc = T.fast ? L : no_line();
-    const int ilo = T.fast ? L.istart : 0, ihi = T.fast ? L.iend : 0;
-    const float flo = (float)ilo, fhi = (float)ihi;
-    constexpr int unroll = SG_FWD_ILP;
-#pragma unroll unroll
-    for (int j = 0; j < T.trips; ++j, pf += 1.0f)
-    {
-        const int p = T.lo + j;
-        const int pc = min(max(p, ilo), ihi);
-        const float pfc = fminf(fmaxf(pf, flo), fhi);
-        const float m = (T.fast && p == pc) ? 1.0f : 0.0f;
-        sum += m * padded_sample<Idx>(buf, Lc, T.base, T.sp, T.su, pc, pfc);
-    }
-#else
-    for (int j = 0; j < T.trips; ++j, pf += 1.0f)
-    {
-        const int p = T.lo + j;
-        if (T.fast && p >= L.istart && p <= L.iend)
-            sum += padded_sample<Idx>(buf, L, T.base, T.sp, T.su, p, pf);
-    }
-#endif
-    return sum;
-}
-
-// Add (left, right) to the two neighbouring floats at q (one row of the 2x2 footprint);
-// `left_only`: the right one was handed to the neighbouring lane (SG_BACK_MERGE).
-__device__ __forceinline__ void add_pair(float *q, float left, float right, bool left_only)
-{
-    if (left_only)
-    {
-        atomicAdd(q, left);
-        return;
-    }
-    atomicAdd(q, left);
-    atomicAdd(q + 1, right);
-}
-
-
-template <typename Idx>
-__device__ __forceinline__ void tiled_back_lane(const TiledLane<Idx> &T, float val, float *A, float *B)
-{
-    float *buf = T.use_b ? B : A;
-    const JosephLine &L = T.L;
-    const int lane = (int)(threadIdx.x & 31u);
-#if defined(SG_BACK_SEGSUM)
-    const int key_left = __shfl_up_sync(SG_FULL, T.key, 1);
-    (void)lane;
-#elif defined(SG_BACK_MERGE)
-    const int key_left = __shfl_up_sync(SG_FULL, T.key, 1);
-    const int key_right = __shfl_down_sync(SG_FULL, T.key, 1);
-#endif
-    float pf = (float)T.lo;
-    for (int j = 0; j < T.trips; ++j, pf += 1.0f)
-    {
-        const int p = T.lo + j;
-        const bool act = T.fast && p >= L.istart && p <= L.iend;
-#if defined(SG_BACK_SEGSUM)
-        const unsigned amask = __ballot_sync(SG_FULL, act);
-        if (amask == 0u)
-            continue;  // warp-uniform (a ballot): no lane adds anything at this plane
-#endif
-        Idx o = (Idx)-1;
-        int iu = 0, iv = 0;
-        float c00 = 0.0f, c10 = 0.0f, c01 = 0.0f, c11 = 0.0f;
-        if (act)
-        {
-            float wu, wv;
-            o = padded_step<Idx>(L, T.base, T.sp, T.su, p, pf, wu, wv, iu, iv);
-            c00 = val * ((1 - wu) * (1 - wv));
-            c10 = val * ((wu) * (1 - wv));
-            c01 = val * ((1 - wu) * (wv));
-            c11 = val * ((wu) * (wv));
-        }
-#if defined(SG_BACK_SEGSUM)
-        (void)iu;
-        (void)iv;
-        segsum_step<Idx>(amask, act, T.key, key_left, o, T.su, buf, c00, c01, c10, c11);
-#else
-#ifdef SG_BACK_MERGE
-        // The left neighbour's right column (v+1) is often this lane's left column:
-        // take it over, so the pair issues 2 instead of 4 atomics there.  Lanes of one
-        // key sit on the same plane and buffer, so equal offsets mean equal voxels.
-        const Idx o_left = __shfl_up_sync(SG_FULL, o, 1);
-        const Idx o_right = __shfl_down_sync(SG_FULL, o, 1);
-        const float r01 = __shfl_up_sync(SG_FULL, c01, 1);
-        const float r11 = __shfl_up_sync(SG_FULL, c11, 1);
-        const bool take = act && lane > 0 && key_left == T.key && o_left + 1 == o;
-        const bool given = act && lane < 31 && key_right == T.key && o + 1 == o_right;
-        if (take)
-        {
-            c00 += r01;
-            c10 += r11;
-        }
-#else
-        const bool given = false;
-        (void)lane;
-        (void)iu;
-        (void)iv;
-#endif
-        if (act)
-        {
-            float *q = buf + o;
-            add_pair(q, c00, c01, given);
-            add_pair(q + T.su, c10, c11, given);
-        }
-#endif
-    }
-}
-
-template <typename Idx>
-__device__ __forceinline__ float simple_forward_lor(const JosephLine &L, const float *__restrict__ img,
-                                                    const Grid &g)
-{
-    const PlainLine<Idx> P = plain_line<Idx>(L, g);
-    float sum = 0.0f;
-    for (int p = L.istart; p <= L.iend; ++p)
-        sum += sample_plain<Idx>(img, P, L, p);
-    return sum;
-}
-
-template <typename Idx>
-__device__ __forceinline__ void simple_back_lor(const JosephLine &L, float val, float *img, const Grid &g)
-{
-    const PlainLine<Idx> P = plain_line<Idx>(L, g);
-    for (int p = L.istart; p <= L.iend; ++p)
-        scatter_plain<Idx>(img, P, L, p, val);
-}
-
-template <typename E>
-__device__ __forceinline__ void load_lor(const E *__restrict__ xstart, const E *__restrict__ xend,
-                                         long long i, double xs[3], double xe[3])
-{
-    for (int k = 0; k < 3; ++k)
-    {
-        xs[k] = (double)xstart[3 * i + k];
-        xe[k] = (double)xend[3 * i + k];
-    }
-}
-
-}  // namespace sg
-
-#define SG_GRID_ARGS double oz, double oy, double ox, double vz, double vy, double vx, int nz, int ny, int nx
-#define SG_GRID sg::make_grid(oz, oy, ox, vz, vy, vx, nz, ny, nx)
-
-// ------------------------------------------------------------------------------------
-// explicit endpoints: one thread per LOR, 1-D grid (blockDim.x a multiple of 32)
-// ------------------------------------------------------------------------------------
-template <typename E, typename Idx>
-__global__ void fwd_explicit_simple(const E *__restrict__ xstart, const E *__restrict__ xend,
-                                    const float *__restrict__ img, float *__restrict__ out,
-                                    long long nlors, SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nlors)
-        return;
-    const sg::Grid g = SG_GRID;
-    double xs[3], xe[3];
-    sg::load_lor(xstart, xend, i, xs, xe);
-    const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
-    float r = 0.0f;
-    if (L.dir >= 0)
-        r = sg::simple_forward_lor<Idx>(L, img, g) * L.cf;
-    out[i] = r;
-}
-
-template <typename E, typename Idx>
-__global__ void back_explicit_simple(const E *__restrict__ xstart, const E *__restrict__ xend,
-                                     const float *__restrict__ values, float *img,
-                                     long long nlors, SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nlors)
-        return;
-    const float v = values[i];
-    if (v == 0.0f)
-        return;
-    const sg::Grid g = SG_GRID;
-    double xs[3], xe[3];
-    sg::load_lor(xstart, xend, i, xs, xe);
-    const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
-    if (L.dir >= 0)
-        sg::simple_back_lor<Idx>(L, L.cf * v, img, g);
-}
-
-template <typename E, typename Idx>
-__global__ void fwd_explicit_tiled(const E *__restrict__ xstart, const E *__restrict__ xend,
-                                   const float *__restrict__ img, const float *__restrict__ A,
-                                   const float *__restrict__ B, float *__restrict__ out,
-                                   long long nlors, SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool in_range = i < nlors;
-    const sg::Grid g = SG_GRID;
-    double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
-    if (in_range)
-        sg::load_lor(xstart, xend, i, xs, xe);
-    const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(in_range, xs, xe, g);
-    float sum = sg::tiled_forward_lane<Idx>(T, A, B);
-    if (T.L.dir >= 0 && !T.fast)
-        sum = sg::simple_forward_lor<Idx>(T.L, img, g);
-    if (in_range)
-        out[i] = T.L.dir >= 0 ? sum * T.L.cf : 0.0f;
-}
-
-template <typename E, typename Idx>
-__global__ void back_explicit_tiled(const E *__restrict__ xstart, const E *__restrict__ xend,
-                                    const float *__restrict__ values, float *img, float *A, float *B,
-                                    long long nlors, SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const sg::Grid g = SG_GRID;
-    double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
-    float v = 0.0f;
-    if (i < nlors)
-    {
-        v = values[i];
-        sg::load_lor(xstart, xend, i, xs, xe);
-    }
-    const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(v != 0.0f, xs, xe, g);
-    const float val = T.L.cf * v;
-    sg::tiled_back_lane<Idx>(T, val, A, B);
-    if (T.L.dir >= 0 && !T.fast)
-        sg::simple_back_lor<Idx>(T.L, val, img, g);
-}
-
-// ------------------------------------------------------------------------------------
-// chunk: endpoints from packed tables (stirgpu/kernels/tables.py): a header of 4 doubles
-// per part [offset of its tables, offset of its first bin, nv, na], then per part
-// [cos nv][sin nv][s nt][half_chord nt][tantheta nt][m na]; part k's bins are
-// [view][axial][tangential] from its bin offset on.  One launch covers every part of a
-// chunk (one segment each), so a multi-segment chunk has one launch tail, not one per
-// segment.
-// ------------------------------------------------------------------------------------
-namespace sg {
-
-struct Part
-{
-    const double *T;  // this part's tables
-    long long bin0;   // its first bin in the chunk
-    int nv, na;
+    const float *T;
+    const unsigned char *H;
+    long long vt, plane;
+    float m, mt;
+    long long n_lors, lor0, idx;
 };
 
-__device__ __forceinline__ Part chunk_part(const double *__restrict__ P, int k)
+// STIR's endpoints of the LOR of part P (stir_part_of_thread)
+__device__ __forceinline__ void stir_endpoints(const StirPart &P, float rescale, float s[3], float e[3], bool &hit)
 {
-    Part c;
-    c.T = P + (long long)P[4 * k];
-    c.bin0 = (long long)P[4 * k + 1];
-    c.nv = (int)P[4 * k + 2];
-    c.na = (int)P[4 * k + 3];
-    return c;
-}
-
-// The part holding bin i (the parts' bins follow each other).
-__device__ __forceinline__ Part part_of_bin(const double *__restrict__ P, int nparts, long long i)
-{
-    int k = 0;
-    while (k + 1 < nparts && (long long)P[4 * (k + 1) + 1] <= i)
-        ++k;
-    return chunk_part(P, k);
-}
-
-// Tiled kernels: the part `k` of this block, and the block's index `b` within the part
-// (each part has nv * ceil(na / blockDim.y) * ceil(nt / 32) blocks; block-uniform).
-__device__ __forceinline__ Part part_of_block(const double *__restrict__ P, int nparts, int nt, long long &b, int &k)
-{
-    const long long tiles_t = (nt + 31) / 32, w = blockDim.y;
-    b = blockIdx.x;
-    k = 0;
-    for (; k + 1 < nparts; ++k)
+    const float *__restrict__ T = P.T;
+    const long long vt = P.vt, plane = P.plane;
+    hit = P.H[vt] != 0;
+    if (!hit)
     {
-        const long long nb = (long long)P[4 * k + 2] * (((long long)P[4 * k + 3] + w - 1) / w) * tiles_t;
-        if (b < nb)
-            break;
-        b -= nb;
+        s[0] = s[1] = s[2] = e[0] = e[1] = e[2] = 0.0f;
+        return;
     }
-    return chunk_part(P, k);
+    const float x1 = T[vt], y1 = T[plane + vt], dx = T[2 * plane + vt], dy = T[3 * plane + vt];
+    const float l1 = T[4 * plane + vt], l2 = T[5 * plane + vt];
+    const float z1 = F_SUB(P.m, P.mt);
+    const float dz = F_SUB(F_ADD(P.m, P.mt), z1);
+    s[0] = F_MUL(F_ADD(F_MUL(dz, l1), z1), rescale);
+    s[1] = F_MUL(F_ADD(F_MUL(dy, l1), y1), rescale);
+    s[2] = F_MUL(F_ADD(F_MUL(dx, l1), x1), rescale);
+    e[0] = F_MUL(F_ADD(F_MUL(dz, l2), z1), rescale);
+    e[1] = F_MUL(F_ADD(F_MUL(dy, l2), y1), rescale);
+    e[2] = F_MUL(F_ADD(F_MUL(dx, l2), x1), rescale);
 }
 
-// Offset of bin (iv, ia, it) of part k in the chunk's values, the part's header read again
-// (through L2: the compiler must not keep the first reads alive across the projection loop,
-// whose register budget they would take).
-__device__ __forceinline__ long long part_bin(const double *P, int k, int nt, int iv, int ia, int it)
+// The order in which threads take a part's LORs (each module is compiled with one; see
+// joseph/cuda.py's axial_major for which): 0 in the bins' own [view][axial][tangential] order, 1 axial
+// position outermost, then view, then tangential position.  With 1 the blocks in flight cover a
+// thin slab of axial positions of every view of the part instead of every axial position of a
+// few views, so the image planes they touch are few enough to stay in the L2 cache of an image
+// much larger than it (long axial FOV).  Neighbouring threads keep neighbouring tangential positions.
+#ifndef STIR_AXIAL_MAJOR
+#define STIR_AXIAL_MAJOR 0
+#endif
+// threads per block of every launch (joseph/cuda.py's THREADS, passed by its compile_options)
+#ifndef STIR_THREADS
+#define STIR_THREADS 256
+#endif
+// blocks of STIR_THREADS each SM should hold at once (launch bounds: the register budget is what
+// 65536 registers leave to that many blocks; 6 blocks: at most 40 registers, docs/kernel-tuning.md)
+#ifndef STIR_FWD_MIN_BLOCKS
+#define STIR_FWD_MIN_BLOCKS 4
+#endif
+#ifndef STIR_BACK_MIN_BLOCKS
+#define STIR_BACK_MIN_BLOCKS 6
+#endif
+
+// The LOR of a part's thread tid: its index in the part's [view][axial][tangential] bins (past
+// the part's end for the threads past it)
+__device__ __forceinline__ long long stir_lor_of_thread(long long tid, int nv, int na, int nt)
 {
-    const long long bin0 = (long long)__ldcg(P + 4 * k + 1);
-    const int na = (int)__ldcg(P + 4 * k + 3);
-    return bin0 + ((long long)iv * na + ia) * nt + it;
+#if STIR_AXIAL_MAJOR
+    const long long row = tid / nt; // axial * nv + view
+    const long long ia = row / nv;
+    if (ia >= na)
+        return tid;
+    const long long iv = row - ia * nv;
+    return (iv * na + ia) * nt + (tid - row * nt);
+#else
+    return tid;
+#endif
 }
 
-// Bin (iv, ia, it) of local block b: blockDim = (32, W); each warp takes 32 consecutive
-// tangential bins of one (view, axial position); the W warps of a block take W
-// consecutive axial positions of the same view; tangential tiles fastest, then axial
-// tiles, then views -- or, with ``axial`` (uniform over the launch), then views, then
-// axial tiles: the blocks running at one time cover a slab of planes of every view
-// rather than every plane of a few views.
-__device__ __forceinline__ void chunk_tile(long long b, int nv, int na, int nt, int axial, int &iv, int &ia,
-                                           int &it)
+// One launch covers all parts of a chunk, each part whole blocks of it, so that a chunk pays one
+// launch's tail (its last blocks running on a part of the GPU) instead of one per part: a
+// subset's parts (one per segment, a few views each) are often less than a wave of the GPU
+// each (docs/kernel-tuning.md, "One launch per chunk").  Directory row of a part:
+// X offset (floats), H offset, nv, na, nt, first block, first LOR, A offset (floats), offset of its
+// views in the directory, NV (the views of its transaxial set)
+#define STIR_PART_FIELDS 10
+#define STIR_PARTS_ARGS                                                                                              \
+    const float *__restrict__ X, const unsigned char *__restrict__ H, const float *__restrict__ A,                  \
+        const long long *__restrict__ parts, int n_parts
+#define STIR_PARTS_PASS X, H, A, parts, n_parts
+
+// The part of this thread's block (the last part starting at or before it: parts without LORs
+// take no blocks), the thread's LOR in it and that LOR's places in the tables; false for the
+// threads past the part's LORs
+__device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P)
 {
-    const int tiles_t = (nt + 31) / 32;
-    const int tiles_a = (na + (int)blockDim.y - 1) / (int)blockDim.y;
-    const int tt = (int)(b % tiles_t);
-    b /= tiles_t;
-    int at;
-    if (axial)
+    const long long block = blockIdx.x;
+    int lo = 0, hi = n_parts - 1;
+    while (lo < hi)
     {
-        iv = (int)(b % nv);
-        at = (int)(b / nv);
+        const int mid = (lo + hi + 1) / 2;
+        if (parts[(long long)mid * STIR_PART_FIELDS + 5] <= block)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const long long *row = parts + (long long)lo * STIR_PART_FIELDS;
+    const int nv = (int)row[2], na = (int)row[3], nt = (int)row[4];
+    P.n_lors = (long long)nv * na * nt;
+    const long long tid = (block - row[5]) * blockDim.x + threadIdx.x;
+    if (tid >= P.n_lors)
+        return false;
+    P.lor0 = row[6];
+    P.idx = stir_lor_of_thread(tid, nv, na, nt);
+    const int it = (int)(P.idx % nt);
+    const long long rest = P.idx / nt;
+    const int ia = (int)(rest % na);
+    const long long iv = rest / na;
+    P.T = X + row[0];
+    P.H = H + row[1];
+    P.vt = parts[row[8] + iv] * nt + it;
+    P.plane = row[9] * nt;
+    P.m = A[row[7] + ia];
+    P.mt = A[row[7] + na + it];
+    return true;
+}
+
+// libparallelproj 2.0.7's ray_cube_intersection_joseph and the plane coefficients: a zero-length LOR
+// misses; a ray parallel to an axis misses where its start lies outside that axis's slab (faces
+// included) and is not constrained by it otherwise; planes are crossed where the floors of the
+// entry and exit plane coordinates differ
+__device__ __forceinline__ StirLine stir_setup(const float s[3], const float e[3], const float org[3],
+                                               const float vs[3], const int n[3])
+{
+    StirLine L;
+    L.dir = 0;
+    L.istart = -1;
+    L.iend = -1;
+    L.cf = 1.0f;
+    L.au = L.bu = L.aw = L.bw = 0.0f;
+    float d[3];
+    for (int k = 0; k < 3; ++k)
+        d[k] = F_SUB(e[k], s[k]);
+    if (d[0] == 0.0f && d[1] == 0.0f && d[2] == 0.0f)
+        return L;
+    float tmin = 0.0f, tmax = 1.0f;
+    for (int k = 0; k < 3; ++k)
+    {
+        const float lo = F_SUB(org[k], F_MUL(0.5f, vs[k]));
+        const float hi = F_ADD(lo, F_MUL((float)n[k], vs[k]));
+        if (d[k] != 0.0f)
+        {
+            const float inv = F_DIV(1.0f, d[k]);
+            const float t1 = F_MUL(F_SUB(lo, s[k]), inv);
+            const float t2 = F_MUL(F_SUB(hi, s[k]), inv);
+            tmin = fmaxf(tmin, fminf(t1, t2));
+            tmax = fminf(tmax, fmaxf(t1, t2));
+        }
+        else if (s[k] < lo || s[k] > hi)
+            return L;
+    }
+    if (tmax < tmin)
+        return L;
+    const float q0 = F_MUL(d[0], d[0]), q1 = F_MUL(d[1], d[1]), q2 = F_MUL(d[2], d[2]);
+    const float total = F_ADD(F_ADD(q0, q1), q2);
+    const float c0 = F_DIV(q0, total), c1 = F_DIV(q1, total), c2 = F_DIV(q2, total);
+    int di = 0;
+    if (c1 >= c0 && c1 >= c2)
+        di = 1;
+    else if (c2 >= c0 && c2 >= c1)
+        di = 2;
+    const float cq = di == 0 ? c0 : (di == 1 ? c1 : c2);
+    L.dir = di;
+    L.cf = F_DIV(vs[di], __fsqrt_rn(cq));
+    float f1 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmin, d[di])), org[di]), vs[di]);
+    float f2 = F_DIV(F_SUB(F_ADD(s[di], F_MUL(tmax, d[di])), org[di]), vs[di]);
+    if ((int)floorf(f1) == (int)floorf(f2))
+        return L;
+    if (f1 > f2)
+    {
+        const float t = f1;
+        f1 = f2;
+        f2 = t;
+    }
+    // -1 is libparallelproj's "no intersection"; the clamp to the image's planes is never active for
+    // a clipped ray (f1 >= -0.5, f2 <= n - 0.5) but where float32 clipping of coordinates millions
+    // of voxels away goes astray, where libparallelproj reads outside the image (joseph/cpu.py)
+    const int first = (int)floorf(f1) + 1, last = min((int)floorf(f2), n[di] - 1);
+    if (first == -1 || max(first, 0) > last)
+        return L;
+    L.istart = max(first, 0);
+    L.iend = last;
+    const int u = di == 0 ? 1 : 0;
+    const int w = di == 2 ? 1 : 2;
+    const float dr = d[di];
+    const float od = F_SUB(org[di], s[di]);
+    L.au = F_DIV(F_MUL(d[u], vs[di]), F_MUL(vs[u], dr));
+    L.bu = F_DIV(F_ADD(F_SUB(s[u], org[u]), F_DIV(F_MUL(d[u], od), dr)), vs[u]);
+    L.aw = F_DIV(F_MUL(d[w], vs[di]), F_MUL(vs[w], dr));
+    L.bw = F_DIV(F_ADD(F_SUB(s[w], org[w]), F_DIV(F_MUL(d[w], od), dr)), vs[w]);
+    return L;
+}
+
+__device__ __forceinline__ void stir_strides(int di, const int n[3], long long &sd, long long &su, int &nu,
+                                             long long &sw, int &nw)
+{
+    const long long s0 = (long long)n[1] * n[2], s1 = n[2];
+    if (di == 0)
+    {
+        sd = s0; su = s1; nu = n[1]; sw = 1; nw = n[2];
+    }
+    else if (di == 1)
+    {
+        sd = s1; su = s0; nu = n[0]; sw = 1; nw = n[2];
     }
     else
     {
-        at = (int)(b % tiles_a);
-        iv = (int)(b / tiles_a);
-    }
-    it = tt * 32 + (int)threadIdx.x;
-    ia = at * (int)blockDim.y + (int)threadIdx.y;
-}
-
-}  // namespace sg
-
-template <typename Idx>
-__global__ void fwd_chunk_simple(const double *__restrict__ P, int nparts, int nt, long long nlors,
-                                 const float *__restrict__ img, float *__restrict__ out, float scale,
-                                 SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nlors)
-        return;
-    const sg::Part c = sg::part_of_bin(P, nparts, i);
-    const long long j = i - c.bin0;
-    const int it = (int)(j % nt);
-    const long long r = j / nt;
-    const int ia = (int)(r % c.na), iv = (int)(r / c.na);
-    const sg::Grid g = SG_GRID;
-    double xs[3], xe[3];
-    float res = 0.0f;
-    if (sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe))
-    {
-        const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
-        if (L.dir >= 0)
-            res = (sg::simple_forward_lor<Idx>(L, img, g) * L.cf) * scale;
-    }
-    out[i] = res;
-}
-
-template <typename Idx>
-__global__ void back_chunk_simple(const double *__restrict__ P, int nparts, int nt, long long nlors,
-                                  const float *__restrict__ values, float *img, float scale,
-                                  SG_GRID_ARGS)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nlors)
-        return;
-    const float v = values[i];
-    if (v == 0.0f)
-        return;
-    const sg::Part c = sg::part_of_bin(P, nparts, i);
-    const long long j = i - c.bin0;
-    const int it = (int)(j % nt);
-    const long long r = j / nt;
-    const int ia = (int)(r % c.na), iv = (int)(r / c.na);
-    const sg::Grid g = SG_GRID;
-    double xs[3], xe[3];
-    if (!sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe))
-        return;
-    const sg::JosephLine L = sg::joseph_setup(xs, xe, g);
-    if (L.dir >= 0)
-        sg::simple_back_lor<Idx>(L, L.cf * (v * scale), img, g);
-}
-
-// The two tiled chunk kernels' arguments are also packed, in this order, by
-// cuda_backend._RawLaunch (ChunkLauncher's driver-level launch): change both together.
-template <typename Idx>
-__global__ void fwd_chunk_tiled(const double *__restrict__ P, int nparts, int nt, int axial,
-                                const float *__restrict__ img, const float *__restrict__ A,
-                                const float *__restrict__ B, float *__restrict__ out, float scale,
-                                SG_GRID_ARGS)
-{
-    long long b;
-    int k;
-    const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
-    int iv, ia, it;
-    sg::chunk_tile(b, c.nv, c.na, nt, axial, iv, ia, it);
-    const bool in_range = it < nt && ia < c.na;
-    const sg::Grid g = SG_GRID;
-    double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
-    bool has = false;
-    if (in_range)
-        has = sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe);
-    const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(has, xs, xe, g);
-    float sum = sg::tiled_forward_lane<Idx>(T, A, B);
-    if (T.L.dir >= 0 && !T.fast)
-        sum = sg::simple_forward_lor<Idx>(T.L, img, g);
-    if (in_range)
-        out[sg::part_bin(P, k, nt, iv, ia, it)] = T.L.dir >= 0 ? (sum * T.L.cf) * scale : 0.0f;
-}
-
-template <typename Idx>
-__global__ void back_chunk_tiled(const double *__restrict__ P, int nparts, int nt, int axial,
-                                 const float *__restrict__ values, float *img, float *A, float *B,
-                                 float scale, SG_GRID_ARGS)
-{
-    long long b;
-    int k;
-    const sg::Part c = sg::part_of_block(P, nparts, nt, b, k);
-    int iv, ia, it;
-    sg::chunk_tile(b, c.nv, c.na, nt, axial, iv, ia, it);
-    const sg::Grid g = SG_GRID;
-    double xs[3] = {0.0, 0.0, 0.0}, xe[3] = {0.0, 0.0, 0.0};
-    float v = 0.0f;
-    bool has = false;
-    if (it < nt && ia < c.na)
-    {
-        v = values[c.bin0 + ((long long)iv * c.na + ia) * nt + it];
-        if (v != 0.0f)
-            has = sg::chunk_lor(c.T, c.nv, c.na, nt, iv, ia, it, xs, xe);
-    }
-    const sg::TiledLane<Idx> T = sg::tiled_plan<Idx>(has, xs, xe, g);
-    const float val = T.L.cf * (v * scale);
-    sg::tiled_back_lane<Idx>(T, val, A, B);
-    if (T.L.dir >= 0 && !T.fast)
-        sg::simple_back_lor<Idx>(T.L, val, img, g);
-}
-
-// ------------------------------------------------------------------------------------
-// layout kernels of the tiled path (blockDim = (32, 8); grid (tiles, tiles, planes))
-// ------------------------------------------------------------------------------------
-#define SG_TILE 32
-#define SG_ROWS 8
-
-// A[z+1][y+1][x+1] = B[z+1][x+1][y+1] = img[z][y][x], zero frame.  One read of the
-// image, both layouts written with coalesced rows (B through a shared-memory transpose).
-// grid = (tiles over nx+2, tiles over ny+2, nz+2), block = (32, 8).
-extern "C" __global__ void pad_ab(const float *__restrict__ img, float *__restrict__ A,
-                                  float *__restrict__ B, int nz, int ny, int nx)
-{
-    __shared__ float tile[SG_TILE][SG_TILE + 1];
-    const int zp = blockIdx.z;  // padded coordinates
-    const int x0 = blockIdx.x * SG_TILE, y0 = blockIdx.y * SG_TILE;
-    const int ny2 = ny + 2, nx2 = nx + 2;
-    const long long plane_a = (long long)zp * ny2 * nx2, plane_b = (long long)zp * nx2 * ny2;
-    const int z = zp - 1;
-    for (int r = threadIdx.y; r < SG_TILE; r += SG_ROWS)
-    {
-        const int yp = y0 + r, xp = x0 + (int)threadIdx.x;
-        const int y = yp - 1, x = xp - 1;
-        float val = 0.0f;
-        if ((unsigned)z < (unsigned)nz && (unsigned)y < (unsigned)ny && (unsigned)x < (unsigned)nx)
-            val = img[((long long)z * ny + y) * nx + x];
-        tile[r][threadIdx.x] = val;
-        if (yp < ny2 && xp < nx2)
-            A[plane_a + (long long)yp * nx2 + xp] = val;
-    }
-    __syncthreads();
-    for (int r = threadIdx.y; r < SG_TILE; r += SG_ROWS)
-    {
-        const int xp = x0 + r, yp = y0 + (int)threadIdx.x;
-        if (xp < nx2 && yp < ny2)
-            B[plane_b + (long long)xp * ny2 + yp] = tile[threadIdx.x][r];
+        sd = 1; su = s0; nu = n[0]; sw = s1; nw = n[1];
     }
 }
 
-// out[z][y][x] += A[z+1][y+1][x+1] + B[z+1][x+1][y+1] (add != 0), or = (add == 0: out is not
-// read, so it need not be initialised).  grid = (tiles over x, tiles over y, nz).
-extern "C" __global__ void combine_back(float *__restrict__ out, const float *__restrict__ A,
-                                        const float *__restrict__ B, int nz, int ny, int nx, int add)
+// One LOR's walk through the image: its setup and the strides of its principal and other axes.
+struct StirWalk
 {
-    __shared__ float tile[SG_TILE][SG_TILE + 1];
-    const int z = blockIdx.z;
-    const int x0 = blockIdx.x * SG_TILE, y0 = blockIdx.y * SG_TILE;
-    const long long ny2 = ny + 2, nx2 = nx + 2;
-    for (int r = threadIdx.y; r < SG_TILE; r += SG_ROWS)
+    StirLine L;
+    long long sd, su, sw;
+    int nu, nw;
+};
+
+// The interpolation coordinates in plane pf (a plane index, as a float: exact below 2^24) of a
+// walk: i * a + b, recomputed at every plane in float32 as libparallelproj 2.0.7 does (2.0.6 and
+// older stepped them by += a, whose rounding drifted along the ray)
+__device__ __forceinline__ float stir_coord(float a, float b, float pf)
+{
+    return F_ADD(F_MUL(pf, a), b);
+}
+
+// The walk from s to e; false where it adds nothing (misses the image)
+__device__ __forceinline__ bool stir_walk_between(const float s[3], const float e[3], int n0, int n1, int n2,
+                                                  float o0, float o1, float o2, float v0, float v1, float v2,
+                                                  StirWalk &W)
+{
+    const float org[3] = {o0, o1, o2}, vs[3] = {v0, v1, v2};
+    const int n[3] = {n0, n1, n2};
+    W.L = stir_setup(s, e, org, vs, n);
+    if (W.L.istart == -1)
+        return false;
+    stir_strides(W.L.dir, n, W.sd, W.su, W.nu, W.sw, W.nw);
+    return true;
+}
+
+// false where the LOR adds nothing (misses the FOV cylinder or the image)
+__device__ __forceinline__ bool stir_walk(const StirPart &P, int n0, int n1, int n2, float o0, float o1, float o2,
+                                          float v0, float v1, float v2, float rescale, StirWalk &W)
+{
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(P, rescale, s, e, hit);
+    return stir_walk_between(s, e, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+}
+
+// The bilinear sample at plane i of the walk, libparallelproj's float32 operations in its order
+// (zero outside the image)
+__device__ __forceinline__ float stir_sample(const float *__restrict__ img, const StirWalk &W, int i)
+{
+    const float fu = stir_coord(W.L.au, W.L.bu, (float)i), fw = stir_coord(W.L.aw, W.L.bw, (float)i);
+    const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+    const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
+    const long long base = (long long)i * W.sd;
+    const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+    const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
+    const float v00 = (u0in && w0in) ? img[base + u0 * W.su + w0 * W.sw] : 0.0f;
+    const float v10 = (u1in && w0in) ? img[base + (u0 + 1) * W.su + w0 * W.sw] : 0.0f;
+    const float v01 = (u0in && w1in) ? img[base + u0 * W.su + (w0 + 1) * W.sw] : 0.0f;
+    const float v11 = (u1in && w1in) ? img[base + (u0 + 1) * W.su + (w0 + 1) * W.sw] : 0.0f;
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
+    return F_ADD(r, F_MUL(F_MUL(v11, wu), ww));
+}
+
+// The adjoint of stir_sample: add float32(val * weight) to each corner (atomically)
+__device__ __forceinline__ void stir_scatter(float *__restrict__ img, const StirWalk &W, int i, float val)
+{
+    const float fu = stir_coord(W.L.au, W.L.bu, (float)i), fw = stir_coord(W.L.aw, W.L.bw, (float)i);
+    const int u0 = (int)floorf(fu), w0 = (int)floorf(fw);
+    const float wu = F_SUB(fu, (float)u0), ww = F_SUB(fw, (float)w0);
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const long long base = (long long)i * W.sd;
+    const bool u0in = u0 >= 0 && u0 < W.nu, u1in = u0 + 1 >= 0 && u0 + 1 < W.nu;
+    const bool w0in = w0 >= 0 && w0 < W.nw, w1in = w0 + 1 >= 0 && w0 + 1 < W.nw;
+    if (u0in && w0in)
+        atomicAdd(img + base + u0 * W.su + w0 * W.sw, F_MUL(val, F_MUL(mu, mw)));
+    if (u1in && w0in)
+        atomicAdd(img + base + (u0 + 1) * W.su + w0 * W.sw, F_MUL(val, F_MUL(wu, mw)));
+    if (u0in && w1in)
+        atomicAdd(img + base + u0 * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(mu, ww)));
+    if (u1in && w1in)
+        atomicAdd(img + base + (u0 + 1) * W.su + (w0 + 1) * W.sw, F_MUL(val, F_MUL(wu, ww)));
+}
+
+// floor(x) as a float and as an int, exact for |x| < 2^22, without the conversion pipe's
+// instructions (floorf and the float-int conversions issue at 1/8 of the float rate on sm_90): in
+// round-down mode x + 1.5 * 2^23 lands on the float M + floor(x), whose bits are M's plus floor(x)
+__device__ __forceinline__ void stir_floor(float x, float &f, int &i)
+{
+    const float M = 12582912.0f;
+    const float y = __fadd_rd(x, M);
+    f = F_SUB(y, M);
+    i = __float_as_int(y) - 0x4B400000;
+}
+
+// A walk's samples in the image's zero-framed copies (cuda_workspaces.padded_copies: A (z, y, x)
+// and B (z, x, y), a voxel of zeros around): walks along x read B, where the neighbouring LORs of a
+// warp, spread along y, read contiguous voxels, as walks along z and y do in A.  A sample whose
+// corners all lie in the copy needs no bounds check and reads zero where the image has none, so
+// the sums are those of stir_sample.  `row` points at plane `plane`'s voxel (u, w) = (0, 0).
+struct StirFramed
+{
+    const float *row;
+    long long sd;
+    int su;
+};
+
+// The framed walk of W, or false where a sample's corners might leave the frame: floor(fu) and
+// floor(fw) must stay in [-1, n - 1] at every plane.  The coordinates i * a + b, each operation
+// rounded, are monotone in i, so their ends, at the walk's first and last planes, bound them all.
+// (the coordinates' bound; the host build of the tests lowers it, so that one launch takes both paths)
+#ifndef STIR_FRAMED_LIMIT
+#define STIR_FRAMED_LIMIT 1024.0f
+#endif
+__device__ __forceinline__ bool stir_framed_ends_inside(float a, float b, int istart, int iend, int n)
+{
+    const float first = stir_coord(a, b, (float)istart), last = stir_coord(a, b, (float)iend);
+    const float lo = fminf(first, last), hi = fmaxf(first, last);
+    return lo >= -1.0f && hi < (float)n && hi < STIR_FRAMED_LIMIT;
+}
+
+// Whether a walk's coordinate stays within (-limit, limit) at every plane (monotone, as above)
+#define STIR_SMALL 1048576.0f
+__device__ __forceinline__ bool stir_ends_within(float a, float b, int istart, int iend, float limit)
+{
+    return fabsf(stir_coord(a, b, (float)istart)) < limit && fabsf(stir_coord(a, b, (float)iend)) < limit;
+}
+
+// floor(x) as a float and an int: by stir_floor where |x| < 2^22 (`small`), else floorf's
+__device__ __forceinline__ void stir_floor_any(float x, bool small, float &f, int &i)
+{
+    if (small)
+        stir_floor(x, f, i);
+    else
     {
-        const int x = x0 + r, y = y0 + (int)threadIdx.x;
-        float val = 0.0f;
-        if (x < nx && y < ny)
-            val = B[((long long)(z + 1) * nx2 + (x + 1)) * ny2 + (y + 1)];
-        tile[r][threadIdx.x] = val;  // tile[x - x0][y - y0]
+        f = floorf(x);
+        i = (int)f;
     }
-    __syncthreads();
-    for (int r = threadIdx.y; r < SG_TILE; r += SG_ROWS)
+}
+
+__device__ __forceinline__ bool stir_framed(const StirWalk &W, const float *__restrict__ framed_a,
+                                            const float *__restrict__ framed_b, int n0, int n1, int n2, int plane,
+                                            StirFramed &F)
+{
+    if (framed_a == nullptr || !stir_framed_ends_inside(W.L.au, W.L.bu, W.L.istart, W.L.iend, W.nu) ||
+        !stir_framed_ends_inside(W.L.aw, W.L.bw, W.L.istart, W.L.iend, W.nw))
+        return false;
+    const int p1 = n1 + 2, p2 = n2 + 2;
+    const float *base;
+    if (W.L.dir == 0)
     {
-        const int y = y0 + r, x = x0 + (int)threadIdx.x;
-        if (x < nx && y < ny)
+        base = framed_a;
+        F.sd = (long long)p1 * p2;
+        F.su = p2;
+    }
+    else if (W.L.dir == 1)
+    {
+        base = framed_a;
+        F.sd = p2;
+        F.su = p1 * p2;
+    }
+    else
+    {
+        base = framed_b;
+        F.sd = p1;
+        F.su = p2 * p1;
+    }
+    F.row = base + (long long)(plane + 1) * F.sd + F.su + 1;
+    return true;
+}
+
+// stir_sample at plane coordinate pf of a framed walk whose plane starts at `row`: the same float32
+// operations on the same values
+__device__ __forceinline__ float stir_framed_sample(const float *__restrict__ row, int su, const StirLine &L, float pf)
+{
+    float flu, flw;
+    int u0, w0;
+    const float fu = stir_coord(L.au, L.bu, pf), fw = stir_coord(L.aw, L.bw, pf);
+    stir_floor(fu, flu, u0);
+    stir_floor(fw, flw, w0);
+    const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
+    const float *__restrict__ p = row + (u0 * su + w0);
+    const float v00 = p[0], v01 = p[1];
+    const float v10 = p[su], v11 = p[su + 1];
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const float r = F_ADD(F_ADD(F_MUL(F_MUL(v00, mu), mw), F_MUL(F_MUL(v10, wu), mw)), F_MUL(F_MUL(v01, mu), ww));
+    return F_ADD(r, F_MUL(F_MUL(v11, wu), ww));
+}
+
+// The sum along a walk in the image itself (bounds checked at every sample)
+__device__ __forceinline__ float stir_line_sum(const float *__restrict__ img, const StirWalk &W)
+{
+    float acc = 0.0f;
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+        acc = F_ADD(acc, stir_sample(img, W, i));
+    return acc;
+}
+
+// Planes a framed walk samples per trip of its loop, their loads issued before the first of
+// their sums (the coordinates of a plane no longer depend on the last plane's: 2.0.7)
+#ifndef STIR_FWD_ILP
+#define STIR_FWD_ILP 4
+#endif
+
+// The sum along a framed walk, the planes from lo to hi in step with the warp's other lanes of
+// the same group (each adding only on its own planes): the lanes of a warp, neighbouring LORs,
+// then read one plane together, a few contiguous runs of voxels, instead of each its own plane.
+// On a plane outside its walk a lane samples at its nearest end plane's coordinates (inside the
+// frame) and adds 0, which leaves a float32 sum unchanged (it is never -0: it starts at +0).  So
+// the sum's order and value are the walk's own: it equals stir_line_sum's.
+__device__ __forceinline__ float stir_framed_line_sum(const StirFramed &F, const StirLine &L, int lo, int hi)
+{
+    const float first = (float)L.istart, last = (float)L.iend;
+    const float *__restrict__ row = F.row;
+    float pf = (float)lo;
+    float acc = 0.0f;
+    int i = lo;
+    for (; i + STIR_FWD_ILP - 1 <= hi; i += STIR_FWD_ILP)
+    {
+        float v[STIR_FWD_ILP];
+#pragma unroll
+        for (int k = 0; k < STIR_FWD_ILP; ++k)
         {
-            const long long o = ((long long)z * ny + y) * nx + x;
-            const float a = A[((long long)(z + 1) * ny2 + (y + 1)) * nx2 + (x + 1)];
-            const float sum = a + tile[threadIdx.x][r];
-            out[o] = add ? out[o] + sum : sum;
+            const float pk = F_ADD(pf, (float)k);
+            v[k] = stir_framed_sample(row + k * F.sd, F.su, L, fminf(fmaxf(pk, first), last));
         }
+#pragma unroll
+        for (int k = 0; k < STIR_FWD_ILP; ++k)
+            acc = F_ADD(acc, (i + k >= L.istart && i + k <= L.iend) ? v[k] : 0.0f);
+        row += STIR_FWD_ILP * F.sd;
+        pf = F_ADD(pf, (float)STIR_FWD_ILP);
+    }
+    for (; i <= hi; ++i)
+    {
+        const float v = stir_framed_sample(row, F.su, L, fminf(fmaxf(pf, first), last));
+        acc = F_ADD(acc, (i >= L.istart && i <= L.iend) ? v : 0.0f);
+        row += F.sd;
+        pf = F_ADD(pf, 1.0f);
+    }
+    return acc;
+}
+
+// A forward walk's sum (before the correction factor cf): the framed walks of the lanes of a warp
+// that share a principal axis take one range of planes together; other walks read the image
+// with bounds checks.  framed_a / framed_b: the image's zero-framed copies (null: every walk reads
+// the image itself).  All 32 lanes of the warp must call it (the launch's blocks are whole warps).
+__device__ __forceinline__ float stir_forward_sum(bool walks, const StirWalk &W, const float *__restrict__ img,
+                                                  const float *__restrict__ framed_a,
+                                                  const float *__restrict__ framed_b, int n0, int n1, int n2)
+{
+    StirFramed F;
+    // 0-2: a framed walk along that axis; 3: a checked walk; 4: nothing to add
+    int group_key = 4;
+    if (walks)
+        group_key = stir_framed(W, framed_a, framed_b, n0, n1, n2, W.L.istart, F) ? W.L.dir : 3;
+    const unsigned group = __match_any_sync(0xffffffffu, group_key);
+    float acc = 0.0f;
+    if (group_key < 3)
+    {
+        const int lo = __reduce_min_sync(group, W.L.istart), hi = __reduce_max_sync(group, W.L.iend);
+        F.row -= (long long)(W.L.istart - lo) * F.sd;
+        acc = stir_framed_line_sum(F, W.L, lo, hi);
+    }
+    else if (group_key == 3)
+        acc = stir_line_sum(img, W);
+    return acc;
+}
+
+#define STIR_FRAME_ARGS                                                                                              \
+    int n0, int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2
+
+// Forward projection of a chunk's parts, STIR's endpoints computed from its tables
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, STIR_FWD_MIN_BLOCKS)
+    fwd_stir(STIR_PARTS_ARGS, const float *__restrict__ img, const float *__restrict__ framed_a,
+             const float *__restrict__ framed_b, STIR_FRAME_ARGS, float rescale, float *__restrict__ out)
+{
+    StirPart P;
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    StirWalk W;
+    const bool walks = mine && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    const float acc = stir_forward_sum(walks, W, img, framed_a, framed_b, n0, n1, n2);
+    if (mine)
+        out[P.lor0 + P.idx] = walks ? F_MUL(acc, W.L.cf) : 0.0f;
+}
+
+// LOR i's explicit endpoints ((n, 3) float32 arrays, (z, y, x)) and its walk; false past the
+// LORs or where it adds nothing
+__device__ __forceinline__ bool lor_walk(const float *__restrict__ xstart, const float *__restrict__ xend,
+                                         long long i, long long n, STIR_FRAME_ARGS, StirWalk &W)
+{
+    if (i >= n)
+        return false;
+    const float s[3] = {xstart[3 * i], xstart[3 * i + 1], xstart[3 * i + 2]};
+    const float e[3] = {xend[3 * i], xend[3 * i + 1], xend[3 * i + 2]};
+    return stir_walk_between(s, e, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+}
+
+// Forward projection of explicit LORs (libparallelproj's joseph3d_fwd), one thread per LOR
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, STIR_FWD_MIN_BLOCKS)
+    fwd_lors(const float *__restrict__ xstart, const float *__restrict__ xend, long long n,
+             const float *__restrict__ img, const float *__restrict__ framed_a, const float *__restrict__ framed_b,
+             STIR_FRAME_ARGS, float *__restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    StirWalk W;
+    const bool walks = lor_walk(xstart, xend, i, n, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+    const float acc = stir_forward_sum(walks, W, img, framed_a, framed_b, n0, n1, n2);
+    if (i < n)
+        out[i] = walks ? F_MUL(acc, W.L.cf) : 0.0f;
+}
+
+// The back projection's target for a walk: the image, or for walks along x (axis 2, whose
+// neighbouring LORs spread along y, strided in the image) the transposed (z, x, y) accumulator,
+// where they spread along its contiguous axis; the caller adds it into the image at the end.
+// Returns the number of planes along the walk's principal axis.
+__device__ __forceinline__ int stir_back_target(StirWalk &W, int n0, int n1, int n2, float *__restrict__ img,
+                                                float *__restrict__ img_xy, float *&target)
+{
+    target = img;
+    if (W.L.dir != 2)
+        return W.L.dir == 0 ? n0 : n1;
+    target = img_xy;
+    W.sd = n1;                 // x
+    W.su = (long long)n1 * n2; // z
+    W.sw = 1;                  // y
+    return n2;
+}
+
+// One plane's adds of a back-projection walk: the four corners' float32(val * weight), zero for a
+// corner outside the target, and their in-plane offset o = u0 * su + w0 (w is the target's
+// contiguous axis, stir_back_target)
+template <typename Idx>
+struct StirCorners
+{
+    Idx o;
+    float c00, c01, c10, c11;
+};
+
+template <typename Idx>
+__device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, float pf, float val, bool small)
+{
+    float flu, flw;
+    int u0, w0;
+    const float fu = stir_coord(W.L.au, W.L.bu, pf), fw = stir_coord(W.L.aw, W.L.bw, pf);
+    stir_floor_any(fu, small, flu, u0);
+    stir_floor_any(fw, small, flw, w0);
+    const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
+    const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
+    const bool u0in = (unsigned)u0 < (unsigned)W.nu, u1in = (unsigned)(u0 + 1) < (unsigned)W.nu;
+    const bool w0in = (unsigned)w0 < (unsigned)W.nw, w1in = (unsigned)(w0 + 1) < (unsigned)W.nw;
+    StirCorners<Idx> C;
+    C.o = u0 * (Idx)W.su + w0;
+    C.c00 = (u0in && w0in) ? F_MUL(val, F_MUL(mu, mw)) : 0.0f;
+    C.c10 = (u1in && w0in) ? F_MUL(val, F_MUL(wu, mw)) : 0.0f;
+    C.c01 = (u0in && w1in) ? F_MUL(val, F_MUL(mu, ww)) : 0.0f;
+    C.c11 = (u1in && w1in) ? F_MUL(val, F_MUL(wu, ww)) : 0.0f;
+    return C;
+}
+
+// Back projection.  The lanes of a warp step through one range of planes together (the
+// smallest first plane to the largest last of its walks); at each plane those on the same
+// principal axis (one target, one plane of it: `key`) add into a few contiguous runs of voxels,
+// and a voxel that several lanes add into gets their sum in one atomic (segsum_step,
+// warp_segsum.cuh).  What each lane adds is STIR's float32(val * weight) of each corner, so
+// the image differs from adding them one by one in the order of the additions only.  Corners
+// outside the target add zero, and sums of zero are never added, so offsets outside it (the
+// frame of the walk's plane, or beyond the array) are never written.  On the host build
+// (tests/cuda_host: the threads run one at a time) each lane adds its own corners.
+// Idx: the offsets' type, int where the image has fewer than 2^31 voxels (back_stir), else
+// long long (back_stir_wide).
+template <typename Idx>
+__device__ __forceinline__ void stir_back_add(bool walks, StirWalk &W, float y, float *img, float *img_xy, int n0,
+                                              int n1, int n2)
+{
+    float val = 0.0f;
+    float *target = img;
+    int key = -1;
+    bool small = false;
+    if (walks)
+    {
+        val = F_MUL(W.L.cf, y);
+        stir_back_target(W, n0, n1, n2, img, img_xy, target);
+        key = W.L.dir;
+        // (the floors without the conversion pipe where the walk's coordinates allow it)
+        small = stir_ends_within(W.L.au, W.L.bu, W.L.istart, W.L.iend, STIR_SMALL) &&
+                stir_ends_within(W.L.aw, W.L.bw, W.L.istart, W.L.iend, STIR_SMALL);
+    }
+#ifdef STIR_HOST_LANES
+    if (!walks)
+        return;
+    for (int i = W.L.istart; i <= W.L.iend; ++i)
+    {
+        const StirCorners<Idx> C = stir_corners<Idx>(W, (float)i, val, small);
+        float *q = target + (long long)i * W.sd + C.o;
+        const float add[4] = {C.c00, C.c01, C.c10, C.c11};
+        const long long at[4] = {0, 1, W.su, W.su + 1};
+        for (int k = 0; k < 4; ++k)
+            if (add[k] != 0.0f)
+                atomicAdd(q + at[k], add[k]);
+    }
+#else
+    const int lo = __reduce_min_sync(SG_FULL, walks ? W.L.istart : 0x7fffffff);
+    const int hi = __reduce_max_sync(SG_FULL, walks ? W.L.iend : -1);
+    const int key_left = __shfl_up_sync(SG_FULL, key, 1);
+    float pf = (float)lo; // the plane index i as a float (exact): no conversion per plane
+    for (int i = lo; i <= hi; ++i, pf = F_ADD(pf, 1.0f))
+    {
+        const bool act = walks && i >= W.L.istart && i <= W.L.iend;
+        const unsigned amask = __ballot_sync(SG_FULL, act);
+        if (amask == 0u)
+            continue; // (warp-uniform: a ballot)
+        StirCorners<Idx> C = {0, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (act)
+            C = stir_corners<Idx>(W, pf, val, small);
+        segsum_step<Idx>(amask, act, key, key_left, C.o, (Idx)W.su, target + (long long)i * W.sd, C.c00, C.c01,
+                         C.c10, C.c11);
+    }
+#endif
+}
+
+// Back projection of a chunk's parts (STIR's endpoints from its tables)
+template <typename Idx>
+__device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__restrict__ values, float *img,
+                                                float *img_xy, STIR_FRAME_ARGS, float rescale)
+{
+    StirPart P;
+    const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
+    const float y = mine ? values[P.lor0 + P.idx] : 0.0f;
+    StirWalk W;
+    const bool walks = y != 0.0f && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+}
+
+#define STIR_BACK_PARAMS                                                                                             \
+    STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy,          \
+        STIR_FRAME_ARGS, float rescale
+#define STIR_BACK_PASS STIR_PARTS_PASS, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, STIR_BACK_MIN_BLOCKS) back_stir(STIR_BACK_PARAMS)
+{
+    back_stir_walks<int>(STIR_BACK_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS) back_stir_wide(STIR_BACK_PARAMS)
+{
+    back_stir_walks<long long>(STIR_BACK_PASS);
+}
+
+// Back projection of explicit LORs (libparallelproj's joseph3d_back), one thread per LOR
+template <typename Idx>
+__device__ __forceinline__ void back_lor_walks(const float *__restrict__ xstart, const float *__restrict__ xend,
+                                               long long n, const float *__restrict__ values, float *img,
+                                               float *img_xy, STIR_FRAME_ARGS)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const float y = i < n ? values[i] : 0.0f;
+    StirWalk W;
+    const bool walks = y != 0.0f && lor_walk(xstart, xend, i, n, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+}
+
+#define LORS_BACK_PARAMS                                                                                             \
+    const float *__restrict__ xstart, const float *__restrict__ xend, long long n, const float *__restrict__ values, \
+        float *__restrict__ img, float *__restrict__ img_xy, STIR_FRAME_ARGS
+#define LORS_BACK_PASS xstart, xend, n, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS, STIR_BACK_MIN_BLOCKS) back_lors(LORS_BACK_PARAMS)
+{
+    back_lor_walks<int>(LORS_BACK_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(STIR_THREADS) back_lors_wide(LORS_BACK_PARAMS)
+{
+    back_lor_walks<long long>(LORS_BACK_PASS);
+}
+
+// STIR's endpoints of every LOR of the parts, times rescale, (z, y, x) each: what STIR's
+// Parallelproj projector hands libparallelproj (zero where the LOR misses the FOV cylinder)
+extern "C" __global__ void endpoints_stir(STIR_PARTS_ARGS, float rescale, float *__restrict__ start,
+                                          float *__restrict__ end)
+{
+    StirPart P;
+    if (!stir_part_of_thread(STIR_PARTS_PASS, P))
+        return;
+    const long long idx = P.lor0 + P.idx;
+    float s[3], e[3];
+    bool hit;
+    stir_endpoints(P, rescale, s, e, hit);
+    for (int k = 0; k < 3; ++k)
+    {
+        start[3 * idx + k] = s[k];
+        end[3 * idx + k] = e[k];
     }
 }

@@ -1,15 +1,36 @@
 // A warp's back-projection footprints summed by register shuffles before their atomics: one
 // atomic per voxel the warp touches at a step instead of one per lane and corner (the back
-// projection is bound by the number of float updates reaching L2: docs/kernel-tuning.md, item 8).
-// Included by joseph.cu and joseph_stir.cu.
+// projection is bound by the number of float updates reaching L2: docs/kernel-tuning.md).
+// Included by joseph.cu.
 #pragma once
 
 #ifndef SG_FULL
 #define SG_FULL 0xffffffffu
 #endif
 
-// Exact aggregation of the warp's 2x2 footprints with register shuffles (SG_BACK_SEGSUM in
-// joseph.cu; the STIR-numerics back projection, joseph_stir.cu).
+// Add (left, right) to the two neighbouring floats at q, skipping zeros: a zero is a corner outside
+// the target (or nothing to add), whose address must not be written.  With SG_BACK_PAIRS (sm_90's
+// 8-byte vector atomics), a pair of non-zero sums at an 8-byte-aligned address takes one atomic.
+#ifndef SG_BACK_PAIRS
+#define SG_BACK_PAIRS 0
+#endif
+__device__ __forceinline__ void segsum_add_pair(float *q, float left, float right)
+{
+#if SG_BACK_PAIRS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (left != 0.0f && right != 0.0f && ((unsigned long long)q & 7ull) == 0ull)
+    {
+        atomicAdd(reinterpret_cast<float2 *>(q), make_float2(left, right));
+        return;
+    }
+#endif
+    if (left != 0.0f)
+        atomicAdd(q, left);
+    if (right != 0.0f)
+        atomicAdd(q + 1, right);
+}
+
+// Exact aggregation of the warp's 2x2 footprints with register shuffles (the back projection of
+// joseph.cu).
 // Runs = maximal groups of consecutive ACTIVE lanes with equal (key, o) (same voxels:
 // lanes of one key are on one plane of one buffer).  A segmented inclusive scan leaves
 // each run's sums of c00, c01, c10, c11 in its last lane, which adds them once:
@@ -64,13 +85,7 @@ __device__ __forceinline__ void segsum_step(unsigned amask, bool act, int key, i
         const float a00 = took ? s00 + p01 : s00;
         const float a10 = took ? s10 + p11 : s10;
         float *q = buf + o;
-        if (a00 != 0.0f)
-            atomicAdd(q, a00);
-        if (!given && s01 != 0.0f)
-            atomicAdd(q + 1, s01);
-        if (a10 != 0.0f)
-            atomicAdd(q + su, a10);
-        if (!given && s11 != 0.0f)
-            atomicAdd(q + su + 1, s11);
+        segsum_add_pair(q, a00, given ? 0.0f : s01);
+        segsum_add_pair(q + su, a10, given ? 0.0f : s11);
     }
 }
