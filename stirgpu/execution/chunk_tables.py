@@ -21,7 +21,7 @@ __all__ = ["ChunkTableKeeper", "ChunkParts"]
 #: geometry tables kept at most (a few KiB each)
 TABLES_KEPT = 4096
 #: chunks known per lane at most (their kernels' own tables are a few KiB each on a device)
-DEVICE_TABLES_KEPT = 4096
+CHUNKS_KEPT_PER_LANE = 4096
 
 
 class ChunkParts(list):
@@ -46,11 +46,11 @@ class ChunkTableKeeper:
         # by (geometry, (segment, views))
         self._host = IdentityCache((STRONG,), max_entries=TABLES_KEPT)
         # by (geometry, (lane, the chunk's parts))
-        self._device = IdentityCache((STRONG,), max_entries=DEVICE_TABLES_KEPT * max(int(lanes), 1))
+        self._lanes = IdentityCache((STRONG,), max_entries=CHUNKS_KEPT_PER_LANE * max(int(lanes), 1))
 
     def clear(self) -> None:
         self._host.clear()
-        self._device.clear()
+        self._lanes.clear()
 
     def host(self, pdi, part):
         """The (read-only, so shareable) ChunkTables of ``part``."""
@@ -66,8 +66,8 @@ class ChunkTableKeeper:
         :class:`ChunkParts`, the same object every time these parts come to this lane (the lane's
         kernels keep their device tables of the chunk by it)."""
         key = (k, chunk.parts)
-        parts = self._device.get((pdi,), key)
+        parts = self._lanes.get((pdi,), key)
         if parts is None:
             parts = ChunkParts(self.host(pdi, p) for p in chunk.parts)
-            self._device.put((pdi,), parts, key)
+            self._lanes.put((pdi,), parts, key)
         return parts

@@ -110,38 +110,32 @@ class _Chunks:
         self.geometry, self.image, self.accum, self.along_x = geometry, image, accum, along_x
         pdi = geometry.proj_data_info
         self.kept = kept
-        self.transaxial: TransaxialTables | None
-        if kept is not None and pdi is not None:
-            self.transaxial = kept.transaxial_of(pdi)
-        else:
-            # the views' transaxial tables, made once for the chunks of every segment of the call
-            self.transaxial = TransaxialTables(pdi) if pdi is not None else None
+        # the views' transaxial tables, which the chunks of every segment share: the lane's kept
+        # ones on a GPU, made once for the call on the CPU
+        self.transaxial: TransaxialTables = kept.transaxial_of(pdi) if kept is not None else TransaxialTables(pdi)
+        # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
+        # layout the chunk buffer's
+        self.tof = pdi.is_tof_data()
         self.workers = _CallWorkers()
 
     def tables(self, tables):
         if isinstance(tables, JosephChunk):
             return tables
         pdi = self.geometry.proj_data_info
-        if self.kept is None or self.transaxial is None:
+        if self.kept is None:
             return JosephChunk(tables, pdi, self.transaxial)
         return self.kept.chunk_of(tables, pdi, self.transaxial)
 
-    def _tof(self) -> bool:
-        # TOF data: every timing position of the chunk's LORs in one walk per LOR, the part
-        # layout the chunk buffer's
-        pdi = self.geometry.proj_data_info
-        return pdi is not None and pdi.is_tof_data()
-
     def forward(self, tables, out, cancel=None) -> None:
         g = self.geometry
-        fwd = forward_chunk_tof if self._tof() else forward_chunk
+        fwd = forward_chunk_tof if self.tof else forward_chunk
         fwd(self.tables(tables), g.proj_data_info, self.image, g.frame, out=out, cancel=cancel)
 
     def accumulate(self, tables, values, cancel=None) -> None:
         g = self.geometry
         tables = self.tables(tables)
         kept = {} if self.along_x is None else {"along_x": self.along_x}
-        if self._tof():
+        if self.tof:
             back_chunk_tof(tables, g.proj_data_info, values, self.accum, g.frame, cancel=cancel, **kept)
             return
         workers = self.workers.get(self.accum)

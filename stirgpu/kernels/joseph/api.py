@@ -31,7 +31,15 @@ from ...errors import GeometryError
 from ..arguments import check, check_endpoints, checked_triple, facts, same_place
 from .chunk import as_chunk
 
-__all__ = ["forward_chunk", "back_chunk", "joseph_forward", "joseph_back", "checked_image", "checked_frame"]
+__all__ = [
+    "forward_chunk",
+    "back_chunk",
+    "joseph_forward",
+    "joseph_back",
+    "checked_image",
+    "checked_frame",
+    "checked_out",
+]
 
 
 def checked_image(name: str, a, writable: bool = False):
@@ -63,7 +71,9 @@ def _framed_copies(image):
     return getattr(image, "framed", None)
 
 
-def _checked_out(out, n: int, shape: tuple, cuda: bool) -> None:
+def checked_out(out, n: int, shape: tuple, cuda: bool) -> None:
+    """``out`` as a chunk function's result: ``n`` float32 elements, C-contiguous, where the
+    image is (``cuda``); ``shape`` is what the error names."""
     if (
         int(np.prod(out.shape)) != n
         or str(out.dtype) != "float32"
@@ -88,7 +98,7 @@ def forward_chunk(tables, proj_data_info, image, frame, out=None, cancel=None):
     if out is None:
         out = import_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32)
     else:
-        _checked_out(out, n, shape, cuda)
+        checked_out(out, n, shape, cuda)
     org, vs, rescale = checked_frame(frame)
     if cuda:
         from . import cuda as kernels

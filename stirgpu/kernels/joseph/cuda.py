@@ -300,7 +300,8 @@ def endpoints(parts: PackedParts, rescale, device_id: int):
 
 
 def _endpoint_arrays(cp, xstart, xend):
-    """The explicit endpoints as (N, 3) float32 cupy arrays (float64 ones rounded, in a copy)."""
+    """The explicit endpoints viewed as (N, 3) cupy arrays, checked (float32 or float64:
+    :func:`_float32` rounds the latter, on their device)."""
     named = {}
     for name, a in (("xstart", xstart), ("xend", xend)):
         x = as_cupy(cp, name, a)
@@ -311,12 +312,19 @@ def _endpoint_arrays(cp, xstart, xend):
     xs, xe = named["xstart"], named["xend"]
     if xs.shape != xe.shape:
         raise GeometryError(f"xstart {xs.shape} and xend {xe.shape} must have the same shape")
-    return xs.astype(np.float32, copy=False), xe.astype(np.float32, copy=False)
+    return xs, xe
+
+
+def _float32(*endpoints) -> tuple:
+    """The endpoint arrays as float32 (libparallelproj's type; a rounded copy of float64 ones),
+    made on the current device: call under the arrays' own."""
+    return tuple(x.astype(np.float32, copy=False) for x in endpoints)
 
 
 def _lors_args(image, origin, voxel_size) -> tuple:
-    n0, n1, n2 = (np.int32(v) for v in image.shape)
-    return (n0, n1, n2, *(np.float32(v) for v in origin), *(np.float32(v) for v in voxel_size))
+    """The explicit kernels' frame arguments: :func:`frame_args` without a rescale (the endpoints
+    are taken as given)."""
+    return frame_args(image, origin, voxel_size, 1)[:-1]
 
 
 def _lors_blocks(n: int) -> int:
@@ -342,6 +350,7 @@ def joseph_forward(xstart, xend, image, origin, voxel_size, out=None):
         if out is None:
             res = cp.empty(n, dtype=cp.float32)
         if n:
+            xs, xe = _float32(xs, xe)
             kernel = _kernel(dev, "fwd_lors", lor_order("fwd", img))
             a, b = _framed_args(framed, img.shape)
             args = (xs, xe, np.int64(n), img, a, b, *_lors_args(img, origin, voxel_size), res)
@@ -363,6 +372,7 @@ def joseph_back(xstart, xend, values, out_image, origin, voxel_size):
     if n == 0:
         return out_image
     with cp.cuda.Device(dev):
+        xs, xe = _float32(xs, xe)
         # (the wide kernel's offsets are 64-bit: images of 2^31 voxels or more)
         name = "back_lors" if img.size < 2**31 else "back_lors_wide"
         kernel = _kernel(dev, name, lor_order("back", img))

@@ -106,8 +106,9 @@ def back_project(
     cancel=None,
     workers: WorkerImages | None = None,
 ) -> None:
-    """Run a back-projection kernel (:func:`stirgpu.kernels.joseph.cpu.back_lors` or
-    :func:`~stirgpu.kernels.joseph.cpu.back_tables`) race-free:
+    """Run a back-projection kernel (:func:`stirgpu.kernels.joseph.cpu.back_lors`,
+    :func:`~stirgpu.kernels.joseph.cpu.back_tables` or :func:`stirgpu.kernels.tof.cpu.back_tof`)
+    race-free:
     ``kernel(*args_before, out_flat, extra, *args_after, lo, hi)`` over the LOR ranges of
     :func:`lor_ranges` (one without ``cancel``), then add the extra images -- or, with
     ``workers`` (whose target must be ``out_flat``), into its images, which its owner reduces."""

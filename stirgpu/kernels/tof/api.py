@@ -18,7 +18,7 @@ import numpy as np
 
 from ...arrays import import_cupy, on_cuda
 from ...errors import GeometryError
-from ..joseph.api import checked_frame, checked_image
+from ..joseph.api import checked_frame, checked_image, checked_out
 from ..joseph.chunk import JosephChunk, as_chunk
 
 __all__ = ["forward_chunk_tof", "back_chunk_tof", "stir_tof_tables", "window_size", "N_SIGMAS"]
@@ -74,15 +74,8 @@ def forward_chunk_tof(tables, proj_data_info, image, frame, timing_poss=None, ou
     cuda = on_cuda(image)
     if out is None:
         out = import_cupy().empty(shape, np.float32) if cuda else np.empty(shape, np.float32)
-    elif (
-        int(np.prod(out.shape)) != nb * chunk.num_lors
-        or str(out.dtype) != "float32"
-        or on_cuda(out) != cuda
-        or not out.flags.c_contiguous
-    ):
-        raise GeometryError(
-            f"out: expected a C-contiguous float32 array of {nb * chunk.num_lors} elements ({shape}) beside the image"
-        )
+    else:
+        checked_out(out, nb * chunk.num_lors, shape, cuda)
     if cuda:
         from . import cuda as cuda_tof
 
@@ -131,7 +124,7 @@ def back_chunk_tof(tables, proj_data_info, values, out_image, frame, timing_poss
         parts = chunk.device(image.device.id)
         cuda_tof.back(parts, flat_values, image, org, vs, rescale, tof, first, nb, along_x=along_x)
         return out_image
-    from ..joseph.workers import extra_slabs, lor_ranges, reduce_slabs
+    from ..joseph.workers import back_project
     from . import cpu as cpu_tof
 
     flat, o = np.ascontiguousarray(values).reshape(-1), 0
@@ -141,11 +134,7 @@ def back_chunk_tof(tables, proj_data_info, values, out_image, frame, timing_poss
     for t, (nv, na, nt) in zip(chunk.host, chunk.shapes, strict=True):
         k = nv * na * nt
         if k:
-            part = flat[o : o + nb * k]
-            extra = extra_slabs(target.shape[0], k)
-            for lo, hi in lor_ranges(k, cancel, multiple=extra.shape[0] + 1):
-                cpu_tof.back_tof(t, tof, first, nb, nbuf, part, target, extra, dims, org, vs, rescale, lo, hi)
-            if extra.shape[0]:
-                reduce_slabs(extra, target)
+            before, after = (t, tof, first, nb, nbuf, flat[o : o + nb * k]), (dims, org, vs, rescale)
+            back_project(cpu_tof.back_tof, before, target, k, after, cancel=cancel)
         o += nb * k
     return out_image
