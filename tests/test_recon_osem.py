@@ -378,7 +378,8 @@ def test_an_interrupt_while_an_estimate_is_written_names_it_complete_only_once_i
 ):
     """Ctrl-C while an estimate is written: once its header is renamed into place (header last:
     its data are complete) the interrupt's note names it as complete and restarts after it,
-    whatever was still to run in the writer; before that, an older file of the same name left
+    whatever was still to run in the writer (and the run stopped in the next subiteration);
+    before that, an older file of the same name left
     by an earlier run (overwritten by this one) is not taken for this run's."""
     prefix = tmp_path / "est"
     args = dict(num_subsets=3, num_subiterations=6, save_interval=2, output_filename_prefix=prefix, overwrite=True)
@@ -389,9 +390,29 @@ def test_an_interrupt_while_an_estimate_is_written_names_it_complete_only_once_i
         _osem(problem, **args).reconstruct(np.full(problem[1].shape, 2.0, np.float32))
     (note,) = caught.value.__notes__
     done = 4 if after_commit else 2
-    assert note.startswith(f"stopped in subiteration 4: estimates up to subiteration {done} are complete")
+    stopped = 5 if after_commit else 4  # the first subiteration whose estimate is not complete
+    assert note.startswith(f"stopped in subiteration {stopped}: estimates up to subiteration {done} are complete")
     assert note.endswith(
         f"'initial estimate := {tmp_path / f'est_{done}.hv'}' and 'start at subiteration number := {done + 1}'"
     )
     now = read_image(tmp_path / "est_4.hv").array
     assert not np.array_equal(now, earlier) if after_commit else np.array_equal(now, earlier)
+
+
+def test_an_interrupt_between_subiterations_restarts_after_the_last_complete_estimate(problem, tmp_path):
+    """Ctrl-C after subiteration 2's estimate is written but before subiteration 3 starts (here
+    in the callback): the note says the run stopped in subiteration 3, with 2 complete, and
+    restarts at 3 -- never 'stopped in 2' beside '2 is complete'."""
+    prefix = tmp_path / "est"
+
+    def interrupt_after_two(record, image):
+        if record.subiteration == 2:
+            raise KeyboardInterrupt
+
+    osem = _osem(problem, num_subsets=2, num_subiterations=6, save_interval=1, output_filename_prefix=prefix)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        osem.reconstruct(callback=interrupt_after_two)
+    (note,) = caught.value.__notes__
+    assert note.startswith("stopped in subiteration 3: estimates up to subiteration 2 are complete")
+    assert note.endswith(f"'initial estimate := {tmp_path / 'est_2.hv'}' and 'start at subiteration number := 3'")
+    assert not (tmp_path / "est_3.hv").exists()

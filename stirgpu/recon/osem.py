@@ -488,7 +488,10 @@ class OSEM:
                 and _file_identity(writing[1]) not in (None, writing[2])
             ):
                 saved.append(writing[:2])  # renamed into place (header last) before the interrupt: complete
-            exc.add_note(self._interrupted_note(n, saved))
+            # interrupted after subiteration n's estimate was complete: n's work is kept, the
+            # first subiteration not done is the next one
+            stopped = n + 1 if saved and saved[-1][0] == n else n
+            exc.add_note(self._interrupted_note(stopped, saved))
             raise
         finally:
             if bar is not None:
