@@ -17,8 +17,8 @@ matrix size[1] := 128
 scaling factor (mm/pixel) [3] := 3.375
 applied corrections := {None}
 empty list := {}
-number of rings := 16
 number of rings := 17
+Number_of rings := 17
 bad int := 3.5
 integral float := 4.0
 !END OF INTERFILE :=
@@ -57,10 +57,25 @@ def test_lists(hdr):
     assert hdr.get_list("name of data file") == ["data.s"]  # a single value is a 1-list
 
 
-def test_last_value_wins_and_end_stops_parsing(hdr):
-    """STIR overwrites repeated keys; nothing after !END OF INTERFILE is read."""
+def test_a_key_repeated_with_its_value_is_that_value_and_end_stops_parsing(hdr):
+    """A key given twice with the same value (in any spelling) reads as that value; nothing after
+    !END OF INTERFILE is read."""
     assert hdr.get_int("number of rings") == 17
     assert not hdr.has("after the end")
+
+
+def test_a_key_repeated_with_another_value_is_refused_naming_both_lines():
+    """'!matrix size [1]' given twice with different values is refused when read, naming the
+    header, the key and both lines (STIR silently takes the last, so a hand-edited header would
+    otherwise be reported as a data file of the wrong size).  Other keys still read."""
+    text = "!INTERFILE :=\n!matrix size [1] := 128\nname of data file := d.v\nmatrix_size[1] := 64\n"
+    hdr = parse_header(text, "/data/dup.hv")
+    with pytest.raises(FormatError) as e:
+        hdr.get_int("matrix size", 1)
+    msg = str(e.value)
+    assert msg.startswith("/data/dup.hv: key 'matrix_size [1]': given twice with different values")
+    assert "line 2 '128'" in msg and "line 4 '64'" in msg
+    assert hdr.get_str("name of data file") == "d.v"
 
 
 def test_integral_float_is_an_int_but_fraction_is_an_error(hdr):

@@ -20,7 +20,7 @@ import numpy as np
 from ..formats.image import image_info_from_header, read_image
 from ..formats.interfile import key_id, read_header
 from ..formats.projdata_disk import ProjDataFromFile
-from ..formats.rawfile import dtype_from_keys
+from ..formats.rawfile import data_file_is_a_folder, dtype_from_keys
 
 __all__ = ["register", "run", "describe", "describe_projdata", "describe_image", "format_text"]
 
@@ -187,8 +187,9 @@ def describe_image(path) -> dict:
     hdr = read_header(path)
     info = image_info_from_header(hdr)
     number_format, byte_order = _dtype_text(dtype_from_keys(hdr))
-    name = hdr.get_str("name of data file", default="")
-    dp = (Path(name) if Path(name).is_absolute() else hdr.folder / name) if name else None
+    dp = hdr.get_path("name of data file", default=None)
+    if dp is not None and dp.is_dir():
+        raise data_file_is_a_folder(dp, hdr.path)
     has_data = dp is not None and dp.is_file() and dp.stat().st_size > 0
     d = {
         "file": str(Path(path)),

@@ -11,11 +11,16 @@ its queued chunks, see stirgpu/execution/README.md) and prints one line saying w
 kept (:mod:`.leftovers`), with exit code 130 (128 + SIGINT, what shells report).  Before a
 command runs, temporary files that killed runs left in its output folder are named in one
 warning line, with the command that removes them.
+
+File names are printed as they are (UTF-8 on a UTF-8 terminal); a character the console's
+encoding cannot show (``LANG=C``, ``PYTHONIOENCODING=ascii``, a name whose bytes are not UTF-8)
+is printed escaped (``\\xfc``) rather than failing after the work is done.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -64,6 +69,28 @@ def main(argv: list[str] | None = None) -> int:
 
     Under an MPI launcher (``mpirun -n N stirgpu ...``) every rank runs the command; rank 0
     alone prints, and a failure on one rank or Ctrl-C ends every rank (:mod:`.ranks`)."""
+    with _console_escapes_what_it_cannot_show():
+        return _run(argv)
+
+
+@contextlib.contextmanager
+def _console_escapes_what_it_cannot_show():
+    """Standard output and error print characters their encoding lacks as backslash escapes
+    while the command runs (the streams as they were afterwards: a caller's own printing is
+    unchanged)."""
+    streams = [s for s in (sys.stdout, sys.stderr) if callable(getattr(s, "reconfigure", None))]
+    before = [s.errors for s in streams]
+    for s in streams:
+        s.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        for s, errors in zip(streams, before, strict=True):
+            if not s.closed:
+                s.reconfigure(errors=errors)
+
+
+def _run(argv: list[str] | None) -> int:
     from .leftovers import OutputState, interrupted_message, warn_about_leftovers
     from .ranks import Ranks
 

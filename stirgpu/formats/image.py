@@ -19,10 +19,10 @@ import numpy as np
 
 from ..errors import FormatError, GeometryError
 from ..geometry import ImageInfo
-from .interfile import HeaderWriter, InterfileHeader, key_id, read_header
+from .interfile import HeaderWriter, InterfileHeader, encode_header, key_id, read_header
 from .naming import IMAGE, output_names
 from .projdata_header import format_f32
-from .rawfile import PendingFiles, dtype_from_keys, keys_from_dtype
+from .rawfile import PendingFiles, data_file_is_a_folder, dtype_from_keys, keys_from_dtype
 
 __all__ = ["VoxelsOnCartesianGrid", "read_image", "write_image", "image_info_from_header", "format_image_header"]
 
@@ -159,15 +159,12 @@ def read_image(path: str | os.PathLike) -> VoxelsOnCartesianGrid:
     nz = info.shape[0]
     if len(factors) not in (1, nz):
         raise hdr.error(f"give one factor or one per plane ({nz}), got {len(factors)}", "image scaling factor", sf_idx)
-    name = hdr.get_str("name of data file")
-    dp = Path(name) if Path(name).is_absolute() else hdr.folder / name
+    dp = hdr.get_path("name of data file")
+    if dp.is_dir():
+        raise data_file_is_a_folder(dp, hdr.path)
     if not dp.is_file():
-        raise FormatError(
-            f"data file of {hdr.path} does not exist"
-            if not dp.exists()
-            else f"data file of {hdr.path} is not a regular file",
-            path=dp,
-        )
+        what = "does not exist" if not dp.exists() else "is not a regular file"
+        raise FormatError(f"data file of {hdr.path} {what}", path=dp)
     need = offset + info.num_voxels * dtype.itemsize
     size = dp.stat().st_size
     if size != need:
@@ -263,8 +260,8 @@ def write_image(
             np.ascontiguousarray(image.array, dtype=dt).tofile(f)
             f.flush()
             os.fsync(f.fileno())
-        with open(pending.temp("header"), "x", encoding="ascii") as f:
-            f.write(format_image_header(image.info, data.name, dt))
+        with open(pending.temp("header"), "xb") as f:
+            f.write(encode_header(format_image_header(image.info, data.name, dt)))
             f.flush()
             os.fsync(f.fileno())
         pending.commit(("data", "header"))

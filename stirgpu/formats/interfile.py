@@ -7,7 +7,16 @@ Rules (STIR's ``KeyParser``):
 * the value is what follows ``:=``; ``;`` starts a comment;
 * ``{a, b, c}`` is a list; ``key [n]`` (or ``key[n]``) is element ``n`` of an indexed key;
 * the first keyword must be ``!INTERFILE``; ``!END OF INTERFILE`` ends the header;
-* a key given twice keeps its last value (STIR overwrites).
+* a key given twice with the same value is that value; with different values it is refused
+  when read, naming both lines (STIR keeps the last one silently, so a header edited by hand
+  would describe other data than its author meant).
+
+Text: STIR reads bytes.  Each line is read as UTF-8 (what stirgpu writes), a line that is not
+valid UTF-8 as Latin-1 (what older STIR-written headers hold); a file name read from a header
+(:meth:`InterfileHeader.get_path`) is made of the line's own bytes, so it opens the file STIR
+would open whichever encoding its name was written in.  Headers are written as UTF-8, a name
+that is not valid UTF-8 (``os.fsdecode``'s surrogate escapes) as its own bytes:
+:func:`encode_header`.
 
 A parsed header remembers the file and the line of every key, so errors say where
 to look.  This module knows nothing about projection data or images: it only
@@ -36,6 +45,7 @@ __all__ = [
     "read_header",
     "format_value",
     "format_line",
+    "encode_header",
 ]
 
 #: a header bigger than this is not a header (someone passed the raw data file)
@@ -58,10 +68,17 @@ class Entry:
     index: int | None  #: the ``[n]`` of an indexed key (1-based, as written), else None
     value: str  #: text after ``:=``, comment removed, stripped
     line: int  #: 1-based line number in the file
+    encoding: str = "utf-8"  #: how the line's bytes were read: "utf-8", or "latin-1" where not valid UTF-8
 
     @property
     def id(self) -> str:
         return key_id(self.key)
+
+    @property
+    def file_name(self) -> str:
+        """The value as a file name made of the line's own bytes (``os.fsdecode``: a name that is
+        not valid UTF-8 keeps its bytes as surrogate escapes, so it opens the file STIR opens)."""
+        return os.fsdecode(self.value.encode(self.encoding))
 
 
 def _split_list(text: str) -> list[str] | None:
@@ -85,7 +102,12 @@ class InterfileHeader:
         self.path = None if path is None else Path(path)
         self.entries = tuple(entries)
         self._last: dict[tuple[str, int | None], Entry] = {}
+        #: a key given again with another value: its first line (refused when the key is read)
+        self._conflicts: dict[tuple[str, int | None], Entry] = {}
         for e in self.entries:
+            before = self._last.get((e.id, e.index))
+            if before is not None and before.value != e.value:
+                self._conflicts.setdefault((e.id, e.index), before)
             self._last[(e.id, e.index)] = e
 
     # -- raw access ----------------------------------------------------------------------
@@ -95,7 +117,18 @@ class InterfileHeader:
         return self.path.parent if self.path is not None else Path.cwd()
 
     def entry(self, key: str, index: int | None = None) -> Entry | None:
-        return self._last.get((key_id(key), index))
+        """The key's line; a FormatError naming both lines where it is given twice with different
+        values."""
+        e = self._last.get((key_id(key), index))
+        first = self._conflicts.get((key_id(key), index))
+        if e is not None and first is not None:
+            raise FormatError(
+                f"given twice with different values: line {first.line} {first.value!r}, "
+                f"line {e.line} {e.value!r} (STIR would use the last; keep the one meant)",
+                path=self.path,
+                key=_display(e.key, index),
+            )
+        return e
 
     def has(self, key: str, index: int | None = None) -> bool:
         return (key_id(key), index) in self._last
@@ -109,7 +142,7 @@ class InterfileHeader:
         """A FormatError naming this file, the key (as the user wrote it) and its line."""
         name = None
         if key is not None:
-            e = self.entry(key, index)
+            e = self._last.get((key_id(key), index))
             name = _display(e.key if e else key, index)
             if e is not None:
                 message = f"(line {e.line}) {message}"
@@ -139,6 +172,19 @@ class InterfileHeader:
         if not isinstance(e, Entry):
             return e
         return self._to_float(e.value, key, index)
+
+    def get_path(self, key: str, index: int | None = None, default: Any = _MISSING) -> Any:
+        """A file name (:attr:`Entry.file_name`: the line's own bytes), relative ones resolved
+        against the header's folder; an empty value is ``default`` (or missing)."""
+        e = self._raw(key, index, default)
+        if not isinstance(e, Entry):
+            return e
+        if not e.value:
+            if default is _MISSING:
+                raise self.error("is empty (a file name is needed)", key, index)
+            return default
+        p = Path(e.file_name)
+        return p if p.is_absolute() else self.folder / p
 
     def get_list(self, key: str, index: int | None = None, default: Any = _MISSING) -> Any:
         """A ``{a, b}`` list of strings; a single value becomes a one-element list."""
@@ -189,11 +235,24 @@ def _display(key: str, index: int | None) -> str:
     return key if index is None else f"{key} [{index}]"
 
 
-def parse_header(text: str, path: str | os.PathLike | None = None) -> InterfileHeader:
-    """Parse header text.  ``path`` is only used in messages and to resolve data files."""
+def _decoded_lines(text: str | bytes) -> Iterable[tuple[str, str]]:
+    """(line, encoding) for each line: bytes as UTF-8, a line that is not valid UTF-8 as Latin-1."""
+    if isinstance(text, str):
+        yield from ((line, "utf-8") for line in text.splitlines())
+        return
+    for raw in text.splitlines():
+        try:
+            yield raw.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            yield raw.decode("latin-1"), "latin-1"
+
+
+def parse_header(text: str | bytes, path: str | os.PathLike | None = None) -> InterfileHeader:
+    """Parse header text, or a header's bytes (each line UTF-8, else Latin-1: see the module's
+    docstring).  ``path`` is only used in messages and to resolve data files."""
     entries: list[Entry] = []
     started = False
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, (raw, encoding) in enumerate(_decoded_lines(text), start=1):
         line = raw.split(";", 1)[0].strip()
         if not line:
             continue
@@ -213,7 +272,7 @@ def parse_header(text: str, path: str | os.PathLike | None = None) -> InterfileH
             started = True
         if not key_text:
             raise FormatError(f"line {lineno}: empty key before ':='", path=path)
-        entry = Entry(key_text, index, value.strip(), lineno)
+        entry = Entry(key_text, index, value.strip(), lineno, encoding)
         entries.append(entry)
         if entry.id == "endofinterfile":
             break
@@ -239,7 +298,7 @@ def read_header(path: str | os.PathLike) -> InterfileHeader:
         raise FormatError(
             "not an Interfile header (binary or too large; did you give the data file instead of the header?)", path=p
         )
-    return parse_header(data.decode("latin-1"), p)
+    return parse_header(data, p)
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -270,6 +329,12 @@ def format_line(key: str, value: Any = "", index: int | None = None) -> str:
     k = key if index is None else f"{key} [{index}]"
     v = format_value(value)
     return f"{k} := {v}" if v != "" else f"{k} :="
+
+
+def encode_header(text: str) -> bytes:
+    """A header's bytes: UTF-8, a file name that is not valid UTF-8 (taken from the command line
+    or another header: surrogate escapes) as its own bytes, as STIR writes a name."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 class HeaderWriter:

@@ -42,10 +42,11 @@ import numpy as np
 from ..errors import FileStoreAbilityError, FormatError, GeometryError
 from ..geometry import ProjDataInfo
 from .abilities import Residence, StoreAbilities
+from .interfile import encode_header
 from .naming import PROJDATA, output_names
 from .projdata import ProjData
 from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
-from .rawfile import PendingFiles, keys_from_dtype, pread_into, pwrite_from
+from .rawfile import PendingFiles, data_file_is_a_folder, keys_from_dtype, pread_into, pwrite_from
 from .storage_order import StorageOrder
 
 __all__ = ["ProjDataFromFile", "ProjDataOnDisk"]
@@ -130,6 +131,8 @@ class ProjDataFromFile(ProjData):
         reason = None
         if dp is None:
             reason = "the header names no data file ('name of data file')"
+        elif dp.is_dir():
+            raise data_file_is_a_folder(dp, hdr.path)
         elif not dp.exists():
             reason = f"its data file {dp} does not exist"
         else:
@@ -290,11 +293,11 @@ class ProjDataFromFile(ProjData):
         text = format_projdata_header(
             h.proj_data_info, h.data_file_name, h.storage_order, h.dtype, originating_system=h.originating_system
         )
-        with open(p.temp("header"), "x", encoding="ascii") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            with open(p.temp("header"), "xb") as f:
+                f.write(encode_header(text))
+                f.flush()
+                os.fsync(f.fileno())
             p.commit(("data", "header"))
         except BaseException:
             p.abort()

@@ -368,10 +368,7 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
         raise hdr.error("must not be 0", sf_key, sf_idx)
 
     data_name = hdr.get_str("name of data file", default=None)
-    data_path = None
-    if data_name:
-        p = Path(data_name)
-        data_path = p if p.is_absolute() else hdr.folder / p
+    data_path = hdr.get_path("name of data file", default=None)
     return ProjDataHeader(
         path=hdr.path,
         proj_data_info=pdi,

@@ -33,6 +33,7 @@ __all__ = [
     "keys_from_dtype",
     "pread_into",
     "pwrite_from",
+    "data_file_is_a_folder",
     "PendingFiles",
     "stale_temporaries",
     "SUPPORTED_DTYPES",
@@ -79,6 +80,14 @@ def keys_from_dtype(dtype) -> tuple[str, int, str]:
             return fmt, nbytes, "LITTLEENDIAN" if little else "BIGENDIAN"
     raise FormatError(
         f"cannot write number format {dt} (supported: " + ", ".join(str(d) for d in SUPPORTED_DTYPES) + ")"
+    )
+
+
+def data_file_is_a_folder(data_path: Path, header_path: Path | None) -> FormatError:
+    """The error for a header whose ``name of data file`` names a folder (its size would
+    otherwise read as a truncated file)."""
+    return FormatError(
+        f"is a folder, not a data file (the header {header_path} names it as its data file)", path=data_path
     )
 
 
