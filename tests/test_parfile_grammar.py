@@ -6,6 +6,8 @@ Each test says which STIR rule it pins down and which mistake it guards against.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from stirgpu.errors import ParFileError, ParFileProblems
@@ -202,11 +204,14 @@ def test_malformed_text_is_refused_with_its_line(text, line, words):
 
 def test_parse_par_file_reads_files_and_reports_unreadable_ones(tmp_path):
     """Files are read with their path in every message; missing and binary files are refused
-    up front; latin-1 text (old STIR files) is read rather than rejected."""
+    up front; latin-1 text (old STIR files) is read rather than rejected, a name keeping its bytes
+    (the name of the file STIR would write), UTF-8 text as its characters."""
     p = tmp_path / "a.par"
     p.write_bytes("OSMAPOSLParameters :=\noutput filename prefix := caf\xe9\nEnd :=\n".encode("latin-1"))
     b = parse_par_file(p, env={})
-    assert b.path == str(p) and b.get("output filename prefix") == "caf\xe9"
+    assert b.path == str(p) and os.fsencode(b.get("output filename prefix")) == b"caf\xe9"
+    p.write_bytes("OSMAPOSLParameters :=\noutput filename prefix := caf\xe9 \xf6\nEnd :=\n".encode())
+    assert parse_par_file(p, env={}).get("output filename prefix") == "caf\xe9 \xf6"
     with pytest.raises(ParFileError) as exc:
         parse_par_file(tmp_path / "missing.par")
     assert "missing.par" in str(exc.value)

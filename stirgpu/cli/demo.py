@@ -158,7 +158,7 @@ def write_demo_inputs(out: Path, projector, s=DemoSettings, overwrite: bool = Fa
     files["truth"] = out / "truth.hv"
     write_image(files["truth"], VoxelsOnCartesianGrid(info, fill=sim.truth), overwrite=overwrite)
     par = out / "osem.par"
-    par.write_text(demo_par(s))
+    par.write_text(demo_par(s), encoding="utf-8", errors="surrogateescape")
     files["par"] = par
     return {"files": files, "sim": sim, "phantom": phantom, "pdi": pdi, "info": info}
 

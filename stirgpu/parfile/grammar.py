@@ -323,7 +323,9 @@ def parse_par_string(
 
 
 def parse_par_file(path: str | os.PathLike, *, env: Mapping[str, str] | None = None) -> Block:
-    """Read and parse a parameter file (see :func:`parse_par_string`)."""
+    """Read and parse a parameter file (see :func:`parse_par_string`): UTF-8 text; bytes that are
+    not UTF-8 (a Latin-1 file) are kept as they are, as ``os.fsdecode`` keeps them, so a name
+    written with them names the file with those bytes (STIR reads a name as its bytes)."""
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -336,8 +338,6 @@ def parse_par_file(path: str | os.PathLike, *, env: Mapping[str, str] | None = N
         raise ParFileProblems([ParFileError(f"cannot read parameter file: {exc.strerror or exc}", p)]) from exc
     if b"\0" in raw:
         raise ParFileProblems([ParFileError("binary content (NUL bytes): not a parameter file", p)])
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")  # STIR reads bytes; old files are often latin-1
-    return parse_par_string(text, path=p, env=env)
+    # STIR reads bytes: UTF-8 text is read as such, and bytes that are not UTF-8 (an old Latin-1
+    # file) are kept as they are (surrogate escapes), so a file name opens the file STIR opens
+    return parse_par_string(os.fsdecode(raw), path=p, env=env)
