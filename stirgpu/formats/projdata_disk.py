@@ -290,10 +290,10 @@ class ProjDataFromFile(ProjData):
         os.fsync(fd)
         h = self._header
         assert h.data_file_name is not None  # (create names it)
-        text = format_projdata_header(
-            h.proj_data_info, h.data_file_name, h.storage_order, h.dtype, originating_system=h.originating_system
-        )
-        try:
+        try:  # the header is written under its temporary name: a failure leaves no file
+            text = format_projdata_header(
+                h.proj_data_info, h.data_file_name, h.storage_order, h.dtype, originating_system=h.originating_system
+            )
             with open(p.temp("header"), "xb") as f:
                 f.write(encode_header(text))
                 f.flush()
