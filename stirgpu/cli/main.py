@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import os
 import sys
 
@@ -78,7 +79,7 @@ def _console_escapes_what_it_cannot_show():
     """Standard output and error print characters their encoding lacks as backslash escapes
     while the command runs (the streams as they were afterwards: a caller's own printing is
     unchanged)."""
-    streams = [s for s in (sys.stdout, sys.stderr) if callable(getattr(s, "reconfigure", None))]
+    streams = [s for s in (sys.stdout, sys.stderr) if isinstance(s, io.TextIOWrapper)]
     before = [s.errors for s in streams]
     for s in streams:
         s.reconfigure(errors="backslashreplace")
