@@ -255,3 +255,48 @@ def test_osmaposl_overwrite_removes_an_earlier_runs_estimates(data, capsys):
     assert code == 0, err
     assert "removed an earlier run's osem_9.hv, osem_9.v" in out
     assert sorted(p.name for p in data.glob("osem_*")) == ["osem_1.hv", "osem_1.v", "osem_2.hv", "osem_2.v"]
+
+
+def test_osmaposl_checks_gradients_and_timelines(data, capsys, no_projection):
+    """A prior's gradient images (``gradient filename prefix``: grad_1 .. grad_N, one per
+    subiteration) and the --timeline pictures (one per subiteration with ``%d``) are outputs
+    too: existing ones refused without --overwrite, a picture over an input refused always."""
+    prior = (
+        "prior type := Relative Difference Prior\nRelative Difference Prior Parameters :=\n"
+        "penalisation factor := 0.2\ngradient filename prefix := grad_\nEND Relative Difference Prior Parameters :=\n"
+    )
+    info = ImageInfo.default_for(small_proj_data_info(), xy_size=8)
+    write_image(data / "grad_2.hv", VoxelsOnCartesianGrid(info))
+    (data / "tl_2.png").write_bytes(b"old")
+    par = _par(data, extra=prior)
+    before = _state(data)
+    _refused(_osmaposl(par), capsys, "'gradient filename prefix': grad_2.hv, grad_2.v already exist", "--overwrite")
+    _refused(_osmaposl(_par(data, "plain.par"), "--timeline", "tl_%d.png"), capsys, "tl_2.png", "already exists")
+    (data / "prompts.png").symlink_to(data / "prompts.s")
+    before = _state(data)
+    _refused(_osmaposl("plain.par", "--timeline", "prompts.png", "--overwrite"), capsys, "--timeline", "'input file'")
+    assert _state(data) == before
+
+
+def test_python_api_never_writes_an_input(data, no_projection):
+    """``run_osmaposl`` (overwrite=True by default, as before) refuses an output that is an input
+    all the same; ``prepare_osmaposl(..., overwrite=False)`` refuses existing outputs."""
+    from stirgpu.errors import ParFileProblems
+    from stirgpu.recon import prepare_osmaposl, run_osmaposl
+
+    par = _par(
+        data, initial_estimate="truth.hv", extra="use subset sensitivities := 0\nsensitivity filename := truth\n"
+    )
+    before = _state(data)
+    same = r"'sensitivity filename' truth.hv is also the 'initial estimate' truth.hv \(the same file\)"
+    with pytest.raises(ParFileProblems, match=same):
+        run_osmaposl(par)
+    assert _state(data) == before
+    write_image(data / "osem_1.hv", VoxelsOnCartesianGrid(ImageInfo.default_for(small_proj_data_info(), xy_size=8)))
+    plain = _par(data, "plain.par")
+    before = _state(data)
+    with pytest.raises(ParFileProblems, match="osem_1.hv, osem_1.v already exist"):
+        prepare_osmaposl(plain, overwrite=False)
+    with prepare_osmaposl(plain) as prepared:  # (the default replaces them)
+        assert prepared.outputs is not None and prepared.outputs.earlier == ()
+    assert _state(data) == before

@@ -99,7 +99,7 @@ def _message(out: FileRole, inp: FileRole, written: Path, read: Path) -> str:
     elif w != r:
         how = f"it writes {w}, which is {r}"
     else:
-        how = "the same file" if out.name == inp.name else f"it writes {w}"
+        how = "the same file" if _shown_name(out.name) == _shown_name(inp.name) else f"it writes {w}"
     return f"{out.role} {_shown_name(out.name)} is also the {inp.role} {_shown_name(inp.name)} ({how}): {NEVER_WRITTEN}"
 
 
