@@ -300,3 +300,42 @@ def test_python_api_never_writes_an_input(data, no_projection):
     with prepare_osmaposl(plain) as prepared:  # (the default replaces them)
         assert prepared.outputs is not None and prepared.outputs.earlier == ()
     assert _state(data) == before
+
+
+def test_osem_objects_never_write_an_input(data):
+    """``OSEM(..., overwrite=True)`` itself refuses, at construction, an estimate or a computed
+    sensitivity that is a file its data come from (a hard link p_1.hv to prompts.hs; link.img, a
+    symbolic link to prompts.s), whatever ``overwrite`` says."""
+    from stirgpu.errors import StirGpuError
+    from stirgpu.formats import read_from_file
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon import OSEM, PoissonLogLikelihood, SensitivitySpec
+
+    os.symlink(data / "prompts.s", data / "link.img")
+    os.link(data / "prompts.hs", data / "p_1.hv")
+    info = ImageInfo.default_for(small_proj_data_info(), xy_size=8)
+    spec = SensitivitySpec(use_subset_sensitivities=False, filename=data / "link.img")
+    before = _state(data)
+    with read_from_file(data / "prompts.hs") as y:
+        objective = PoissonLogLikelihood(y)
+        for overwrite in (True, False):
+            with pytest.raises(
+                StirGpuError, match=r"sensitivity link.img is also the input data prompts.hs .*prompts.s"
+            ):
+                OSEM(objective, ProjectorPair(backend="cpu"), info, sensitivity=spec, overwrite=overwrite)
+            with pytest.raises(StirGpuError, match=r"estimate p_1.hv is also the input data prompts.hs .*" + NEVER):
+                OSEM(
+                    objective,
+                    ProjectorPair(backend="cpu"),
+                    info,
+                    output_filename_prefix=data / "p",
+                    overwrite=overwrite,
+                )
+    assert _state(data) == before
+
+
+def test_osmaposl_output_names_of_the_other_kind(data, capsys, no_projection):
+    """A computed sensitivity named with projection data's extension (``sens.s``) is refused
+    before any work, naming the key (it used to be found when the sensitivity was written)."""
+    par = _par(data, extra="use subset sensitivities := 0\nsensitivity filename := sens.s\n")
+    _refused(_osmaposl(par), capsys, "'sensitivity filename'", "other kind")

@@ -95,7 +95,8 @@ def inputs_written(outputs: Iterable[FileRole], inputs: Iterable[FileRole]) -> l
 def _message(out: FileRole, inp: FileRole, written: Path, read: Path) -> str:
     w, r = _shown(written), _shown(read)
     if read != inp.files[0]:
-        how = f"it writes {w}, the data file {_shown_name(inp.name)} names"
+        which = "" if w == r else f"which is {r}, "
+        how = f"it writes {w}, {which}the data file {_shown_name(inp.name)} names"
     elif w != r:
         how = f"it writes {w}, which is {r}"
     else:

@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from ..errors import FormatError
 from ..formats.naming import IMAGE, output_names
 from ..formats.roles import FileRole, inputs_written, reads, same_file
 from .naming import estimate_filename, interfile_image_name
@@ -50,12 +51,14 @@ class RunOutputs:
     inputs: tuple[tuple[str | None, FileRole], ...]
     outputs: tuple[tuple[str, FileRole], ...]
     earlier: tuple[Path, ...]
+    #: ``(field, message)`` for output names STIR's naming refuses (``sens.s`` for an image)
+    unnamed: tuple[tuple[str, str], ...] = ()
 
     def problems(self, overwrite: bool) -> list[tuple[str, str]]:
         """``(field, message)`` for every output that is an input, and without ``overwrite``
         every output that exists and every earlier estimate."""
         read = [r for _, r in self.inputs]
-        found, inputs_hit = [], set()
+        found, inputs_hit = list(self.unnamed), set()
         for field, out in self.outputs:
             for _, _, message in inputs_written([out], read):
                 found.append((field, message))
@@ -109,21 +112,25 @@ def run_outputs(settings, save_points: list[int], sensitivity_spec, prior) -> Ru
         inputs.append((None, reads("parameter file", s.path)))
     for field, files in s.input_files().items():
         inputs += [(field, reads(f"'{KEYS.get(field, field)}'", f)) for f in files]
-    outputs: list[tuple[str, FileRole]] = []
+    named: list[tuple[str, Path]] = []  # (field, image name) of every image the run writes
     prefix = None if s.disable_output else s.output_filename_prefix
     if prefix is not None:
-        role = field_role("output_filename_prefix")
-        outputs += [("output_filename_prefix", _image_out(role, estimate_filename(prefix, n))) for n in save_points]
+        named += [("output_filename_prefix", estimate_filename(prefix, n)) for n in save_points]
     if sensitivity_spec.computes:
         field = "subset_sensitivity_filenames" if s.use_subset_sensitivities else "sensitivity_filename"
-        outputs += [(field, _image_out(field_role(field), f)) for f in sensitivity_spec.files(s.num_subsets)]
+        named += [(field, f) for f in sensitivity_spec.files(s.num_subsets)]
     gradients = _gradient_prefix(prior)
     if gradients is not None:
         count = s.num_subiterations - s.start_subiteration_num + 1
-        field = "prior.gradient_filename_prefix"
-        outputs += [(field, _image_out(field_role(field), Path(f"{gradients}{n}.v"))) for n in range(1, count + 1)]
+        named += [("prior.gradient_filename_prefix", Path(f"{gradients}{n}.v")) for n in range(1, count + 1)]
+    outputs, unnamed = [], []
+    for field, name in named:
+        try:
+            outputs.append((field, _image_out(field_role(field), name)))
+        except FormatError as exc:
+            unnamed.append((field, f"{field_role(field)}: {exc}"))
     earlier = () if prefix is None else _earlier_estimates(Path(prefix), s.start_subiteration_num, save_points, inputs)
-    return RunOutputs(tuple(inputs), tuple(outputs), earlier)
+    return RunOutputs(tuple(inputs), tuple(outputs), earlier, tuple(dict.fromkeys(unnamed)))
 
 
 def field_role(field: str) -> str:
