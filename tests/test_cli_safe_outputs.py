@@ -131,6 +131,20 @@ def test_forward_project_compares_files_not_spellings(data, capsys, no_projectio
     assert _state(data) == before
 
 
+@pytest.mark.parametrize("spelling", ["truth", "truth.v", "./truth.hv", "hardlink-data"])
+def test_back_project_compares_files_not_spellings(data, capsys, no_projection, spelling):
+    """An image output names the template image's files as ``truth``, ``truth.v`` (STIR writes
+    truth.hv + truth.v for both) or ``./truth.hv``; and an output whose data file is a hard link
+    to the template's data file (copy.v -> truth.v) is refused as well."""
+    out = spelling
+    if spelling == "hardlink-data":
+        out = "copy.hv"
+        os.link(data / "truth.v", data / "copy.v")
+    before = _state(data)
+    _refused(_back(out, "prompts.hs", "truth.hv", "--overwrite"), capsys, f"OUTPUT {out}", "TEMPLATE_IMAGE", NEVER)
+    assert _state(data) == before
+
+
 def test_header_naming_the_outputs_data_file_is_an_input(data, capsys, no_projection):
     """A template whose ``name of data file`` is the output's data file (other.hs -> prompts.s):
     writing OUTPUT 'fresh' would be fine, but OUTPUT prompts.s's header is a new name and its
