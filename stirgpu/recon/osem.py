@@ -53,8 +53,8 @@ from ..config import get_config
 from ..distributed import Communicator, as_communicator
 from ..errors import GeometryError, StirGpuError
 from ..formats import ProjDataFromFile, VoxelsOnCartesianGrid, write_image
-from ..formats.naming import IMAGE, output_names
-from ..formats.roles import FileRole, inputs_written, reads
+from ..formats.naming import IMAGE
+from ..formats.roles import inputs_written, reads, writes
 from ..geometry import ImageInfo
 from .arrays import (
     FLOAT32_MAX,
@@ -258,8 +258,8 @@ class OSEM:
         read = [reads(role, path) for role, path in files.items() if path is not None]
         sensitivities = spec.files(self.num_subsets)
         read += [] if spec.computes else [reads("sensitivity", f) for f in sensitivities]
-        written = [_image_role("estimate", f) for f in self.output_files()]
-        written += [_image_role("sensitivity", f) for f in sensitivities] if spec.computes else []
+        written = [writes("estimate", f, IMAGE) for f in self.output_files()]
+        written += [writes("sensitivity", f, IMAGE) for f in sensitivities] if spec.computes else []
         found = inputs_written(written, read)
         if found:
             raise StirGpuError(found[0][2])
@@ -548,11 +548,6 @@ def _communicator_of(projector, comm) -> Communicator:
             "(ProjectorPair(comm=...)) and leave OSEM's out"
         )
     return given
-
-
-def _image_role(role: str, name: Path) -> FileRole:
-    """An image the run writes: ``name`` and the data file STIR's names give it."""
-    return FileRole(role, os.fspath(name), output_names(name, IMAGE).files)
 
 
 def _file_of(store) -> Path | None:

@@ -21,9 +21,9 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError
-from ..formats.naming import IMAGE, output_names
-from ..formats.roles import FileRole, inputs_written, reads, same_file
-from .naming import estimate_filename, interfile_image_name
+from ..formats.naming import IMAGE
+from ..formats.roles import FileRole, inputs_written, reads, same_file, writes
+from .naming import estimate_filename
 
 __all__ = ["RunOutputs", "run_outputs", "KEYS"]
 
@@ -126,7 +126,7 @@ def run_outputs(settings, save_points: list[int], sensitivity_spec, prior) -> Ru
     outputs, unnamed = [], []
     for field, name in named:
         try:
-            outputs.append((field, _image_out(field_role(field), name)))
+            outputs.append((field, writes(field_role(field), name, IMAGE)))
         except FormatError as exc:
             unnamed.append((field, f"{field_role(field)}: {exc}"))
     earlier = () if prefix is None else _earlier_estimates(Path(prefix), s.start_subiteration_num, save_points, inputs)
@@ -136,11 +136,6 @@ def run_outputs(settings, save_points: list[int], sensitivity_spec, prior) -> Ru
 def field_role(field: str) -> str:
     """An output's role in a message: its key, quoted as in the parameter file."""
     return f"'{KEYS.get(field, field)}'"
-
-
-def _image_out(role: str, name: Path) -> FileRole:
-    """An image output: ``name`` (the ``.hv`` STIR's Interfile format writes) and its data file."""
-    return FileRole(role, _shown(name), output_names(interfile_image_name(name), IMAGE).files)
 
 
 def _gradient_prefix(prior) -> str | None:
