@@ -97,7 +97,8 @@ def test_osmaposl_restart_from_saved_estimate(workdir):
     _write_par(workdir / "full.par", prefix="full", subiterations=4)
     assert main(["osmaposl", "full.par", "--backend", "cpu", "--quiet"]) == 0
     _write_par(workdir / "first.par", prefix="part", subiterations=2)
-    assert main(["osmaposl", "first.par", "--backend", "cpu", "--quiet"]) == 0
+    # (the same sensitivity files again: replaced only with --overwrite)
+    assert main(["osmaposl", "first.par", "--backend", "cpu", "--quiet", "--overwrite"]) == 0
     _write_par(
         workdir / "second.par",
         prefix="part",
@@ -105,7 +106,7 @@ def test_osmaposl_restart_from_saved_estimate(workdir):
         extra="initial estimate := part_2.hv\nstart at subiteration number := 3\n"
         "enforce initial positivity condition := 0\n",
     )
-    assert main(["osmaposl", "second.par", "--backend", "cpu", "--quiet"]) == 0
+    assert main(["osmaposl", "second.par", "--backend", "cpu", "--quiet", "--overwrite"]) == 0
     a, b = read_image("full_4.hv").array, read_image("part_4.hv").array
     assert np.abs(a - b).max() <= 1e-6 * a.max()
 
@@ -251,7 +252,8 @@ def test_osmaposl_stats_and_timelines(workdir, capsys):
     assert out.count("views per chunk (max)") == 1 and "subset 0 of 1" not in out
     assert out.splitlines()[-1].endswith("; 3 sensitivity images; 4 timelines (tl_%d.png)")
     _write_par(workdir / "again.par", prefix="again")
-    assert main(["osmaposl", "again.par", "--backend", "cpu", "--quiet", "--timeline", "last.png"]) == 0
+    argv = ["osmaposl", "again.par", "--backend", "cpu", "--quiet", "--timeline", "last.png", "--overwrite"]
+    assert main(argv) == 0
     assert (workdir / "last.png").is_file() and capsys.readouterr().out.splitlines()[-1].endswith("; last.png")
 
 
@@ -317,9 +319,12 @@ def test_demo_command(tmp_path, capsys, monkeypatch):
         re.escape(f"wrote {out}{os.sep}: 5 inputs, 3 estimates, 8 sensitivity images, 2 pictures (") + r"\d+\.\d MiB\)",
         text.splitlines()[-1],
     )
-    # the parameter file the demo wrote runs unchanged (STIR syntax, relative names)
+    # the parameter file the demo wrote runs unchanged (STIR syntax, relative names), replacing
+    # the demo's estimates and sensitivities only with --overwrite
     monkeypatch.chdir(out)
-    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 0
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
+    assert "already exist (use --overwrite to replace them)" in capsys.readouterr().err
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet", "--overwrite"]) == 0
 
 
 def test_osmaposl_command_runs_a_prior(workdir, capsys):

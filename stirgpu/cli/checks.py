@@ -2,8 +2,10 @@
 
 Every output a command will write is checked before anything is computed: its names (STIR's
 rule, :func:`stirgpu.formats.naming.output_names`), its folder (exists, writable), and that
-it does not exist yet unless ``--overwrite`` is given; the ``--timeline`` picture likewise,
-with an extension matplotlib can write.  The refusals name the argument and the option to
+it does not exist yet unless ``--overwrite`` is given, and that it is none of the files the
+command reads (an input is never written, even with ``--overwrite``:
+:mod:`stirgpu.formats.roles`); the ``--timeline`` picture likewise, with an extension
+matplotlib can write.  The refusals name the argument and the option to
 use (``--overwrite``), not the Python API's keywords.
 """
 
@@ -15,12 +17,14 @@ from pathlib import Path
 
 from ..errors import GeometryError, StirGpuError
 from ..formats.naming import OutputNames, output_names
+from ..formats.roles import FileRole, inputs_written
 
 __all__ = [
     "output_files",
     "say_written",
     "check_new",
     "check_folder",
+    "check_inputs_kept",
     "timeline_path",
     "set_up_projector",
     "subset_of",
@@ -30,12 +34,21 @@ __all__ = [
 ]
 
 
-def check_new(path: Path, overwrite: bool) -> None:
-    """An output file must not exist yet, unless ``--overwrite``."""
+def check_new(path: Path, overwrite: bool, what: str = "OUTPUT") -> None:
+    """An output file must not be a folder (``--overwrite`` does not replace folders), nor
+    exist yet unless ``--overwrite``."""
+    if path.is_dir():
+        raise StirGpuError(f"{what} {path} is a folder, not a file; give a file name")
     if not overwrite and (path.exists() or path.is_symlink()):
         raise StirGpuError(f"{path}: already exists (use --overwrite to replace it)")
-    if path.is_dir():
-        raise StirGpuError(f"{path}: is a folder, not a file")
+
+
+def check_inputs_kept(outputs: list[FileRole], inputs: list[FileRole]) -> None:
+    """No output is a file the command reads (its name, or the data file its header names),
+    however spelled; refused even with ``--overwrite``."""
+    found = inputs_written(outputs, inputs)
+    if found:
+        raise StirGpuError(found[0][2])
 
 
 def check_folder(folder: Path, what: str) -> None:
@@ -46,14 +59,18 @@ def check_folder(folder: Path, what: str) -> None:
         raise StirGpuError(f"{what}: folder {folder} is not writable")
 
 
-def output_files(name: str, kind, overwrite: bool, what: str = "OUTPUT") -> OutputNames:
+def output_files(
+    name: str, kind, overwrite: bool, what: str = "OUTPUT", inputs: tuple[FileRole, ...] = ()
+) -> OutputNames:
     """The header and data file the output argument ``name`` stands for (STIR's names; ``kind``
     is ``naming.PROJDATA`` or ``naming.IMAGE``), checked: the folder exists and is writable,
-    and neither file exists unless ``--overwrite``."""
+    neither file is one of ``inputs`` (:func:`stirgpu.formats.roles.reads`), and neither
+    exists unless ``--overwrite``."""
     names = output_names(name, kind)
     check_folder(names.header.parent, f"{what} {name}")
+    check_inputs_kept([FileRole(what, name, names.files)], list(inputs))
     for f in names.files:
-        check_new(f, overwrite)
+        check_new(f, overwrite, what)
     return names
 
 
@@ -63,9 +80,9 @@ def say_written(name: str, names: OutputNames) -> None:
         print(f"{name}: written as {names.header} and {names.data} (STIR's names)")
 
 
-def timeline_path(name: str | None, overwrite: bool) -> Path | None:
+def timeline_path(name: str | None, overwrite: bool, inputs: tuple[FileRole, ...] = ()) -> Path | None:
     """The ``--timeline`` picture, checked: an extension matplotlib writes, a writable
-    folder, and not an existing file unless ``--overwrite``."""
+    folder, none of ``inputs``, and not an existing file unless ``--overwrite``."""
     if name is None:
         return None
     from matplotlib.backend_bases import FigureCanvasBase
@@ -80,7 +97,8 @@ def timeline_path(name: str | None, overwrite: bool) -> Path | None:
             f"write ({', '.join('.' + k for k in sorted(kinds))})"
         )
     check_folder(p.parent, f"--timeline {name}")
-    check_new(p, overwrite)
+    check_inputs_kept([FileRole("--timeline", name, (p,))], list(inputs))
+    check_new(p, overwrite, "--timeline")
     return p
 
 

@@ -387,7 +387,10 @@ def run(args) -> int:
         f"  inputs:          {f['prompts'].name} (prompts), {f['additive'].name} (STIR additive sinogram), "
         f"{f['acf'].name} (correction factors), {f['truth'].name} (true activity)"
     )
-    print(f"  parameter file:  {f['par'].name}  (cd {out} && OSMAPOSL osem.par  -- or stirgpu osmaposl osem.par)")
+    print(
+        f"  parameter file:  {f['par'].name}  (cd {out} && OSMAPOSL osem.par  -- or stirgpu osmaposl osem.par "
+        "--overwrite)"
+    )
     print(f"  estimates:       {', '.join(p.name for p in result.saved)}")
     print(f"  sensitivities:   {', '.join(p.name for p in result.sensitivity_files)}")
     pictures = [slices] + ([timeline] if timeline else [])

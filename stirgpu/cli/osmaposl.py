@@ -11,6 +11,13 @@ forward and back projection of its subset), and the chunk plan whenever it diffe
 the last one printed.  ``--timeline FILE.png`` draws the last subiteration's update; a
 name with ``%d`` (STIR's pattern, e.g. ``timeline_%d.png``) gets one picture per
 subiteration, ``%d`` replaced by its number.
+
+Every file the run would write (the estimates at each save point, the sensitivities it
+computes, a prior's gradients, the ``--timeline`` pictures) is checked before the first
+projection: none may be a file the run reads (an input is never written, even with
+``--overwrite``), and none may exist without ``--overwrite``.  With ``--overwrite`` an
+earlier run's estimates with the same prefix that this run does not rewrite are removed
+first, and a line says so.
 """
 
 from __future__ import annotations
@@ -40,12 +47,19 @@ Relative file names in FILE.par are taken from the working directory, as STIR do
 Everything is checked before any work starts; a bad file stops with one line naming
 the file, the line and the key.  Execution settings in a 'stirgpu' projector block of
 FILE.par win over --backend, --devices and --memory-budget.  The last line names the
-final estimate."""
+final estimate.
+
+Every file the run writes (estimates, computed sensitivities, a prior's gradients,
+--timeline pictures) is checked first: none may be a file it reads (an input is never
+written, even with --overwrite), and none may exist unless --overwrite is given;
+--overwrite also removes an earlier run's estimates with the same prefix that this run
+does not rewrite (e.g. osem_24.hv when this run saves up to osem_8.hv)."""
 
 EPILOG = """\
 examples:
   stirgpu osmaposl osem.par
   stirgpu osmaposl osem.par --backend cpu --stats
+  stirgpu osmaposl osem.par --overwrite                  # replace an earlier run's files
   stirgpu osmaposl osem.par --timeline timeline.png      # the last subiteration
   stirgpu osmaposl osem.par --timeline timeline_%d.png   # one per subiteration"""
 
@@ -72,6 +86,12 @@ def register(subparsers) -> None:
         help="draw the last subiteration's projection pipeline into FILE.png; a name with %%d "
         "(e.g. timeline_%%d.png) gets one picture per subiteration",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing estimates, sensitivities, gradients and pictures, and remove an earlier "
+        "run's estimates with the same prefix that this run does not rewrite (inputs are never written)",
+    )
     p.set_defaults(run=run)
 
 
@@ -80,17 +100,21 @@ def timeline_path(pattern: str, subiteration: int) -> Path:
     return Path(pattern % subiteration if "%d" in pattern else pattern)
 
 
-def _check_timeline(pattern: str | None) -> None:
-    """Before any work: the picture's name works, matplotlib can write it, and into its folder."""
+def _check_timeline(pattern: str | None, overwrite: bool, prepared) -> None:
+    """Before any work: the picture's name works, matplotlib can write it, into its folder,
+    none is a file the run reads, and none exists unless ``--overwrite`` (every subiteration's
+    picture for a name with ``%d``)."""
     if pattern is None:
         return
+    s = prepared.settings
     try:
-        path = timeline_path(pattern, 1)
+        subiterations = range(s.start_subiteration_num, s.num_subiterations + 1)
+        paths = dict.fromkeys(timeline_path(pattern, n) for n in subiterations)
     except (TypeError, ValueError):
         raise StirGpuError(f"--timeline {pattern}: only one %d may stand in the name") from None
-    # the projection commands' checks (an extension matplotlib writes, a writable folder); like
-    # OSMAPOSL's estimates, pictures of an earlier run are replaced
-    checks.timeline_path(str(path), overwrite=True)
+    inputs = tuple(role for _, role in prepared.outputs.inputs)
+    for path in paths:  # the projection commands' checks (an extension matplotlib writes, a writable folder)
+        checks.timeline_path(str(path), overwrite, inputs)
 
 
 def wrote_line(saved: list, sensitivity_files: list, pictures: Sequence[Path | str] = ()) -> str:
@@ -122,10 +146,14 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
         with comm.together("checking the parameter file and its inputs"):
-            _check_timeline(args.timeline)
-            prepared = stack.enter_context(prepare_osmaposl(args.par))
+            prepared = stack.enter_context(prepare_osmaposl(args.par, overwrite=args.overwrite))
+            _check_timeline(args.timeline, args.overwrite, prepared)
         if comm.is_root:
             warn_about_leftovers("osmaposl", prepared.output_folders)
+        with comm.together("removing an earlier run's estimates"):
+            removed = prepared.remove_earlier_estimates() if args.overwrite else []
+        if removed and comm.is_root:
+            print(f"--overwrite: removed an earlier run's {', '.join(str(shown(f)) for f in removed)}")
         s = prepared.settings
         osem = prepared.osem
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)

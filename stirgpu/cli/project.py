@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..config import config as scoped_config
 from ..errors import StirGpuError
 from ..formats.naming import IMAGE, PROJDATA
+from ..formats.roles import reads
 from .checks import non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
 from .options import (
     add_backend_option,
@@ -194,8 +195,10 @@ def run_forward(args) -> int:
     # everything is checked before any work: the .par, the outputs, the inputs, the projector set-up
     with comm.together("checking the arguments and inputs"):
         changes, kw = _projector_settings(args.par, "forward")
-        names = output_files(args.output, PROJDATA, args.overwrite)
-        timeline = timeline_path(args.timeline, args.overwrite)
+        # an input is never written: IMAGE, TEMPLATE and PROJECTOR.par with their data files
+        inputs = (reads("IMAGE", args.image), reads("TEMPLATE", args.template)) + _par_role(args.par)
+        names = output_files(args.output, PROJDATA, args.overwrite, inputs=inputs)
+        timeline = timeline_path(args.timeline, args.overwrite, inputs)
         pdi = read_projdata_header(args.template).proj_data_info
         image = read_image(args.image)
         k, n = subset_of(args.subset, pdi)
@@ -212,6 +215,11 @@ def run_forward(args) -> int:
         say_written(args.output, names)
         print(wrote_interfile(names.header) + _on_ranks(comm))
     return 0
+
+
+def _par_role(par: str | None) -> tuple:
+    """The projector parameter file as an input (none without one)."""
+    return () if par is None else (reads("PROJECTOR.par", par),)
 
 
 def _image_sum(comm) -> str:
@@ -251,8 +259,10 @@ def run_back(args) -> int:
     with comm.together("checking the arguments and inputs"):
         template, par = _split_rest(args.rest)
         changes, kw = _projector_settings(par, "back")
-        names = output_files(args.output, IMAGE, args.overwrite)
-        timeline = timeline_path(args.timeline, args.overwrite)
+        inputs = (reads("PROJDATA", args.projdata),) + _par_role(par)
+        inputs += (reads("TEMPLATE_IMAGE", template),) if template is not None else ()
+        names = output_files(args.output, IMAGE, args.overwrite, inputs=inputs)
+        timeline = timeline_path(args.timeline, args.overwrite, inputs)
         data = read_from_file(args.projdata, allow_template=False)
     with data:
         with comm.together("checking the arguments and inputs"):

@@ -52,7 +52,9 @@ import numpy as np
 from ..config import get_config
 from ..distributed import Communicator, as_communicator
 from ..errors import GeometryError, StirGpuError
-from ..formats import VoxelsOnCartesianGrid, write_image
+from ..formats import ProjDataFromFile, VoxelsOnCartesianGrid, write_image
+from ..formats.naming import IMAGE
+from ..formats.roles import inputs_written, reads, writes
 from ..geometry import ImageInfo
 from .arrays import (
     FLOAT32_MAX,
@@ -233,6 +235,7 @@ class OSEM:
         if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
         self._check_prior()
+        self._check_inputs_kept()
         if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
             raise StirGpuError(
                 f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
@@ -246,6 +249,20 @@ class OSEM:
         missing = [m for m in ("is_zero", "set_up", "get_value", "get_gradient") if not hasattr(self.prior, m)]
         if self.prior is not None and missing:
             raise StirGpuError(f"OSEM: prior {type(self.prior).__name__} has no {', '.join(missing)}")
+
+    def _check_inputs_kept(self) -> None:
+        """An input is never written, whatever ``overwrite`` says: no estimate and no computed
+        sensitivity may be a file the objective's data or a sensitivity read come from."""
+        spec = self.sensitivity_spec
+        files = {role: _file_of(pd) for role, pd in self.objective.inputs.items()}
+        read = [reads(role, path) for role, path in files.items() if path is not None]
+        sensitivities = spec.files(self.num_subsets)
+        read += [] if spec.computes else [reads("sensitivity", f) for f in sensitivities]
+        written = [writes("estimate", f, IMAGE) for f in self.output_files()]
+        written += [writes("sensitivity", f, IMAGE) for f in sensitivities] if spec.computes else []
+        found = inputs_written(written, read)
+        if found:
+            raise StirGpuError(found[0][2])
 
     @property
     def prior_is_zero(self) -> bool:
@@ -531,6 +548,11 @@ def _communicator_of(projector, comm) -> Communicator:
             "(ProjectorPair(comm=...)) and leave OSEM's out"
         )
     return given
+
+
+def _file_of(store) -> Path | None:
+    """The header a store was read from; None for one in memory or computed."""
+    return store.path if isinstance(store, ProjDataFromFile) else None
 
 
 def _file_identity(path: Path) -> tuple[int, int, int] | None:

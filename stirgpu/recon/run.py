@@ -23,8 +23,10 @@ from ..errors import FormatError, GeometryError, ParFileError, ParFileProblems, 
 from ..formats import read_from_file, read_image
 from ..parfile import OsmaposlSettings, read_osmaposl_par
 from .filtering import FilterSchedule
+from .naming import estimate_save_points
 from .objective import PoissonLogLikelihood, geometry_problem
 from .osem import OSEM, OSEMResult
+from .outputs import RunOutputs, run_outputs
 from .sensitivity import SensitivitySpec
 
 __all__ = ["PreparedRun", "prepare_osmaposl", "run_osmaposl", "make_projector"]
@@ -77,9 +79,21 @@ class PreparedRun:
     files: list
     #: the folders the run writes into (estimates, computed sensitivities)
     output_folders: list = dataclasses.field(default_factory=list)
+    #: the files the run reads and writes, and an earlier run's estimates (:mod:`.outputs`)
+    outputs: RunOutputs | None = None
 
     def run(self, callback=None) -> OSEMResult:
         return self.osem.reconstruct(self.initial, callback=callback)
+
+    def remove_earlier_estimates(self) -> list[Path]:
+        """Remove an earlier run's estimates with this run's prefix that it would not rewrite
+        (see :mod:`.outputs`; a run prepared without ``overwrite`` refuses them); returns them.
+        Under MPI rank 0 alone removes them (every rank gets the list)."""
+        if self.outputs is None or not self.outputs.earlier:
+            return []
+        if not self.osem.comm.is_root:
+            return list(self.outputs.earlier)
+        return self.outputs.remove_earlier()
 
     def close(self) -> None:
         for f in self.files:
@@ -128,13 +142,20 @@ class _Check:
             raise ParFileProblems(self.problems)
 
 
-def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None = None) -> PreparedRun:
+def prepare_osmaposl(
+    par, *, projector=None, base_dir: str | os.PathLike | None = None, overwrite: bool = True
+) -> PreparedRun:
     """Check and open everything an OSMAPOSL run needs (see the module docstring).
 
     ``par``: a parameter file path or :class:`~stirgpu.parfile.OsmaposlSettings`.
     ``projector``: a ``ProjectorPair`` to use instead of the one the file describes.
     ``base_dir``: where relative names in the file are taken from (default: the working
     directory, as STIR).
+    ``overwrite``: False refuses every output file that exists and an earlier run's estimates
+    with the same prefix; True (STIR's way) replaces them (:meth:`PreparedRun.remove_earlier_estimates`
+    removes those it would not rewrite).  An output that is one of the files the run reads (the
+    parameter file, the data, the initial estimate, a sensitivity read, a data file their
+    headers name) is refused either way (:mod:`.outputs`).
 
     Every problem found is reported at once: one :class:`~stirgpu.errors.ParFileProblems`
     lists those of the parameter file (keys, values) with its missing files and output
@@ -181,6 +202,10 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
         if not spec.computes:
             _check_sensitivities(s, check, spec, info)
         prior = _prior(s, check, info)
+        save_points = estimate_save_points(s.start_subiteration_num, s.num_subiterations, s.save_interval)
+        outputs = run_outputs(s, save_points, spec, prior)
+        for field, message in outputs.problems(overwrite):
+            check.add(field, message)
         if projector is None:
             try:
                 projector = make_projector(s.projectors)
@@ -208,13 +233,14 @@ def prepare_osmaposl(par, *, projector=None, base_dir: str | os.PathLike | None 
                 prior=prior,
                 map_model=s.map_model,
                 filters=FilterSchedule.from_settings(s),
+                overwrite=overwrite,
             )
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path)]) from None
         # where the run writes: the estimates' folder, the computed sensitivities' folders
         folders = [f.parent for f in osem.output_files()]
         folders += [f.parent for f in spec.files(s.num_subsets)] if spec.computes else []
-        return PreparedRun(s, osem, initial, files, list(dict.fromkeys(folders)))
+        return PreparedRun(s, osem, initial, files, list(dict.fromkeys(folders)), outputs)
     except BaseException:
         for f in files:
             f.close()
@@ -313,11 +339,17 @@ def _prior(s: OsmaposlSettings, check: _Check, info):
         return None
 
 
-def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None) -> OSEMResult:
+def run_osmaposl(
+    par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None, overwrite: bool = True
+) -> OSEMResult:
     """``OSMAPOSL par``: check everything (:func:`prepare_osmaposl`), then reconstruct.
 
-    ``progress``: show tqdm bars (None: as the scoped configuration says)."""
+    ``progress``: show tqdm bars (None: as the scoped configuration says).  ``overwrite``: as
+    :func:`prepare_osmaposl`; True also removes an earlier run's estimates with the same prefix
+    that this run does not rewrite, before any work."""
     ctx = config(progress=progress) if progress is not None else contextlib.nullcontext()
     with ctx:
-        with prepare_osmaposl(par, projector=projector, base_dir=base_dir) as prepared:
+        with prepare_osmaposl(par, projector=projector, base_dir=base_dir, overwrite=overwrite) as prepared:
+            if overwrite:
+                prepared.remove_earlier_estimates()
             return prepared.run(callback=callback)
