@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..arrays import count_non_finite
+
 __all__ = [
     "DaemonPool",
     "split_ranges",
@@ -30,6 +32,7 @@ __all__ = [
     "chunk_pieces",
     "announce_chunk",
     "read_chunk",
+    "count_non_finite_in",
     "write_chunk",
     "MIN_PIECE_BYTES",
 ]
@@ -148,17 +151,37 @@ def announce_chunk(store, chunk) -> None:
             prefetch(part.segment, part.views, **({} if t is None else {"timing_pos": t}))
 
 
-def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
+def read_chunk(
+    store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int, count: bool = False
+) -> int:
     """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
-    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
+    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts).
+    With ``count``, each piece's thread also counts its NaN and ±Inf values as soon as it has
+    read them (:func:`~stirgpu.arrays.count_non_finite`: one sum of a piece still in the cache
+    when there are none); returns their number (0 without ``count``)."""
+    found = []  # (list.append is atomic: the pieces' threads add to it)
 
     def piece(seg, views, buf, timing_pos):
         tof = {} if timing_pos is None else {"timing_pos": timing_pos}
         got = store.read_views(seg, views, out=buf, **tof)
         if got is not buf and got is not None:  # a store that ignores ``out``
             np.copyto(buf, got)
+        if count:
+            found.append(count_non_finite(buf))
 
     _run_chunk_pieces(chunk, flat, pool, pieces_per_part, piece)
+    return sum(found)
+
+
+def count_non_finite_in(store, chunks, pool: DaemonPool | None, pieces_per_part: int) -> int:
+    """How many NaN and ±Inf values ``store`` holds in ``chunks`` (all read again, into one
+    chunk-sized buffer): the exact count a failed call reports, read only after one of its chunks
+    was found to hold some."""
+    chunks = list(chunks)
+    if not chunks:
+        return 0
+    buffer = np.empty(max(c.num_bins for c in chunks), dtype=np.float32)
+    return sum(read_chunk(store, c, buffer[: c.num_bins], pool, pieces_per_part, count=True) for c in chunks)
 
 
 def write_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:

@@ -70,6 +70,7 @@ from ..distributed import as_communicator, staging_bytes
 from ..errors import GeometryError, StirGpuError
 from ..execution import Engine, resolve_backend, resolve_devices
 from ..execution.plan import default_host_budget, parse_bytes
+from ..formats.finite import check_finite_image
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import (
     as_image_array,
@@ -322,9 +323,13 @@ class ProjectionSession:
     def set_input(self, image) -> tuple[int, float]:
         """Upload ``image`` ((z, y, x): numpy, cupy, torch, stirgpu or stir image) to every lane
         now, zeroed outside the cylindrical FOV when that option is on (on the copy).
-        Returns (bytes uploaded to GPUs, seconds)."""
+        Returns (bytes uploaded to GPUs, seconds).  An image holding NaN or ±Inf is refused
+        (:class:`~stirgpu.errors.NonFiniteError`, naming the argument ``image``) before it is
+        uploaded, unless the configuration's ``check_finite`` is off."""
         s = self._fixed()
         arr = as_image_array(image, s.image_info.shape)
+        if get_config().check_finite:  # (before anything is uploaded: the last upload stays)
+            check_finite_image(arr, "image")
         nbytes, seconds = self.engine.set_image(arr, s.fov_mask)
         try:
             self._input_ref = weakref.ref(image)
