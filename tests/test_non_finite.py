@@ -136,10 +136,29 @@ def test_the_check_can_be_turned_off(geometry):
         assert not np.isfinite(bp.back_project(None, data)).all()
 
 
-def test_count_non_finite_store_reads_every_view(geometry):
+def test_count_non_finite_store_reads_every_view(geometry, tmp_path):
+    """Every view of the segments asked for, by one thread or several (a file store reads in
+    parallel): the same count."""
     pdi, _ = geometry
-    data = _poke(random_proj_data(pdi), [np.nan, np.inf], where=((0, 5, 1, 1), (1, 9, 2, 2)))
-    assert count_non_finite_store(data) == 2 and count_non_finite_store(data, segments=[0]) == 1
+    where = ((0, 5, 1, 1), (1, 9, 2, 2), (-2, 23, 0, 0))
+    data = _poke(random_proj_data(pdi), [np.nan, np.inf, -np.inf], where=where)
+    assert count_non_finite_store(data, threads=1) == 3 and count_non_finite_store(data, segments=[0]) == 1
+    path = _disk(tmp_path / "d.hs", pdi, values=(np.nan, np.inf, -np.inf), where=where)
+    with ProjDataFromFile.open(path) as pd:
+        assert [count_non_finite_store(pd, threads=n) for n in (1, 3)] == [3, 3]
+
+
+def test_parallel_count_splits_an_image_over_the_pool():
+    """The I/O threads' count of an image (slabs along z) is the whole image's count."""
+    from stirgpu.execution.hostio import DaemonPool, parallel_count_non_finite
+
+    image = np.ones((40, 128, 128), np.float32)  # (2.6 MB: several pieces of at least 1 MB)
+    image[[0, 17, 39], 5, 6] = np.nan, np.inf, -np.inf
+    pool = DaemonPool(2, "test-count")
+    try:
+        assert parallel_count_non_finite(pool, image) == 3 and parallel_count_non_finite(None, image) == 3
+    finally:
+        pool.shutdown()
 
 
 # -- the command line ------------------------------------------------------------------------------
@@ -263,6 +282,7 @@ def test_gpu_counts_direct_and_staged_chunks(geometry, cp, pin):
         with pytest.raises(NonFiniteError, match=r"^proj_data holds 2 non-finite values"):
             bp.back_project(None, bad)
         got = bp.back_project(None, clean)
+        assert ("data" in bp.last_stats.direct) == (pin == "always")  # (the path this case is about)
     cpu = BackProjector(backend="cpu")
     cpu.set_up(pdi, info)
     want = cpu.back_project(None, clean)

@@ -29,6 +29,7 @@ __all__ = [
     "split_ranges",
     "run_pieces",
     "parallel_copy",
+    "parallel_count_non_finite",
     "chunk_pieces",
     "announce_chunk",
     "read_chunk",
@@ -122,6 +123,18 @@ def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> 
         np.copyto(dst[a:b], src[a:b], casting="unsafe")
 
     run_pieces(pool, piece, split_ranges(n, item, pool.size + 1 if pool else 1))
+
+
+def parallel_count_non_finite(pool: DaemonPool | None, a) -> int:
+    """:func:`~stirgpu.arrays.count_non_finite` of a numpy array split along its first axis over
+    the pool (numpy's sums release the GIL: an image is counted at the threads' combined memory
+    bandwidth); a cupy array is counted on its GPU."""
+    if not isinstance(a, np.ndarray) or a.ndim == 0 or pool is None:
+        return count_non_finite(a)
+    counts = []  # (list.append is atomic)
+    ranges = split_ranges(a.shape[0], a[0].nbytes, pool.size + 1)
+    run_pieces(pool, lambda i, j: counts.append(count_non_finite(a[i:j])), ranges)
+    return sum(counts)
 
 
 def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:

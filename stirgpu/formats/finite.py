@@ -18,6 +18,9 @@ Both count with :func:`stirgpu.arrays.count_non_finite` (one sum per array when 
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+
 from ..arrays import count_non_finite
 from ..errors import NonFiniteError
 from .projdata import ProjData
@@ -38,16 +41,30 @@ def check_finite_image(array, what: str, path=None) -> None:
         raise NonFiniteError(what, n, path)
 
 
-def count_non_finite_store(store: ProjData, segments=None) -> int:
+def count_non_finite_store(store: ProjData, segments=None, threads: int | None = None) -> int:
     """How many bins of ``store`` (of ``segments``; default all) are NaN or ±Inf: every timing
-    position and view read once, a few MB at a time (memory-bounded)."""
+    position and view read once, in pieces of at most 32 MB, each counted as soon as it is read
+    (memory-bounded: one piece per thread).  A store whose abilities say it can be read by
+    several threads at once is read by ``threads`` (default: half the cores, at most 8), so the
+    pass runs at the speed of the file or the page cache, not of one thread's copies."""
     segments = store.get_proj_data_info().segment_nums if segments is None else segments
-    total = 0
-    for t in range(store.get_min_tof_pos_num(), store.get_max_tof_pos_num() + 1):
-        for s in segments:
-            for views in store.view_chunks(s):
-                total += count_non_finite(store.read_views(s, views, timing_pos=t))
-    return total
+    pieces = [
+        (s, views, t)
+        for t in range(store.get_min_tof_pos_num(), store.get_max_tof_pos_num() + 1)
+        for s in segments
+        for views in store.view_chunks(s)
+    ]
+
+    def count(piece) -> int:
+        s, views, t = piece
+        return count_non_finite(store.read_views(s, views, timing_pos=t))
+
+    if threads is None:
+        threads = min(8, max((os.cpu_count() or 2) // 2, 1))
+    if threads <= 1 or len(pieces) < 2 or not store.abilities.parallel_reads:
+        return sum(map(count, pieces))
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="stirgpu-count") as pool:
+        return sum(pool.map(count, pieces))
 
 
 def check_finite_store(store: ProjData, argument: str, segments=None) -> None:

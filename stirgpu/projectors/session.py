@@ -70,6 +70,7 @@ from ..config import get_config
 from ..distributed import as_communicator, staging_bytes
 from ..errors import GeometryError, NonFiniteError, StirGpuError
 from ..execution import Engine, resolve_backend, resolve_devices
+from ..execution.hostio import parallel_count_non_finite
 from ..execution.plan import default_host_budget, parse_bytes
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import (
@@ -330,7 +331,7 @@ class ProjectionSession:
         s = self._fixed()
         arr = as_image_array(image, s.image_info.shape)
         if get_config().check_finite:  # (before anything is uploaded: the last upload stays)
-            _check_finite_in_fov(arr, s.fov_mask)
+            _check_finite_in_fov(arr, s.fov_mask, self.engine.io_pool)
         nbytes, seconds = self.engine.set_image(arr, s.fov_mask)
         try:
             self._input_ref = weakref.ref(image)
@@ -364,11 +365,12 @@ class ProjectionSession:
         return f"ProjectionSession({where}, units={self.options.units!r})"
 
 
-def _check_finite_in_fov(image, fov_mask: np.ndarray | None) -> None:
+def _check_finite_in_fov(image, fov_mask: np.ndarray | None, pool) -> None:
     """Refuse an input image (numpy or cupy) with NaN or ±Inf where it is projected: everywhere,
     or inside ``fov_mask`` ((y, x)) when the image is zeroed outside it.  One sum of the image
-    when it holds none; the values inside the FOV are counted only when it does."""
-    if not count_non_finite(image):
+    when it holds none (a numpy image's slabs summed by the engine's I/O threads, ``pool``); the
+    values inside the FOV are counted only when it does."""
+    if not parallel_count_non_finite(pool, image):
         return
     inside = image if fov_mask is None else image[:, array_module(image).asarray(fov_mask)]
     n = count_non_finite(inside)
