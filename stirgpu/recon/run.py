@@ -239,7 +239,7 @@ def _image(s: OsmaposlSettings, check: _Check, y):
         img = check.image("initial_estimate", s.initial_estimate)
         bad = count_non_finite(img.array) if img is not None and get_config().check_finite else 0
         if bad:
-            check.add("initial_estimate", str(NonFiniteError(s.initial_estimate, bad)))
+            check.add("initial_estimate", str(NonFiniteError(str(s.initial_estimate), bad)))
         return (img, img.info) if img is not None else (None, None)
     if y is None:
         return None, None
