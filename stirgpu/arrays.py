@@ -23,6 +23,8 @@ and the helpers built on it:
   GPU), or itself;
 * :func:`ignoring_float_errors` -- numpy's floating-point warnings silenced for code whose IEEE
   results (inf, NaN) are wanted, written once for numpy and cupy (cupy does not warn);
+* :func:`count_non_finite` -- how many values of a numpy or cupy array are NaN or ±Inf, at
+  the cost of one sum where there are none;
 * :data:`DLPACK_CUDA` -- the DLPack device types of CUDA device memory;
 * :func:`import_cupy` -- cupy, imported on first use, or a :class:`~stirgpu.errors.DeviceError`
   saying how to install it.
@@ -53,6 +55,7 @@ __all__ = [
     "as_cupy_view",
     "in_namespace",
     "ignoring_float_errors",
+    "count_non_finite",
 ]
 
 #: DLPack device types meaning CUDA device memory: kDLCUDA (2) and kDLCUDAManaged (13)
@@ -160,3 +163,20 @@ def ignoring_float_errors(xp, **which):
     if xp is not np:
         return contextlib.nullcontext()
     return np.errstate(**(which or {"all": "ignore"}))
+
+
+def count_non_finite(a: Any) -> int:
+    """How many values of ``a`` (numpy or cupy) are NaN or ±Inf.
+
+    One sum answers for arrays without any (the usual case): a sum is finite only when every
+    term is -- NaN and ±Inf propagate, +Inf + -Inf is NaN --, and it reads the array once
+    without a temporary.  Only a sum that is not finite is followed by the exact count (a
+    float32 sum of finite values beyond 3.4e38 overflows too: that count then says 0)."""
+    xp = array_module(a)
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return 0
+    with ignoring_float_errors(xp):
+        total = float(xp.sum(a))
+        if total - total == 0.0:  # (finite: inf - inf and nan - nan are NaN)
+            return 0
+        return int(xp.count_nonzero(~xp.isfinite(a)))

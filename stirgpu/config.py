@@ -46,6 +46,10 @@ class Config:
     #: compute streams per GPU: chunks take them in turn, so a chunk's kernels fill the SMs
     #: that the previous chunk's last blocks leave idle (1: one chunk computes at a time)
     compute_streams: int = 2
+    #: refuse inputs holding NaN or ±Inf (a NonFiniteError naming the input and the count):
+    #: images counted before a call, projection data chunk by chunk as the engine reads them
+    #: (docs/execution.md, "Non-finite inputs"); False only to measure what the check costs
+    check_finite: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):

@@ -15,6 +15,7 @@ __all__ = [
     "renamed_arguments",
     "StirGpuError",
     "FormatError",
+    "NonFiniteError",
     "GeometryError",
     "StoreAbilityError",
     "FileStoreAbilityError",
@@ -76,6 +77,32 @@ class FormatError(StirGpuError, ValueError):
             parts.append(f"key '{key}'")
         parts.append(message)
         super().__init__(": ".join(parts))
+
+
+class NonFiniteError(FormatError):
+    """An input (an image, projection data, normalisation factors, an additive term, an initial
+    estimate) holds NaN or ±Inf values; refused before a projection or a reconstruction writes
+    anything, since one such value spreads to every bin or voxel it touches.
+
+    ``what`` is the input: its file, else the Python argument; ``count`` how many values are not
+    finite (in what the call reads of it: the views of its subset and segments).  ``path`` (a
+    :class:`FormatError`'s) is the file, or None for an argument without one."""
+
+    def __init__(self, what: str, count: int, path: str | os.PathLike | None = None):
+        self.what, self.count = str(what), int(count)
+        values = "value" if self.count == 1 else "values"
+        reason = (
+            f"holds {self.count} non-finite {values} (NaN or ±Inf): a NaN or an infinity spreads to "
+            "every bin or voxel it touches; replace them with finite values first"
+        )
+        super().__init__(reason, path)
+        self.args = (f"{self.what} {reason}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), (self.what, self.count, self.path)
 
 
 class GeometryError(StirGpuError, ValueError):

@@ -43,6 +43,11 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--rings", "4", "--max-ring-diff", "2", "--views", "7"], "--subsets 21"),
     ],
     "mpi.py": [(["--ranks", "0,2"], "--ranks"), (["--scanner", "No Such Scanner"], "No Such Scanner")],
+    "non_finite.py": [
+        (["--repeat", "0"], "--repeat"),
+        (["--backend", "cpu", "--max-ring-diff", "64"], "--max-ring-diff 64"),  # the script's own
+        (["--backend", "cpu", "--dir", "/nonexistent/folder"], "/nonexistent/folder"),
+    ],
     "osem.py": [
         (["--devices", "0,x"], "--devices"),
         (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),  # stirgpu's error
@@ -225,6 +230,26 @@ def test_kernels_default_libraries_are_the_anchors_beside_the_checkout(monkeypat
         "cuda": anchors / "libparallelproj-2.0.7-cuda-sm90.so",
         "cpu": anchors / "libparallelproj-2.0.7-cpu.so",
     }
+
+
+def test_non_finite_cpu_tiny_run(tmp_path):
+    """``non_finite.py --backend cpu --quick`` on 8 views: every call timed with the check and
+    without, the ratio the one over the other, OSEM's read of its inputs as a fraction of the
+    iteration measured beside it (no timings asserted)."""
+    out = tmp_path / "non_finite.json"
+    argv = ["--backend", "cpu", "--quick", "--views", "8", "--tangential", "32", "--subsets", "2", "--repeat", "1"]
+    r = _run("non_finite.py", *argv, "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "cpu" and doc["geometry"]["views"] == 8 and doc["geometry"]["segments"] == 3
+    assert list(doc["cases"]) == ["back_disk", "back_memory", "forward", "osem_set_up"]
+    for case in doc["cases"].values():
+        assert case["checked_s"] > 0 and case["ratio"] == pytest.approx(case["checked_s"] / case["unchecked_s"])
+    osem = doc["osem"]
+    assert osem["check_of_iteration"] == pytest.approx(osem["check_s"] / osem["iteration_s"])
+    lines = r.stdout.splitlines()[-5:]
+    assert [line.split(":")[0] for line in lines[:4]] == list(doc["cases"])
+    assert lines[-1].startswith("OSEM's read of its inputs before the first subiteration")
 
 
 def test_priors_cpu_quick_runs_end_to_end(tmp_path):

@@ -65,7 +65,8 @@ def test_projdata_json_matches_geometry(projdata, capsys):
     assert seg0["m_max_mm"] == pytest.approx(pdi.get_m(0, 30)) and seg0["m_min_mm"] == pytest.approx(-seg0["m_max_mm"])
     assert d["views"]["phi_min_deg"] == pytest.approx(np.degrees(pdi.get_phi(0)))
     assert d["tangential"]["s_max_mm"] == pytest.approx(pdi.get_s(7))
-    assert d["values"] == {"min": 2.0, "max": 2.0, "sum": pytest.approx(2.0 * pdi.total_num_bins)}
+    n = pdi.total_num_bins
+    assert d["values"] == {"min": 2.0, "max": 2.0, "sum": pytest.approx(2.0 * n), "mean": 2.0, "non_finite": 0}
 
 
 def test_tof_template(tmp_path, capsys):
@@ -108,9 +109,43 @@ def test_image(tmp_path, capsys):
     assert d["shape_zyx"] == [3, 5, 4] and d["voxel_size_zyx_mm"] == [2.0, 1.5, 1.5]
     assert d["origin_zyx_mm"] == pytest.approx([0.0, 1.0, -2.0])
     assert d["min_indices_zyx"] == [0, -2, -2]
-    assert d["values"] == {"min": 0.0, "max": 59.0, "sum": float(values.sum())}
+    assert d["values"] == {"min": 0.0, "max": 59.0, "sum": float(values.sum()), "mean": 29.5, "non_finite": 0}
     code, out, _ = run(["info", str(tmp_path / "i.hv")], capsys)
-    assert "size (z, y, x): (3, 5, 4)" in out and "values: min 0, max 59, sum 1770" in out
+    assert "size (z, y, x): (3, 5, 4)" in out and "values: min 0, max 59, sum 1770, mean 29.5; no NaN or ±Inf" in out
+
+
+def test_image_statistics_are_of_the_finite_values_and_count_the_others(tmp_path, capsys):
+    """An image holding one NaN: min, max, sum and mean are those of its finite values, and the
+    NaN is counted (JSON ``non_finite``, and in the text).  Guards against min inf, max -inf,
+    sum nan: numpy's reductions of an array with a NaN."""
+    info = ImageInfo((3, 5, 4), (2.0, 1.5, 1.5))
+    values = np.arange(60, dtype=np.float32).reshape(3, 5, 4)
+    values[1, 2, 3] = np.nan
+    write_image(tmp_path / "i.hv", VoxelsOnCartesianGrid(info, values))
+    code, out, _ = run(["info", str(tmp_path / "i.hv"), "--json"], capsys)
+    finite = values[np.isfinite(values)]
+    want = {"min": 0.0, "max": 59.0, "sum": float(finite.sum()), "mean": float(finite.mean()), "non_finite": 1}
+    assert code == 0 and json.loads(out)["values"] == pytest.approx(want)
+    code, out, _ = run(["info", str(tmp_path / "i.hv")], capsys)
+    assert "values: min 0, max 59, sum " in out and "(of the finite values); 1 non-finite value (NaN or ±Inf)" in out
+
+
+def test_projdata_statistics_count_infinities(tmp_path, capsys):
+    """Projection data of 2 with one +Inf and one -Inf: --stats gives max 2 (not inf), min 2, and 2
+    non-finite values; all of them NaN: no finite value, min/max/mean null."""
+    pdi = small_proj_data_info()
+    with ProjDataFromFile.create(tmp_path / "p.hs", pdi, fill=2.0) as pd:
+        v = pd.read_views(1, [11])
+        v[0, 0, 0], v[0, 1, 2] = np.inf, -np.inf
+        pd.write_views(v, 1, [11])
+    code, out, _ = run(["info", str(tmp_path / "p.hs"), "--json", "--stats"], capsys)
+    d = json.loads(out)["values"]
+    n = pdi.total_num_bins - 2
+    assert code == 0 and d == {"min": 2.0, "max": 2.0, "sum": 2.0 * n, "mean": 2.0, "non_finite": 2}
+    with ProjDataFromFile.create(tmp_path / "nan.hs", pdi, fill=np.nan):
+        pass
+    code, out, _ = run(["info", str(tmp_path / "nan.hs"), "--stats"], capsys)
+    assert code == 0 and f"values: none finite; {pdi.total_num_bins} non-finite values (NaN or ±Inf)" in out
 
 
 def test_image_without_data_reports_no_values(tmp_path, capsys):

@@ -4,9 +4,9 @@
 Projection data: scanner, segments (ring differences, axial positions, m range),
 views (phi range), tangential positions (s range), storage order, number format,
 byte order, arc correction, TOF, and whether the header is a template.  ``--stats``
-adds min/max/sum of the values (read chunk by chunk, memory-bounded).
-Images: sizes, voxel sizes, origin, min indices, first pixel offset, and min/max/sum
-of the values when the data file exists.
+adds min/max/sum/mean of the finite values and the count of NaN and ±Inf values (read chunk
+by chunk, memory-bounded).  Images: sizes, voxel sizes, origin, min indices, first pixel
+offset, and the same statistics of the values when the data file exists.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arrays import count_non_finite
 from ..formats.image import image_info_from_header, read_image
 from ..formats.interfile import key_id, read_header
 from ..formats.projdata_disk import ProjDataFromFile
@@ -31,7 +32,8 @@ Projection data (.hs): the scanner, the segments (ring differences, axial positi
 axial coordinate m), views (angles), tangential positions (s), storage order, number
 format, byte order, arc correction, TOF, and whether the header is a template.
 Images (.hv): sizes, voxel sizes, origin, index ranges, first pixel offset and, when
-the data file exists, the min, max and sum of the values.  Nothing is written."""
+the data file exists, the min, max, sum and mean of the finite values and how many are
+NaN or ±Inf.  Nothing is written."""
 
 EPILOG = """\
 examples:
@@ -55,8 +57,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--stats",
         action="store_true",
-        help="projection data: also the min, max and sum of the values (reads the whole data "
-        "file, chunk by chunk); images show them always",
+        help="projection data: also the min, max, sum and mean of the finite values and the count of "
+        "NaN and ±Inf values (reads the whole data file, chunk by chunk); images show them always",
     )
     p.set_defaults(run=run)
 
@@ -81,12 +83,21 @@ def describe(path, stats: bool = False) -> dict:
 
 
 def _stats_of(chunks) -> dict:
-    lo, hi, total = math.inf, -math.inf, 0.0
+    """min, max, sum and mean over the finite values, and how many values are NaN or ±Inf
+    (``non_finite``); min, max and mean are None when no value is finite."""
+    lo, hi, total, finite, bad = math.inf, -math.inf, 0.0, 0, 0
     for a in chunks:
+        n_bad = count_non_finite(a)
+        if n_bad:
+            a = a[np.isfinite(a)]
+            bad += n_bad
         if a.size:
             lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
             total += float(a.sum(dtype=np.float64))
-    return {"min": lo, "max": hi, "sum": total}
+            finite += a.size
+    if not finite:
+        return {"min": None, "max": None, "sum": 0.0, "mean": None, "non_finite": bad}
+    return {"min": lo, "max": hi, "sum": total, "mean": total / finite, "non_finite": bad}
 
 
 def describe_projdata(path, stats: bool = False) -> dict:
@@ -218,6 +229,22 @@ def _triple(t, unit: str = "") -> str:
     return "(" + ", ".join(_f(v) if isinstance(v, float) else str(v) for v in t) + ")" + unit
 
 
+def _values_line(v: dict) -> str:
+    """``values: min ..., max ..., sum ..., mean ...`` (of the finite values), with the count of
+    those that are not."""
+    bad = v["non_finite"]
+    if v["min"] is None:
+        line = "  values: none finite"
+    else:
+        line = f"  values: min {_f(v['min'])}, max {_f(v['max'])}, sum {_f(v['sum'])}, mean {_f(v['mean'])}"
+    if bad:
+        values = "value" if bad == 1 else "values"
+        line += f"{' (of the finite values)' if v['min'] is not None else ''}; {bad} non-finite {values} (NaN or ±Inf)"
+    else:
+        line += "; no NaN or ±Inf"
+    return line
+
+
 def format_text(d: dict) -> str:
     """The readable form of :func:`describe`'s output."""
     lines = []
@@ -273,6 +300,5 @@ def format_text(d: dict) -> str:
             f"  bins: {d['num_bins']}",
         ]
     if "values" in d:
-        v = d["values"]
-        lines.append(f"  values: min {_f(v['min'])}, max {_f(v['max'])}, sum {_f(v['sum'])}")
+        lines.append(_values_line(d["values"]))
     return "\n".join(lines)

@@ -13,7 +13,7 @@ written under temporary names and appear only when complete.
 from __future__ import annotations
 
 from ..config import config as scoped_config
-from ..errors import StirGpuError
+from ..errors import NonFiniteError, StirGpuError
 from ..formats.naming import IMAGE, PROJDATA
 from ..formats.roles import reads
 from .checks import non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
@@ -209,7 +209,12 @@ def run_forward(args) -> int:
         # written under a temporary name and committed when every rank got through: nothing
         # appears under the output name otherwise
         with shared_output(comm, names.header, pdi, overwrite=args.overwrite) as out:
-            fp.forward_project(out, image, subset_num=k, num_subsets=n)
+            try:
+                fp.forward_project(out, image, subset_num=k, num_subsets=n)
+            except NonFiniteError as exc:  # (the projector knows the image as its argument)
+                if exc.what != "image":
+                    raise
+                raise NonFiniteError(args.image, exc.count, args.image) from None
     if comm.is_root:
         _report(args, fp, timeline)
         say_written(args.output, names)

@@ -11,6 +11,9 @@ sums, the stop flag -- and the steps every strategy of :mod:`.strategies` shares
 * per chunk: its :class:`~stirgpu.execution.program.ChunkData`, a CPU lane's device step, a GPU
   lane's queued copies and kernels (:meth:`Call.enqueue`: copy-in, compute and copy-out
   streams ordered by the slot's CUDA events), its stage times, its completion;
+* non-finite inputs: the reader counts a staged input's NaN and ±Inf values as it reads each
+  chunk; a direct input's chunks are summed on the device (:meth:`Call.check_direct_sums`);
+  either stops the call with :class:`.NonFiniteInput`;
 * :meth:`Call.execute`: runs a strategy, stops every thread on any exception (the calling
   thread's KeyboardInterrupt above all), synchronises the lanes, raises the first failure;
 * :meth:`Call.result`: the lanes' images reduced in lane order (on the host, or on one GPU peer
@@ -38,7 +41,7 @@ from .plan import Chunk, Plan
 from .program import ChunkData, ChunkProgram
 from .residency import Residency, reduce_on_device
 from .stats import RunStats, StatsRecorder
-from .stopping import SHUTDOWN_SECONDS, StopFlag
+from .stopping import SHUTDOWN_SECONDS, NonFiniteInput, StopFlag
 
 if TYPE_CHECKING:
     from ..array_types import Array
@@ -91,6 +94,7 @@ class Call:
         after_write: dict,
         direct: dict,
         result_out,
+        check_finite: frozenset[str],
         backend: str,
         devices: tuple[int, ...],
         lanes: list,
@@ -106,6 +110,9 @@ class Call:
         self.parallel_io, self.after_write, self.chunk_done = parallel_io, after_write, chunk_done
         self.image_shape, self.result_device, self.result_out = image_shape, result_device, result_out
         self.operation = operation or program.name
+        #: inputs whose NaN and ±Inf values stop the call (:class:`.NonFiniteInput`): staged ones
+        #: counted by the reader as it reads them, direct ones summed on the device after their copy
+        self.check_finite = check_finite
         self.backend, self.devices, self.lanes = backend, devices, lanes
         self.cuda = backend == "cuda"
         self.residency, self.tables = residency, tables
@@ -138,6 +145,8 @@ class Call:
         self.time_refs: dict[int, Any] = {}  # (CUDA event, perf_counter) the GPU stage times are relative to
         self.turns = {k: 0 for k in range(len(lanes))}  # chunks queued: their compute streams
         self.unprepared: set[int] = set()  # lanes prepared by their own thread at their first chunk
+        #: per lane, each checked direct input's float64 sum over its chunks, on the device
+        self.input_sums: dict[int, dict[str, Any]] = {k: {} for k in range(len(lanes))}
         self.setup_seconds = 0.0
         self.stop = StopFlag()
         #: the chunks (indices) whose outputs are all written -- what a retry need not do again
@@ -284,8 +293,29 @@ class Call:
                 copy_direct(lane, True, slot.dev[i].data.ptr, self.direct[name], chunk, lane.s_in)
             else:
                 lane.to_device(slot.dev[i], slot.host[self.host_index[name]], chunk.nbytes)
+        self._sum_direct_inputs(k, lane, chunk, slot)
         lane.record(lane.s_in, ev["h2d1"])
         return tables
+
+    def _sum_direct_inputs(self, k: int, lane, chunk, slot) -> None:
+        """Add each checked direct input's chunk, just copied, into its sum on lane ``k``'s copy-in
+        stream (ordered after the copy, before the chunk's compute): a float64 sum of float32
+        values is finite exactly when every value is.  :meth:`check_direct_sums` looks at them
+        after the call; no host thread reads these inputs, so the device counts them."""
+        sums = self.input_sums[k]
+        for i, name in enumerate(self.program.inputs):
+            if name in self.direct and name in self.check_finite:
+                with lane.s_in:
+                    part = slot.dev_view(i, chunk.num_bins).sum(dtype=np.float64)
+                    sums[name] = part if name not in sums else sums[name] + part
+
+    def check_direct_sums(self) -> None:
+        """Raise :class:`.NonFiniteInput` for a checked direct input whose sum on some lane is not
+        finite (after the lanes are synchronised: one small read per lane and input)."""
+        for k, lane in enumerate(self.lanes):
+            for name, total in self.input_sums[k].items():
+                if not np.isfinite(float(lane.to_numpy(total))):
+                    raise NonFiniteInput(name)
 
     def enqueue_rest(self, k: int, lane, chunk, slot, tables):
         """The compute and copy-out parts of :meth:`enqueue`, after :meth:`enqueue_in`."""
@@ -364,6 +394,7 @@ class Call:
         failure = self.stop.failure(self.operation)
         if failure is not None:
             raise failure
+        self.check_direct_sums()
         if strategy.still_running():  # pragma: no cover - a thread ignored the stop flag
             raise PipelineError(f"{self.operation}: pipeline threads did not finish")
         return self.result()

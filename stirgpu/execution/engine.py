@@ -41,18 +41,19 @@ from typing import Any
 import numpy as np
 
 from ..config import PIN_POLICIES
-from ..errors import DeviceError, PipelineError
+from ..errors import DeviceError, NonFiniteError, PipelineError
 from . import devices as _devices
 from .call import Call, RunResult
 from .chunk_tables import ChunkTableKeeper
 from .direct_io import DirectIO
-from .hostio import DaemonPool
+from .hostio import DaemonPool, count_non_finite_in
 from .plan import Plan, default_gpu_budget
 from .planning import Planner
 from .program import ChunkProgram
 from .residency import Residency
 from .retry import ChunkProgress, exhausted_error, out_of_memory, smaller_plan
 from .slots import SlotKeeper
+from .stopping import non_finite_input
 from .strategies import DirectStrategy, StagedStrategy
 
 __all__ = ["Engine", "RunResult", "KeptWorkspaces"]
@@ -284,6 +285,7 @@ class Engine:
         after_write: Mapping[str, Callable] | None = None,
         direct: Mapping[str, Mapping] | None = None,
         result_out=None,
+        check_finite: Mapping[str, tuple[str, str | None]] | None = None,
     ) -> RunResult:
         """Run ``program`` over ``plan``'s chunks.
 
@@ -304,6 +306,14 @@ class Engine:
         accumulation image, so the result is reduced into it (its values replaced) and
         returned -- no image-sized copy.  It must not be used elsewhere during the call; if
         the call fails, its values are undefined.
+
+        Non-finite inputs: ``check_finite[name] = (what, path)`` for inputs whose NaN and ±Inf
+        values are refused, ``what`` naming the input in the message (its file, else the
+        argument) and ``path`` its file (or None).  Each chunk of such an input is counted as it
+        is read (on the host by the reader's threads; a direct input on its GPU, summed after
+        its copy), so the check adds no read; the first chunk found holding any stops the call
+        (its later chunks are neither computed nor written), the input's chunks of ``plan`` are
+        counted again, and :class:`~stirgpu.errors.NonFiniteError` says how many there are.
 
         Out of memory: when an allocation fails during the call (``lane.out_of_memory``), the
         engine drops its kept buffers and workspaces and runs the call again over ``plan``'s
@@ -342,6 +352,7 @@ class Engine:
                 after_write=dict(after_write or {}),
                 direct=direct,
                 result_out=result_out,
+                check_finite=frozenset(n for n in (check_finite or {}) if n in program.inputs),
                 backend=self.backend,
                 devices=self.devices,
                 lanes=self.lanes,
@@ -357,6 +368,11 @@ class Engine:
                 try:
                     result = self._execute(call)
                 except Exception as exc:  # (a KeyboardInterrupt is never retried)
+                    name = non_finite_input(exc, call.stop.errors)
+                    if name is not None:
+                        what, path = (check_finite or {})[name]
+                        count = count_non_finite_in(sources[name], plan.chunks, *call.io_split_of(name))
+                        raise NonFiniteError(what, count, path) from None
                     memory = out_of_memory(exc, [e for _, _, e in call.stop.errors], self.lanes[0])
                     if memory is None:
                         raise

@@ -22,14 +22,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..arrays import count_non_finite
+
 __all__ = [
     "DaemonPool",
     "split_ranges",
     "run_pieces",
     "parallel_copy",
+    "parallel_count_non_finite",
     "chunk_pieces",
     "announce_chunk",
     "read_chunk",
+    "count_non_finite_in",
     "write_chunk",
     "MIN_PIECE_BYTES",
 ]
@@ -121,6 +125,18 @@ def parallel_copy(pool: DaemonPool | None, dst: np.ndarray, src: np.ndarray) -> 
     run_pieces(pool, piece, split_ranges(n, item, pool.size + 1 if pool else 1))
 
 
+def parallel_count_non_finite(pool: DaemonPool | None, a) -> int:
+    """:func:`~stirgpu.arrays.count_non_finite` of a numpy array split along its first axis over
+    the pool (numpy's sums release the GIL: an image is counted at the threads' combined memory
+    bandwidth); a cupy array is counted on its GPU."""
+    if not isinstance(a, np.ndarray) or a.ndim == 0 or pool is None:
+        return count_non_finite(a)
+    counts = []  # (list.append is atomic)
+    ranges = split_ranges(a.shape[0], a[0].nbytes, pool.size + 1)
+    run_pieces(pool, lambda i, j: counts.append(count_non_finite(a[i:j])), ranges)
+    return sum(counts)
+
+
 def chunk_pieces(chunk, flat: np.ndarray, pieces_per_part: int) -> list[tuple]:
     """(segment, views, buffer, timing position) pieces of a chunk's I/O in its flat buffer
     ``flat``: each part (shaped (ntof, nv, na, nt) at its offset) split by timing position, then
@@ -148,17 +164,37 @@ def announce_chunk(store, chunk) -> None:
             prefetch(part.segment, part.views, **({} if t is None else {"timing_pos": t}))
 
 
-def read_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:
+def read_chunk(
+    store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int, count: bool = False
+) -> int:
     """Read ``chunk`` from ``store`` (``read_views(segment, views, out=...)``) into ``flat``; the
-    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts)."""
+    pieces of all its parts run together on ``pool`` (a subset's chunk has several small parts).
+    With ``count``, each piece's thread also counts its NaN and ±Inf values as soon as it has
+    read them (:func:`~stirgpu.arrays.count_non_finite`: one sum of a piece still in the cache
+    when there are none); returns their number (0 without ``count``)."""
+    found = []  # (list.append is atomic: the pieces' threads add to it)
 
     def piece(seg, views, buf, timing_pos):
         tof = {} if timing_pos is None else {"timing_pos": timing_pos}
         got = store.read_views(seg, views, out=buf, **tof)
         if got is not buf and got is not None:  # a store that ignores ``out``
             np.copyto(buf, got)
+        if count:
+            found.append(count_non_finite(buf))
 
     _run_chunk_pieces(chunk, flat, pool, pieces_per_part, piece)
+    return sum(found)
+
+
+def count_non_finite_in(store, chunks, pool: DaemonPool | None, pieces_per_part: int) -> int:
+    """How many NaN and ±Inf values ``store`` holds in ``chunks`` (all read again, into one
+    chunk-sized buffer): the exact count a failed call reports, read only after one of its chunks
+    was found to hold some."""
+    chunks = list(chunks)
+    if not chunks:
+        return 0
+    buffer = np.empty(max(c.num_bins for c in chunks), dtype=np.float32)
+    return sum(read_chunk(store, c, buffer[: c.num_bins], pool, pieces_per_part, count=True) for c in chunks)
 
 
 def write_chunk(store, chunk, flat: np.ndarray, pool: DaemonPool | None, pieces_per_part: int) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from ..errors import PipelineError
 
-__all__ = ["StopFlag", "Stopped", "POLL", "SHUTDOWN_SECONDS", "join_all"]
+__all__ = ["StopFlag", "Stopped", "NonFiniteInput", "non_finite_input", "POLL", "SHUTDOWN_SECONDS", "join_all"]
 
 #: how often blocked threads look at the stop flag (seconds)
 POLL = 0.05
@@ -30,6 +30,24 @@ SHUTDOWN_SECONDS = 30.0
 
 class Stopped(Exception):
     """Raised inside a call's threads when another thread failed (the call stopped)."""
+
+
+class NonFiniteInput(Exception):
+    """Raised inside a call when a chunk of input ``name`` holds NaN or ±Inf: the call stops, and
+    the engine raises the :class:`~stirgpu.errors.NonFiniteError` naming the input and the count."""
+
+    def __init__(self, name: str):
+        super().__init__(f"input {name!r} holds NaN or ±Inf values")
+        self.name = name
+
+
+def non_finite_input(exc: BaseException, errors) -> str | None:
+    """The input whose chunk held NaN or ±Inf, when that is why a call failed (``exc``, what it
+    raised, or one of the errors ``(stage, lane, error)`` its threads recorded); else None."""
+    for e in (exc, exc.__cause__, *(err for _, _, err in errors)):
+        if isinstance(e, NonFiniteInput):
+            return e.name
+    return None
 
 
 class StopFlag:

@@ -9,7 +9,9 @@ ProjData, or the CPU backend), per lane with ``depth`` slots::
     the next chunk; read the    D2H (Call.enqueue), never  event; write the outputs
     staged inputs into its      wait.  CPU: the device     by views; the chunk is
     host buffers (by views,     step under the compute     done; hand the slot back
-    over the I/O threads)       lock
+    over the I/O threads; each  lock
+    piece's NaN/±Inf counted
+    as it is read)
 
   Queues are bounded (a lane never has more than ``depth`` chunks in flight).  Threads are
   named ``stirgpu-read-LANE``, ``stirgpu-work-LANE``, ``stirgpu-write-LANE`` and started per
@@ -41,7 +43,7 @@ from collections.abc import Callable
 from ..errors import Cancelled
 from .call import Call
 from .hostio import DaemonPool, announce_chunk, read_chunk, write_chunk
-from .stopping import POLL, SHUTDOWN_SECONDS, Stopped, join_all
+from .stopping import POLL, SHUTDOWN_SECONDS, NonFiniteInput, Stopped, join_all
 
 __all__ = ["StagedStrategy", "DirectStrategy"]
 
@@ -119,7 +121,9 @@ class StagedStrategy:
                     n = chunk.num_bins
                     for name in staged:
                         flat = slot.host[call.host_index[name]][:n]
-                        read_chunk(call.sources[name], chunk, flat, *call.io_split_of(name))
+                        checked = name in call.check_finite
+                        if read_chunk(call.sources[name], chunk, flat, *call.io_split_of(name), count=checked):
+                            raise NonFiniteInput(name)  # (before the chunk is computed or written)
                     if staged:
                         rec.stage(lane.name, "read", chunk.index, t0, time.perf_counter())
                         rec.add(bytes_read=len(staged) * chunk.nbytes)

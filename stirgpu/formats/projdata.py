@@ -107,6 +107,12 @@ class ProjData(abc.ABC):
     def close(self) -> None:  # noqa: B027 (optional hook; default: nothing)
         """Release resources (files).  Further use is an error for file-backed stores."""
 
+    @property
+    def source_file(self) -> str | None:
+        """The file the store's values come from (its header), for messages that name an
+        input; None for a store of no one file (in memory, computed from several)."""
+        return None
+
     def check_readable(self) -> None:
         """Raise :class:`~stirgpu.errors.StoreAbilityError` naming the store (and its file) when
         it is not ``abilities.readable`` -- a template (a header without data), a closed file --

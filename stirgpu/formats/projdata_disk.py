@@ -358,6 +358,10 @@ class ProjDataFromFile(ProjData):
         return self._header.path
 
     @property
+    def source_file(self) -> str | None:
+        return None if self.path is None else str(self.path)
+
+    @property
     def data_path(self) -> Path | None:
         return self._header.data_path
 

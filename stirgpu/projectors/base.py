@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..arrays import is_cupy
+from ..config import get_config
 from ..distributed import complete_on_every_rank, share_viewgrams, written_by_ranks
 from ..errors import GeometryError, StirGpuError
 from ..execution import RunResult
@@ -25,6 +26,7 @@ from ..execution.plan import Plan
 from ..execution.progress import progress_bar
 from ..execution.stats import RunStats
 from ..formats import ProjData
+from ..formats.finite import input_label
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import as_proj_data, image_info_of, is_stir_image, is_stir_proj_data, store_image
 from ..kernels import apply_cylindrical_fov
@@ -319,6 +321,7 @@ class StreamingProjector:
                     parallel_io=_parallel_io(sources, sinks),
                     after_write=behind,
                     direct=direct,
+                    check_finite=_finite_checks(sources),
                 )
         if result.plan is not None:  # (smaller than asked for when the call ran out of memory)
             self.last_plan = result.plan
@@ -403,6 +406,19 @@ def _check_stores(sources: dict, sinks: dict) -> None:
         store.check_readable()
     for store in sinks.values():
         store.check_writable()
+
+
+#: the argument each input of the programs is given as, where its name is another
+_ARGUMENTS = {"data": "proj_data"}
+
+
+def _finite_checks(sources: dict) -> dict[str, tuple[str, str | None]]:
+    """The inputs whose NaN and ±Inf values the engine refuses (every one, unless the
+    configuration's ``check_finite`` is off), each with (what a message calls it: its file, else
+    its argument; its file or None)."""
+    if not get_config().check_finite:
+        return {}
+    return {n: (input_label(st, _ARGUMENTS.get(n, n)), st.source_file) for n, st in sources.items()}
 
 
 def _parallel_io(sources: dict, sinks: dict) -> dict[str, bool]:

@@ -65,10 +65,12 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import array_module, count_non_finite
 from ..config import get_config
 from ..distributed import as_communicator, staging_bytes
-from ..errors import GeometryError, StirGpuError
+from ..errors import GeometryError, NonFiniteError, StirGpuError
 from ..execution import Engine, resolve_backend, resolve_devices
+from ..execution.hostio import parallel_count_non_finite
 from ..execution.plan import default_host_budget, parse_bytes
 from ..geometry import ImageInfo, ProjDataInfo
 from ..interop import (
@@ -322,9 +324,14 @@ class ProjectionSession:
     def set_input(self, image) -> tuple[int, float]:
         """Upload ``image`` ((z, y, x): numpy, cupy, torch, stirgpu or stir image) to every lane
         now, zeroed outside the cylindrical FOV when that option is on (on the copy).
-        Returns (bytes uploaded to GPUs, seconds)."""
+        Returns (bytes uploaded to GPUs, seconds).  An image holding NaN or ±Inf where it is
+        projected (inside the cylindrical FOV, with that option: outside it every voxel becomes
+        0) is refused (:class:`~stirgpu.errors.NonFiniteError`, naming the argument ``image``)
+        before it is uploaded, unless the configuration's ``check_finite`` is off."""
         s = self._fixed()
         arr = as_image_array(image, s.image_info.shape)
+        if get_config().check_finite:  # (before anything is uploaded: the last upload stays)
+            _check_finite_in_fov(arr, s.fov_mask, self.engine.io_pool)
         nbytes, seconds = self.engine.set_image(arr, s.fov_mask)
         try:
             self._input_ref = weakref.ref(image)
@@ -356,6 +363,19 @@ class ProjectionSession:
     def __repr__(self) -> str:
         where = "not set up" if self._set_up is None else f"{self.backend} {list(self.devices or ())}"
         return f"ProjectionSession({where}, units={self.options.units!r})"
+
+
+def _check_finite_in_fov(image, fov_mask: np.ndarray | None, pool) -> None:
+    """Refuse an input image (numpy or cupy) with NaN or ±Inf where it is projected: everywhere,
+    or inside ``fov_mask`` ((y, x)) when the image is zeroed outside it.  One sum of the image
+    when it holds none (a numpy image's slabs summed by the engine's I/O threads, ``pool``); the
+    values inside the FOV are counted only when it does."""
+    if not parallel_count_non_finite(pool, image):
+        return
+    inside = image if fov_mask is None else image[:, array_module(image).asarray(fov_mask)]
+    n = count_non_finite(inside)
+    if n:
+        raise NonFiniteError("image", n)
 
 
 def _as_proj_data_info(obj) -> ProjDataInfo:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from ..errors import GeometryError
 from ..formats import ProjData
+from ..formats.finite import check_finite_store
 from ..geometry import ImageInfo, ProjDataInfo
 from .views import Constant, EndPlanes, Quotient, TofBroadcast, restrict_segments
 
@@ -185,6 +186,8 @@ class PoissonLogLikelihood:
         a = restrict_segments(additive, self.max_segment_num_to_process)
         f_own = restrict_segments(normalisation, self.max_segment_num_to_process)
         pdi = y.get_proj_data_info()
+        #: the inputs as given (the segments processed), by the names their messages use
+        self.inputs = {"measured": y, "additive": a, "normalisation": f_own}
         # a non-TOF normalisation applies to every timing position of TOF data (STIR)
         f = f_own if f_own is None or f_own.get_proj_data_info() == pdi else TofBroadcast(f_own, pdi)
         #: the geometry the sensitivity is back projected on (STIR's ``sens_proj_data_info_sptr``)
@@ -224,6 +227,15 @@ class PoissonLogLikelihood:
             z_size=z_size,
             origin=(z_offset, 0.0, 0.0),
         )
+
+    def check_finite(self) -> None:
+        """Refuse measured data, an additive sinogram or a normalisation holding NaN or ±Inf
+        (:class:`~stirgpu.errors.NonFiniteError` naming the file, else the argument, and the
+        count): each read once, chunk by chunk, on the host (what OSEM does before its first
+        subiteration: docs/execution.md, "Non-finite inputs")."""
+        for name, store in self.inputs.items():
+            if store is not None:
+                check_finite_store(store, name)
 
     def set_up(self, projector, image_info: ImageInfo) -> None:
         """Prepare ``projector`` (a :class:`~stirgpu.projectors.ProjectorPair`) for these data

@@ -55,6 +55,7 @@ from ..errors import GeometryError, StirGpuError
 from ..formats import ProjDataFromFile, VoxelsOnCartesianGrid, write_image
 from ..formats.naming import IMAGE
 from ..formats.roles import inputs_written, reads, writes
+from ..formats.finite import check_finite_image
 from ..geometry import ImageInfo
 from .arrays import (
     FLOAT32_MAX,
@@ -303,8 +304,12 @@ class OSEM:
 
     # -- set up -------------------------------------------------------------------------------
     def set_up(self) -> float:
-        """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds."""
+        """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds.
+        Inputs holding NaN or ±Inf are refused first (the objective's ``check_finite``, unless
+        the configuration's ``check_finite`` is off), before anything is computed or written."""
         t0 = time.perf_counter()
+        if get_config().check_finite:
+            self.objective.check_finite()
         self.objective.set_up(self.projector, self.image_info)
         if self.prior is not None:
             self.prior.set_up(self.image_info)  # STIR: the objective function sets up its prior
@@ -431,7 +436,25 @@ class OSEM:
     # -- the whole run --------------------------------------------------------------------------------
     def initial_image(self, value: float | np.ndarray | VoxelsOnCartesianGrid = 1.0):
         """A new initial estimate on the device: a constant (STIR's ``1``/``0``), an image, or an
-        array (numpy or cupy; copied)."""
+        array (numpy or cupy; copied).  One holding NaN or ±Inf is refused (NonFiniteError)."""
+        self._check_initial(value)
+        return self._initial_copy(value)
+
+    @staticmethod
+    def _check_initial(value) -> None:
+        """Refuse an initial estimate holding NaN or ±Inf (NonFiniteError), unless the
+        configuration's ``check_finite`` is off."""
+        if not get_config().check_finite:
+            return
+        if isinstance(value, VoxelsOnCartesianGrid):
+            value = value.array
+        elif isinstance(value, (int, float, np.floating, np.integer)):
+            value = np.float32(value)
+        elif array_module(value) is np:
+            value = np.asarray(to_numpy(value))
+        check_finite_image(value, "initial estimate")
+
+    def _initial_copy(self, value):
         if isinstance(value, VoxelsOnCartesianGrid):
             if value.info != self.image_info:
                 raise GeometryError(f"initial estimate: geometry {value.info!r} differs from {self.image_info!r}")
@@ -458,6 +481,7 @@ class OSEM:
         ``image`` (a constant, an image or an array) is copied, never modified.
         ``callback(record, image)`` is called after every subiteration.
         """
+        self._check_initial(1.0 if image is None else image)  # (before the sensitivities are written)
         setup_seconds = self.set_up() if self.sensitivities is None else 0.0
         x = self.initial_image(1.0 if image is None else image)
         if self.enforce_initial_positivity:

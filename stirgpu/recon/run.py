@@ -18,8 +18,9 @@ import dataclasses
 import os
 from pathlib import Path
 
+from ..arrays import count_non_finite
 from ..config import config, get_config
-from ..errors import FormatError, GeometryError, ParFileError, ParFileProblems, StirGpuError
+from ..errors import FormatError, GeometryError, NonFiniteError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_from_file, read_image
 from ..parfile import OsmaposlSettings, read_osmaposl_par
 from .filtering import FilterSchedule
@@ -262,6 +263,9 @@ def _image(s: OsmaposlSettings, check: _Check, y):
     file, else the default image for the data.  (None, None) where neither can be known."""
     if isinstance(s.initial_estimate, Path):
         img = check.image("initial_estimate", s.initial_estimate)
+        bad = count_non_finite(img.array) if img is not None and get_config().check_finite else 0
+        if bad:
+            check.add("initial_estimate", str(NonFiniteError(str(s.initial_estimate), bad)))
         return (img, img.info) if img is not None else (None, None)
     if y is None:
         return None, None

@@ -61,6 +61,13 @@ class _ReadOnly(ProjData):
         return (self._source,)
 
     @property
+    def source_file(self) -> str | None:
+        """The file of a view of one store (a segment range, end planes, ...); None for a
+        view computed from several."""
+        sources = self._sources()
+        return sources[0].source_file if len(sources) == 1 else None
+
+    @property
     def abilities(self) -> StoreAbilities:
         return StoreAbilities.computed_from(*(s.abilities for s in self._sources()))
 
