@@ -10,7 +10,8 @@ Ctrl-C (KeyboardInterrupt) stops the work within about a second (the pipeline ca
 its queued chunks, see stirgpu/execution/README.md) and prints one line saying what was
 kept (:mod:`.leftovers`), with exit code 130 (128 + SIGINT, what shells report).  Before a
 command runs, temporary files that killed runs left in its output folder are named in one
-warning line, with the command that removes them.
+warning line, with the command that removes them.  A command that compiles CPU kernels (a
+machine's first run) says so in one line (:mod:`.compiling`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Under an MPI launcher (``mpirun -n N stirgpu ...``) every rank runs the command; rank 0
     alone prints, and a failure on one rank or Ctrl-C ends every rank (:mod:`.ranks`)."""
+    from .compiling import compilation_notice
     from .leftovers import OutputState, interrupted_message, warn_about_leftovers
     from .ranks import Ranks
 
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if target is not None and ranks.is_root:  # (osmaposl looks in the folders of its parameter file itself)
         warn_about_leftovers(args.command, [header.parent if header is not None else target])
     try:
-        with ranks.printing():
+        quiet = getattr(args, "quiet", False)
+        with ranks.printing(), compilation_notice(args.command, quiet, prints=ranks.is_root):
             code = args.run(args)
     except KeyboardInterrupt as exc:
         ranks.interrupted(f"stirgpu {args.command}: interrupted: {interrupted_message(exc, output)}", EXIT_INTERRUPTED)
