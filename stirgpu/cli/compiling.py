@@ -2,7 +2,7 @@
 
 numba compiles each kernel on its first call and stirgpu keeps the machine code in its cache
 folder (``stirgpu/kernels/jit.py``), so a machine's first projection waits for the
-compilation (some 15 s on two cores for the demo) and every later run loads the code.  So
+compilation (about 10 s on two cores for the demo) and every later run loads the code.  So
 that this wait does not look like a hang, the first compilation in a command prints one line
 on standard error, and, on a terminal, a bar counts the kernels compiled (each named while it
 compiles), removed when the compilation ends.  Runs whose kernels are all cached print
