@@ -9,17 +9,24 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import reference_results
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: script -> bad arguments, each refused before any real work (what goes wrong in brackets)
 BAD_ARGUMENTS = {
     "cpu_lanes.py": [(["--repeat", "0"], "--repeat"), (["--numerics", "stir"], "--numerics")],  # (gone)
+    "first_run.py": [
+        (["--rounds", "0"], "--rounds"),  # argparse type
+        (["--tmpdir", "/nonexistent/folder"], "/nonexistent/folder"),
+        (["--command", "info /nonexistent.hs"], "--command"),  # the command fails: its error, one line
+    ],
     "io.py": [
         (["--size-gb", "-1"], "--size-gb"),  # argparse type
         (["--size-gb", "0.001", "--tmpdir", "/nonexistent/folder"], "/nonexistent/folder"),
@@ -568,3 +575,23 @@ def test_io_reads_every_subset_in_turn_the_same_bytes_both_ways(tmp_path):
     assert announced["checksum"] == plain["checksum"] == doc["runs"]["all"]["checksum"] != 0
     assert len(announced["subset_seconds"]) == len(plain["subset_seconds"]) == 7
     assert "all 7 subsets in turn: announced" in r.stdout.splitlines()[-1]
+
+
+def test_first_run_times_a_cold_and_a_warm_run_of_one_command(stir_fixtures, tmp_path):
+    """first_run.py on a forward projection of the ECAT 953 fixture (its kernels compile in a
+    few seconds, the demo's in about ten): the cold run compiles kernels into its empty cache,
+    the warm run compiles none, and the ratio and share are those of the seconds reported."""
+    ref = reference_results(stir_fixtures)
+    image, template = ref / "ecat953_span3_image.hv", ref / "ecat953_span3_fwd.hs"
+    command = f"forward-project {{out}}/fwd.hs {shlex.quote(str(image))} {shlex.quote(str(template))} --backend cpu"
+    out = tmp_path / "first_run.json"
+    r = _run("first_run.py", "--command", command, "--tmpdir", str(tmp_path), "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    (run,) = doc["rounds"]
+    cold, warm = run["cold"], run["warm"]
+    assert cold["kernels"] > 0 and 0 < cold["compile_seconds"] < cold["seconds"]
+    assert warm["kernels"] == 0 and warm["compile_seconds"] == 0
+    assert doc["cold_over_warm"] == pytest.approx(cold["seconds"] / warm["seconds"])
+    assert doc["compile_share_of_cold"] == pytest.approx(cold["compile_seconds"] / cold["seconds"])
+    assert r.stdout.strip().splitlines()[-1].startswith("stirgpu forward-project: first run (empty kernel caches) ")

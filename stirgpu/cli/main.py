@@ -10,7 +10,8 @@ Ctrl-C (KeyboardInterrupt) stops the work within about a second (the pipeline ca
 its queued chunks, see stirgpu/execution/README.md) and prints one line saying what was
 kept (:mod:`.leftovers`), with exit code 130 (128 + SIGINT, what shells report).  Before a
 command runs, temporary files that killed runs left in its output folder are named in one
-warning line, with the command that removes them.
+warning line, with the command that removes them.  A command that compiles CPU kernels (a
+machine's first run) says so in one line (:mod:`.compiling`).
 
 File names are printed as they are (UTF-8 on a UTF-8 terminal); a character the console's
 encoding cannot show (``LANG=C``, ``PYTHONIOENCODING=ascii``, a name whose bytes are not UTF-8)
@@ -92,6 +93,7 @@ def _console_escapes_what_it_cannot_show():
 
 
 def _run(argv: list[str] | None) -> int:
+    from .compiling import compilation_notice
     from .leftovers import OutputState, interrupted_message, warn_about_leftovers
     from .ranks import Ranks
 
@@ -108,7 +110,8 @@ def _run(argv: list[str] | None) -> int:
     if target is not None and ranks.is_root:  # (osmaposl looks in the folders of its parameter file itself)
         warn_about_leftovers(args.command, [header.parent if header is not None else target])
     try:
-        with ranks.printing():
+        quiet = getattr(args, "quiet", False)
+        with ranks.printing(), compilation_notice(args.command, quiet, prints=ranks.is_root):
             code = args.run(args)
     except KeyboardInterrupt as exc:
         ranks.interrupted(f"stirgpu {args.command}: interrupted: {interrupted_message(exc, output)}", EXIT_INTERRUPTED)
