@@ -70,7 +70,28 @@ from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
 from .sensitivity import Sensitivities, SensitivitySpec
 
-__all__ = ["OSEM", "SubiterationRecord", "OSEMResult"]
+__all__ = ["OSEM", "SubiterationRecord", "OSEMResult", "subsets_problem"]
+
+
+def subsets_problem(num_subsets: int, num_views: int) -> str | None:
+    """Why STIR's OSMAPOSL refuses ``num_subsets`` subsets of ``num_views`` views, or None.
+
+    ``OSMAPOSLReconstruction::set_up`` (STIR 6.5) refuses a number of subsets outside 1..views
+    and unbalanced subsets (not every subset has as many views, for trivial symmetries: the
+    number must divide the views) whatever ``use subset sensitivities`` says.  One message for
+    the :class:`OSEM` class and the ``.par`` runs, so both refuse alike.
+    """
+    k, nv = int(num_subsets), int(num_views)
+    if not 1 <= k <= nv:
+        return f"number of subsets {k}: must be between 1 and the number of views ({nv})"
+    if nv % k:
+        divisors = ", ".join(str(d) for d in range(1, nv + 1) if nv % d == 0)
+        return (
+            f"{k} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
+            f"OSMAPOSL refuses this (with or without subset sensitivities): choose a number of subsets "
+            f"that divides {nv} ({divisors})"
+        )
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,9 +233,9 @@ class OSEM:
     # -- validation (before any work) -----------------------------------------------------
     def _check(self) -> None:
         K = self.num_subsets
-        nv = self.objective.proj_data_info.get_num_views()
-        if not 1 <= K <= nv:
-            raise StirGpuError(f"number of subsets {K}: must be between 1 and the number of views ({nv})")
+        problem = subsets_problem(K, self.objective.proj_data_info.get_num_views())
+        if problem is not None:
+            raise StirGpuError(problem)
         if self.num_subiterations < 1:
             raise StirGpuError(f"number of subiterations {self.num_subiterations}: must be at least 1")
         if self.start_subiteration_num < 1:
@@ -233,12 +254,6 @@ class OSEM:
         if not 0 <= self.minimum_relative_change <= self.maximum_relative_change:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
         self._check_prior()
-        if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
-            raise StirGpuError(
-                f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
-                f"OSMAPOSL refuses this unless subset sensitivities are used: set 'use subset "
-                f"sensitivities := 1' or choose a number of subsets that divides {nv}"
-            )
 
     def _check_prior(self) -> None:
         if self.map_model not in MAP_MODELS:

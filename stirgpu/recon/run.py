@@ -24,7 +24,7 @@ from ..formats import read_from_file, read_image
 from ..parfile import OsmaposlSettings, read_osmaposl_par
 from .filtering import FilterSchedule
 from .objective import PoissonLogLikelihood, geometry_problem
-from .osem import OSEM, OSEMResult
+from .osem import OSEM, OSEMResult, subsets_problem
 from .sensitivity import SensitivitySpec
 
 __all__ = ["PreparedRun", "prepare_osmaposl", "run_osmaposl", "make_projector"]
@@ -267,18 +267,11 @@ def _objective(s: OsmaposlSettings, check: _Check, y, extra: dict):
         max_segment_num_to_process=m,
         use_tof_sensitivities=s.use_tof_sensitivities,
     )
-    nv = objective.proj_data_info.get_num_views()
-    if s.num_subsets > nv:
-        check.add("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
     # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
-    # sensitivities' says (checked with STIR 6.5); so does a .par run here
-    elif not objective.subsets_are_balanced(s.num_subsets):
-        check.add(
-            "num_subsets",
-            f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
-            f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
-            f"choose a number of subsets that divides {nv}",
-        )
+    # sensitivities' says (checked with STIR 6.5); the OSEM class refuses with the same words
+    problem = subsets_problem(s.num_subsets, objective.proj_data_info.get_num_views())
+    if problem is not None:
+        check.add("num_subsets", problem)
     return objective
 
 
