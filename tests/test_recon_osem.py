@@ -330,14 +330,51 @@ def test_estimate_stays_on_the_gpu(problem):
     assert float(abs(gpu.image.get() - cpu.image).max()) <= 1e-5 * float(cpu.image.max())
 
 
-def test_config_progress_off_is_quiet(problem, capsys):
-    """Library use prints nothing (progress bars only with stirgpu.config(progress=True))."""
-    _osem(problem, num_subsets=2, num_subiterations=1).reconstruct()
+class RecordingDisplay:
+    """A progress display (stirgpu.config(progress=...)) that records every task: its name, total,
+    unit, the steps reported, whether it was closed, and how deep it was started (how many tasks
+    were open then)."""
+
+    def __init__(self):
+        self.tasks: list[dict] = []
+        self._open = 0
+
+    def start(self, total, desc, unit):
+        task = {"desc": desc, "total": total, "unit": unit, "done": 0, "closed": False, "depth": self._open}
+        self.tasks.append(task)
+        self._open += 1
+        display = self
+
+        class Task:
+            def update(self, n=1):
+                task["done"] += n
+
+            def close(self):
+                task["closed"] = True
+                display._open -= 1
+
+        return Task()
+
+
+def test_progress_goes_to_the_configured_display_and_nothing_is_printed(problem, capsys):
+    """The library prints nothing, with or without a display: without one it reports nothing;
+    with one (stirgpu.config(progress=display)) OSEM reports two outer tasks, the subset
+    sensitivities (K subsets) and the subiterations, each counted to its end and closed, and
+    the projections inside them report their chunks as nested tasks.  ``progress=True`` (the
+    library drew tqdm bars once) is refused in one line saying to pass a display."""
+    _osem(problem, num_subsets=2, num_subiterations=3).reconstruct()
+    display = RecordingDisplay()
+    with stirgpu.config(progress=display):
+        _osem(problem, num_subsets=2, num_subiterations=3).reconstruct()
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
-    with stirgpu.config(progress=True):
-        _osem(problem, num_subsets=2, num_subiterations=1).reconstruct()
-    assert "OSEM" in capsys.readouterr().err
+    outer = [(t["desc"], t["total"], t["unit"], t["done"], t["closed"]) for t in display.tasks if t["depth"] == 0]
+    assert outer == [("sensitivities", 2, "subset", 2, True), ("OSEM", 3, "subiteration", 3, True)]
+    inner = [t for t in display.tasks if t["depth"] > 0]
+    assert inner and all(t["unit"] == "chunk" and t["done"] == t["total"] and t["closed"] for t in inner)
+    with pytest.raises(StirGpuError, match=r"^config: progress must be None or a display .*not True; the library"):
+        with stirgpu.config(progress=True):
+            pass
 
 
 def test_output_file_names_follow_stir():

@@ -296,9 +296,6 @@ class OSEM:
     def to_device(self, host: np.ndarray):
         return self._xp().asarray(np.ascontiguousarray(host, dtype=np.float32))
 
-    def _progress(self):
-        return get_config().progress
-
     # -- set up -------------------------------------------------------------------------------
     def set_up(self) -> float:
         """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds."""
@@ -320,7 +317,7 @@ class OSEM:
 
     def _sensitivities(self, spec: SensitivitySpec) -> None:
         if spec.computes:
-            bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivity")
+            bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivities", "subset")
             try:
                 self.sensitivities = Sensitivities.compute(
                     self.num_subsets,
@@ -345,12 +342,13 @@ class OSEM:
         res = self.objective.subset_sensitivity(self.projector, out, subset_num, num_subsets)
         return out if res is None else res
 
-    def _bar(self, total: int, desc: str):
-        if not self._progress() or not self.comm.is_root:
+    def _bar(self, total: int, desc: str, unit: str):
+        """A task of the configured progress display (``stirgpu.config(progress=...)``, see
+        stirgpu.execution.progress; rank 0's alone under MPI), or None: the library draws nothing."""
+        display = get_config().progress
+        if display is None or not self.comm.is_root or total <= 0:
             return None
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="subset" if desc == "sensitivity" else "subiter", leave=False)
+        return display.start(total, desc, unit)
 
     # -- one subiteration -------------------------------------------------------------------------
     def update(self, image, subiteration_num: int) -> tuple[object, float | None]:
@@ -465,7 +463,7 @@ class OSEM:
         saved: list[tuple[int, Path]] = []  # (subiteration, estimate) of every complete estimate
         writing = None  # (subiteration, estimate, its header's identity before) while one is written
         todo = range(self.start_subiteration_num, self.num_subiterations + 1)
-        bar = self._bar(len(todo), "OSEM")
+        bar = self._bar(len(todo), "OSEM", "subiteration")
         n = self.start_subiteration_num
         try:
             for n in todo:
@@ -492,8 +490,6 @@ class OSEM:
                 records.append(rec)
                 if bar is not None:
                     bar.update(1)
-                    if loglik is not None:
-                        bar.set_postfix(loglik=f"{loglik:.6g}")
                 if callback is not None:
                     callback(rec, x)
         except KeyboardInterrupt as exc:

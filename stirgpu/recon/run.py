@@ -306,10 +306,12 @@ def _prior(s: OsmaposlSettings, check: _Check, info):
         return None
 
 
-def run_osmaposl(par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None) -> OSEMResult:
+def run_osmaposl(par, *, projector=None, base_dir=None, progress=None, callback=None) -> OSEMResult:
     """``OSMAPOSL par``: check everything (:func:`prepare_osmaposl`), then reconstruct.
 
-    ``progress``: show tqdm bars (None: as the scoped configuration says)."""
+    ``progress``: a progress display for this run (``stirgpu.config(progress=...)``'s kind, e.g.
+    the command line's ``stirgpu.cli.progress.TerminalProgress()``); None: the scoped
+    configuration's (by default none: the library draws nothing)."""
     ctx = config(progress=progress) if progress is not None else contextlib.nullcontext()
     with ctx:
         with prepare_osmaposl(par, projector=projector, base_dir=base_dir) as prepared:
