@@ -185,3 +185,19 @@ def test_a_command_has_a_display_only_on_a_terminal_and_without_quiet(monkeypatc
     monkeypatch.setattr(sys, "stderr", _Stream(terminal))
     assert isinstance(terminal_progress(quiet), TerminalProgress) is shown
     assert (terminal_progress(quiet) is None) is not shown
+
+
+@pytest.mark.slow
+def test_demo_on_a_terminal_shows_its_sensitivities_and_subiterations(tmp_path):
+    """The demo's OSEM, on a terminal: after the simulation (whose projections show their chunks),
+    one bar for the 8 subset sensitivities and one for the 24 subiterations, no chunk bar, each
+    subiteration's line a line of its own."""
+    transcript = _run_on_terminal(["demo", "--output", str(tmp_path / "demo")], tmp_path)
+    reconstruction = transcript[transcript.index("simulated ") :]
+    assert re.search(r"sensitivities: +\d+%\|.*\| \d/8 ", reconstruction), transcript
+    assert re.search(r"OSEM: +\d+%\|.*\| \d+/24 .*subiteration/s", reconstruction), transcript
+    assert "chunk/s" not in reconstruction
+    reports = [ln for ln in _rendered_lines(transcript) if "(subset " in ln]
+    assert len(reports) == 24 and all(
+        re.fullmatch(r"  subiteration +\d+ \(subset \d\): [\d.]+ s( -> osem_\d+\.hv)?", ln) for ln in reports
+    ), reports
