@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 from .errors import StirGpuError
 
@@ -36,8 +37,10 @@ class Config:
     host_memory_budget: int | None = None
     #: upper bound on views per chunk (None: as many as the budgets allow)
     max_views_per_chunk: int | None = None
-    #: show progress bars (the CLI turns this on; library use is quiet)
-    progress: bool = False
+    #: where long calls report their progress: a display with ``start(total, desc, unit)``
+    #: (stirgpu.execution.progress.ProgressDisplay; the command line's draws bars on a
+    #: terminal), or None: no reports (the library prints nothing)
+    progress: Any = None
     #: page-lock in-memory projection data so that chunks go straight between it and the GPUs:
     #: "reused" (from a store's second use by a projector on: a store used once, such as a fresh
     #: output, is not worth the page-locking), "always" (from its first use) or "never" (every
@@ -66,8 +69,23 @@ class Config:
             raise StirGpuError(f"config: compute_streams must be an integer from 1 to 8, not {self.compute_streams!r}")
         if self.pin_host_memory not in PIN_POLICIES:
             raise StirGpuError(f"config: pin_host_memory must be one of {PIN_POLICIES}, not {self.pin_host_memory!r}")
+        _check_progress(self.progress)
         if self.devices is not None:
             object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
+
+
+def _check_progress(display) -> None:
+    """A progress display, or None.  ``True`` is refused by name: the library draws no bars."""
+    if display is None or callable(getattr(display, "start", None)):
+        return
+    hint = (
+        "; the library draws no bars itself: pass a display, e.g. stirgpu.cli.progress.TerminalProgress()"
+        if isinstance(display, bool)
+        else ""
+    )
+    raise StirGpuError(
+        f"config: progress must be None or a display with start(total, desc, unit), not {display!r}{hint}"
+    )
 
 
 _CURRENT: contextvars.ContextVar[Config] = contextvars.ContextVar("stirgpu_config", default=Config())

@@ -305,3 +305,52 @@ def back_args(ref, out, *extra) -> list[str]:
     quietly, then ``extra``."""
     data, template = ref / "ecat953_span3_fwd.hs", ref / "ecat953_span3_image.hv"
     return ["back-project", str(out), str(data), str(template), "--backend", "cpu", "--quiet", *extra]
+
+
+# -- a terminal for a subprocess's standard error ---------------------------------------------------
+class TerminalStderr:
+    """A pseudo-terminal to give a subprocess as its standard error (``stderr=term.slave``; it
+    is 100 columns wide: tqdm draws nothing on a terminal of 0 columns), read as it comes after
+    :meth:`start` (progress bars are written without newlines)."""
+
+    def __init__(self, columns: int = 100):
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        self.master, self.slave = pty.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        self.text = ""
+        self._thread = None
+
+    def start(self) -> TerminalStderr:
+        """Call once the subprocess holds the terminal: reads until it closes it."""
+        import os
+        import threading
+
+        os.close(self.slave)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        import os
+
+        while True:
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # EIO: every holder of the terminal closed it
+                return
+            if not chunk:
+                return
+            self.text += chunk.decode(errors="replace")
+
+    def finish(self) -> str:
+        """Everything written to the terminal (the subprocess has ended)."""
+        import os
+
+        if self._thread is not None:
+            self._thread.join(30)
+        os.close(self.master)
+        return self.text

@@ -19,13 +19,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, TerminalStderr
 
 from stirgpu.cli.main import main
 from stirgpu.formats import ProjDataOnDisk, VoxelsOnCartesianGrid, read_image, stale_temporaries, write_image
@@ -42,36 +41,18 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT)] + ([path] if path else []))}
 
 
-def _stirgpu(args, cwd) -> subprocess.Popen:
+def _stirgpu(args, cwd, stderr=subprocess.PIPE) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "stirgpu.cli.main", *args],
         cwd=cwd,
         env=_env(),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
     )
 
 
-class _Stderr:
-    """Collects a process's stderr as it comes (a progress bar is written without newlines)."""
-
-    def __init__(self, proc):
-        self.text = ""
-        self._fd = proc.stderr.fileno()
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self):
-        while chunk := os.read(self._fd, 4096):
-            self.text += chunk.decode(errors="replace")
-
-    def finish(self) -> str:
-        self._thread.join(30)
-        return self.text
-
-
-def _wait_for(condition, proc, what: str, timeout: float = 120.0, stderr: _Stderr | None = None) -> None:
+def _wait_for(condition, proc, what: str, timeout: float = 120.0, stderr: TerminalStderr | None = None) -> None:
     """Poll until ``condition()`` (the run has reached its work) or fail if the run ends first."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -86,7 +67,7 @@ def _wait_for(condition, proc, what: str, timeout: float = 120.0, stderr: _Stder
         time.sleep(0.02)
 
 
-def _interrupt(proc, stderr: _Stderr | None = None) -> tuple[float, str, str]:
+def _interrupt(proc, stderr: TerminalStderr | None = None) -> tuple[float, str, str]:
     """SIGINT; returns (seconds until the process was gone, stdout, stderr)."""
     proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()
@@ -103,7 +84,6 @@ def _interrupt(proc, stderr: _Stderr | None = None) -> tuple[float, str, str]:
     if stderr is not None:
         out, err = proc.stdout.read(), stderr.finish()
         proc.stdout.close()
-        proc.stderr.close()
     return seconds, out, err
 
 
@@ -176,8 +156,10 @@ def test_sigint_during_projection(big, tmp_path, command, existing):
         out.write_text("an earlier header\n")
         out.with_suffix(data).write_bytes(b"earlier data")
         args.append("--overwrite")
-    proc = _stirgpu(args, tmp_path)
-    stderr = _Stderr(proc)
+    # standard error a terminal: the progress bar is drawn (never into a pipe)
+    terminal = TerminalStderr()
+    proc = _stirgpu(args, tmp_path, stderr=terminal.slave)
+    stderr = terminal.start()
     _wait_for(lambda: f"{operation}:" in stderr.text, proc, "the progress bar", stderr=stderr)
     assert _temps(tmp_path) or command == "back-project"  # (an image is written at the end only)
     seconds, _, err = _interrupt(proc, stderr)

@@ -16,11 +16,12 @@ import pytest
 
 import stirgpu
 from stirgpu.cli.main import main
+from stirgpu.errors import StirGpuError
 from stirgpu.execution import format_bytes
-from stirgpu.formats import ProjDataOnDisk, read_image
+from stirgpu.formats import ProjDataOnDisk, read_from_file, read_image
 from stirgpu.parfile import osmaposl_par
 from stirgpu.projectors import ProjectorPair
-from stirgpu.recon import run_osmaposl
+from stirgpu.recon import OSEM, PoissonLogLikelihood, SensitivitySpec, run_osmaposl, subsets_problem
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
 
 
@@ -136,6 +137,29 @@ def test_bad_par_is_refused_before_any_work(workdir, capsys, change, message):
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+@pytest.mark.parametrize("subset_sensitivities", [1, 0])
+def test_unbalanced_subsets_refused_alike_by_the_command_line_and_osem(workdir, capsys, subset_sensitivities):
+    """5 subsets of the data's 24 views (STIR's OSMAPOSL refuses them, with or without subset
+    sensitivities): ``stirgpu osmaposl`` stops with one line at the 'number of subsets' line,
+    and the OSEM class on the same data refuses with the same reason, word for word
+    (``subsets_problem``), before any work."""
+    text = par_text().replace("number of subsets := 3", "number of subsets := 5")
+    text = text.replace("use subset sensitivities := 1", f"use subset sensitivities := {subset_sensitivities}")
+    (workdir / "osem.par").write_text(text)
+    before = sorted(p.name for p in workdir.iterdir())
+    assert main(["osmaposl", "osem.par", "--backend", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    reason = subsets_problem(5, 24)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("number of subsets"))
+    assert err == f"stirgpu osmaposl: error: osem.par:{line}: {reason}", err
+    objective = PoissonLogLikelihood(read_from_file("prompts.hs", allow_template=False))
+    spec = SensitivitySpec(use_subset_sensitivities=bool(subset_sensitivities))
+    with pytest.raises(StirGpuError) as caught:
+        OSEM(objective, ProjectorPair(backend="cpu"), objective.default_image_info(), num_subsets=5, sensitivity=spec)
+    assert str(caught.value) == reason
     assert sorted(p.name for p in workdir.iterdir()) == before
 
 

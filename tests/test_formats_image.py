@@ -223,3 +223,48 @@ def test_write_refuses_projection_data_names(tmp_path, name):
     with pytest.raises(FormatError, match=r"other kind.*images are written as \.hv \+ \.v"):
         write_image(tmp_path / name, random_image())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_a_numpy_array_with_its_geometry(tmp_path):
+    """``write_image(path, array, info)`` writes what ``write_image(path, VoxelsOnCartesianGrid(info,
+    array))`` writes, byte for byte (float64 input rounded to float32 the same way); the array
+    is not modified; an existing output is refused as for an image unless ``overwrite=True``."""
+    values = np.random.default_rng(3).standard_normal(INFO.shape)
+    kept = values.copy()
+    write_image(tmp_path / "a.hv", values, INFO)
+    write_image(tmp_path / "b.hv", VoxelsOnCartesianGrid(INFO, values))
+    assert (tmp_path / "a.v").read_bytes() == (tmp_path / "b.v").read_bytes()
+    back = read_image(tmp_path / "a.hv")
+    assert back.info == INFO and np.array_equal(values, kept)
+    np.testing.assert_array_equal(back.as_array(), values.astype(np.float32))
+    before = snapshot(tmp_path)
+    with pytest.raises(FormatError, match="already exists"):
+        write_image(tmp_path / "a.hv", values + 1, INFO)
+    assert snapshot(tmp_path) == before
+    write_image(tmp_path / "a.hv", values + 1, INFO, overwrite=True)
+    np.testing.assert_array_equal(read_image(tmp_path / "a.hv").as_array(), (values + 1).astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    "image, info, message",
+    [
+        (np.zeros(INFO.shape), None, r"a numpy array carries no geometry; give its ImageInfo"),
+        (np.zeros((5, 6, 7)), INFO, r"the array's shape \(5, 6, 7\) differs from info's \(z, y, x\) \(5, 7, 6\)"),
+        (np.zeros(INFO.shape, dtype=complex), INFO, r"the array holds complex128 values; images hold real numbers"),
+        ([[[0.0]]], INFO, r"expected a VoxelsOnCartesianGrid or a numpy \(z, y, x\) array, not list"),
+        (np.zeros(INFO.shape), (5, 7, 6), r"info must be an ImageInfo, not tuple"),
+        (
+            random_image(),
+            INFO.replace(origin=(0.0, 0.0, 0.0)),
+            r"info ImageInfo\(.*\) differs from the image's own geometry",
+        ),
+    ],
+    ids=["no geometry", "wrong shape", "complex", "a list", "info not an ImageInfo", "two geometries"],
+)
+def test_write_refuses_an_array_it_cannot_place_in_one_line(tmp_path, image, info, message):
+    """What write_image cannot write is refused in one line naming the output and what to give,
+    before any file is touched."""
+    with pytest.raises(GeometryError, match=r"^write_image\('.*x\.hv'\): " + message) as caught:
+        write_image(tmp_path / "x.hv", image, info)
+    assert "\n" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []

@@ -323,3 +323,24 @@ def test_a_refused_set_up_changes_nothing():
     with pytest.raises(StirGpuError, match="image_info"):
         pair.back.set_up(pdi.replace(num_views=6), np.zeros(info.shape, np.float32))
     assert pair.forward.get_proj_data_info() == pdi and pair.back.get_image_info() == info
+
+
+def test_forward_project_into_none_returns_new_data_as_back_project_returns_an_image():
+    """``forward_project(None, image)`` mirrors ``back_project(None, data)``: a new
+    ProjDataInMemory of the set-up's geometry holding the projection (bit for bit what a store
+    given in its place receives, the other subsets' views 0), for a lone projector and a pair;
+    before any set-up it says to call set_up (an array carries no geometry)."""
+    pdi, info = geometry()
+    img = image(info)
+    with pytest.raises(StirGpuError, match=r"call set_up\(proj_data_info, image_info\) first"):
+        ForwardProjector(backend="cpu").forward_project(None, img)
+    for projector in (ForwardProjector(backend="cpu"), ProjectorPair(backend="cpu")):
+        projector.set_up(pdi, info)
+        whole = projector.forward_project(None, img)
+        assert isinstance(whole, ProjDataInMemory) and whole.get_proj_data_info() == pdi
+        assert same_data(whole, projector.forward_project(ProjDataInMemory(pdi), img), pdi)
+        subset = projector.forward_project(None, img, subset_num=1, num_subsets=3)
+        for s in pdi.segment_nums:
+            views = views_of(subset, s)
+            np.testing.assert_array_equal(views[1::3], views_of(whole, s)[1::3])
+            assert not views[0::3].any() and not views[2::3].any() and views[1::3].any()

@@ -17,7 +17,7 @@ import stirgpu
 from stirgpu.errors import GeometryError, StirGpuError
 from stirgpu.formats import ProjDataInMemory, read_image
 from stirgpu.projectors import ProjectorPair
-from stirgpu.recon import PoissonLogLikelihood, SensitivitySpec
+from stirgpu.recon import PoissonLogLikelihood, SensitivitySpec, subsets_problem
 from stirgpu.recon.arrays import stir_divide, threshold_min_to_small_positive
 
 
@@ -108,12 +108,26 @@ def test_subset_order_follows_stir(problem):
     assert osem.save_points() == [7]
 
 
-def test_unbalanced_subsets_need_subset_sensitivities(problem):
-    """24 views in 5 subsets are unbalanced (5 or 4 views): STIR refuses this unless subset
-    sensitivities are used (then each subset has its own)."""
-    with pytest.raises(StirGpuError, match="unbalanced"):
-        _osem(problem, num_subsets=5, sensitivity=SensitivitySpec(use_subset_sensitivities=False))
-    _osem(problem, num_subsets=5, sensitivity=SensitivitySpec(use_subset_sensitivities=True))
+@pytest.mark.parametrize("subset_sensitivities", [True, False])
+def test_unbalanced_subsets_are_refused_as_stir_refuses_them(problem, subset_sensitivities):
+    """24 views in 5 subsets are unbalanced (5 or 4 views): STIR's OSMAPOSLReconstruction::set_up
+    refuses this with or without subset sensitivities, and so does the OSEM class, in the words
+    of an OSMAPOSL .par run (subsets_problem), naming the numbers that divide the views."""
+    spec = SensitivitySpec(use_subset_sensitivities=subset_sensitivities)
+    with pytest.raises(StirGpuError) as caught:
+        _osem(problem, num_subsets=5, sensitivity=spec)
+    assert str(caught.value) == subsets_problem(5, 24)
+    assert "divides 24 (1, 2, 3, 4, 6, 8, 12, 24)" in str(caught.value)
+    _osem(problem, num_subsets=6, sensitivity=spec)
+
+
+def test_subsets_problem_follows_osmaposl():
+    """STIR's rule: 1 <= K <= views and K divides the views (7 of 96 refused, as the command line
+    refuses it); None where OSMAPOSL runs."""
+    assert subsets_problem(8, 96) is None and subsets_problem(96, 96) is None and subsets_problem(1, 7) is None
+    assert subsets_problem(7, 96).startswith("7 subsets of 96 views are unbalanced")
+    assert subsets_problem(0, 96) == "number of subsets 0: must be between 1 and the number of views (96)"
+    assert subsets_problem(97, 96) == "number of subsets 97: must be between 1 and the number of views (96)"
 
 
 def test_bad_iteration_settings_are_refused(problem):
@@ -316,14 +330,51 @@ def test_estimate_stays_on_the_gpu(problem):
     assert float(abs(gpu.image.get() - cpu.image).max()) <= 1e-5 * float(cpu.image.max())
 
 
-def test_config_progress_off_is_quiet(problem, capsys):
-    """Library use prints nothing (progress bars only with stirgpu.config(progress=True))."""
-    _osem(problem, num_subsets=2, num_subiterations=1).reconstruct()
+class RecordingDisplay:
+    """A progress display (stirgpu.config(progress=...)) that records every task: its name, total,
+    unit, the steps reported, whether it was closed, and how deep it was started (how many tasks
+    were open then)."""
+
+    def __init__(self):
+        self.tasks: list[dict] = []
+        self._open = 0
+
+    def start(self, total, desc, unit):
+        task = {"desc": desc, "total": total, "unit": unit, "done": 0, "closed": False, "depth": self._open}
+        self.tasks.append(task)
+        self._open += 1
+        display = self
+
+        class Task:
+            def update(self, n=1):
+                task["done"] += n
+
+            def close(self):
+                task["closed"] = True
+                display._open -= 1
+
+        return Task()
+
+
+def test_progress_goes_to_the_configured_display_and_nothing_is_printed(problem, capsys):
+    """The library prints nothing, with or without a display: without one it reports nothing;
+    with one (stirgpu.config(progress=display)) OSEM reports two outer tasks, the subset
+    sensitivities (K subsets) and the subiterations, each counted to its end and closed, and
+    the projections inside them report their chunks as nested tasks.  ``progress=True`` (the
+    library drew tqdm bars once) is refused in one line saying to pass a display."""
+    _osem(problem, num_subsets=2, num_subiterations=3).reconstruct()
+    display = RecordingDisplay()
+    with stirgpu.config(progress=display):
+        _osem(problem, num_subsets=2, num_subiterations=3).reconstruct()
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
-    with stirgpu.config(progress=True):
-        _osem(problem, num_subsets=2, num_subiterations=1).reconstruct()
-    assert "OSEM" in capsys.readouterr().err
+    outer = [(t["desc"], t["total"], t["unit"], t["done"], t["closed"]) for t in display.tasks if t["depth"] == 0]
+    assert outer == [("sensitivities", 2, "subset", 2, True), ("OSEM", 3, "subiteration", 3, True)]
+    inner = [t for t in display.tasks if t["depth"] > 0]
+    assert inner and all(t["unit"] == "chunk" and t["done"] == t["total"] and t["closed"] for t in inner)
+    with pytest.raises(StirGpuError, match=r"^config: progress must be None or a display .*not True; the library"):
+        with stirgpu.config(progress=True):
+            pass
 
 
 def test_output_file_names_follow_stir():

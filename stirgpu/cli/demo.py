@@ -28,6 +28,7 @@ from ..config import config
 from ..errors import StirGpuError
 from .checks import check_folder
 from .options import add_execution_options, config_changes
+from .progress import say_function
 from .written import wrote_folder
 
 __all__ = [
@@ -326,7 +327,9 @@ def run(args) -> int:
             f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
             f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them"
         )
-    with config(**config_changes(args)):
+    changes = config_changes(args)
+    say = say_function(changes["progress"])  # (lines printed while the OSEM bar is shown)
+    with config(**changes):
         projector = ProjectorPair()
         t0 = time.perf_counter()
         try:
@@ -347,7 +350,7 @@ def run(args) -> int:
 
         def keep_stats(rec, _image) -> None:
             last["record"] = rec
-            print(
+            say(
                 f"  subiteration {rec.subiteration:3d} (subset {rec.subset}): {rec.seconds:.2f} s"
                 + (f" -> {rec.saved.name}" if rec.saved else "")
             )

@@ -9,13 +9,14 @@ the option does something else for that command (``--backend``: what runs there;
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..execution.plan import parse_bytes
 from .checks import memory_size
+from .progress import terminal_progress
 
 __all__ = [
     "DEVICES_HELP",
+    "QUIET_HELP",
     "MEMORY_BUDGET_HELP",
     "parse_devices",
     "add_backend_option",
@@ -33,6 +34,9 @@ DEVICES_HELP = (
 MEMORY_BUDGET_HELP = (
     "most memory each projection may use on each GPU and on the host, e.g. 512M, 2G (default: from the free memory)"
 )
+
+
+QUIET_HELP = "no progress bars (they are drawn on standard error only when it is a terminal)"
 
 
 def parse_devices(text: str) -> tuple[int, ...]:
@@ -71,7 +75,7 @@ def add_execution_options(p, what: str, backend_note: str = "") -> None:
     add_backend_option(p, what, backend_note)
     add_devices_option(p)
     add_memory_budget_option(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
 
 def execution_config(args) -> dict:
@@ -88,8 +92,9 @@ def execution_config(args) -> dict:
 
 
 def config_changes(args) -> dict:
-    """The ``stirgpu.config`` overrides asked for by :func:`add_execution_options` (progress bars
-    unless ``--quiet`` or standard error is not a terminal)."""
+    """The ``stirgpu.config`` overrides asked for by :func:`add_execution_options`; ``progress``:
+    the command's bars (:func:`~.progress.terminal_progress`: none with ``--quiet`` or when
+    standard error is not a terminal)."""
     out = execution_config(args)
-    out["progress"] = not args.quiet and sys.stderr.isatty()
+    out["progress"] = terminal_progress(args.quiet)
     return out

@@ -34,6 +34,7 @@ from ..execution.plan import plural
 from . import checks
 from .leftovers import warn_about_leftovers
 from .options import add_execution_options, config_changes
+from .progress import say_function
 from .written import describe_interfile, shown
 
 __all__ = ["register", "run", "timeline_path", "wrote_line"]
@@ -143,6 +144,7 @@ def run(args) -> int:
 
     comm = world()  # under mpirun: every rank projects its share of each subset; rank 0 writes
     changes = config_changes(args)
+    say = say_function(changes["progress"])  # (lines printed while the OSEM bar is shown)
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
         with comm.together("checking the parameter file and its inputs"):
@@ -174,14 +176,14 @@ def run(args) -> int:
             if rec.penalty is not None:  # STIR's "Penalty" (the objective is the difference)
                 ll += f", penalty {rec.penalty:.8g}"
             saved = f" -> {shown(rec.saved)}" if rec.saved else ""
-            print(f"  subiteration {rec.subiteration} (subset {rec.subset}): {rec.seconds:.2f} s{ll}{saved}")
+            say(f"  subiteration {rec.subiteration} (subset {rec.subset}): {rec.seconds:.2f} s{ll}{saved}")
             if rec.stats is None:
                 return
             if args.stats:
                 if rec.stats.plan != seen["plan"]:
-                    print("\n".join("    " + line for line in rec.stats.plan.splitlines()))
+                    say("\n".join("    " + line for line in rec.stats.plan.splitlines()))
                     seen["plan"] = rec.stats.plan
-                print("\n".join("    " + line for line in rec.stats.summary().splitlines()))
+                say("\n".join("    " + line for line in rec.stats.summary().splitlines()))
             seen["last"] = rec
             if args.timeline and "%d" in args.timeline and rec.stats.events and comm.is_root:
                 pictures.append(_timeline(render_timeline, args.timeline, rec))

@@ -18,11 +18,13 @@ from ..formats.naming import IMAGE, PROJDATA
 from ..formats.roles import reads
 from .checks import non_negative_int, output_files, say_written, set_up_projector, subset_of, timeline_path
 from .options import (
+    QUIET_HELP,
     add_backend_option,
     add_devices_option,
     add_memory_budget_option,
     execution_config,
 )
+from .progress import terminal_progress
 from .written import wrote_interfile
 
 __all__ = [
@@ -94,7 +96,7 @@ def _common(p, role: str) -> None:
         help="draw when each chunk was read, projected and written (per GPU or CPU worker) into FILE.png",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT (header and data file)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
 
 def register(subparsers) -> None:
@@ -171,7 +173,7 @@ def _projector_settings(par: str | None, role: str):
 
 def _config_changes(args, from_par: dict) -> dict:
     changes = {**from_par, **execution_config(args)}
-    changes["progress"] = not args.quiet
+    changes["progress"] = terminal_progress(args.quiet)
     return changes
 
 

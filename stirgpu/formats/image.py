@@ -235,18 +235,24 @@ def format_image_header(
 
 
 def write_image(
-    path: str | os.PathLike, image: VoxelsOnCartesianGrid, overwrite: bool = False, dtype=np.float32
+    path: str | os.PathLike,
+    image: VoxelsOnCartesianGrid | np.ndarray,
+    info: ImageInfo | None = None,
+    *,
+    overwrite: bool = False,
+    dtype=np.float32,
 ) -> Path:
     """Write ``image`` as a header and a data file named as STIR names them
     (:func:`~.naming.output_names`: ``out``, ``out.hv`` and ``out.v`` all give ``out.hv`` +
     ``out.v``); returns the header written.
 
-    Both go to temporary names first and are renamed into place (header last), so a
-    crash never leaves a header describing incomplete data.  An existing file is replaced
-    only with ``overwrite=True``.
+    ``image``: a :class:`VoxelsOnCartesianGrid`, or a numpy (z, y, x) array with its geometry
+    ``info`` (``write_image(path, array, info)``; an array carries none).  Both files go to
+    temporary names first and are renamed into place (header last), so a crash never leaves a
+    header describing incomplete data.  An existing file is replaced only with
+    ``overwrite=True``.
     """
-    if not isinstance(image, VoxelsOnCartesianGrid):
-        raise GeometryError(f"write_image: expected a VoxelsOnCartesianGrid, not {type(image).__name__}")
+    image = _as_voxels(path, image, info)
     names = output_names(path, IMAGE)
     hv = names.header
     dt = np.dtype(dtype)
@@ -269,3 +275,28 @@ def write_image(
         pending.abort()
         raise
     return hv
+
+
+def _as_voxels(path, image, info: ImageInfo | None) -> VoxelsOnCartesianGrid:
+    """What :func:`write_image` writes: the image, or the array with its geometry; one line
+    naming the output otherwise."""
+    where = f"write_image({os.fspath(path)!r})"
+    if info is not None and not isinstance(info, ImageInfo):
+        raise GeometryError(f"{where}: info must be an ImageInfo, not {type(info).__name__}")
+    if isinstance(image, VoxelsOnCartesianGrid):
+        if info is not None and info != image.info:
+            raise GeometryError(f"{where}: info {info!r} differs from the image's own geometry {image.info!r}")
+        return image
+    if not isinstance(image, np.ndarray):
+        raise GeometryError(
+            f"{where}: expected a VoxelsOnCartesianGrid or a numpy (z, y, x) array, not {type(image).__name__}"
+        )
+    if info is None:
+        raise GeometryError(
+            f"{where}: a numpy array carries no geometry; give its ImageInfo: write_image(path, array, info)"
+        )
+    if image.shape != info.shape:
+        raise GeometryError(f"{where}: the array's shape {image.shape} differs from info's (z, y, x) {info.shape}")
+    if image.dtype.kind not in "biuf":
+        raise GeometryError(f"{where}: the array holds {image.dtype} values; images hold real numbers")
+    return VoxelsOnCartesianGrid(info, fill=image)

@@ -719,8 +719,8 @@ class ProjDataInfo:
         return np.arange(subset_num, self._num_views, num_subsets, dtype=np.int64)
 
     def subsets_are_balanced(self, num_subsets: int) -> bool:
-        """True when every subset has the same number of views (OSMAPOSL's requirement
-        unless subset sensitivities are used)."""
+        """True when every subset has the same number of views (OSMAPOSL's requirement,
+        with or without subset sensitivities)."""
         return self._num_views % int(num_subsets) == 0
 
     def select(self, segments: Iterable[int] | None = None, views: Iterable[int] | None = None) -> Selection:

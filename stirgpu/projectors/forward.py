@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..formats import ProjDataInMemory
 from .base import StreamingProjector, _pdi_source
 from .programs import ForwardProgram, ModelForwardProgram
 
@@ -41,7 +42,9 @@ class ForwardProjector(StreamingProjector):
         (and segments up to ``max_segment_num_to_process``); nothing else of it is touched.
 
         ``proj_data_out``: a stirgpu store or a STIR ProjData (``ProjDataInterfile`` opened for
-        writing, ``ProjDataInMemory``; written viewgram by viewgram, the subset's only).
+        writing, ``ProjDataInMemory``; written viewgram by viewgram, the subset's only), or None:
+        a new :class:`~stirgpu.formats.ProjDataInMemory` of the set-up's geometry (zeros outside
+        the subset) is returned, as ``back_project(None, data)`` returns a new image.
         ``views`` (instead of a subset): exactly these views (distinct, ascending).
         ``image``: numpy/cupy/torch (z, y, x), a stirgpu image or a ``stir.FloatVoxelsOnCartesianGrid``
         of the set-up's geometry.  A new disk store whose projection fails is aborted (never
@@ -77,6 +80,8 @@ def forward_project(
     """:meth:`ForwardProjector.forward_project` by ``projector`` (on its session, in its
     statistics): what a ForwardProjector and a ProjectorPair run."""
     projector._auto_set_up(_pdi_source(proj_data_out), image)
+    if proj_data_out is None:  # (after the set-up check: the geometry is the set-up's)
+        proj_data_out = ProjDataInMemory(projector.session.proj_data_info)
     out = projector._store(proj_data_out, "proj_data_out")
     terms = {
         name: projector._store(term, name)

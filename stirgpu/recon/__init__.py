@@ -15,7 +15,7 @@ Nothing happens at import.
 
 from .filtering import FilterSchedule
 from .objective import PoissonLogLikelihood
-from .osem import OSEM, OSEMResult, SubiterationRecord
+from .osem import OSEM, OSEMResult, SubiterationRecord, subsets_problem
 from .run import PreparedRun, make_projector, prepare_osmaposl, run_osmaposl
 from .sensitivity import Sensitivities, SensitivitySpec
 
@@ -24,6 +24,7 @@ __all__ = [
     "OSEM",
     "OSEMResult",
     "SubiterationRecord",
+    "subsets_problem",
     "FilterSchedule",
     "SensitivitySpec",
     "Sensitivities",

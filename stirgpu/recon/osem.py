@@ -73,7 +73,28 @@ from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
 from .sensitivity import Sensitivities, SensitivitySpec
 
-__all__ = ["OSEM", "SubiterationRecord", "OSEMResult"]
+__all__ = ["OSEM", "SubiterationRecord", "OSEMResult", "subsets_problem"]
+
+
+def subsets_problem(num_subsets: int, num_views: int) -> str | None:
+    """Why STIR's OSMAPOSL refuses ``num_subsets`` subsets of ``num_views`` views, or None.
+
+    ``OSMAPOSLReconstruction::set_up`` (STIR 6.5) refuses a number of subsets outside 1..views
+    and unbalanced subsets (not every subset has as many views, for trivial symmetries: the
+    number must divide the views) whatever ``use subset sensitivities`` says.  One message for
+    the :class:`OSEM` class and the ``.par`` runs, so both refuse alike.
+    """
+    k, nv = int(num_subsets), int(num_views)
+    if not 1 <= k <= nv:
+        return f"number of subsets {k}: must be between 1 and the number of views ({nv})"
+    if nv % k:
+        divisors = ", ".join(str(d) for d in range(1, nv + 1) if nv % d == 0)
+        return (
+            f"{k} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
+            f"OSMAPOSL refuses this (with or without subset sensitivities): choose a number of subsets "
+            f"that divides {nv} ({divisors})"
+        )
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,9 +236,9 @@ class OSEM:
     # -- validation (before any work) -----------------------------------------------------
     def _check(self) -> None:
         K = self.num_subsets
-        nv = self.objective.proj_data_info.get_num_views()
-        if not 1 <= K <= nv:
-            raise StirGpuError(f"number of subsets {K}: must be between 1 and the number of views ({nv})")
+        problem = subsets_problem(K, self.objective.proj_data_info.get_num_views())
+        if problem is not None:
+            raise StirGpuError(problem)
         if self.num_subiterations < 1:
             raise StirGpuError(f"number of subiterations {self.num_subiterations}: must be at least 1")
         if self.start_subiteration_num < 1:
@@ -237,12 +258,6 @@ class OSEM:
             raise StirGpuError("relative change limits: need 0 <= minimum <= maximum")
         self._check_prior()
         self._check_inputs_kept()
-        if not self.sensitivity_spec.use_subset_sensitivities and not self.objective.subsets_are_balanced(K):
-            raise StirGpuError(
-                f"{K} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
-                f"OSMAPOSL refuses this unless subset sensitivities are used: set 'use subset "
-                f"sensitivities := 1' or choose a number of subsets that divides {nv}"
-            )
 
     def _check_prior(self) -> None:
         if self.map_model not in MAP_MODELS:
@@ -299,9 +314,6 @@ class OSEM:
     def to_device(self, host: np.ndarray):
         return self._xp().asarray(np.ascontiguousarray(host, dtype=np.float32))
 
-    def _progress(self):
-        return get_config().progress
-
     # -- set up -------------------------------------------------------------------------------
     def set_up(self) -> float:
         """Set up the projector and get the sensitivities (compute+write, or read).  Returns seconds.
@@ -327,7 +339,7 @@ class OSEM:
 
     def _sensitivities(self, spec: SensitivitySpec) -> None:
         if spec.computes:
-            bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivity")
+            bar = self._bar(self.num_subsets if spec.use_subset_sensitivities else 1, "sensitivities", "subset")
             try:
                 self.sensitivities = Sensitivities.compute(
                     self.num_subsets,
@@ -352,12 +364,13 @@ class OSEM:
         res = self.objective.subset_sensitivity(self.projector, out, subset_num, num_subsets)
         return out if res is None else res
 
-    def _bar(self, total: int, desc: str):
-        if not self._progress() or not self.comm.is_root:
+    def _bar(self, total: int, desc: str, unit: str):
+        """A task of the configured progress display (``stirgpu.config(progress=...)``, see
+        stirgpu.execution.progress; rank 0's alone under MPI), or None: the library draws nothing."""
+        display = get_config().progress
+        if display is None or not self.comm.is_root or total <= 0:
             return None
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="subset" if desc == "sensitivity" else "subiter", leave=False)
+        return display.start(total, desc, unit)
 
     # -- one subiteration -------------------------------------------------------------------------
     def update(self, image, subiteration_num: int) -> tuple[object, float | None]:
@@ -491,7 +504,7 @@ class OSEM:
         saved: list[tuple[int, Path]] = []  # (subiteration, estimate) of every complete estimate
         writing = None  # (subiteration, estimate, its header's identity before) while one is written
         todo = range(self.start_subiteration_num, self.num_subiterations + 1)
-        bar = self._bar(len(todo), "OSEM")
+        bar = self._bar(len(todo), "OSEM", "subiteration")
         n = self.start_subiteration_num
         try:
             for n in todo:
@@ -518,8 +531,6 @@ class OSEM:
                 records.append(rec)
                 if bar is not None:
                     bar.update(1)
-                    if loglik is not None:
-                        bar.set_postfix(loglik=f"{loglik:.6g}")
                 if callback is not None:
                     callback(rec, x)
         except KeyboardInterrupt as exc:

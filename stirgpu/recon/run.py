@@ -26,7 +26,7 @@ from ..parfile import OsmaposlSettings, read_osmaposl_par
 from .filtering import FilterSchedule
 from .naming import estimate_save_points
 from .objective import PoissonLogLikelihood, geometry_problem
-from .osem import OSEM, OSEMResult
+from .osem import OSEM, OSEMResult, subsets_problem
 from .outputs import RunOutputs, run_outputs
 from .sensitivity import SensitivitySpec
 
@@ -297,18 +297,11 @@ def _objective(s: OsmaposlSettings, check: _Check, y, extra: dict):
         max_segment_num_to_process=m,
         use_tof_sensitivities=s.use_tof_sensitivities,
     )
-    nv = objective.proj_data_info.get_num_views()
-    if s.num_subsets > nv:
-        check.add("num_subsets", f"'number of subsets := {s.num_subsets}' exceeds the number of views ({nv})")
     # OSMAPOSLReconstruction::set_up refuses unbalanced subsets whatever 'use subset
-    # sensitivities' says (checked with STIR 6.5); so does a .par run here
-    elif not objective.subsets_are_balanced(s.num_subsets):
-        check.add(
-            "num_subsets",
-            f"{s.num_subsets} subsets of {nv} views are unbalanced (not every subset has as many "
-            f"views); STIR's OSMAPOSL refuses this (with or without subset sensitivities): "
-            f"choose a number of subsets that divides {nv}",
-        )
+    # sensitivities' says (checked with STIR 6.5); the OSEM class refuses with the same words
+    problem = subsets_problem(s.num_subsets, objective.proj_data_info.get_num_views())
+    if problem is not None:
+        check.add("num_subsets", problem)
     return objective
 
 
@@ -344,11 +337,13 @@ def _prior(s: OsmaposlSettings, check: _Check, info):
 
 
 def run_osmaposl(
-    par, *, projector=None, base_dir=None, progress: bool | None = None, callback=None, overwrite: bool = True
+    par, *, projector=None, base_dir=None, progress=None, callback=None, overwrite: bool = True
 ) -> OSEMResult:
     """``OSMAPOSL par``: check everything (:func:`prepare_osmaposl`), then reconstruct.
 
-    ``progress``: show tqdm bars (None: as the scoped configuration says).  ``overwrite``: as
+    ``progress``: a progress display for this run (``stirgpu.config(progress=...)``'s kind, e.g.
+    the command line's ``stirgpu.cli.progress.TerminalProgress()``); None: the scoped
+    configuration's (by default none: the library draws nothing).  ``overwrite``: as
     :func:`prepare_osmaposl`; True also removes an earlier run's estimates with the same prefix
     that this run does not rewrite, before any work."""
     ctx = config(progress=progress) if progress is not None else contextlib.nullcontext()
