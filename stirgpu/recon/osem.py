@@ -53,9 +53,9 @@ from ..config import get_config
 from ..distributed import Communicator, as_communicator
 from ..errors import GeometryError, StirGpuError
 from ..formats import ProjDataFromFile, VoxelsOnCartesianGrid, write_image
+from ..formats.finite import check_finite_image
 from ..formats.naming import IMAGE
 from ..formats.roles import inputs_written, reads, writes
-from ..formats.finite import check_finite_image
 from ..geometry import ImageInfo
 from .arrays import (
     FLOAT32_MAX,
