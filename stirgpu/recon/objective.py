@@ -177,7 +177,7 @@ class PoissonLogLikelihood:
         self._measured_full = measured
         #: the stores given, by role (what a run must never write over)
         given = (("input data", measured), ("additive", additive), ("normalisation", normalisation))
-        self.inputs = {role: pd for role, pd in given if pd is not None}
+        self.given_inputs = {role: pd for role, pd in given if pd is not None}
         self.zero_end_planes_of_segment_0 = bool(zero_end_planes_of_segment_0)
         self.max_segment_num_to_process = (
             None if max_segment_num_to_process is None else int(max_segment_num_to_process)

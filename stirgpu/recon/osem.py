@@ -270,7 +270,7 @@ class OSEM:
         """An input is never written, whatever ``overwrite`` says: no estimate and no computed
         sensitivity may be a file the objective's data or a sensitivity read come from."""
         spec = self.sensitivity_spec
-        files = {role: _file_of(pd) for role, pd in self.objective.inputs.items()}
+        files = {role: _file_of(pd) for role, pd in self.objective.given_inputs.items()}
         read = [reads(role, path) for role, path in files.items() if path is not None]
         sensitivities = spec.files(self.num_subsets)
         read += [] if spec.computes else [reads("sensitivity", f) for f in sensitivities]
