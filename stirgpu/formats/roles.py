@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import FormatError
 from .naming import output_names
 
-__all__ = ["FileRole", "reads", "writes", "same_file", "inputs_written", "NEVER_WRITTEN"]
+__all__ = ["FileRole", "reads", "writes", "same_file", "inputs_written", "shown_path", "NEVER_WRITTEN"]
 
 #: how every refusal of :func:`inputs_written` ends
 NEVER_WRITTEN = "an input is never written, even with --overwrite"
@@ -93,7 +93,7 @@ def inputs_written(outputs: Iterable[FileRole], inputs: Iterable[FileRole]) -> l
 
 
 def _message(out: FileRole, inp: FileRole, written: Path, read: Path) -> str:
-    w, r = _shown(written), _shown(read)
+    w, r = shown_path(written), shown_path(read)
     if read != inp.files[0]:
         which = "" if w == r else f"which is {r}, "
         how = f"it writes {w}, {which}the data file {_shown_name(inp.name)} names"
@@ -107,10 +107,10 @@ def _message(out: FileRole, inp: FileRole, written: Path, read: Path) -> str:
 def _shown_name(name: str) -> str:
     """A name as the user gave it (``./a.hs`` stays so), an absolute one below the working
     directory made relative."""
-    return _shown(Path(name)) if os.path.isabs(name) else name
+    return shown_path(Path(name)) if os.path.isabs(name) else name
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """``path`` relative to the working directory when it lies below it (parameter files give
     absolute names), else as it is."""
     if path.is_absolute():

@@ -16,13 +16,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
 
 from ..errors import FormatError
 from ..formats.naming import IMAGE
-from ..formats.roles import FileRole, inputs_written, reads, same_file, writes
+from ..formats.roles import FileRole, inputs_written, reads, same_file, shown_path, writes
 from .naming import estimate_filename
 
 __all__ = ["RunOutputs", "run_outputs", "KEYS"]
@@ -166,16 +165,5 @@ def _earlier_estimates(prefix: Path, start: int, save_points: list[int], inputs)
 
 def _names(paths) -> str:
     """All of up to four names, else the first two, the last and the count (one short line)."""
-    names = [_shown(p) for p in paths]
+    names = [shown_path(Path(p)) for p in paths]
     return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]} ({len(names)} files)"
-
-
-def _shown(path: Path) -> str:
-    """Relative to the working directory when below it (parameter files give absolute names)."""
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            return os.fspath(p.relative_to(Path.cwd()))
-        except ValueError:
-            pass
-    return os.fspath(p)
