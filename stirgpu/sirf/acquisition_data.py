@@ -178,11 +178,17 @@ class AcquisitionData(DataContainer):
 
     def read_from_file(self, filename) -> None:
         """Read Interfile data (``.hs``): kept in the file, read-only, with the storage scheme
-        ``"file"``; read into memory with ``"memory"`` (as SIRF)."""
+        ``"file"``; read into memory with ``"memory"`` (as SIRF).
+
+        A header without values (its data file absent, empty or the header itself) is a
+        template, as in SIRF: with ``"file"`` it has the geometry only (``is_empty()``; reading
+        its values is an error naming the file); with ``"memory"`` it gives writable data of its
+        geometry, zeros (SIRF leaves them uninitialised)."""
         store = read_from_file(os.fspath(filename), "r")
         if get_storage_scheme() == "memory":
             with store:
-                self._backing = _StoreBacking(ProjDataInMemory.from_proj_data(store))
+                values = store if store.abilities.readable else 0.0
+                self._backing = _StoreBacking(ProjDataInMemory(store.get_proj_data_info(), fill=values))
         else:
             self._backing = _StoreBacking(store)
 
@@ -244,6 +250,11 @@ class AcquisitionData(DataContainer):
     def dimensions(self) -> tuple[int, int, int, int]:
         """(TOF bins, sinograms, views, tangential positions)."""
         return self._require().dimensions
+
+    def is_empty(self) -> bool:
+        """True for an empty object and for a template (a header without values), as SIRF."""
+        b = self._backing
+        return b is None or (b.store is not None and b.store.abilities.template)
 
     def get_tof_mash_factor(self) -> int:
         return 1

@@ -226,10 +226,12 @@ class AcquisitionModelUsingParallelproj:
         return lin
 
     def range_geometry(self) -> AcquisitionData:
-        return AcquisitionData(self._require_set_up()[1])
+        """The acquisition template given to :meth:`set_up` itself, values and all (SIRF's)."""
+        return self._require_set_up()[1]
 
     def domain_geometry(self) -> ImageData:
-        return self._require_set_up()[2].get_uniform_copy(0.0)
+        """The image template given to :meth:`set_up` itself, values and all (SIRF's)."""
+        return self._require_set_up()[2]
 
     # -- subsets --------------------------------------------------------------------------------------
     @property
@@ -335,13 +337,23 @@ class AcquisitionModelUsingParallelproj:
 
     # -- attenuation (for AcquisitionSensitivityModel) ---------------------------------------------------
     def _attenuation_factors(self, mu, ad: AcquisitionData) -> AcquisitionData:
-        """``exp(G mu)`` for data like ``ad``, with this model's projector settings."""
+        """``exp(G mu)`` for data like ``ad`` (``mu`` in 1/cm, as STIR and SIRF take it), with this
+        model's projector settings."""
         mu = _image_data(mu, "attenuation image")
         projector = self._new_projector()
         projector.set_up(ad.get_proj_data_info(), mu.image_info)
         acf = AcquisitionData(ad)
-        projector.forward_project(acf.proj_data, mu.array)
+        projector.forward_project(acf.proj_data, _per_x_voxel(mu))
         return acf.exp(out=acf)
+
+
+def _per_x_voxel(mu: ImageData):
+    """``mu`` (1/cm) per x voxel: the projector's line integrals are in units of the x voxel size
+    (STIR's), so ``G`` of this is the line integral of ``mu`` in cm.  STIR's
+    ``BinNormalisationFromAttenuationImage`` scales its copy of the image by the same float32
+    factor, x voxel size (mm) / 10."""
+    rescale = np.float32(mu.image_info.voxel_size[2]) / np.float32(10)
+    return mu.array * rescale
 
 
 def _write_constant_term(store: ProjData, views: np.ndarray, terms: dict) -> None:
