@@ -12,6 +12,8 @@
 * :class:`error`, :class:`MessageRedirector` -- SIRF's error class (every error of this package
   is one, and a :class:`stirgpu.errors.StirGpuError`) and message routing (:mod:`.messages`).
 
+:mod:`.Utilities` is SIRF's ``sirf.Utilities`` (what SIRF's PET scripts and tests use of it).
+
 ``docs/sirf.md`` lists every SIRF name provided and what behaves differently.  Nothing happens
 at import.
 """
@@ -27,6 +29,7 @@ from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .storage import storage_scheme
+from .Utilities import examples_data_path, existing_filepath, pTest, show_2D_array, show_3D_array
 
 __all__ = [
     "AcquisitionData",
@@ -48,4 +51,10 @@ __all__ = [
     "norm",
     "dot",
     "storage_scheme",
+    # what sirf.STIR takes from sirf.Utilities, so `from sirf.STIR import *` gives it
+    "examples_data_path",
+    "existing_filepath",
+    "pTest",
+    "show_2D_array",
+    "show_3D_array",
 ]
