@@ -22,6 +22,12 @@ from .containers import DataContainer, dot, norm
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
+from .not_supported import (
+    AcquisitionModelUsingMatrix,
+    AcquisitionModelUsingRayTracingMatrix,
+    RayTracingMatrix,
+    missing_engine_name,
+)
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .reconstructor import OSMAPOSLReconstructor
@@ -48,4 +54,12 @@ __all__ = [
     "norm",
     "dot",
     "storage_scheme",
+    "AcquisitionModelUsingMatrix",
+    "AcquisitionModelUsingRayTracingMatrix",
+    "RayTracingMatrix",
 ]
+
+
+def __getattr__(name: str):
+    """SIRF's names for engines stirgpu lacks: ``hasattr`` False, and a use says what to take instead."""
+    raise missing_engine_name(__name__, name)
