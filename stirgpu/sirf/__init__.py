@@ -32,6 +32,7 @@ from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, ma
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
+from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "AcquisitionModelUsingMatrix",
     "AcquisitionModelUsingRayTracingMatrix",
     "RayTracingMatrix",
+    "Shape",
+    "EllipticCylinder",
 ]
 
 
