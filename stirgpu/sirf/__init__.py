@@ -19,6 +19,14 @@ at import.
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionModelUsingStirgpu
 from .containers import DataContainer, dot, norm
+from .engine_info import (
+    get_engine_doc_dir,
+    get_engine_examples_dir,
+    get_engine_version_string,
+    get_verbosity,
+    scanner_names,
+    set_verbosity,
+)
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
@@ -60,6 +68,12 @@ __all__ = [
     "RayTracingMatrix",
     "Shape",
     "EllipticCylinder",
+    "set_verbosity",
+    "get_verbosity",
+    "get_engine_version_string",
+    "get_engine_doc_dir",
+    "get_engine_examples_dir",
+    "scanner_names",
 ]
 
 
