@@ -21,13 +21,28 @@ at import.
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionModelUsingStirgpu
 from .containers import DataContainer, dot, norm
+from .engine_info import (
+    get_engine_doc_dir,
+    get_engine_examples_dir,
+    get_engine_version_string,
+    get_verbosity,
+    scanner_names,
+    set_verbosity,
+)
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
+from .not_supported import (
+    AcquisitionModelUsingMatrix,
+    AcquisitionModelUsingRayTracingMatrix,
+    RayTracingMatrix,
+    missing_engine_name,
+)
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
+from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
 from .Utilities import examples_data_path, existing_filepath, pTest, show_2D_array, show_3D_array
 
@@ -57,4 +72,20 @@ __all__ = [
     "pTest",
     "show_2D_array",
     "show_3D_array",
+    "AcquisitionModelUsingMatrix",
+    "AcquisitionModelUsingRayTracingMatrix",
+    "RayTracingMatrix",
+    "Shape",
+    "EllipticCylinder",
+    "set_verbosity",
+    "get_verbosity",
+    "get_engine_version_string",
+    "get_engine_doc_dir",
+    "get_engine_examples_dir",
+    "scanner_names",
 ]
+
+
+def __getattr__(name: str):
+    """SIRF's names for engines stirgpu lacks: ``hasattr`` False, and a use says what to take instead."""
+    raise missing_engine_name(__name__, name)

@@ -252,6 +252,14 @@ class ImageData(DataContainer):
             os.fspath(filename), VoxelsOnCartesianGrid(self._require(), fill=_host(self._array)), overwrite=True
         )
 
+    def add_shape(self, shape, scale, num_samples_in_each_direction=1) -> None:
+        """Add ``scale`` times STIR's voxelisation of ``shape`` (fractions of each voxel inside it,
+        with ``num_samples_in_each_direction``^3 samples where it cuts a voxel; :mod:`.shapes`)."""
+        from .shapes import scaled_volume  # (shapes knows nothing of images)
+
+        volume = scaled_volume(shape, self._require(), scale, num_samples_in_each_direction)
+        self._array += in_namespace(_xp_of(self._array), volume)
+
     def get_geometrical_info(self) -> GeometricalInfo:
         return GeometricalInfo(self._require())
 
