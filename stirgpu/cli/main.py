@@ -36,6 +36,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "stirgpu.cli.info",
     "stirgpu.cli.project",
     "stirgpu.cli.osmaposl",
+    "stirgpu.cli.ossps",
     "stirgpu.cli.plan",
     "stirgpu.cli.demo",
     "stirgpu.cli.stir_plugin",

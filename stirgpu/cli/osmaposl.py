@@ -37,7 +37,7 @@ from .options import add_execution_options, config_changes
 from .progress import say_function
 from .written import describe_interfile, shown
 
-__all__ = ["register", "run", "timeline_path", "wrote_line"]
+__all__ = ["register", "run", "reconstruct", "timeline_path", "wrote_line"]
 
 DESCRIPTION = """\
 OSEM reconstruction from a STIR OSMAPOSL parameter file, like STIR's
@@ -65,15 +65,15 @@ examples:
   stirgpu osmaposl osem.par --timeline timeline_%d.png   # one per subiteration"""
 
 
-def register(subparsers) -> None:
+def register(subparsers, name: str = "osmaposl", run_function=None, **parser_options) -> None:
+    """Add the ``osmaposl`` command (or, with another ``name``, ``run_function`` and parser
+    texts, a reconstruction command with the same options: ``ossps``)."""
+    texts = {"help": "OSEM reconstruction from a STIR OSMAPOSL .par file", "description": DESCRIPTION, "epilog": EPILOG}
     p = subparsers.add_parser(
-        "osmaposl",
-        help="OSEM reconstruction from a STIR OSMAPOSL .par file",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        name, **{"formatter_class": argparse.RawDescriptionHelpFormatter, **texts, **parser_options}
     )
-    p.add_argument("par", metavar="FILE.par", help="OSMAPOSL parameter file (STIR's syntax)")
+    method = "OSMAPOSL" if name == "osmaposl" else name.upper()
+    p.add_argument("par", metavar="FILE.par", help=f"{method} parameter file (STIR's syntax)")
     add_execution_options(p, "reconstruct")
     p.add_argument(
         "--stats",
@@ -93,7 +93,7 @@ def register(subparsers) -> None:
         help="replace existing estimates, sensitivities, gradients and pictures, and remove an earlier "
         "run's estimates with the same prefix that this run does not rewrite (inputs are never written)",
     )
-    p.set_defaults(run=run)
+    p.set_defaults(run=run if run_function is None else run_function)
 
 
 def timeline_path(pattern: str, subiteration: int) -> Path:
@@ -138,8 +138,15 @@ def wrote_line(saved: list, sensitivity_files: list, pictures: Sequence[Path | s
 
 
 def run(args) -> int:
-    from ..distributed import world
     from ..recon.run import prepare_osmaposl
+
+    return reconstruct(args, prepare_osmaposl, "OSMAPOSL")
+
+
+def reconstruct(args, prepare, method: str) -> int:
+    """The command of ``method`` (STIR's executable: ``OSMAPOSL``, ``OSSPS``), whose parameter
+    file ``prepare(par, overwrite=...)`` checks and opens (a ``recon.run.PreparedRun``)."""
+    from ..distributed import world
     from .timeline import render_timeline
 
     comm = world()  # under mpirun: every rank projects its share of each subset; rank 0 writes
@@ -148,10 +155,10 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with config(**changes), contextlib.ExitStack() as stack:
         with comm.together("checking the parameter file and its inputs"):
-            prepared = stack.enter_context(prepare_osmaposl(args.par, overwrite=args.overwrite))
+            prepared = stack.enter_context(prepare(args.par, overwrite=args.overwrite))
             _check_timeline(args.timeline, args.overwrite, prepared)
         if comm.is_root:
-            warn_about_leftovers("osmaposl", prepared.output_folders)
+            warn_about_leftovers(method.lower(), prepared.output_folders)
         with comm.together("removing an earlier run's estimates"):
             removed = prepared.remove_earlier_estimates() if args.overwrite else []
         if removed and comm.is_root:
@@ -161,11 +168,11 @@ def run(args) -> int:
         setup = osem.set_up()  # projector set-up and sensitivities (computed and written, or read)
         on_ranks = f" {osem.comm.describe()}" if osem.comm.describe() else ""
         print(
-            f"OSMAPOSL {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
+            f"{method} {args.par}: {plural(s.num_subsets, 'subset')}, subiterations "
             f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
             f"backend {osem.projector.backend} {list(osem.projector.devices)}{on_ranks}"
         )
-        print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.sensitivity_files))
+        print(f"sensitivities: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.set_up_files()))
         seen = {"plan": None, "last": None}
         pictures: list[Path] = []
 
@@ -186,12 +193,12 @@ def run(args) -> int:
                 say("\n".join("    " + line for line in rec.stats.summary().splitlines()))
             seen["last"] = rec
             if args.timeline and "%d" in args.timeline and rec.stats.events and comm.is_root:
-                pictures.append(_timeline(render_timeline, args.timeline, rec))
+                pictures.append(_timeline(render_timeline, args.timeline, rec, method))
 
         result = prepared.run(callback=report)
     last = seen["last"]
     if args.timeline and "%d" not in args.timeline and last is not None and last.stats.events and comm.is_root:
-        pictures.append(_timeline(render_timeline, args.timeline, last))
+        pictures.append(_timeline(render_timeline, args.timeline, last, method))
     print(f"done in {time.perf_counter() - t0:.1f} s{on_ranks}")
     if osem.comm.last_image_sum:  # (under MPI: which path the sums over the ranks took)
         print(f"MPI: images summed over the ranks {osem.comm.last_image_sum}")
@@ -200,7 +207,7 @@ def run(args) -> int:
     return 0
 
 
-def _timeline(render, pattern: str, rec) -> Path:
+def _timeline(render, pattern: str, rec, method: str) -> Path:
     path = timeline_path(pattern, rec.subiteration)
-    render(rec.stats, path, context=f"OSMAPOSL subiteration {rec.subiteration} (OSEM update of subset {rec.subset})")
+    render(rec.stats, path, context=f"{method} subiteration {rec.subiteration} (update of subset {rec.subset})")
     return path

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GeometryError
 
-__all__ = ["stir_default_weights", "centred_weights"]
+__all__ = ["stir_default_weights", "centred_weights", "curvature_sum"]
 
 
 def stir_default_weights(voxel_size, only_2d: bool = False) -> np.ndarray:
@@ -49,3 +49,32 @@ def centred_weights(weights) -> np.ndarray:
         raise GeometryError("weights: every weight must be a finite number")
     pad = [(0, 1 - n % 2) for n in w.shape]
     return np.ascontiguousarray(np.pad(w, pad))
+
+
+def curvature_sum(weights: np.ndarray, shape, kappa, beta: float, like):
+    """``beta * sum_d w_d kappa_j kappa_{j+d}`` for every voxel ``j`` of an image of ``shape``,
+    over the offsets ``d`` of the centred ``weights`` whose neighbour ``j + d`` is inside the
+    image (``kappa`` None: 1), accumulated in float32 offset by offset in (z, y, x) order, as
+    STIR's ``QuadraticPrior::parabolic_surrogate_curvature``; an array of ``like``'s module."""
+    xp = _module_of(like)
+    f32 = np.float32
+    total = xp.zeros(shape, dtype=f32)
+    centre = [n // 2 for n in weights.shape]
+    for idx in np.ndindex(*weights.shape):
+        d = [i - c for i, c in zip(idx, centre, strict=True)]
+        inner = tuple(slice(max(0, -o), n - max(0, o)) for o, n in zip(d, shape, strict=True))
+        shifted = tuple(slice(max(0, o), n + min(0, o)) for o, n in zip(d, shape, strict=True))
+        term = f32(weights[idx])
+        if kappa is None:
+            total[inner] += term
+        else:
+            total[inner] += term * (kappa[inner] * kappa[shifted])
+    return total * f32(beta)
+
+
+def _module_of(a):
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np

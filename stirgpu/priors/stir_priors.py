@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..errors import StirGpuError
 from ..kernels.priors import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
 from .base import NeighbourhoodPrior, float32_parameter
+from .neighbourhood import curvature_sum
 
 __all__ = ["QuadraticPrior", "RelativeDifferencePrior", "LogcoshPrior", "PRIORS", "make_prior"]
 
@@ -27,6 +28,19 @@ class QuadraticPrior(NeighbourhoodPrior):
 
     registered_name = "Quadratic"
     _kind = QUADRATIC
+    #: STIR's ``parabolic_surrogate_curvature_depends_on_argument``: not for this prior (OSSPS
+    #: computes the curvature once)
+    parabolic_surrogate_curvature_depends_on_argument = False
+
+    def parabolic_surrogate_curvature(self, image):
+        """STIR's ``QuadraticPrior::parabolic_surrogate_curvature`` (OSSPS's prior term): at each
+        voxel ``beta * sum_d w_d kappa_j kappa_{j+d}`` over the offsets ``d`` whose neighbour is
+        inside the image (kappa 1 without a kappa image), float32 summed in STIR's order; an
+        array like ``image`` (numpy or cupy)."""
+        w = self._ready()
+        x = self._array(image)
+        kappa = self._kappa_like(x)
+        return curvature_sum(w, x.shape, None if kappa is None else kappa, self._beta, x)
 
 
 class RelativeDifferencePrior(NeighbourhoodPrior):

@@ -360,6 +360,10 @@ class OSEM:
             self.sensitivities = Sensitivities.read(spec, self.num_subsets, self.image_info, self.to_device)
             self.sensitivity_files = []
 
+    def set_up_files(self) -> list[Path]:
+        """The files :meth:`set_up` wrote (the sensitivities it computed)."""
+        return list(self.sensitivity_files)
+
     def _subset_sensitivity(self, out, subset_num: int, num_subsets: int):
         res = self.objective.subset_sensitivity(self.projector, out, subset_num, num_subsets)
         return out if res is None else res
@@ -371,6 +375,10 @@ class OSEM:
         if display is None or not self.comm.is_root or total <= 0:
             return None
         return display.start(total, desc, unit)
+
+    def _initial_positivity(self, x) -> None:
+        """STIR's ``enforce initial positivity condition`` (OSMAPOSL's threshold, 1e-6)."""
+        threshold_min_to_small_positive(x)
 
     # -- one subiteration -------------------------------------------------------------------------
     def update(self, image, subiteration_num: int) -> tuple[object, float | None]:
@@ -498,7 +506,7 @@ class OSEM:
         setup_seconds = self.set_up() if self.sensitivities is None else 0.0
         x = self.initial_image(1.0 if image is None else image)
         if self.enforce_initial_positivity:
-            threshold_min_to_small_positive(x)
+            self._initial_positivity(x)
         save = set(self.save_points())
         records: list[SubiterationRecord] = []
         saved: list[tuple[int, Path]] = []  # (subiteration, estimate) of every complete estimate
