@@ -1,8 +1,9 @@
 """SIRF's ``AcquisitionData``: projection data on any stirgpu store, streamed chunk by chunk.
 
 The values live in a :class:`~stirgpu.formats.ProjData` store: the file itself for data read
-with the storage scheme ``"file"`` (read-only, as SIRF), a scratch file or memory for new data
-(:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
+with the storage scheme ``"file"`` (read-only, as SIRF: a result given as ``out=`` goes into new
+data the object then holds, see :meth:`AcquisitionData._result_holder`), a scratch file or memory
+for new data (:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
 (:meth:`~stirgpu.formats.ProjData.view_chunks`: views of one segment), so data on disk are never
 read whole; ``as_array`` is the one call that makes a full copy, as it says.
 
@@ -238,6 +239,20 @@ class AcquisitionData(DataContainer):
             raise InputTypeError(f"{what}: expected AcquisitionData, not {type(other).__name__}")
         if not self._require().compatible(other._require()):
             raise InputError(f"{what}: the two AcquisitionData have different geometries")
+
+    def _result_holder(self) -> AcquisitionData:
+        """Data whose values are never written (a file read with the storage scheme ``"file"``,
+        a template, a computed view) take a result given as ``out=`` into new data of the storage
+        scheme in force, which then replace them in this object (as SIRF gives the object a new
+        handle): the file stays as it was, and the object holds the result, writable."""
+        b = self._require()
+        if isinstance(b, _StoreBacking) and b.read_only:
+            return self._new_like()
+        return self
+
+    def _keep_result(self, holder: AcquisitionData) -> None:
+        if holder is not self:
+            self._backing = holder._require()
 
     def _check_writable(self) -> None:
         if self._require().read_only:
