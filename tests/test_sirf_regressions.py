@@ -230,3 +230,40 @@ def test_forward_out_on_data_read_from_a_file(geometry, tmp_path, num_subsets):
         am.forward(img, 1 % num_subsets, num_subsets, out=template)
         np.testing.assert_array_equal(template.as_array(), expected)
     assert _snapshot(hs, s) == before
+
+
+# -- asarray(copy=...) ----------------------------------------------------------------------------
+def test_asarray_views_where_values_are_one_array(geometry, tmp_path):
+    """SIRF's ``asarray`` with the array API's ``copy``: memory data (the scheme ``memory``) and
+    host images are viewed with ``copy=False`` (writes through the view change the data, as in
+    SIRF's tests_asarray); data in a file refuse ``copy=False`` with a ValueError (SIRF's
+    ``ContiguousError``) and are copied with ``copy=None``; ``copy=True`` always copies."""
+    pdi, info = geometry
+    x = np.random.default_rng(5).random(ProjDataInMemory(pdi).shape, dtype=np.float32)
+    with pet.storage_scheme("memory"):
+        m = pet.AcquisitionData(ProjDataInMemory(pdi)).get_uniform_copy(0)
+        m.fill(x[None])
+        assert m.supports_array_view
+        view = m.asarray(copy=False)
+        assert view.shape == m.dimensions() and np.shares_memory(view, m.asarray())
+        assert np.shares_memory(view, np.asarray(m))
+        view += 1
+        np.testing.assert_array_equal(m.as_array()[0], x + np.float32(1))
+        assert m.norm() == pytest.approx(np.linalg.norm((x + np.float32(1)).astype(np.float64)), rel=1e-6)
+        m *= 2  # the view sees what the container does
+        np.testing.assert_array_equal(view[0], (x + np.float32(1)) * np.float32(2))
+        copied = m.asarray(copy=True)
+        assert not np.shares_memory(copied, view)
+        np.testing.assert_array_equal(copied, view)
+    with pet.storage_scheme("file"):
+        d = pet.AcquisitionData(ProjDataInMemory(pdi)).get_uniform_copy(3.0)
+        assert not d.supports_array_view
+        with pytest.raises(ValueError, match="copy=False"):
+            d.asarray(copy=False)
+        with pytest.raises(ValueError, match="views not supported"):
+            np.asarray(d)
+        np.testing.assert_array_equal(d.asarray(), np.full(d.dimensions(), 3, np.float32))
+    img = _image(info, np.ones(info.shape))
+    view = img.asarray(copy=False)
+    view += 1
+    assert img.max() == 2 and not np.shares_memory(img.asarray(copy=True), view)

@@ -20,7 +20,7 @@ from numbers import Real
 
 import numpy as np
 
-from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory, read_from_file
+from ..formats import ProjData, ProjDataFromFile, ProjDataInOneArray, read_from_file
 from ..geometry import ProjDataInfo, Scanner
 from .containers import DataContainer
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors
@@ -189,7 +189,7 @@ class AcquisitionData(DataContainer):
         if get_storage_scheme() == "memory":
             with store:
                 values = store if store.abilities.readable else 0.0
-                self._backing = _StoreBacking(ProjDataInMemory(store.get_proj_data_info(), fill=values))
+                self._backing = _StoreBacking(ProjDataInOneArray(store.get_proj_data_info(), fill=values))
         else:
             self._backing = _StoreBacking(store)
 
@@ -280,7 +280,18 @@ class AcquisitionData(DataContainer):
 
     @property
     def supports_array_view(self) -> bool:
-        return False
+        """True for data in memory as one array (the storage scheme ``"memory"``, as SIRF's):
+        ``numpy.asarray(ad)`` and ``ad.asarray(copy=False)`` are views of the values."""
+        b = self._backing
+        return b is not None and isinstance(b.store, ProjDataInOneArray)
+
+    @property
+    def __array_interface__(self):
+        """numpy's view of data in memory (SIRF's); other data refuse it as SIRF does."""
+        store = None if self._backing is None else self._backing.store
+        if not isinstance(store, ProjDataInOneArray):
+            raise InputError("views not supported, please consider using `asarray()` or `as_array()`")
+        return store.array.__array_interface__
 
     def as_array(self) -> np.ndarray:
         """A copy of all values: (TOF bins, sinograms, views, tangential) float32."""

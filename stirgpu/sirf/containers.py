@@ -352,11 +352,16 @@ class DataContainer(abc.ABC):
         return np.dtype(np.float32)
 
     def asarray(self, xp=np, copy=None, **kwargs):
-        """SIRF's ``asarray``: a view where the data are one array (``copy`` not True), else a copy."""
+        """SIRF's ``asarray`` (the array API's ``copy``): ``copy=None`` a view where the values
+        are one array in host memory, else a copy; ``copy=False`` a view, or a ValueError where
+        none can be (SIRF's ``ContiguousError``); ``copy=True`` a copy."""
         if copy is not True and self.supports_array_view:
-            return xp.asarray(self, **kwargs)
+            return xp.asarray(self, **kwargs) if copy is None else xp.asarray(self, copy=copy, **kwargs)
         if copy is False:
-            raise InputError(f"{type(self).__name__}: its values are not one array; asarray needs copy=True or None")
+            raise InputError(
+                f"{type(self).__name__}: its values are not one array in memory (data in a file, a GPU "
+                "image); asarray(copy=False) cannot give a view: use copy=True or None"
+            )
         return xp.asarray(self.as_array(), **kwargs)
 
 
