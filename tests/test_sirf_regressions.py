@@ -229,6 +229,8 @@ def test_forward_out_on_data_read_from_a_file(geometry, tmp_path, num_subsets):
         template = pet.AcquisitionData(str(_header_only(tmp_path / "t", pdi, "empty")))
         am.forward(img, 1 % num_subsets, num_subsets, out=template)
         np.testing.assert_array_equal(template.as_array(), expected)
+        with read_from_file(hs) as store, pytest.warns(DeprecationWarning), pytest.raises(pet.error, match="read-only"):
+            am.forward(img, out=store)  # a bare store would not show a result put elsewhere
     assert _snapshot(hs, s) == before
 
 

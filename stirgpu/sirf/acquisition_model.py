@@ -280,8 +280,11 @@ class AcquisitionModelUsingParallelproj:
         if out is None:
             target = AcquisitionData(acq_templ)
         else:
+            given_store = isinstance(out, ProjData)  # (deprecated) a store the caller reads afterwards
             out = _acquisition_data(out, "forward: out")
             acq_templ._check_compatible(out, "forward: out")
+            if given_store:
+                out._check_writable()
             target = out._result_holder()  # new data where out's values are a file read
         terms = self._terms()
         projector.forward_project(target.proj_data, image.array, k, n, **terms)
