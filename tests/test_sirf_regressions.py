@@ -169,3 +169,103 @@ def test_sirf_example_template_is_usable(stir_fixtures, tmp_path):
         with pet.storage_scheme(scheme):
             t = pet.AcquisitionData(str(hs))
             assert t.get_uniform_copy(0).norm() == 0 and t.is_empty() == (scheme == "file")
+
+
+# -- out= on data read from a file ---------------------------------------------------------------
+def _file_data(tmp_path, pdi, values):
+    with ProjDataFromFile.create(tmp_path / "input", pdi, fill=values) as store:
+        return store.path, store.data_path
+
+
+def _snapshot(*paths):
+    return [(p.name, p.read_bytes()) for p in paths]
+
+
+@pytest.mark.parametrize("scheme", ["file", "memory"])
+def test_out_on_data_read_from_a_file(geometry, tmp_path, scheme):
+    """``out=`` given data read from a file (read-only with the scheme ``file``): the result is in
+    the object afterwards, the file is never written, and the other operands are read before
+    anything replaces them (``x.add(x, out=x)``)."""
+    pdi, info = geometry
+    x = np.random.default_rng(1).random(ProjDataInMemory(pdi).shape, dtype=np.float32) + np.float32(0.5)
+    hs, s = _file_data(tmp_path, pdi, x)
+    before = _snapshot(hs, s)
+    with stirgpu.config(backend="cpu"), pet.storage_scheme("file"):
+        a = pet.AcquisitionData(str(hs))
+        assert a.read_only
+        with pet.storage_scheme(scheme):
+            a.add(a, out=a)
+            np.testing.assert_array_equal(a.as_array()[0], x + x)
+            assert not a.read_only
+            b = pet.AcquisitionData(str(hs))
+            b.sapyb(2.0, b, 3.0, out=b)
+            np.testing.assert_allclose(b.as_array()[0], 5 * x, rtol=1e-6)
+            c = pet.AcquisitionData(str(hs))
+            c *= 3
+            np.testing.assert_allclose(c.as_array()[0], 3 * x, rtol=1e-6)
+            d = pet.AcquisitionData(str(hs))
+            assert d.exp(out=d) is d and np.allclose(d.as_array()[0], np.exp(x), rtol=1e-6)
+    assert _snapshot(hs, s) == before
+    with pytest.raises(pet.error, match="read-only"):
+        pet.AcquisitionData(str(hs)).fill(1.0)  # SIRF's fill refuses read-only data
+
+
+@pytest.mark.parametrize("num_subsets", [1, 3])
+def test_forward_out_on_data_read_from_a_file(geometry, tmp_path, num_subsets):
+    pdi, info = geometry
+    hs, s = _file_data(tmp_path, pdi, 7.0)
+    before = _snapshot(hs, s)
+    rng = np.random.default_rng(2)
+    with stirgpu.config(backend="cpu"), pet.storage_scheme("file"):
+        img = _image(info, rng.random(info.shape))
+        am = pet.AcquisitionModelUsingParallelproj()
+        am.set_background_term(pet.AcquisitionData(ProjDataInMemory(pdi, fill=0.25)))
+        out = pet.AcquisitionData(str(hs))
+        am.set_up(out, img)
+        expected = am.forward(img, 1 % num_subsets, num_subsets).as_array()
+        assert am.forward(img, 1 % num_subsets, num_subsets, out=out) is None
+        np.testing.assert_array_equal(out.as_array(), expected)
+        (tmp_path / "t").mkdir()
+        template = pet.AcquisitionData(str(_header_only(tmp_path / "t", pdi, "empty")))
+        am.forward(img, 1 % num_subsets, num_subsets, out=template)
+        np.testing.assert_array_equal(template.as_array(), expected)
+        with read_from_file(hs) as store, pytest.warns(DeprecationWarning), pytest.raises(pet.error, match="read-only"):
+            am.forward(img, out=store)  # a bare store would not show a result put elsewhere
+    assert _snapshot(hs, s) == before
+
+
+# -- asarray(copy=...) ----------------------------------------------------------------------------
+def test_asarray_views_where_values_are_one_array(geometry, tmp_path):
+    """SIRF's ``asarray`` with the array API's ``copy``: memory data (the scheme ``memory``) and
+    host images are viewed with ``copy=False`` (writes through the view change the data, as in
+    SIRF's tests_asarray); data in a file refuse ``copy=False`` with a ValueError (SIRF's
+    ``ContiguousError``) and are copied with ``copy=None``; ``copy=True`` always copies."""
+    pdi, info = geometry
+    x = np.random.default_rng(5).random(ProjDataInMemory(pdi).shape, dtype=np.float32)
+    with pet.storage_scheme("memory"):
+        m = pet.AcquisitionData(ProjDataInMemory(pdi)).get_uniform_copy(0)
+        m.fill(x[None])
+        assert m.supports_array_view
+        view = m.asarray(copy=False)
+        assert view.shape == m.dimensions() and np.shares_memory(view, m.asarray())
+        assert np.shares_memory(view, np.asarray(m))
+        view += 1
+        np.testing.assert_array_equal(m.as_array()[0], x + np.float32(1))
+        assert m.norm() == pytest.approx(np.linalg.norm((x + np.float32(1)).astype(np.float64)), rel=1e-6)
+        m *= 2  # the view sees what the container does
+        np.testing.assert_array_equal(view[0], (x + np.float32(1)) * np.float32(2))
+        copied = m.asarray(copy=True)
+        assert not np.shares_memory(copied, view)
+        np.testing.assert_array_equal(copied, view)
+    with pet.storage_scheme("file"):
+        d = pet.AcquisitionData(ProjDataInMemory(pdi)).get_uniform_copy(3.0)
+        assert not d.supports_array_view
+        with pytest.raises(ValueError, match="copy=False"):
+            d.asarray(copy=False)
+        with pytest.raises(ValueError, match="views not supported"):
+            np.asarray(d)
+        np.testing.assert_array_equal(d.asarray(), np.full(d.dimensions(), 3, np.float32))
+    img = _image(info, np.ones(info.shape))
+    view = img.asarray(copy=False)
+    view += 1
+    assert img.max() == 2 and not np.shares_memory(img.asarray(copy=True), view)

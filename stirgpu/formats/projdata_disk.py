@@ -134,7 +134,7 @@ class ProjDataFromFile(ProjData):
             reason = "the header names no data file ('name of data file')"
         elif dp.is_dir():
             raise data_file_is_a_folder(dp, hdr.path)
-        elif dp.exists() and dp.samefile(hdr.path):
+        elif hdr.path is not None and dp.exists() and dp.samefile(hdr.path):
             # SIRF's example templates name their own header as data file (nothing to read)
             reason = "its data file is the header itself"
         elif not dp.exists():

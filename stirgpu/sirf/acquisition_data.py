@@ -1,8 +1,9 @@
 """SIRF's ``AcquisitionData``: projection data on any stirgpu store, streamed chunk by chunk.
 
 The values live in a :class:`~stirgpu.formats.ProjData` store: the file itself for data read
-with the storage scheme ``"file"`` (read-only, as SIRF), a scratch file or memory for new data
-(:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
+with the storage scheme ``"file"`` (read-only, as SIRF: a result given as ``out=`` goes into new
+data the object then holds, see :meth:`AcquisitionData._result_holder`), a scratch file or memory
+for new data (:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
 (:meth:`~stirgpu.formats.ProjData.view_chunks`: views of one segment), so data on disk are never
 read whole; ``as_array`` is the one call that makes a full copy, as it says.
 
@@ -19,7 +20,7 @@ from numbers import Real
 
 import numpy as np
 
-from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory, read_from_file
+from ..formats import ProjData, ProjDataFromFile, ProjDataInOneArray, read_from_file
 from ..geometry import ProjDataInfo, Scanner
 from .containers import DataContainer
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors
@@ -188,7 +189,7 @@ class AcquisitionData(DataContainer):
         if get_storage_scheme() == "memory":
             with store:
                 values = store if store.abilities.readable else 0.0
-                self._backing = _StoreBacking(ProjDataInMemory(store.get_proj_data_info(), fill=values))
+                self._backing = _StoreBacking(ProjDataInOneArray(store.get_proj_data_info(), fill=values))
         else:
             self._backing = _StoreBacking(store)
 
@@ -239,6 +240,20 @@ class AcquisitionData(DataContainer):
         if not self._require().compatible(other._require()):
             raise InputError(f"{what}: the two AcquisitionData have different geometries")
 
+    def _result_holder(self) -> AcquisitionData:
+        """Data whose values are never written (a file read with the storage scheme ``"file"``,
+        a template, a computed view) take a result given as ``out=`` into new data of the storage
+        scheme in force, which then replace them in this object (as SIRF gives the object a new
+        handle): the file stays as it was, and the object holds the result, writable."""
+        b = self._require()
+        if isinstance(b, _StoreBacking) and b.read_only:
+            return self._new_like()
+        return self
+
+    def _keep_result(self, holder: AcquisitionData) -> None:
+        if holder is not self:
+            self._backing = holder._require()
+
     def _check_writable(self) -> None:
         if self._require().read_only:
             raise error(
@@ -265,7 +280,18 @@ class AcquisitionData(DataContainer):
 
     @property
     def supports_array_view(self) -> bool:
-        return False
+        """True for data in memory as one array (the storage scheme ``"memory"``, as SIRF's):
+        ``numpy.asarray(ad)`` and ``ad.asarray(copy=False)`` are views of the values."""
+        b = self._backing
+        return b is not None and isinstance(b.store, ProjDataInOneArray)
+
+    @property
+    def __array_interface__(self):
+        """numpy's view of data in memory (SIRF's); other data refuse it as SIRF does."""
+        store = None if self._backing is None else self._backing.store
+        if not isinstance(store, ProjDataInOneArray):
+            raise InputError("views not supported, please consider using `asarray()` or `as_array()`")
+        return store.array.__array_interface__
 
     def as_array(self) -> np.ndarray:
         """A copy of all values: (TOF bins, sinograms, views, tangential) float32."""

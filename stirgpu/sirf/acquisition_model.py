@@ -277,15 +277,24 @@ class AcquisitionModelUsingParallelproj:
         image = _image_data(image, "forward: image", img_templ)
         img_templ._check_compatible(image, "forward: image")
         k, n = self._subset(subset_num, num_subsets)
-        target = AcquisitionData(acq_templ) if out is None else _acquisition_data(out, "forward: out")
-        acq_templ._check_compatible(target, "forward: out")
-        target._check_writable()
+        if out is None:
+            target = AcquisitionData(acq_templ)
+        else:
+            given_store = isinstance(out, ProjData)  # (deprecated) a store the caller reads afterwards
+            out = _acquisition_data(out, "forward: out")
+            acq_templ._check_compatible(out, "forward: out")
+            if given_store:
+                out._check_writable()
+            target = out._result_holder()  # new data where out's values are a file read
         terms = self._terms()
         projector.forward_project(target.proj_data, image.array, k, n, **terms)
         if n > 1 and (out is not None or "additive" in terms or "background" in terms):
             others = np.setdiff1d(np.arange(self.pdi.get_num_views()), self.pdi.subset_views(k, n))
             _write_constant_term(target.proj_data, others, terms)
-        return target if out is None else None
+        if out is None:
+            return target
+        out._keep_result(target)
+        return None
 
     def backward(self, ad, subset_num=None, num_subsets=None, out=None):
         """``G' S y`` over the views of subset ``subset_num`` of ``num_subsets``.  New ImageData
