@@ -38,6 +38,7 @@ from .not_supported import (
 )
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
+from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
@@ -74,6 +75,9 @@ __all__ = [
     "get_engine_doc_dir",
     "get_engine_examples_dir",
     "scanner_names",
+    "ImageDataProcessor",
+    "TruncateToCylinderProcessor",
+    "SeparableGaussianImageFilter",
 ]
 
 
