@@ -260,6 +260,12 @@ class ImageData(DataContainer):
         volume = scaled_volume(shape, self._require(), scale, num_samples_in_each_direction)
         self._array += in_namespace(_xp_of(self._array), volume)
 
+    def show(self, slice=None, title=None) -> None:  # noqa: A002 -- SIRF's argument name
+        """Draw planes with matplotlib as SIRF does: one (``slice=k``), some (a list) or all (:mod:`.display`)."""
+        from .display import show_planes  # (matplotlib only when drawing)
+
+        show_planes(self.as_array(), slice, title, "image")
+
     def get_geometrical_info(self) -> GeometricalInfo:
         return GeometricalInfo(self._require())
 

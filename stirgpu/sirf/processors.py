@@ -116,13 +116,14 @@ class SeparableGaussianImageFilter(ImageDataProcessor):
 
     def set_fwhms(self, fwhms) -> None:
         """FWHMs in mm, (z, y, x); 0 leaves that direction unfiltered (STIR's default)."""
-        fwhm = tuple(float(np.float32(v)) for v in _three("set_fwhms", fwhms, (Real, np.number)))
+        z, y, x = (float(np.float32(v)) for v in _three("set_fwhms", fwhms, (Real, np.number)))
+        fwhm = (z, y, x)
         self._filter = dataclasses.replace(self._filter, fwhm=fwhm)
 
     def set_max_kernel_sizes(self, sizes) -> None:
         """Maximum kernel sizes in voxels, (z, y, x); -1 (the default): as large as the Gaussian needs."""
-        sizes = tuple(int(v) for v in _three("set_max_kernel_sizes", sizes, (Integral, np.integer)))
-        self._filter = dataclasses.replace(self._filter, max_kernel_size=sizes)
+        z, y, x = (int(v) for v in _three("set_max_kernel_sizes", sizes, (Integral, np.integer)))
+        self._filter = dataclasses.replace(self._filter, max_kernel_size=(z, y, x))
 
     def set_normalise(self, norm=True) -> None:
         """Whether the kernels sum to 1 (the default)."""
