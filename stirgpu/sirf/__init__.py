@@ -18,7 +18,7 @@ at import.
 
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionModelUsingStirgpu
-from .containers import DataContainer, dot, norm
+from .containers import DataContainer, copyto, dot, norm
 from .engine_info import (
     get_engine_doc_dir,
     get_engine_examples_dir,
@@ -63,6 +63,7 @@ __all__ = [
     "error",
     "norm",
     "dot",
+    "copyto",
     "storage_scheme",
     "AcquisitionModelUsingMatrix",
     "AcquisitionModelUsingRayTracingMatrix",

@@ -73,6 +73,10 @@ class GeometricalInfo:
         m[3, 3] = 1
         return m
 
+    def print_info(self) -> None:
+        """Print :meth:`get_info` (SIRF's; a user's explicit request to print)."""
+        print(self.get_info())  # noqa: T201
+
     def get_info(self) -> str:
         return (
             f"Offset: {self.get_offset()}\nSpacing: {self.get_spacing()}\nSize: {self.get_size()}\n"
@@ -259,6 +263,19 @@ class ImageData(DataContainer):
 
         volume = scaled_volume(shape, self._require(), scale, num_samples_in_each_direction)
         self._array += in_namespace(_xp_of(self._array), volume)
+
+    def move_to_scanner_centre(self, proj_data) -> ImageData:
+        """A copy whose STIR origin is (0, 0, 0): SIRF's rule (the data are checked, not used)."""
+        from .acquisition_data import AcquisitionData  # (which makes images itself)
+
+        if not isinstance(proj_data, AcquisitionData):
+            raise InputTypeError(
+                f"move_to_scanner_centre: proj_data should be of type AcquisitionData, not {type(proj_data).__name__}"
+            )
+        proj_data.get_proj_data_info()  # an empty AcquisitionData is refused with its own message
+        moved = ImageData(self)
+        moved._info = self._require().replace(origin=(0.0, 0.0, 0.0))
+        return moved
 
     def show(self, slice=None, title=None) -> None:  # noqa: A002 -- SIRF's argument name
         """Draw planes with matplotlib as SIRF does: one (``slice=k``), some (a list) or all (:mod:`.display`)."""
