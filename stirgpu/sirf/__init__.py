@@ -30,6 +30,7 @@ from .engine_info import (
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
+from .noise import PoissonNoiseGenerator
 from .not_supported import (
     AcquisitionModelUsingMatrix,
     AcquisitionModelUsingRayTracingMatrix,
@@ -79,6 +80,7 @@ __all__ = [
     "ImageDataProcessor",
     "TruncateToCylinderProcessor",
     "SeparableGaussianImageFilter",
+    "PoissonNoiseGenerator",
 ]
 
 
