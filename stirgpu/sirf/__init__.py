@@ -20,7 +20,7 @@ at import.
 
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionModelUsingStirgpu
-from .containers import DataContainer, dot, norm
+from .containers import DataContainer, copyto, dot, norm
 from .engine_info import (
     get_engine_doc_dir,
     get_engine_examples_dir,
@@ -32,6 +32,7 @@ from .engine_info import (
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
+from .noise import PoissonNoiseGenerator
 from .not_supported import (
     AcquisitionModelUsingMatrix,
     AcquisitionModelUsingRayTracingMatrix,
@@ -40,6 +41,7 @@ from .not_supported import (
 )
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
+from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
@@ -65,6 +67,7 @@ __all__ = [
     "error",
     "norm",
     "dot",
+    "copyto",
     "storage_scheme",
     # what sirf.STIR takes from sirf.Utilities, so `from sirf.STIR import *` gives it
     "examples_data_path",
@@ -83,6 +86,10 @@ __all__ = [
     "get_engine_doc_dir",
     "get_engine_examples_dir",
     "scanner_names",
+    "ImageDataProcessor",
+    "TruncateToCylinderProcessor",
+    "SeparableGaussianImageFilter",
+    "PoissonNoiseGenerator",
 ]
 
 

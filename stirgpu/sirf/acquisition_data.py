@@ -355,6 +355,15 @@ class AcquisitionData(DataContainer):
         sub._backing = _SubsetBacking(values, pdi, tuple(v))
         return sub
 
+    def show(self, sino=None, tof=0, title=None) -> None:
+        """Draw sinograms of TOF bin ``tof`` with matplotlib as SIRF does (:mod:`.display`)."""
+        from .display import IndexOutOfRange, show_planes  # (matplotlib only when drawing)
+
+        data = self.as_array()
+        if not 0 <= tof < data.shape[0]:
+            raise IndexOutOfRange(f"show: TOF bin index {tof} is outside 0..{data.shape[0] - 1}")
+        show_planes(data[tof], sino, title, "sinogram")
+
     def get_info(self) -> str:
         """What the data are and where they live."""
         b = self._require()

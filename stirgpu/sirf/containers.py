@@ -373,3 +373,12 @@ def norm(x) -> float:
 def dot(x, y):
     """SIRF's ``sirf.SIRF.dot``: ``numpy.vdot`` of arrays, else ``x.dot(y)``."""
     return np.vdot(x, y) if isinstance(x, np.ndarray) else x.dot(y)
+
+
+def copyto(y, x) -> None:
+    """SIRF's ``sirf.SIRF.copyto``: ``numpy.copyto(y, x)`` for arrays; for containers the values of
+    ``x`` go into ``y`` (``y.fill(x)``; SIRF calls ``y.copy(x)``, which its containers do not take)."""
+    if isinstance(y, np.ndarray):
+        np.copyto(y, x)
+    else:
+        y.fill(x)

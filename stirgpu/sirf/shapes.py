@@ -174,15 +174,18 @@ def _refine(shape: Shape, info: ImageInfo, volume: np.ndarray, n: int) -> None:
     for dz, dy, dx in _NEIGHBOURS:
         differs |= padded[1 + dz : 1 + dz + nz, 1 + dy : 1 + dy + ny, 1 + dx : 1 + dx + nx] != centre
     candidates = np.argwhere(differs)
-    weights = dict(zip(map(tuple, candidates.tolist()), _voxel_weights(shape, info, candidates, n), strict=True))
+    weights: dict[tuple[int, int, int], np.float32] = {
+        (int(z), int(y), int(x)): w
+        for (z, y, x), w in zip(candidates.tolist(), _voxel_weights(shape, info, candidates, n), strict=True)
+    }
     dims = volume.shape
-    queue = [int(i) for i in np.ravel_multi_index(candidates.T, dims)] if len(candidates) else []
+    queue = [(z * dims[1] + y) * dims[2] + x for z, y, x in weights]
     queued = set(queue)
     heapq.heapify(queue)
     while queue:
         flat = heapq.heappop(queue)
-        z, y, x = np.unravel_index(flat, dims)
-        z, y, x = int(z), int(y), int(x)
+        z, rest = divmod(flat, dims[1] * dims[2])
+        y, x = divmod(rest, dims[2])
         if not _differs_from_a_neighbour(padded, z, y, x):
             continue
         key = (z, y, x)
