@@ -8,6 +8,7 @@
 * :class:`FilterSchedule` -- STIR's inter-update, inter-iteration and post-filters, where and when
   STIR applies them (:mod:`.filtering`);
 * :func:`run_osmaposl` / :func:`prepare_osmaposl` -- from an OSMAPOSL ``.par`` file (all checks first);
+* :class:`OSSPS`, :func:`run_ossps` / :func:`prepare_ossps` -- STIR's OSSPS (:mod:`.ossps`);
 * :mod:`.simulate` -- phantoms and simulated data (demo, examples, tests).
 
 Nothing happens at import.
@@ -16,6 +17,8 @@ Nothing happens at import.
 from .filtering import FilterSchedule
 from .objective import PoissonLogLikelihood
 from .osem import OSEM, OSEMResult, SubiterationRecord, subsets_problem
+from .ossps import OSSPS
+from .ossps_run import prepare_ossps, run_ossps
 from .run import PreparedRun, make_projector, prepare_osmaposl, run_osmaposl
 from .sensitivity import Sensitivities, SensitivitySpec
 
@@ -32,4 +35,7 @@ __all__ = [
     "prepare_osmaposl",
     "PreparedRun",
     "make_projector",
+    "OSSPS",
+    "run_ossps",
+    "prepare_ossps",
 ]

@@ -50,7 +50,13 @@ from .arrays import FLOAT32_MAX, array_module, threshold_min_to_small_positive, 
 from .osem import OSEM, _file_of
 from .views import TofBroadcast
 
-__all__ = ["OSSPS", "approximate_hessian_of_ones", "denominator_filename", "OSSPS_SMALL_NUM"]
+__all__ = [
+    "OSSPS",
+    "approximate_hessian_of_ones",
+    "divide_and_truncate_views",
+    "denominator_filename",
+    "OSSPS_SMALL_NUM",
+]
 
 #: STIR's OSSPS threshold (``10.E-6F``) of the initial positivity and of the denominator
 OSSPS_SMALL_NUM = 1e-5
@@ -61,7 +67,7 @@ def denominator_filename(prefix: str | Path) -> Path:
     return Path(f"{prefix}_precomputed_denominator.hv")
 
 
-def _viewgram_quotient(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+def divide_and_truncate_views(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """STIR's ``divide_and_truncate`` (no rim truncation) of views ``[v, axial, tangential]``,
     each view one viewgram: 0 where the numerator is at most 1e-6 of its viewgram's maximum,
     else ``min(numerator / denominator, 1e4)`` (also where the denominator is 0)."""
@@ -97,7 +103,7 @@ def approximate_hessian_of_ones(objective, projector, out_image, num_subsets: in
                     factors = f.read_views(seg, views, timing_pos=t)
                     data = data * factors * factors  # STIR: normalisation applied twice, in float
                 fwd = work.read_views(seg, views, timing_pos=t)
-                work.write_views(_viewgram_quotient(fwd, data), seg, views, timing_pos=t)
+                work.write_views(divide_and_truncate_views(fwd, data), seg, views, timing_pos=t)
         projector.back_project(out_image, work, k, num_subsets, accumulate=True)
     return out_image
 
