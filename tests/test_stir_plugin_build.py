@@ -133,9 +133,7 @@ def _build_folder_as_seen_by(python, stir, env) -> str:
     return proc.stdout.strip()
 
 
-def test_python_and_python3_of_one_environment_find_one_build_and_another_environment_its_own(
-    no_stir_env, tmp_path
-):
+def test_python_and_python3_of_one_environment_find_one_build_and_another_environment_its_own(no_stir_env, tmp_path):
     """The build is keyed by what the plugin's ABI and embedded interpreter depend on (Python's
     ABI, libpython, the environment), not by the name the interpreter was started under:
     ``python`` and ``python3`` of one virtual environment (symlinks to one interpreter) find the

@@ -4,8 +4,9 @@ user cache folder, and finding what was built.
 A build is for one STIR (its prefix, found on ``PATH`` / ``CMAKE_PREFIX_PATH`` or given) and
 one Python (this one): it goes to ``cache_dir()/stir-plugin/<STIR version>-<cpXY>-<hash>/``
 (the hash covers the STIR prefix and version, the interpreter's ABI, libpython and
-environment, pybind11's version and the plugin's sources), with ``plugin.json`` saying what is there.  What the build needs is checked first,
-each missing piece named with the package that provides it.
+environment, pybind11's version and the plugin's sources), with ``plugin.json`` saying what
+is there.  What the build needs is checked first, each missing piece named with the package
+that provides it.
 """
 
 from __future__ import annotations
