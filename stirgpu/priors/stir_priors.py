@@ -18,8 +18,8 @@ from __future__ import annotations
 from ..errors import StirGpuError
 from ..kernels.priors import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
 from .base import NeighbourhoodPrior, float32_parameter
-from .neighbourhood import curvature_sum
 from .filter_root import FilterRootPrior
+from .neighbourhood import curvature_sum
 
 __all__ = [
     "QuadraticPrior",
