@@ -41,15 +41,17 @@ def _cases(catalogue: dict[str, sc.Case]):
 
 
 @pytest.mark.parametrize(("script", "case"), list(_cases(sc.EXAMPLES)))
-def test_sirf_example_runs(workspace, script, case, tmp_path, example_outcomes):
+def test_sirf_example_runs(workspace, script, case, tmp_path, example_outcomes, record_property):
     outcome = sc.run_example(workspace, script, sc.example_args(workspace, case), cwd=tmp_path)
     example_outcomes[script] = outcome
+    record_property("sirf_outcome", f"exit {outcome.returncode}, ran {sc.example_ran(workspace, script, outcome)}")
     assert sc.example_ran(workspace, script, outcome), f"{script} did not run to its end:\n{outcome.tail}"
 
 
 @pytest.mark.parametrize(("test_file", "case"), list(_cases(sc.TEST_FILES)))
-def test_sirf_test_file_passes(workspace, test_file, case):
+def test_sirf_test_file_passes(workspace, test_file, case, record_property):
     outcome = sc.run_test_file(workspace, test_file)
+    record_property("sirf_outcome", f"exit {outcome.returncode}, {outcome.passed} of {outcome.total} items pass")
     assert outcome.total > 0, f"{test_file}: pytest collected nothing:\n{outcome.tail}"
     assert outcome.returncode == 0 and outcome.failed == 0, (
         f"{test_file}: {outcome.failed} of {outcome.total} items failed:\n{outcome.tail}"
