@@ -120,7 +120,7 @@ def _check_refusal(par: Path, exc: ParFileProblems) -> None:
     )
     if any(w in p.reason for p in exc.problems for w in (*whole_file, "objective function is not implemented")):
         assert len(exc.problems) == 1, str(exc)  # a file stirgpu does not reconstruct at all: one line
-    print(f"\nCORPUS | {par.name} | refused | {exc.problems[0].line}: {exc.problems[0].reason}")
+    print(f"\nCORPUS | {_shown(par)} | refused | {exc.problems[0].line}: {exc.problems[0].reason}")
 
 
 def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch) -> None:
@@ -143,4 +143,8 @@ def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, mo
     prefix = Path(settings.output_filename_prefix).name
     diffs = oc.assert_agree(s_dir, g_dir, prefix=prefix)
     last = max((d for n, d in diffs.items() if n.startswith(f"{prefix}_")), default=None)
-    print(f"\nCORPUS | {par.name} | equal | {last:.2g} of STIR's maximum")
+    print(f"\nCORPUS | {_shown(par)} | equal | {last:.2g} of STIR's maximum")
+
+
+def _shown(par: Path) -> str:
+    return str(par.relative_to(os.environ[SOURCE_ENV]))
