@@ -186,8 +186,13 @@ class OSSPS(OSEM):
     # -- set up -------------------------------------------------------------------------------
     def set_up(self) -> float:
         seconds = super().set_up()
-        self._denominator = self._initial_denominator()
+        self.prepare_denominator()
         return seconds
+
+    def prepare_denominator(self) -> None:
+        """Compute (and write), read or fill the precomputed denominator: what :meth:`set_up`
+        does after the sensitivities (for a caller that sets the sensitivities itself)."""
+        self._denominator = self._initial_denominator()
 
     def set_up_files(self) -> list[Path]:
         """The sensitivities and the denominator :meth:`set_up` wrote."""

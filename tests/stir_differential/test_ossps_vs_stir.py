@@ -229,3 +229,43 @@ def test_tof_ossps_matches_stir_given_the_same_denominator(reference_stir, tof_i
         assert reference_stir.run("OSSPS", "recon.par", cwd=s_dir, check=False).returncode == 0
         for n in (2, 4):
             assert oc.relative_difference(root / "gpu" / f"out_{n}.hv", s_dir / f"out_{n}.hv") <= oc.ESTIMATE_TOL
+
+
+def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments, tmp_path):
+    """SIRF's ``OSSPSReconstructor`` as SIRF's ``ossps_reconstruction.py`` drives it (a Quadratic
+    prior, subsets, subiterations, ``update(image)`` in turn), with the relaxation parameter set,
+    on the data STIR's ``OSSPS`` reconstructs from the same ``.par``: STIR's estimate within 1e-4
+    of its maximum (measured 2.1e-7)."""
+    import stirgpu.sirf as pet
+
+    top = _top(relaxation_parameter=1.5)
+    par = ossps_par(ADD, top, extra_objective=QUADRATIC)
+    s_dir = tmp_path / "stir"
+    s_dir.mkdir()
+    (tmp_path / "in").symlink_to(three_segments, target_is_directory=True)
+    (s_dir / "recon.par").write_text(par)
+    assert reference_stir.run("OSSPS", "recon.par", cwd=s_dir, check=False).returncode == 0
+    with stirgpu.config(backend="cpu"), pet.storage_scheme("memory"):
+        acq_data = pet.AcquisitionData(str(three_segments / "prompts.hs"))
+        norm = pet.AcquisitionData(str(three_segments / "norm.hs"))
+        acq_model = pet.AcquisitionModelUsingParallelproj()
+        acq_model.set_acquisition_sensitivity(pet.AcquisitionSensitivityModel(1 / norm))
+        acq_model.set_additive_term(pet.AcquisitionData(str(three_segments / "additive.hs")))
+        image = acq_data.create_uniform_image(1.0)
+        obj_fun = pet.make_Poisson_loglikelihood(acq_data)
+        obj_fun.set_acquisition_model(acq_model)
+        obj_fun.set_prior(pet.QuadraticPrior().set_penalisation_factor(0.5))
+        recon = pet.OSSPSReconstructor()
+        recon.set_num_subsets(4)
+        recon.set_num_subiterations(8)
+        recon.set_relaxation_parameter(1.5)
+        recon.set_objective_function(obj_fun)
+        recon.set_input(acq_data)
+        recon.set_up(image)
+        for _ in range(8):
+            recon.update(image)
+    assert recon.get_subiteration_num() == 9
+    theirs = read_image(s_dir / "out_8.hv")
+    assert image.image_info == theirs.info
+    ref = theirs.array.astype(np.float64)
+    assert np.abs(image.as_array() - ref).max() / np.abs(ref).max() <= oc.ESTIMATE_TOL
