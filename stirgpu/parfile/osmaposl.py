@@ -696,8 +696,10 @@ def osmaposl_settings_from_block(
     :class:`~stirgpu.errors.ParFileProblems`."""
     ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
     if root.key != _ROOT:
+        ossps = "; run an OSSPS file with 'stirgpu ossps'" if root.key == canonical_key("OSSPSParameters") else ""
         ctx.report(
-            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='",
+            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='"
+            + ossps,
             root.line,
         )
         ctx.check()
