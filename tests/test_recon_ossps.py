@@ -92,7 +92,8 @@ def test_prepare_refuses_the_ossps_keys_problems_with_the_others(tmp_path):
 @pytest.mark.gpu
 def test_cuda_equals_cpu(scan):
     """The same OSSPS run (a Quadratic prior, subsets, relaxation with gamma) on the GPU and the
-    CPU: within 1e-5 of the maximum (the back projections add in another order)."""
+    CPU: within 1e-5 of the maximum (the back projections add in another order; measured 4.5e-7 on
+    one H200)."""
     _, info, data = scan
     results = [
         _ossps(data, info, backend=b, prior=sp.QuadraticPrior(0.5), relaxation_gamma=0.5).reconstruct().image
