@@ -4,6 +4,8 @@
   files).  They exist beside the checkout and in CI, not in a user's clone, so
   tests using them skip with a clear reason where they are absent.  Set
   ``STIRGPU_FIXTURES`` to point elsewhere.
+* ``sirf_shared`` -- ``../shared/sirf`` (SIRF's PET examples, tests and data) the same way
+  (``STIRGPU_SIRF`` to point elsewhere), skipping with a reason where absent.
 * ``stir_reference_case`` -- one of STIR's reference projections, loaded once per module.
 * ``reference_stir`` -- a real STIR build (``reference_stir.py`` says where it comes from);
   tests using it carry the ``stir`` marker and skip with a clear reason where none is found.
@@ -26,15 +28,21 @@ import pytest
 from helpers import REPO_ROOT, cuda_device_count, osem_problem, reference_results
 
 
-def fixtures_dir() -> Path | None:
-    env = os.environ.get("STIRGPU_FIXTURES")
+def shared_dir(name: str, variable: str, landmark: str) -> Path | None:
+    """``shared/<name>`` beside the checkout (or in it), or where ``variable`` points: the first
+    holding ``landmark``; None where there is none."""
+    env = os.environ.get(variable)
     candidates = [Path(env)] if env else []
-    candidates.append(REPO_ROOT.parent / "shared" / "fixtures")
-    candidates.append(REPO_ROOT / "shared" / "fixtures")
+    candidates.append(REPO_ROOT.parent / "shared" / name)
+    candidates.append(REPO_ROOT / "shared" / name)
     for c in candidates:
-        if (c / "stir_scanners.json").is_file():
+        if (c / landmark).exists():
             return c
     return None
+
+
+def fixtures_dir() -> Path | None:
+    return shared_dir("fixtures", "STIRGPU_FIXTURES", "stir_scanners.json")
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +64,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         elif "multi_gpu" in item.keywords and n < 2:
             item.add_marker(skip_multi)
+
+
+@pytest.fixture(scope="session")
+def sirf_shared() -> Path:
+    """``../shared/sirf``: SIRF's PET examples, tests and example data (read-only)."""
+    d = shared_dir("sirf", "STIRGPU_SIRF", "examples/Python/PET")
+    if d is None:
+        pytest.skip("SIRF's PET files not found (expected ../shared/sirf beside the checkout, or set STIRGPU_SIRF)")
+    return d
 
 
 @pytest.fixture(scope="module", params=["ecat953_span3", "ecat953_arc_sino"])

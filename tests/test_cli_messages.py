@@ -179,8 +179,21 @@ def test_osmaposl_wrote_line_counts():
 
     from stirgpu.cli.osmaposl import wrote_line
 
-    assert wrote_line([], []) == "wrote nothing (output disabled in the parameter file)"
-    assert (
-        wrote_line([], [Path("s.hv")]) == "wrote 1 sensitivity image; no estimate (output disabled in the "
-        "parameter file)"
+    assert wrote_line([], [], no_estimate="why") == "wrote nothing (why)"
+    assert wrote_line([], [Path("s.hv")], no_estimate="why") == "wrote 1 sensitivity image; no estimate (why)"
+
+
+def test_osmaposl_says_why_no_estimate_was_written():
+    """Output disabled, or a start subiteration after the last one: the line names the keys."""
+    from types import SimpleNamespace
+
+    from stirgpu.cli.osmaposl import no_estimate_reason
+
+    def settings(disable, start, last):
+        return SimpleNamespace(disable_output=disable, start_subiteration_num=start, num_subiterations=last)
+
+    assert no_estimate_reason(settings(True, 1, 4)) == "output disabled in the parameter file: 'disable output := 1'"
+    assert no_estimate_reason(settings(False, 5, 4)) == (
+        "no subiteration ran: 'start at subiteration number := 5' comes after the last one, "
+        "'number of subiterations := 4'"
     )

@@ -376,3 +376,16 @@ def test_osmaposl_command_runs_a_prior(workdir, capsys):
     with stirgpu.config(backend="cpu"):
         again = run_osmaposl(workdir / "map.par").image
     np.testing.assert_array_equal(mine, again)
+
+
+def test_osmaposl_says_no_subiteration_ran_when_the_start_is_after_the_last(workdir, capsys):
+    """'start at subiteration number' after 'number of subiterations': nothing is iterated or saved,
+    and the last line says so naming both keys (not "output disabled")."""
+    _write_par(workdir / "late.par", prefix="late", subiterations=2, extra="start at subiteration number := 3\n")
+    assert main(["osmaposl", "late.par", "--backend", "cpu", "--quiet"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.endswith(
+        "no estimate (no subiteration ran: 'start at subiteration number := 3' comes after the last one, "
+        "'number of subiterations := 2')"
+    ), last
+    assert not list(workdir.glob("late_*"))

@@ -17,6 +17,7 @@ from stirgpu.errors import StirGpuError, StoreAbilityError
 from stirgpu.formats import (
     ProjDataFromFile,
     ProjDataInMemory,
+    ProjDataInOneArray,
     ProjDataViewgrams,
     Residence,
     StorageOrder,
@@ -41,6 +42,11 @@ class _ReopensDisk:
 class TestMemoryStore(ProjDataContract):
     def make_store(self, proj_data_info, tmp_path):
         return ProjDataInMemory(proj_data_info)
+
+
+class TestOneArrayStore(ProjDataContract):
+    def make_store(self, proj_data_info, tmp_path):
+        return ProjDataInOneArray(proj_data_info)
 
 
 class TestDiskViewOrder(_ReopensDisk, ProjDataContract):

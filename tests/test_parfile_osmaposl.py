@@ -292,11 +292,10 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
     "objective, top, needle, words",
     [
         (
-            "prior type := FilterRootPrior\nFilterRootPrior Parameters :=\npenalisation factor := 1\n"
-            "End FilterRootPrior Parameters :=\n",
+            "prior type := PLS\nPLS Prior Parameters :=\npenalisation factor := 1\nEnd PLS Prior Parameters :=\n",
             "",
             "prior type",
-            "prior 'FilterRootPrior' is not implemented",
+            "prior 'PLS' is not implemented",
         ),
         (
             "Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\n"

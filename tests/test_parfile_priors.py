@@ -155,9 +155,11 @@ def test_weights_parse_and_empty_means_default():
 @pytest.mark.parametrize(
     "value, words",
     [
-        ("FilterRootPrior", "prior 'FilterRootPrior' is not implemented"),
-        ("PLS", "prior 'PLS' is not implemented"),
-        ("Gibbs Relative Difference", "'Gibbs Relative Difference' is not implemented"),
+        (
+            "PLS",
+            "prior 'PLS' is not implemented by stirgpu; STIR runs it with stirgpu's plugin: stirgpu stir OSMAPOSL ",
+        ),
+        ("Cuda Gibbs Relative Difference", "CPU version of it is 'Gibbs Relative Difference'"),
         ("Cuda Relative Difference Prior", "CPU version of it is 'Relative Difference Prior'"),
         ("Huber", "unknown prior type"),
     ],
@@ -195,3 +197,71 @@ def test_kappa_file_and_gradient_folder_are_checked_before_any_work(tmp_path):
     assert (line_of(text, "gradient filename prefix"), f"output folder {tmp_path / 'nowhere'} does not exist") in got
     with pytest.raises(ParFileError):
         read(tmp_path, text).check_input_files()
+
+
+def gibbs(kind: str, body: str = "") -> str:
+    name = f"Gibbs {kind} Penalty Parameters"
+    return f"prior type := Gibbs {kind}\n{name} :=\n{body}END {name} :=\n"
+
+
+def test_the_gibbs_penalties_read_stirs_keys_and_defaults(tmp_path):
+    """STIR 6.3's blocks ('<name> Penalty Parameters'), the keys GibbsPenalty parses (penalisation
+    factor, only 2D, kappa filename, weights, gradient filename prefix; gamma and epsilon for the
+    RDP), and its defaults: epsilon 1e-7 for the Gibbs RDP (0 for STIR's older RDP)."""
+    s = read(tmp_path, par(gibbs("Relative Difference")))
+    assert s.prior == PriorSettings("Gibbs Relative Difference") and s.prior.epsilon == 1e-7
+    assert PriorSettings("Relative Difference Prior").epsilon == 0.0
+    body = "penalisation factor := 0.5\nonly 2D := 1\nkappa filename := k.hv\nweights := {{{1,0,1}}}\n"
+    q = read(tmp_path, par(gibbs("Quadratic", body))).prior
+    assert (q.type, q.penalisation_factor, q.only_2d, q.kappa_filename, q.weights) == (
+        "Gibbs Quadratic",
+        0.5,
+        True,
+        tmp_path / "k.hv",
+        (((1.0, 0.0, 1.0),),),
+    )
+    r = read(tmp_path, par(gibbs("Relative Difference", "gamma value := 1\nepsilon value := 0.01\n"))).prior
+    assert (r.gamma, r.epsilon) == (1.0, 0.01)
+    assert q.parameters()["gradient_filename_prefix"] is None
+
+
+def test_a_zero_gibbs_epsilon_is_refused_at_its_line(tmp_path):
+    """STIR's Gibbs RDP divides 0 by 0 where two neighbours are 0 when epsilon is 0 (NaN in every
+    image with zeros): refused at the line, naming the older RDP that takes 0."""
+    text = par(gibbs("Relative Difference", "epsilon value := 0\n"))
+    ((line, reason),) = problems(tmp_path, text)
+    assert line == line_of(text, "epsilon value") and "must be > 0" in reason and "Relative Difference Prior" in reason
+
+
+def test_filter_root_prior_with_a_median_filter(tmp_path):
+    """STIR's MRP block: 'Filter type := Median' and its radii (any missing radius is STIR's 0),
+    'None' (no filter), and the radii written back by to_par()."""
+    text = par(
+        "prior type := FilterRootPrior\nFilterRootPrior Parameters :=\npenalisation factor := .2\n"
+        "Filter type := median\nMedian Filter Parameters :=\nmask radius x := 1\nmask radius y := 2\n"
+        "End Median Filter Parameters :=\nEND FilterRootPrior Parameters :=\n"
+    )
+    s = read(tmp_path, text)
+    assert s.prior == PriorSettings("FilterRootPrior", penalisation_factor=0.2, median_mask_radius=(0, 2, 1))
+    assert s.prior.parameters() == {"penalisation_factor": 0.2, "median_mask_radius": (0, 2, 1)}
+    again = tmp_path / "again.par"
+    again.write_text(s.to_par())
+    assert read_osmaposl_par(again, env={}).prior == s.prior
+    none = par(
+        "prior type := FilterRootPrior\nFilterRootPrior Parameters :=\nFilter type := None\n"
+        "END FilterRootPrior Parameters :=\n"
+    )
+    assert read(tmp_path, none).prior == PriorSettings("FilterRootPrior")
+
+
+def test_filter_root_prior_refuses_other_filters_and_neighbourhood_keys(tmp_path):
+    """Another filter type is refused at its line (stirgpu has STIR's Median); keys of the
+    neighbourhood priors do not belong in STIR's FilterRootPrior block."""
+    text = par(
+        "prior type := FilterRootPrior\nFilterRootPrior Parameters :=\nonly 2D := 1\n"
+        "Filter type := Separable Gaussian\nSeparable Gaussian Filter Parameters :=\n"
+        "End Separable Gaussian Filter Parameters :=\nEND FilterRootPrior Parameters :=\n"
+    )
+    got = problems(tmp_path, text)
+    assert [line for line, _ in got] == [line_of(text, "only 2D"), line_of(text, "Filter type")]
+    assert "'Median' filter" in got[1][1]

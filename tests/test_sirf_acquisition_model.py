@@ -216,26 +216,27 @@ def test_sensitivity_from_bin_efficiencies(setup):
 
 
 def test_sensitivity_from_attenuation_and_chained(setup, tmp_path):
-    """From an attenuation image: f = exp(G mu) with the model's projector (STIR's
-    BinNormalisationFromAttenuationImage); two models chained: their product."""
+    """From an attenuation image in 1/cm: f = exp(line integrals of mu in cm) with the model's
+    projector (STIR's BinNormalisationFromAttenuationImage; tests/test_sirf_regressions.py checks
+    it against STIR's own); two models chained: their product."""
     y = _acq(setup, setup["sim"].prompts.as_array())
-    mu_per_voxel = setup["mu"] * np.float32(setup["info"].voxel_size[2])  # the projector's unit: x voxels
+    mu_per_cm = setup["mu"] * np.float32(10)  # simulate's mu is in 1/mm
     am = pet.AcquisitionModelUsingParallelproj(backend="cpu")
-    attn = pet.AcquisitionSensitivityModel(_img(setup, mu_per_voxel), am)
+    attn = pet.AcquisitionSensitivityModel(_img(setup, mu_per_cm), am)
     with pytest.raises(pet.error, match="set_up"):
         attn.normalisation_factors()
     attn.set_up(y)
-    acf = setup["sim"].normalisation.as_array()  # simulate's exp(G mu vx)
-    np.testing.assert_allclose(attn.normalisation_factors().as_array(), acf, rtol=1e-6)
-    af, acf2 = pet.AcquisitionSensitivityModel.compute_attenuation_factors(y, _img(setup, mu_per_voxel))
-    np.testing.assert_allclose(acf2.as_array()[0], acf, rtol=1e-6)
-    np.testing.assert_allclose(af.as_array()[0], 1 / acf, rtol=1e-6)
+    acf = setup["sim"].normalisation.as_array()  # simulate's exp(G mu vx), mu in 1/mm
+    np.testing.assert_allclose(attn.normalisation_factors().as_array(), acf, rtol=1e-5)
+    af, acf2 = pet.AcquisitionSensitivityModel.compute_attenuation_factors(y, _img(setup, mu_per_cm))
+    np.testing.assert_allclose(acf2.as_array()[0], acf, rtol=1e-5)
+    np.testing.assert_allclose(af.as_array()[0], 1 / acf, rtol=1e-5)
     eff = pet.AcquisitionSensitivityModel(_acq(setup, setup["eff"]))
     chained = pet.AcquisitionSensitivityModel(attn, eff)
     chained.set_up(y)
     np.testing.assert_allclose(chained.normalisation_factors().as_array(), acf * _f(setup)[0], rtol=1e-6)
     with pytest.raises(pet.error, match="second argument"):
-        pet.AcquisitionSensitivityModel(_img(setup, mu_per_voxel))
+        pet.AcquisitionSensitivityModel(_img(setup, mu_per_cm))
     with pytest.raises(pet.error, match="normalisation files"):
         pet.AcquisitionSensitivityModel(str(tmp_path / "norm.n.hdr"))
     readonly = pet.AcquisitionData(str(_write(setup, tmp_path)))

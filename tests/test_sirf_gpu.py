@@ -36,7 +36,7 @@ def sim():
         pdi=pdi,
         info=info,
         data=data,
-        mu=ph.mu_map(info) * np.float32(info.voxel_size[2]),
+        mu=ph.mu_map(info) * np.float32(10),  # 1/cm, as SIRF's attenuation images
         x=(0.5 + rng.random(info.shape, dtype=np.float32)) * np.float32(data.scale),
         kappa=rng.random(info.shape, dtype=np.float32),
         b=rng.random(data.prompts.shape, dtype=np.float32),

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
+from helpers import REPO_ROOT
 
 from stirgpu.cli.main import main
 from stirgpu.stir_plugin import build as build_plugin
@@ -120,3 +123,27 @@ def test_stir_targets_naming_missing_include_folders_are_refused_by_name(tmp_pat
     assert f"{tmp_path}," not in str(err.value)  # an existing folder is not named
     gone.mkdir(parents=True)
     check_stir_targets(prefix)  # nothing missing any more
+
+
+def _build_folder_as_seen_by(python, stir, env) -> str:
+    code = "import sys; from pathlib import Path; from stirgpu.stir_plugin.building import build_folder; "
+    code += "print(build_folder(Path(sys.argv[1])))"
+    proc = subprocess.run([str(python), "-c", code, str(stir)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
+def test_python_and_python3_of_one_environment_find_one_build_and_another_environment_its_own(no_stir_env, tmp_path):
+    """The build is keyed by what the plugin's ABI and embedded interpreter depend on (Python's
+    ABI, libpython, the environment), not by the name the interpreter was started under:
+    ``python`` and ``python3`` of one virtual environment (symlinks to one interpreter) find the
+    same build; the interpreter outside that environment has its own (its own site-packages)."""
+    stir = _fake_stir(tmp_path / "stir")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    assert (venv / "bin" / "python").resolve() == (venv / "bin" / "python3").resolve()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    seen = {name: _build_folder_as_seen_by(venv / "bin" / name, stir, env) for name in ("python", "python3")}
+    assert seen["python"] == seen["python3"]
+    assert seen["python"].startswith(str(tmp_path / "cache" / "stir-plugin" / "6.5.0-cp"))
+    assert _build_folder_as_seen_by(sys.executable, stir, env) != seen["python"]

@@ -37,7 +37,7 @@ from .options import add_execution_options, config_changes
 from .progress import say_function
 from .written import describe_interfile, shown
 
-__all__ = ["register", "run", "reconstruct", "timeline_path", "wrote_line"]
+__all__ = ["register", "run", "reconstruct", "timeline_path", "wrote_line", "no_estimate_reason"]
 
 DESCRIPTION = """\
 OSEM reconstruction from a STIR OSMAPOSL parameter file, like STIR's
@@ -118,18 +118,29 @@ def _check_timeline(pattern: str | None, overwrite: bool, prepared) -> None:
         checks.timeline_path(str(path), overwrite, inputs)
 
 
-def wrote_line(saved: list, sensitivity_files: list, pictures: Sequence[Path | str] = ()) -> str:
+def no_estimate_reason(settings) -> str:
+    """Why a run saved no estimate, naming the keys: output disabled, or no subiteration to run."""
+    if settings.disable_output:
+        return "output disabled in the parameter file: 'disable output := 1'"
+    if settings.start_subiteration_num > settings.num_subiterations:
+        return (
+            f"no subiteration ran: 'start at subiteration number := {settings.start_subiteration_num}' comes after "
+            f"the last one, 'number of subiterations := {settings.num_subiterations}'"
+        )
+    return "no estimate was due to be saved"
+
+
+def wrote_line(
+    saved: list, sensitivity_files: list, pictures: Sequence[Path | str] = (), *, no_estimate: str = ""
+) -> str:
     """``wrote osem_24.hv (+ osem_24.v, 1.9 MiB): the final estimate; 3 estimates in all
-    (subiterations 8, 16, 24); 8 sensitivity images; timeline.png``."""
+    (subiterations 8, 16, 24); 8 sensitivity images; timeline.png``; with no estimate saved,
+    ``no_estimate`` says why (:func:`no_estimate_reason`)."""
     extra = ([plural(len(sensitivity_files), "sensitivity image")] if sensitivity_files else []) + [
         str(p) for p in pictures
     ]
     if not saved:
-        return (
-            "wrote "
-            + ("; ".join(extra) + "; no estimate" if extra else "nothing")
-            + " (output disabled in the parameter file)"
-        )
+        return "wrote " + ("; ".join(extra) + "; no estimate" if extra else "nothing") + f" ({no_estimate})"
     its = ", ".join(p.stem.rsplit("_", 1)[-1] for p in saved)
     return (
         f"wrote {describe_interfile(saved[-1])}: the final estimate; {plural(len(saved), 'estimate')} in all "
@@ -203,7 +214,7 @@ def reconstruct(args, prepare, method: str) -> int:
     if osem.comm.last_image_sum:  # (under MPI: which path the sums over the ranks took)
         print(f"MPI: images summed over the ranks {osem.comm.last_image_sum}")
     shown_pictures = pictures if len(pictures) <= 2 else [f"{plural(len(pictures), 'timeline')} ({args.timeline})"]
-    print(wrote_line(result.saved, result.sensitivity_files, shown_pictures))
+    print(wrote_line(result.saved, result.sensitivity_files, shown_pictures, no_estimate=no_estimate_reason(s)))
     return 0
 
 

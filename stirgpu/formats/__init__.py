@@ -15,7 +15,7 @@ from .interfile import InterfileHeader, parse_header, read_header
 from .projdata import ProjData, read_from_file
 from .projdata_disk import ProjDataFromFile, ProjDataOnDisk
 from .projdata_header import ProjDataHeader, format_projdata_header, read_projdata_header
-from .projdata_memory import ProjDataInMemory
+from .projdata_memory import ProjDataInMemory, ProjDataInOneArray
 from .projdata_viewgrams import ProjDataViewgrams
 from .rawfile import stale_temporaries
 from .storage_order import StorageOrder
@@ -25,6 +25,7 @@ __all__ = [
     "ProjDataFromFile",
     "ProjDataOnDisk",
     "ProjDataInMemory",
+    "ProjDataInOneArray",
     "ProjDataViewgrams",
     "StoreAbilities",
     "Residence",

@@ -16,9 +16,9 @@ Safety:
   and header (last) in place only on :meth:`~ProjDataFromFile.commit` / ``close()``; a
   ``with`` block that ends in an exception, :meth:`~ProjDataFromFile.abort`, or a writer that
   dies, leaves no ``.hs`` (and a file it was to replace as it was);
-* a header whose data file is absent or empty is a *template* (geometry only): asking it
-  for values is a FormatError, and ``open(..., allow_template=False)`` refuses it at once,
-  naming the header and the missing data file;
+* a header whose data file is absent, empty or the header itself is a *template* (geometry
+  only): asking it for values is a FormatError, and ``open(..., allow_template=False)``
+  refuses it at once, naming the header and the missing data file;
 * what a store can do at a given moment is in its ``abilities``
   (:class:`~stirgpu.formats.StoreAbilities`: readable unless a template or closed, writable
   unless also opened read-only, parallel reads and writes through positioned I/O, write-behind
@@ -122,8 +122,9 @@ class ProjDataFromFile(ProjData):
     def open(cls, path: str | os.PathLike, mode: str = "r", *, allow_template: bool = True) -> ProjDataFromFile:
         """Open existing data: ``mode="r"`` (read-only) or ``"r+"`` (read/write in place).
 
-        A header whose data file is absent or empty opens as a template (geometry only), unless
-        ``allow_template=False``: then that is a FormatError naming the header and the data file."""
+        A header whose data file is absent, empty or the header itself opens as a template
+        (geometry only), unless ``allow_template=False``: then that is a FormatError naming the
+        header and the data file."""
         if mode not in ("r", "r+"):
             raise FormatError(f"mode must be 'r' or 'r+', not {mode!r}", path=path)
         hdr = read_projdata_header(path)
@@ -133,6 +134,9 @@ class ProjDataFromFile(ProjData):
             reason = "the header names no data file ('name of data file')"
         elif dp.is_dir():
             raise data_file_is_a_folder(dp, hdr.path)
+        elif hdr.path is not None and dp.exists() and dp.samefile(hdr.path):
+            # SIRF's example templates name their own header as data file (nothing to read)
+            reason = "its data file is the header itself"
         elif not dp.exists():
             reason = f"its data file {dp} does not exist"
         else:

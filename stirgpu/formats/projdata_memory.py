@@ -10,7 +10,7 @@ from .abilities import Residence, StoreAbilities
 from .projdata import ProjData, view_runs
 from .storage_order import StorageOrder
 
-__all__ = ["ProjDataInMemory"]
+__all__ = ["ProjDataInMemory", "ProjDataInOneArray"]
 
 
 #: a view set with at most this many runs of consecutive views is copied run by run
@@ -76,7 +76,7 @@ class ProjDataInMemory(ProjData):
         """Readable, writable, in parallel, in host memory (:meth:`host_array`)."""
         return _ABILITIES
 
-    def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray:
+    def host_array(self, segment: int, timing_pos: int = 0) -> np.ndarray | None:
         """The segment's bins at one timing position themselves, (views, axial, tangential)
         float32: a slab of the segment's [TOF][view][axial][tangential] array (see
         :meth:`ProjData.host_array`)."""
@@ -118,3 +118,65 @@ class ProjDataInMemory(ProjData):
     def _write_box(self, segment, tof_index, v0, a0, data) -> None:
         nv, na = data.shape[:2]
         self._segments[segment][tof_index, v0 : v0 + nv, a0 : a0 + na] = data
+
+
+#: one array in as_array order: a segment is a strided view of it, so no host_array slabs
+_ONE_ARRAY_ABILITIES = StoreAbilities(
+    readable=True,
+    writable=True,
+    parallel_reads=True,
+    parallel_writes=True,
+    write_behind=False,
+    abortable=False,
+    template=False,
+    host_memory=False,
+    residence=Residence.MEMORY,
+)
+
+
+class ProjDataInOneArray(ProjDataInMemory):
+    """All bins in RAM as ONE float32 array in :meth:`as_array` order, [TOF][sinograms of
+    segments 0, +1, -1, ...][view][tangential] (STIR's ``ProjDataInMemory`` buffer, which SIRF's
+    memory ``AcquisitionData`` lends to numpy): :attr:`array` *is* the data, so numpy may view
+    it.  A segment is a strided view of that array, so there is no :meth:`host_array` (the
+    engine copies chunks in and out)."""
+
+    def __init__(self, proj_data_info: ProjDataInfo, fill=0.0):
+        if not isinstance(proj_data_info, ProjDataInfo):
+            raise GeometryError(
+                "ProjDataInOneArray: proj_data_info must be a stirgpu ProjDataInfo, "
+                f"not {type(proj_data_info).__name__}"
+            )
+        self._pdi = proj_data_info
+        ntof, nv, nt = (
+            proj_data_info.get_num_tof_poss(),
+            proj_data_info.get_num_views(),
+            proj_data_info.get_num_tangential_poss(),
+        )
+        self._array = np.zeros((ntof, proj_data_info.get_num_axial_poss_total(), nv, nt), dtype=np.float32)
+        self._segments = {}
+        start = 0
+        for seg in proj_data_info.segment_nums_stir_order:
+            n = proj_data_info.get_num_axial_poss(seg)
+            self._segments[seg] = self._array[:, start : start + n].transpose(0, 2, 1, 3)  # [TOF][view][axial][tang]
+            start += n
+        if not (np.ndim(fill) == 0 and not isinstance(fill, ProjData) and float(fill) == 0.0):
+            self.fill(fill)
+
+    @property
+    def array(self) -> np.ndarray:
+        """The data themselves: (TOF bins, sinograms, views, tangential positions) float32,
+        C-contiguous; writes to it change the store."""
+        return self._array
+
+    @property
+    def abilities(self) -> StoreAbilities:
+        """Readable, writable, in parallel, in memory; no host_array (see the class docstring)."""
+        return _ONE_ARRAY_ABILITIES
+
+    def host_array(self, segment: int, timing_pos: int = 0) -> None:
+        return None
+
+    def as_array(self) -> np.ndarray:
+        """All data in STIR's Python order; a copy."""
+        return self._array.copy() if self.get_num_tof_poss() > 1 else self._array[0].copy()

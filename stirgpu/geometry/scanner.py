@@ -234,6 +234,12 @@ class Scanner:
         return list(_raw_table())
 
     @staticmethod
+    def all_names_of_predefined() -> list[tuple[str, ...]]:
+        """Each of STIR's predefined scanners' names (primary first), in STIR's order, including
+        those stirgpu cannot project (what STIR's ``Scanner::list_all_names`` lists)."""
+        return [tuple(p.get("all_names", (primary,))) for primary, p in _raw_table().items()]
+
+    @staticmethod
     def is_known(name: str) -> bool:
         return _norm_name(name) in _predefined()
 

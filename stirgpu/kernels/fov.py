@@ -50,8 +50,10 @@ def stir_rim(nx: int, inner_ring_radius: float) -> int:
     return int(max(nx / 2 - float(inner_ring_radius), 0.0))
 
 
-def cylindrical_fov_mask(image_info, rim: int = 0) -> np.ndarray:
-    """(ny, nx) bool mask, True where STIR's ``truncate_rim(image, rim)`` keeps a voxel.
+def cylindrical_fov_mask(image_info, rim: int = 0, strictly_less_than_radius: bool = True) -> np.ndarray:
+    """(ny, nx) bool mask, True where STIR's ``truncate_rim(image, rim, strictly_less_than_radius)``
+    keeps a voxel (with ``strictly_less_than_radius`` False, voxels at the radius are kept too:
+    STIR's ``TruncateToCylindricalFOVImageProcessor`` option).
 
     ``image_info`` is a :class:`stirgpu.geometry.ImageInfo` (its ``shape`` and
     ``min_indices`` are used).
@@ -69,7 +71,8 @@ def cylindrical_fov_mask(image_info, rim: int = 0) -> np.ndarray:
     r = float(_c_div(xe - xs, 2) - int(rim))
     y = np.arange(ys, ye + 1, dtype=np.int64)[:, None]
     x = np.arange(xs, xe + 1, dtype=np.int64)[None, :]
-    return (xm - x) ** 2 + (ym - y) ** 2 < r * r
+    distance_squared = (xm - x) ** 2 + (ym - y) ** 2
+    return distance_squared < r * r if strictly_less_than_radius else distance_squared <= r * r
 
 
 def apply_cylindrical_fov(image, mask: np.ndarray, out=None):

@@ -11,9 +11,17 @@ where STIR only warns:
 * a line ending in ``\\`` continues on the next one (as in STIR);
 * ``${NAME}`` is replaced by the environment variable ``NAME`` (STIR substitutes an
   empty string and warns; here an unset variable is an error naming it and the line);
+* a line without ``:=`` is skipped with a warning (logged), as STIR skips it (its whole text is
+  then an unrecognised keyword); an ``End Name`` line without ``:=`` still closes ``Name``, as in
+  STIR, whose keys need no ``:=`` when they take no value;
 * blocks: ``Name :=`` (no value) opens a block that ``End Name :=`` closes; a bare
   ``End :=`` closes the innermost open block (STIR's ``End :=`` after ``OSMAPOSLParameters :=``,
-  or after a shape block).  ``Name :=`` opens a block when its name ends in ``Parameters``
+  or after a shape block).  STIR closes a block only with the end key its object registered, so
+  an ``End Other :=`` naming no open block is an unrecognised keyword there: skipped with a
+  warning, the block staying open (``End Singles Rates From ECAT7`` in STIR's
+  ``OSMAPOSL_osem_with_interfiltering.par``); one naming an enclosing block while an inner one
+  is open is an error (STIR would read the rest of the file into the inner block).
+  ``Name :=`` opens a block when its name ends in ``Parameters``
   or when a matching ``End Name :=`` follows (``Bin Normalisation From ProjData :=``);
   otherwise it is an entry without a value;
 * the first entry of the file must open a block (STIR: the start key); the file may end
@@ -28,6 +36,7 @@ modules (:mod:`.osmaposl`, :mod:`.projectors`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -47,6 +56,8 @@ __all__ = [
 
 #: refuse to treat something bigger than this as a parameter file (a data file passed by mistake)
 MAX_PARFILE_BYTES = 4 * 1024 * 1024
+
+_LOG = logging.getLogger("stirgpu.parfile")
 
 _WS = re.compile(r"[\s_!]+")
 _ENV = re.compile(r"\$\{([^}]*)\}")
@@ -146,6 +157,7 @@ def format_value(value, path: str | os.PathLike | None = None) -> str:
 class _Token:
     entry: Entry
     closer: str | None  # None: not an "End ..." line; "": bare End; else canonical block name
+    text: str | None = None  # the line's text when it has no ':=' (skipped unless it closes a block)
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -185,7 +197,7 @@ def _token(lineno: int, line: str, path: str | None, env: Mapping[str, str]) -> 
     code = _substitute(code, env, path, lineno)
     pos = code.find(":=")
     if pos < 0:
-        raise ParFileError(f"expected 'key := value', found {code.strip()!r}", path, lineno)
+        return _without_assignment(lineno, code.strip())
     raw_key = code[:pos].strip()
     value = code[pos + 2 :].strip() or None
     index = None
@@ -204,6 +216,19 @@ def _token(lineno: int, line: str, path: str | None, env: Mapping[str, str]) -> 
         if value is not None:
             raise ParFileError(f"'{raw_key} :=' closes a block and takes no value (found {value!r})", path, lineno)
     return _Token(Entry(key, raw_key, value, lineno, index), closer)
+
+
+def _without_assignment(lineno: int, text: str) -> _Token:
+    """A line without ``:=``: STIR takes all of it as a keyword without a value, so only an
+    ``End Name`` line means something (the end key of ``Name``); any other is skipped."""
+    words = _words(text)
+    closer = canonical_key(" ".join(words[1:])) if words[0] == "end" else None
+    return _Token(Entry(canonical_key(text), text, None, lineno), closer, text)
+
+
+def _skip(path: str | None, line: int, what: str) -> None:
+    where = f"{path}:{line}" if path is not None else f"line {line}"
+    _LOG.warning("%s: %s", where, what)
 
 
 def _tokens(text: str, path: str | None, env: Mapping[str, str]) -> list[_Token]:
@@ -244,6 +269,7 @@ def _build(tokens: list[_Token], path: str | None) -> Block:
             return False
         return e.key.endswith("parameters") or any(n > e.line for n in closer_lines.get(e.key, ()))
 
+    tokens = _without_skipped(tokens, path)
     if not tokens:
         raise ParFileError("no parameters found (empty file or only comments)", path, None)
     if not opens_block(tokens[0]):
@@ -268,20 +294,21 @@ def _build(tokens: list[_Token], path: str | None) -> Block:
         if t.closer is not None:
             top = stack[-1]
             if t.closer and t.closer != top.entry.key:
-                open_names = [o.entry.key for o in stack]
-                if t.closer in open_names:
+                if t.closer in (o.entry.key for o in stack):
                     raise ParFileError(
                         f"'{e.raw_key}' closes a block while '{top.entry.raw_key}' "
-                        f"(opened at line {top.entry.line}) is still open",
+                        f"(opened at line {top.entry.line}) is still open (STIR would read the rest of "
+                        "the file into that block)",
                         path,
                         e.line,
                     )
-                raise ParFileError(
-                    f"'{e.raw_key}' does not match the open block '{top.entry.raw_key}' "
-                    f"(opened at line {top.entry.line})",
+                _skip(
                     path,
                     e.line,
+                    f"skipped '{e.raw_key}': it closes no open block, and '{top.entry.raw_key}' (opened at "
+                    f"line {top.entry.line}) stays open (STIR ignores it with a warning: an unrecognised keyword)",
                 )
+                continue
             stack.pop()
             done = Block(top.entry.key, top.entry.raw_key, top.entry.line, e.line, tuple(top.children), path)
             if stack:
@@ -301,6 +328,17 @@ def _build(tokens: list[_Token], path: str | None) -> Block:
         )
     top = stack[0]
     return Block(top.entry.key, top.entry.raw_key, top.entry.line, None, tuple(top.children), path)
+
+
+def _without_skipped(tokens: list[_Token], path: str | None) -> list[_Token]:
+    """The tokens but the lines without ``:=`` that close no block, each skipped with a warning."""
+    kept = []
+    for t in tokens:
+        if t.text is not None and t.closer is None:
+            _skip(path, t.entry.line, f"skipped {t.text!r}: no ':=' (STIR ignores it with a warning)")
+        else:
+            kept.append(t)
+    return kept
 
 
 def parse_par_string(

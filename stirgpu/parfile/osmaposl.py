@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ParFileError, ParFileProblems
 from ..filters import SeparableImageFilter
 from .filters import check_filter_intervals, filter_par_lines, filter_type_key
-from .grammar import Block, canonical_key, format_value, parse_par_file
+from .grammar import Block, Entry, canonical_key, format_value, parse_par_file
 from .keymap import (
     Choice,
     Context,
@@ -49,6 +49,7 @@ from .keymap import (
 )
 from .priors import PRIOR_TYPE, PriorSettings, prior_input_files, prior_output_folders
 from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
+from .refusals import plugin_hint
 
 __all__ = [
     "OsmaposlSettings",
@@ -683,6 +684,49 @@ _TOP_KEYS = (
     *_TOP_PLAIN_KEYS,
 )
 _ROOT = canonical_key("OSMAPOSLParameters")
+_KOSMAPOSL = canonical_key("KOSMAPOSLParameters")
+#: objective functions only STIR has, as (what, the STIR program that runs the file with the plugin;
+#: None: no stirgpu projector can serve it there either)
+_STIR_ONLY_OBJECTIVES = {
+    canonical_key("PoissonLogLikelihoodWithLinearKineticModelAndDynamicProjectionData"): (
+        "the kinetic-model objective function (STIR's POSMAPOSL)",
+        "POSMAPOSL",
+    ),
+    canonical_key("PoissonLogLikelihoodWithLinearModelForMeanAndListModeDataWithProjMatrixByBin"): (
+        "list-mode reconstruction",
+        None,
+    ),
+}
+
+
+def _refuse_stir_only(root: Block, ctx: Context) -> None:
+    """Files stirgpu does not reconstruct at all are refused with one line before anything else is
+    read, naming the command that runs them in STIR with stirgpu's plugin where there is one."""
+    if root.key == _KOSMAPOSL:
+        ctx.report(
+            f"KOSMAPOSL (kernelised EM) is not implemented by stirgpu; {plugin_hint('KOSMAPOSL', ctx.path)}", root.line
+        )
+    elif root.key != _ROOT:
+        ossps = "; run an OSSPS file with 'stirgpu ossps'" if root.key == canonical_key("OSSPSParameters") else ""
+        ctx.report(
+            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='"
+            + ossps,
+            root.line,
+        )
+    else:
+        entry = root.find("objective function type")
+        if isinstance(entry, Entry) and (refused := _STIR_ONLY_OBJECTIVES.get(canonical_key(entry.value or ""))):
+            what, program = refused
+            how = (
+                plugin_hint(program, ctx.path)
+                if program is not None
+                else "STIR's list-mode objective function projects with a projection matrix ('Matrix type'), which "
+                "neither stirgpu nor its STIR plugin provides: run the file with STIR's own OSMAPOSL"
+            )
+            ctx.report(
+                f"'objective function type := {entry.value}': {what} is not implemented by stirgpu; {how}", entry.line
+            )
+    ctx.check()
 
 
 def osmaposl_settings_from_block(
@@ -695,14 +739,7 @@ def osmaposl_settings_from_block(
     unwritable output folders -- is collected, and all are raised together as one
     :class:`~stirgpu.errors.ParFileProblems`."""
     ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
-    if root.key != _ROOT:
-        ossps = "; run an OSSPS file with 'stirgpu ossps'" if root.key == canonical_key("OSSPSParameters") else ""
-        ctx.report(
-            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='"
-            + ossps,
-            root.line,
-        )
-        ctx.check()
+    _refuse_stir_only(root, ctx)
     top = read_block(root, _TOP_KEYS, ctx, hints=_TOP_HINTS)
     objective = top.pop("objective", None)
     if objective is None and "objective" not in ctx.failed:

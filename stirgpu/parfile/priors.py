@@ -10,12 +10,20 @@ STIR's registered priors stirgpu runs, with STIR's keys (``GeneralisedPrior``'s
 ``Relative Difference Prior``  ``Relative Difference Prior Parameters``    ``gamma value`` (2),
                                                                            ``epsilon value`` (0)
 ``Logcosh``                    ``Logcosh Prior Parameters``                ``scalar`` (1)
+``Gibbs Quadratic``            ``Gibbs Quadratic Penalty Parameters``      --
+``Gibbs Relative Difference``  ``Gibbs Relative Difference Penalty         ``gamma value`` (2),
+                               Parameters``                                ``epsilon value`` (1e-7)
+``FilterRootPrior``            ``FilterRootPrior Parameters``              ``Filter type``
+                                                                           (``Median``, ``None``)
 =============================  ==========================================  =====================
 
-Every block also takes ``penalisation factor`` (0), ``only 2D`` (0), ``kappa filename``,
-``weights`` (a 3-D list ``{{{...}}}``; empty: STIR's default) and ``gradient filename prefix``.
-STIR's other priors (``FilterRootPrior``, ``PLS``, the ``Gibbs`` and ``Cuda`` ones) are refused
-at the ``prior type`` line, naming the ones stirgpu has.
+Every block takes ``penalisation factor`` (0); all but ``FilterRootPrior`` also ``only 2D`` (0),
+``kappa filename``, ``weights`` (a 3-D list ``{{{...}}}``; empty: STIR's default) and
+``gradient filename prefix`` (the Gibbs penalties parse it and write nothing, as STIR's).
+``Filter type := Median`` is followed by ``Median Filter Parameters`` with ``mask radius x``,
+``mask radius y``, ``mask radius z`` (0).  STIR's other priors (``PLS``, the ``Cuda`` ones) and
+filters are refused at their type line; ``PLS`` naming the command that runs the file in STIR
+with stirgpu's plugin.
 """
 
 from __future__ import annotations
@@ -26,18 +34,23 @@ import re
 from pathlib import Path
 
 from .grammar import Block, canonical_key
-from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_float, as_path, read_block
+from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_float, as_path, int_at_least, read_block
+from .refusals import plugin_hint
 
 __all__ = ["PriorSettings", "PRIOR_TYPE", "block_name", "parse_weights", "prior_input_files", "prior_output_folders"]
 
 QUADRATIC = "Quadratic"
 RELATIVE_DIFFERENCE = "Relative Difference Prior"
 LOGCOSH = "Logcosh"
+GIBBS_QUADRATIC = "Gibbs Quadratic"
+GIBBS_RELATIVE_DIFFERENCE = "Gibbs Relative Difference"
+FILTER_ROOT = "FilterRootPrior"
+_NEIGHBOURHOOD = (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH, GIBBS_QUADRATIC, GIBBS_RELATIVE_DIFFERENCE)
+_HAS = (*_NEIGHBOURHOOD, FILTER_ROOT)
+#: STIR's default epsilon of each RDP
+_EPSILON = {RELATIVE_DIFFERENCE: 0.0, GIBBS_RELATIVE_DIFFERENCE: 1e-7}
 _OTHER_STIR_PRIORS = (
-    "FilterRootPrior",
     "PLS",
-    "Gibbs Quadratic",
-    "Gibbs Relative Difference",
     "Cuda Relative Difference Prior",
     "Cuda Gibbs Quadratic",
     "Cuda Gibbs Relative Difference",
@@ -58,13 +71,17 @@ class PriorSettings:
     weights: tuple | None = None
     gradient_filename_prefix: str | None = None
     gamma: float = 2.0
-    epsilon: float = 0.0
+    epsilon: float | None = None  #: None: the prior's default (STIR's: 0, or 1e-7 for the Gibbs RDP)
     scalar: float = 1.0
+    #: FilterRootPrior: the (z, y, x) mask radii of its Median filter; None: no filter
+    median_mask_radius: tuple[int, int, int] | None = None
     lines: tuple[tuple[str, int], ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.type not in (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH):
+        if self.type not in _HAS:
             raise ValueError(f"PriorSettings: type {self.type!r} is not one stirgpu has")
+        if self.epsilon is None:
+            object.__setattr__(self, "epsilon", _EPSILON.get(self.type, 0.0))
 
     @property
     def is_zero(self) -> bool:
@@ -74,13 +91,15 @@ class PriorSettings:
     def parameters(self) -> dict:
         """Keyword arguments of the prior's class (``stirgpu.priors.make_prior(type, **...)``), the
         kappa image excepted (a file name here)."""
+        if self.type == FILTER_ROOT:
+            return {"penalisation_factor": self.penalisation_factor, "median_mask_radius": self.median_mask_radius}
         out = {
             "penalisation_factor": self.penalisation_factor,
             "only_2D": self.only_2d,
             "weights": self.weights,
             "gradient_filename_prefix": self.gradient_filename_prefix,
         }
-        if self.type == RELATIVE_DIFFERENCE:
+        if self.type in _EPSILON:
             out.update(gamma=self.gamma, epsilon=self.epsilon)
         if self.type == LOGCOSH:
             out["scalar"] = self.scalar
@@ -89,6 +108,8 @@ class PriorSettings:
     def par_lines(self) -> list[str]:
         """``prior type := ...`` and its block, as STIR reads them."""
         block = block_name(self.type)
+        if self.type == FILTER_ROOT:
+            return [f"prior type := {self.type}", f"{block} :=", *_filter_lines(self), f"END {block} :="]
         body = [f"penalisation factor := {self.penalisation_factor!r}", f"only 2D := {int(self.only_2d)}"]
         if self.kappa_filename is not None:
             body.append(f"kappa filename := {self.kappa_filename}")
@@ -96,11 +117,26 @@ class PriorSettings:
             body.append(f"weights := {_format_weights(self.weights)}")
         if self.gradient_filename_prefix is not None:
             body.append(f"gradient filename prefix := {self.gradient_filename_prefix}")
-        if self.type == RELATIVE_DIFFERENCE:
+        if self.type in _EPSILON:
             body += [f"gamma value := {self.gamma!r}", f"epsilon value := {self.epsilon!r}"]
         if self.type == LOGCOSH:
             body.append(f"scalar := {self.scalar!r}")
         return [f"prior type := {self.type}", f"{block} :=", *("  " + b for b in body), f"END {block} :="]
+
+
+def _filter_lines(p: PriorSettings) -> list[str]:
+    lines = [f"  penalisation factor := {p.penalisation_factor!r}"]
+    if p.median_mask_radius is None:
+        return [*lines, "  Filter type := None"]
+    z, y, x = p.median_mask_radius
+    radii = [f"    mask radius x := {x}", f"    mask radius y := {y}", f"    mask radius z := {z}"]
+    return [
+        *lines,
+        "  Filter type := Median",
+        "  Median Filter Parameters :=",
+        *radii,
+        "  END Median Filter Parameters :=",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +220,38 @@ def _positive(text: str, ctx: Context) -> float:
     return v
 
 
+def _gibbs_epsilon(text: str, ctx: Context) -> float:
+    v = as_float(text, ctx)
+    if v <= 0:
+        raise Problem(
+            f"must be > 0 for STIR's Gibbs Relative Difference penalty, got {text!r} (with 0 it divides 0 by 0 "
+            "where two neighbours are 0: NaN); 'prior type := Relative Difference Prior' takes 0"
+        )
+    return v
+
+
+def _radius(text: str, ctx: Context) -> int:
+    return int_at_least(0)(text, ctx)
+
+
+def _median_block(block: Block, ctx: Context) -> tuple[int, int, int]:
+    keys = tuple(Key(f"mask radius {a}", a, _radius) for a in "xyz")
+    found = read_block(block, keys, ctx)
+    return tuple(found[a].value if a in found else 0 for a in "zyx")  # type: ignore[return-value]
+
+
+def _other_filter(value: str, line: int, nxt: Block | None, ctx: Context):
+    raise Problem("stirgpu's FilterRootPrior has STIR's 'Median' filter (and None) only")
+
+
+_FILTER_TYPE = TypeKey(
+    "Filter type",
+    "median_mask_radius",
+    (Choice("None"), Choice("Median", "Median Filter Parameters", _median_block)),
+    other=_other_filter,
+)
+
+
 def _prefix(text: str, ctx: Context) -> str:
     # a prefix, not a file: a trailing '/' means "files inside that folder", so keep it as written
     return text if os.path.isabs(text) else os.path.join(str(ctx.base_dir), text)
@@ -196,16 +264,24 @@ _COMMON = (
     Key("weights", "weights", _weights),
     Key("gradient filename prefix", "gradient_filename_prefix", _prefix),
 )
+_RDP_KEYS = (Key("gamma value", "gamma", _at_least_zero), Key("epsilon value", "epsilon", _at_least_zero))
 _OWN = {
-    QUADRATIC: (),
-    RELATIVE_DIFFERENCE: (Key("gamma value", "gamma", _at_least_zero), Key("epsilon value", "epsilon", _at_least_zero)),
-    LOGCOSH: (Key("scalar", "scalar", _positive),),
+    QUADRATIC: _COMMON,
+    RELATIVE_DIFFERENCE: _COMMON + _RDP_KEYS,
+    LOGCOSH: (*_COMMON, Key("scalar", "scalar", _positive)),
+    GIBBS_QUADRATIC: _COMMON,
+    GIBBS_RELATIVE_DIFFERENCE: (
+        *_COMMON,
+        Key("gamma value", "gamma", _at_least_zero),
+        Key("epsilon value", "epsilon", _gibbs_epsilon),
+    ),
+    FILTER_ROOT: (Key("penalisation factor", "penalisation_factor", as_float), _FILTER_TYPE),
 }
 
 
 def _reader(name: str):
     def read(block: Block, ctx: Context) -> PriorSettings:
-        found = read_block(block, _COMMON + _OWN[name], ctx)
+        found = read_block(block, _OWN[name], ctx)
         return PriorSettings(
             name, **{k: f.value for k, f in found.items()}, lines=tuple((k, f.line) for k, f in found.items())
         )
@@ -215,25 +291,30 @@ def _reader(name: str):
 
 def block_name(name: str) -> str:
     """The block a registered prior's keys go in (STIR's ``add_start_key``)."""
-    return f"{name} Parameters" if name == RELATIVE_DIFFERENCE else f"{name} Prior Parameters"
+    if name in (GIBBS_QUADRATIC, GIBBS_RELATIVE_DIFFERENCE):
+        return f"{name} Penalty Parameters"  # GibbsPenalty's get_parsing_name()
+    if name in (RELATIVE_DIFFERENCE, FILTER_ROOT):
+        return f"{name} Parameters"
+    return f"{name} Prior Parameters"
 
 
 def _other(value: str, line: int, nxt: Block | None, ctx: Context):
-    known = ", ".join(f"'{n}'" for n in (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH))
+    known = ", ".join(f"'{n}'" for n in _HAS)
     v = canonical_key(value)
     stir = next((n for n in _OTHER_STIR_PRIORS if canonical_key(n) == v), None)
     if stir is None:
         raise Problem(f"unknown prior type; stirgpu (like STIR) has None, {known}")
-    cuda_rdp = v == canonical_key("Cuda Relative Difference Prior")
-    hint = " (STIR's CPU version of it is 'Relative Difference Prior')" if cuda_rdp else ""
-    raise Problem(f"STIR's prior '{stir}' is not implemented by stirgpu{hint}; stirgpu has None, {known}")
+    if stir == "PLS":
+        raise Problem(f"STIR's prior 'PLS' is not implemented by stirgpu; {plugin_hint('OSMAPOSL', ctx.path)}")
+    cuda = stir.removeprefix("Cuda ")
+    raise Problem(f"STIR's prior '{stir}' is not implemented by stirgpu (STIR's CPU version of it is '{cuda}')")
 
 
 #: the objective function's ``prior type`` key
 PRIOR_TYPE = TypeKey(
     "prior type",
     "prior",
-    (Choice("None"), *(Choice(n, block_name(n), _reader(n)) for n in (QUADRATIC, RELATIVE_DIFFERENCE, LOGCOSH))),
+    (Choice("None"), *(Choice(n, block_name(n), _reader(n)) for n in _HAS)),
     other=_other,
 )
 

@@ -3,6 +3,9 @@
 * :class:`QuadraticPrior`, :class:`RelativeDifferencePrior`, :class:`LogcoshPrior` -- STIR's
   ``Quadratic``, ``Relative Difference Prior`` and ``Logcosh`` with STIR's parameters, defaults
   and numbers (``docs/priors.md``);
+* :class:`GibbsQuadraticPenalty`, :class:`GibbsRelativeDifferencePenalty` -- STIR 6.3's
+  ``Gibbs Quadratic`` and ``Gibbs Relative Difference`` penalties;
+* :class:`FilterRootPrior` -- STIR's ``FilterRootPrior`` with its ``Median`` filter (MRP);
 * :func:`make_prior` / :data:`PRIORS` -- by STIR's registered name;
 * :func:`stir_default_weights` -- STIR's default 3x3x3 (or 1x3x3) neighbourhood weights.
 
@@ -10,14 +13,26 @@ Nothing happens at import: the kernels compile on first use.
 """
 
 from .base import NeighbourhoodPrior
+from .filter_root import FilterRootPrior
 from .neighbourhood import centred_weights, stir_default_weights
-from .stir_priors import PRIORS, LogcoshPrior, QuadraticPrior, RelativeDifferencePrior, make_prior
+from .stir_priors import (
+    PRIORS,
+    GibbsQuadraticPenalty,
+    GibbsRelativeDifferencePenalty,
+    LogcoshPrior,
+    QuadraticPrior,
+    RelativeDifferencePrior,
+    make_prior,
+)
 
 __all__ = [
     "NeighbourhoodPrior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
     "LogcoshPrior",
+    "GibbsQuadraticPenalty",
+    "GibbsRelativeDifferencePenalty",
+    "FilterRootPrior",
     "PRIORS",
     "make_prior",
     "stir_default_weights",

@@ -48,6 +48,8 @@ class NeighbourhoodPrior:
     #: STIR's registered name (``prior type := ...``)
     registered_name: ClassVar[str] = ""
     _kind: ClassVar[int] = -1
+    #: whether a gradient filename prefix writes files (STIR's Gibbs penalties parse it and write none)
+    _writes_gradients: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -120,7 +122,9 @@ class NeighbourhoodPrior:
             self._check_kappa(self._info)
 
     def get_gradient_filename_prefix(self) -> str | None:
-        return self._gradient_prefix
+        """The prefix of the gradient files written (None: none are; always None for the priors
+        that write none, as STIR's Gibbs penalties)."""
+        return self._gradient_prefix if self._writes_gradients else None
 
     def set_gradient_filename_prefix(self, prefix: str | os.PathLike | None) -> None:
         """When set, every :meth:`get_gradient` writes ``<prefix><n>.hv`` / ``.v`` (n = 1, 2, ...),
@@ -238,7 +242,7 @@ class NeighbourhoodPrior:
 
     def _write_gradient(self, gradient, write_file: bool) -> None:
         """STIR's ``gradient filename prefix``: ``<prefix><n>.v`` for the n-th gradient computed."""
-        if self._gradient_prefix is None or self._info is None:
+        if self._gradient_prefix is None or self._info is None or not self._writes_gradients:
             return
         self._gradient_count += 1
         if not write_file:

@@ -18,9 +18,19 @@ from __future__ import annotations
 from ..errors import StirGpuError
 from ..kernels.priors import LOGCOSH, QUADRATIC, RELATIVE_DIFFERENCE
 from .base import NeighbourhoodPrior, float32_parameter
+from .filter_root import FilterRootPrior
 from .neighbourhood import curvature_sum
 
-__all__ = ["QuadraticPrior", "RelativeDifferencePrior", "LogcoshPrior", "PRIORS", "make_prior"]
+__all__ = [
+    "QuadraticPrior",
+    "RelativeDifferencePrior",
+    "LogcoshPrior",
+    "GibbsQuadraticPenalty",
+    "GibbsRelativeDifferencePenalty",
+    "FilterRootPrior",
+    "PRIORS",
+    "make_prior",
+]
 
 
 class QuadraticPrior(NeighbourhoodPrior):
@@ -101,11 +111,51 @@ class LogcoshPrior(NeighbourhoodPrior):
         return self._scalar, 0.0
 
 
+class GibbsQuadraticPenalty(QuadraticPrior):
+    """STIR 6.3's ``GibbsQuadraticPenalty`` (``Gibbs Quadratic``): the potential ``(x_j - x_k)^2 / 4``
+    of :class:`QuadraticPrior`, the same value and gradient; STIR parses its ``gradient filename
+    prefix`` and writes no gradient files, and neither does stirgpu."""
+
+    registered_name = "Gibbs Quadratic"
+    _writes_gradients = False
+
+
+class GibbsRelativeDifferencePenalty(RelativeDifferencePrior):
+    """STIR 6.3's ``GibbsRelativeDifferencePenalty`` (``Gibbs Relative Difference``): the
+    potential of :class:`RelativeDifferencePrior` with STIR's defaults gamma 2, epsilon 1e-7.
+    STIR's has no rule for two neighbours that are both 0 (0/0 with epsilon 0: NaN gradients),
+    so epsilon must be positive; no gradient files (as STIR)."""
+
+    registered_name = "Gibbs Relative Difference"
+    _writes_gradients = False
+
+    def __init__(self, penalisation_factor: float = 0.0, *, gamma: float = 2.0, epsilon: float = 1e-7, **kw):
+        super().__init__(penalisation_factor, gamma=gamma, epsilon=epsilon, **kw)
+
+    def set_epsilon(self, value: float) -> None:
+        if float(value) <= 0:
+            raise StirGpuError(
+                f"epsilon value {value!r}: must be > 0 for STIR's Gibbs Relative Difference penalty (with 0 it "
+                "divides 0 by 0 where two neighbours are 0); 'Relative Difference Prior' takes 0"
+            )
+        super().set_epsilon(value)
+
+
 #: STIR's registered names -> classes
-PRIORS = {cls.registered_name: cls for cls in (QuadraticPrior, RelativeDifferencePrior, LogcoshPrior)}
+PRIORS = {
+    cls.registered_name: cls
+    for cls in (
+        QuadraticPrior,
+        RelativeDifferencePrior,
+        LogcoshPrior,
+        GibbsQuadraticPenalty,
+        GibbsRelativeDifferencePenalty,
+        FilterRootPrior,
+    )
+}
 
 
-def make_prior(registered_name: str, **parameters) -> NeighbourhoodPrior:
+def make_prior(registered_name: str, **parameters) -> NeighbourhoodPrior | FilterRootPrior:
     """The prior STIR registers as ``registered_name`` (exact spelling, as in :data:`PRIORS`)."""
     try:
         cls = PRIORS[registered_name]

@@ -22,7 +22,7 @@ from ..arrays import count_non_finite
 from ..config import config, get_config
 from ..errors import FormatError, GeometryError, NonFiniteError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_from_file, read_image
-from ..parfile import OsmaposlSettings, read_osmaposl_par
+from ..parfile import OsmaposlSettings, osmaposl_settings_from_block, parse_par_file
 from .filtering import FilterSchedule
 from .naming import estimate_save_points
 from .objective import PoissonLogLikelihood, geometry_problem
@@ -251,10 +251,11 @@ def prepare_osmaposl(
 def _read_settings(par, base_dir) -> OsmaposlSettings:
     """The settings of a parameter file; a file with problems is reported together with its
     missing files and output folders (as far as they can be known from what could be read)."""
+    block = parse_par_file(par)  # once: its warnings (skipped lines) are said once
     try:
-        return read_osmaposl_par(par, base_dir=base_dir)
+        return osmaposl_settings_from_block(block, base_dir=base_dir)
     except ParFileProblems:
-        read_osmaposl_par(par, base_dir=base_dir, check_files=True)  # the same problems, and the files'
+        osmaposl_settings_from_block(block, base_dir=base_dir, check_files=True)  # the same problems, and the files'
         raise
 
 
@@ -330,7 +331,8 @@ def _prior(s: OsmaposlSettings, check: _Check, info):
                 f"reconstruction's {info!r} (STIR refuses this too)",
             )
     try:
-        return make_prior(s.prior.type, kappa=kappa, **s.prior.parameters())
+        images = {} if kappa is None else {"kappa": kappa}  # (FilterRootPrior has no kappa)
+        return make_prior(s.prior.type, **images, **s.prior.parameters())
     except StirGpuError as exc:
         check.add("prior", str(exc))
         return None

@@ -13,22 +13,42 @@
 * :class:`error`, :class:`MessageRedirector` -- SIRF's error class (every error of this package
   is one, and a :class:`stirgpu.errors.StirGpuError`) and message routing (:mod:`.messages`).
 
+:mod:`.Utilities` is SIRF's ``sirf.Utilities`` (what SIRF's PET scripts and tests use of it).
+
 ``docs/sirf.md`` lists every SIRF name provided and what behaves differently.  Nothing happens
 at import.
 """
 
 from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModel, AcquisitionModelUsingParallelproj, AcquisitionModelUsingStirgpu
-from .containers import DataContainer, dot, norm
+from .containers import DataContainer, copyto, dot, norm
+from .engine_info import (
+    get_engine_doc_dir,
+    get_engine_examples_dir,
+    get_engine_version_string,
+    get_verbosity,
+    scanner_names,
+    set_verbosity,
+)
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
 from .messages import MessageRedirector
+from .noise import PoissonNoiseGenerator
+from .not_supported import (
+    AcquisitionModelUsingMatrix,
+    AcquisitionModelUsingRayTracingMatrix,
+    RayTracingMatrix,
+    missing_engine_name,
+)
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .ossps_reconstructor import OSSPSReconstructor
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
+from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
+from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
+from .Utilities import examples_data_path, existing_filepath, pTest, show_2D_array, show_3D_array
 
 __all__ = [
     "AcquisitionData",
@@ -50,5 +70,32 @@ __all__ = [
     "error",
     "norm",
     "dot",
+    "copyto",
     "storage_scheme",
+    # what sirf.STIR takes from sirf.Utilities, so `from sirf.STIR import *` gives it
+    "examples_data_path",
+    "existing_filepath",
+    "pTest",
+    "show_2D_array",
+    "show_3D_array",
+    "AcquisitionModelUsingMatrix",
+    "AcquisitionModelUsingRayTracingMatrix",
+    "RayTracingMatrix",
+    "Shape",
+    "EllipticCylinder",
+    "set_verbosity",
+    "get_verbosity",
+    "get_engine_version_string",
+    "get_engine_doc_dir",
+    "get_engine_examples_dir",
+    "scanner_names",
+    "ImageDataProcessor",
+    "TruncateToCylinderProcessor",
+    "SeparableGaussianImageFilter",
+    "PoissonNoiseGenerator",
 ]
+
+
+def __getattr__(name: str):
+    """SIRF's names for engines stirgpu lacks: ``hasattr`` False, and a use says what to take instead."""
+    raise missing_engine_name(__name__, name)

@@ -1,8 +1,9 @@
 """SIRF's ``AcquisitionData``: projection data on any stirgpu store, streamed chunk by chunk.
 
 The values live in a :class:`~stirgpu.formats.ProjData` store: the file itself for data read
-with the storage scheme ``"file"`` (read-only, as SIRF), a scratch file or memory for new data
-(:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
+with the storage scheme ``"file"`` (read-only, as SIRF: a result given as ``out=`` goes into new
+data the object then holds, see :meth:`AcquisitionData._result_holder`), a scratch file or memory
+for new data (:mod:`.storage`).  Element-wise operations and reductions go through the store's chunks
 (:meth:`~stirgpu.formats.ProjData.view_chunks`: views of one segment), so data on disk are never
 read whole; ``as_array`` is the one call that makes a full copy, as it says.
 
@@ -19,7 +20,7 @@ from numbers import Real
 
 import numpy as np
 
-from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory, read_from_file
+from ..formats import ProjData, ProjDataFromFile, ProjDataInOneArray, read_from_file
 from ..geometry import ProjDataInfo, Scanner
 from .containers import DataContainer
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors
@@ -178,11 +179,17 @@ class AcquisitionData(DataContainer):
 
     def read_from_file(self, filename) -> None:
         """Read Interfile data (``.hs``): kept in the file, read-only, with the storage scheme
-        ``"file"``; read into memory with ``"memory"`` (as SIRF)."""
+        ``"file"``; read into memory with ``"memory"`` (as SIRF).
+
+        A header without values (its data file absent, empty or the header itself) is a
+        template, as in SIRF: with ``"file"`` it has the geometry only (``is_empty()``; reading
+        its values is an error naming the file); with ``"memory"`` it gives writable data of its
+        geometry, zeros (SIRF leaves them uninitialised)."""
         store = read_from_file(os.fspath(filename), "r")
         if get_storage_scheme() == "memory":
             with store:
-                self._backing = _StoreBacking(ProjDataInMemory.from_proj_data(store))
+                values = store if store.abilities.readable else 0.0
+                self._backing = _StoreBacking(ProjDataInOneArray(store.get_proj_data_info(), fill=values))
         else:
             self._backing = _StoreBacking(store)
 
@@ -233,6 +240,20 @@ class AcquisitionData(DataContainer):
         if not self._require().compatible(other._require()):
             raise InputError(f"{what}: the two AcquisitionData have different geometries")
 
+    def _result_holder(self) -> AcquisitionData:
+        """Data whose values are never written (a file read with the storage scheme ``"file"``,
+        a template, a computed view) take a result given as ``out=`` into new data of the storage
+        scheme in force, which then replace them in this object (as SIRF gives the object a new
+        handle): the file stays as it was, and the object holds the result, writable."""
+        b = self._require()
+        if isinstance(b, _StoreBacking) and b.read_only:
+            return self._new_like()
+        return self
+
+    def _keep_result(self, holder: AcquisitionData) -> None:
+        if holder is not self:
+            self._backing = holder._require()
+
     def _check_writable(self) -> None:
         if self._require().read_only:
             raise error(
@@ -245,6 +266,11 @@ class AcquisitionData(DataContainer):
         """(TOF bins, sinograms, views, tangential positions)."""
         return self._require().dimensions
 
+    def is_empty(self) -> bool:
+        """True for an empty object and for a template (a header without values), as SIRF."""
+        b = self._backing
+        return b is None or (b.store is not None and b.store.abilities.template)
+
     def get_tof_mash_factor(self) -> int:
         return 1
 
@@ -254,7 +280,18 @@ class AcquisitionData(DataContainer):
 
     @property
     def supports_array_view(self) -> bool:
-        return False
+        """True for data in memory as one array (the storage scheme ``"memory"``, as SIRF's):
+        ``numpy.asarray(ad)`` and ``ad.asarray(copy=False)`` are views of the values."""
+        b = self._backing
+        return b is not None and isinstance(b.store, ProjDataInOneArray)
+
+    @property
+    def __array_interface__(self):
+        """numpy's view of data in memory (SIRF's); other data refuse it as SIRF does."""
+        store = None if self._backing is None else self._backing.store
+        if not isinstance(store, ProjDataInOneArray):
+            raise InputError("views not supported, please consider using `asarray()` or `as_array()`")
+        return store.array.__array_interface__
 
     def as_array(self) -> np.ndarray:
         """A copy of all values: (TOF bins, sinograms, views, tangential) float32."""
@@ -317,6 +354,15 @@ class AcquisitionData(DataContainer):
         sub = AcquisitionData()
         sub._backing = _SubsetBacking(values, pdi, tuple(v))
         return sub
+
+    def show(self, sino=None, tof=0, title=None) -> None:
+        """Draw sinograms of TOF bin ``tof`` with matplotlib as SIRF does (:mod:`.display`)."""
+        from .display import IndexOutOfRange, show_planes  # (matplotlib only when drawing)
+
+        data = self.as_array()
+        if not 0 <= tof < data.shape[0]:
+            raise IndexOutOfRange(f"show: TOF bin index {tof} is outside 0..{data.shape[0] - 1}")
+        show_planes(data[tof], sino, title, "sinogram")
 
     def get_info(self) -> str:
         """What the data are and where they live."""

@@ -226,10 +226,12 @@ class AcquisitionModelUsingParallelproj:
         return lin
 
     def range_geometry(self) -> AcquisitionData:
-        return AcquisitionData(self._require_set_up()[1])
+        """The acquisition template given to :meth:`set_up` itself, values and all (SIRF's)."""
+        return self._require_set_up()[1]
 
     def domain_geometry(self) -> ImageData:
-        return self._require_set_up()[2].get_uniform_copy(0.0)
+        """The image template given to :meth:`set_up` itself, values and all (SIRF's)."""
+        return self._require_set_up()[2]
 
     # -- subsets --------------------------------------------------------------------------------------
     @property
@@ -275,15 +277,24 @@ class AcquisitionModelUsingParallelproj:
         image = _image_data(image, "forward: image", img_templ)
         img_templ._check_compatible(image, "forward: image")
         k, n = self._subset(subset_num, num_subsets)
-        target = AcquisitionData(acq_templ) if out is None else _acquisition_data(out, "forward: out")
-        acq_templ._check_compatible(target, "forward: out")
-        target._check_writable()
+        if out is None:
+            target = AcquisitionData(acq_templ)
+        else:
+            given_store = isinstance(out, ProjData)  # (deprecated) a store the caller reads afterwards
+            out = _acquisition_data(out, "forward: out")
+            acq_templ._check_compatible(out, "forward: out")
+            if given_store:
+                out._check_writable()
+            target = out._result_holder()  # new data where out's values are a file read
         terms = self._terms()
         projector.forward_project(target.proj_data, image.array, k, n, **terms)
         if n > 1 and (out is not None or "additive" in terms or "background" in terms):
             others = np.setdiff1d(np.arange(self.pdi.get_num_views()), self.pdi.subset_views(k, n))
             _write_constant_term(target.proj_data, others, terms)
-        return target if out is None else None
+        if out is None:
+            return target
+        out._keep_result(target)
+        return None
 
     def backward(self, ad, subset_num=None, num_subsets=None, out=None):
         """``G' S y`` over the views of subset ``subset_num`` of ``num_subsets``.  New ImageData
@@ -335,13 +346,23 @@ class AcquisitionModelUsingParallelproj:
 
     # -- attenuation (for AcquisitionSensitivityModel) ---------------------------------------------------
     def _attenuation_factors(self, mu, ad: AcquisitionData) -> AcquisitionData:
-        """``exp(G mu)`` for data like ``ad``, with this model's projector settings."""
+        """``exp(G mu)`` for data like ``ad`` (``mu`` in 1/cm, as STIR and SIRF take it), with this
+        model's projector settings."""
         mu = _image_data(mu, "attenuation image")
         projector = self._new_projector()
         projector.set_up(ad.get_proj_data_info(), mu.image_info)
         acf = AcquisitionData(ad)
-        projector.forward_project(acf.proj_data, mu.array)
+        projector.forward_project(acf.proj_data, _per_x_voxel(mu))
         return acf.exp(out=acf)
+
+
+def _per_x_voxel(mu: ImageData):
+    """``mu`` (1/cm) per x voxel: the projector's line integrals are in units of the x voxel size
+    (STIR's), so ``G`` of this is the line integral of ``mu`` in cm.  STIR's
+    ``BinNormalisationFromAttenuationImage`` scales its copy of the image by the same float32
+    factor, x voxel size (mm) / 10."""
+    rescale = np.float32(mu.image_info.voxel_size[2]) / np.float32(10)
+    return mu.array * rescale
 
 
 def _write_constant_term(store: ProjData, views: np.ndarray, terms: dict) -> None:

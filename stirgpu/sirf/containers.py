@@ -138,8 +138,20 @@ class DataContainer(abc.ABC):
         if not isinstance(out, type(self)):
             raise InputTypeError(f"{what}: out must be {type(self).__name__}, not {type(out).__name__}")
         self._check_compatible(out, what)
-        out._check_writable()
-        return out
+        return out._result_holder()
+
+    def _result_holder(self):
+        """Where a result given ``out=self`` is written: ``self``, or (where the subclass says
+        its values are never written, as a file read) new data that :meth:`_keep_result` then
+        makes this container's."""
+        self._check_writable()
+        return self
+
+    def _keep_result(self, holder) -> None:
+        """Make ``holder``'s values this container's (``holder`` from :meth:`_result_holder`);
+        here that is always the container itself, which already holds them."""
+        if holder is not self:
+            raise TypeError(f"{type(self).__name__}: results given out= are written into it, not elsewhere")
 
     def _apply(self, function, operands: tuple, out, what: str):
         """``out[piece] = function(xp, self[piece], *operands[piece])`` for every piece."""
@@ -150,6 +162,9 @@ class DataContainer(abc.ABC):
             args = [in_namespace(xp, o._read(key)) if isinstance(o, DataContainer) else o for o in operands]
             with np.errstate(all="ignore"):  # IEEE results (inf, nan), as SIRF's C++
                 target._write(key, function(xp, x, *args))
+        if out is not None and target is not out:
+            out._keep_result(target)
+            return out
         return target
 
     def _binary(self, other, name: str, out=None):
@@ -337,11 +352,16 @@ class DataContainer(abc.ABC):
         return np.dtype(np.float32)
 
     def asarray(self, xp=np, copy=None, **kwargs):
-        """SIRF's ``asarray``: a view where the data are one array (``copy`` not True), else a copy."""
+        """SIRF's ``asarray`` (the array API's ``copy``): ``copy=None`` a view where the values
+        are one array in host memory, else a copy; ``copy=False`` a view, or a ValueError where
+        none can be (SIRF's ``ContiguousError``); ``copy=True`` a copy."""
         if copy is not True and self.supports_array_view:
-            return xp.asarray(self, **kwargs)
+            return xp.asarray(self, **kwargs) if copy is None else xp.asarray(self, copy=copy, **kwargs)
         if copy is False:
-            raise InputError(f"{type(self).__name__}: its values are not one array; asarray needs copy=True or None")
+            raise InputError(
+                f"{type(self).__name__}: its values are not one array in memory (data in a file, a GPU "
+                "image); asarray(copy=False) cannot give a view: use copy=True or None"
+            )
         return xp.asarray(self.as_array(), **kwargs)
 
 
@@ -353,3 +373,12 @@ def norm(x) -> float:
 def dot(x, y):
     """SIRF's ``sirf.SIRF.dot``: ``numpy.vdot`` of arrays, else ``x.dot(y)``."""
     return np.vdot(x, y) if isinstance(x, np.ndarray) else x.dot(y)
+
+
+def copyto(y, x) -> None:
+    """SIRF's ``sirf.SIRF.copyto``: ``numpy.copyto(y, x)`` for arrays; for containers the values of
+    ``x`` go into ``y`` (``y.fill(x)``; SIRF calls ``y.copy(x)``, which its containers do not take)."""
+    if isinstance(y, np.ndarray):
+        np.copyto(y, x)
+    else:
+        y.fill(x)

@@ -73,6 +73,10 @@ class GeometricalInfo:
         m[3, 3] = 1
         return m
 
+    def print_info(self) -> None:
+        """Print :meth:`get_info` (SIRF's; a user's explicit request to print)."""
+        print(self.get_info())  # noqa: T201
+
     def get_info(self) -> str:
         return (
             f"Offset: {self.get_offset()}\nSpacing: {self.get_spacing()}\nSize: {self.get_size()}\n"
@@ -251,6 +255,59 @@ class ImageData(DataContainer):
         write_image(
             os.fspath(filename), VoxelsOnCartesianGrid(self._require(), fill=_host(self._array)), overwrite=True
         )
+
+    def add_shape(self, shape, scale, num_samples_in_each_direction=1) -> None:
+        """Add ``scale`` times STIR's voxelisation of ``shape`` (fractions of each voxel inside it,
+        with ``num_samples_in_each_direction``^3 samples where it cuts a voxel; :mod:`.shapes`)."""
+        from .shapes import scaled_volume  # (shapes knows nothing of images)
+
+        volume = scaled_volume(shape, self._require(), scale, num_samples_in_each_direction)
+        self._array += in_namespace(_xp_of(self._array), volume)
+
+    def zoom_image(
+        self, zooms=(1.0, 1.0, 1.0), offsets_in_mm=(0.0, 0.0, 0.0), size=(-1, -1, -1), scaling="preserve_sum"
+    ) -> ImageData:
+        """A zoomed copy: STIR's ``zoom_image`` with (z, y, x) zooms, offsets in mm and sizes (-1:
+        unchanged); ``scaling`` 'preserve_sum' (the default), 'preserve_values' or
+        'preserve_projections' (:mod:`.zoom`)."""
+        from .zoom import zoomed_info
+
+        for name, v in (("zooms", zooms), ("offsets_in_mm", offsets_in_mm), ("size", size)):
+            if not isinstance(v, tuple) or len(v) != 3:
+                raise InputError(f"zoom_image: {name} should be a tuple of 3 (z, y, x), got {v!r}")
+        info = zoomed_info(self._require(), zooms, offsets_in_mm, size)
+        return self._zoomed_onto(info, scaling)
+
+    def zoom_image_as_template(self, template_image, scaling="preserve_sum") -> ImageData:
+        """This image on ``template_image``'s grid (STIR's ``zoom_image(out, in)``)."""
+        if not isinstance(template_image, ImageData):
+            raise InputTypeError("zoom_image_as_template: template should be ImageData")
+        return self._zoomed_onto(template_image._require(), scaling)
+
+    def _zoomed_onto(self, info: ImageInfo, scaling) -> ImageData:
+        from .zoom import zoom_values
+
+        values = zoom_values(_host(self._array), self._require(), info, scaling)
+        return ImageData.from_array(_xp_of(self._array).asarray(values), info)
+
+    def move_to_scanner_centre(self, proj_data) -> ImageData:
+        """A copy whose STIR origin is (0, 0, 0): SIRF's rule (the data are checked, not used)."""
+        from .acquisition_data import AcquisitionData  # (which makes images itself)
+
+        if not isinstance(proj_data, AcquisitionData):
+            raise InputTypeError(
+                f"move_to_scanner_centre: proj_data should be of type AcquisitionData, not {type(proj_data).__name__}"
+            )
+        proj_data.get_proj_data_info()  # an empty AcquisitionData is refused with its own message
+        moved = ImageData(self)
+        moved._info = self._require().replace(origin=(0.0, 0.0, 0.0))
+        return moved
+
+    def show(self, slice=None, title=None) -> None:  # noqa: A002 -- SIRF's argument name
+        """Draw planes with matplotlib as SIRF does: one (``slice=k``), some (a list) or all (:mod:`.display`)."""
+        from .display import show_planes  # (matplotlib only when drawing)
+
+        show_planes(self.as_array(), slice, title, "image")
 
     def get_geometrical_info(self) -> GeometricalInfo:
         return GeometricalInfo(self._require())

@@ -8,7 +8,8 @@ to SIRF's three destinations by level (INFO and below: ``info``; WARNING: ``warn
 above: ``errr``) and lowers the ``stirgpu`` logger's level to INFO; closing it (``close()``, the
 end of ``with``, or garbage collection) removes its handlers, restores the level and closes its
 files.  Destinations are SIRF's: ``'stdout'``/``'cout'``, ``'stderr'``/``'cerr'``, ``None`` or
-``''`` (nothing), any other string a file name (written afresh).
+``''`` (nothing), any other string a file name (written afresh).  ``set_verbosity(0)`` silences
+the INFO records (:mod:`.engine_info`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import sys
 import weakref
 
+from .engine_info import info_shown
 from .errors import error
 
 __all__ = ["MessageRedirector"]
@@ -48,7 +50,7 @@ def _handler(destination, low: int, high: int, what: str):
         h = logging.StreamHandler(_Stream(_STREAMS[destination]))
     else:
         h = logging.FileHandler(destination, mode="w", encoding="utf-8")
-    h.addFilter(lambda record: low <= record.levelno < high)
+    h.addFilter(lambda record: low <= record.levelno < high and info_shown(record.levelno))
     h.setFormatter(logging.Formatter("%(message)s"))
     return h
 

@@ -6,9 +6,10 @@ data of the storage scheme in force:
 
 * from bin efficiencies ``e`` (``AcquisitionData``): ``f = 1 / max(e, 1e-20)``, in float64 then
   float32 (SIRF's ``inv(MIN_BIN_EFFICIENCY, e)``), when the model is made;
-* from an attenuation image ``mu`` and an acquisition model: ``f = exp(G mu)`` with ``G`` that
-  model's projector (STIR's ``BinNormalisationFromAttenuationImage``), at :meth:`set_up`
-  (STIR computes it again for every use; here it is kept);
+* from an attenuation image ``mu`` (1/cm) and an acquisition model: ``f = exp(G mu)`` with ``G``
+  that model's projector giving line integrals in cm (STIR's
+  ``BinNormalisationFromAttenuationImage``), at :meth:`set_up` (STIR computes it again for
+  every use; here it is kept);
 * from two models: ``f = f1 * f2`` (STIR's ``ChainedBinNormalisation``), read bin by bin.
 
 The projectors take ``f`` as their ``multiplicative`` factors, and ``PoissonLogLikelihood`` as
@@ -141,7 +142,8 @@ class AcquisitionSensitivityModel:
 
     @staticmethod
     def compute_attenuation_factors(sinograms, mu_map):
-        """``(af, acf)``: the attenuation factors ``exp(-G mu)`` and their inverse ``exp(G mu)``."""
+        """``(af, acf)``: the attenuation factors ``exp(-G mu)`` and their inverse ``exp(G mu)``
+        (``mu`` in 1/cm, line integrals in cm)."""
         from .acquisition_model import AcquisitionModelUsingParallelproj
 
         sinograms = _check_data(sinograms, "compute_attenuation_factors")

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterator
 
 from ..config import get_config
-from ..formats import ProjData, ProjDataFromFile, ProjDataInMemory, Residence
+from ..formats import ProjData, ProjDataFromFile, ProjDataInOneArray, Residence
 from ..geometry import ProjDataInfo
 from .errors import InputError
 
@@ -84,11 +84,12 @@ def _scratch_root() -> str | None:
 
 def new_store(proj_data_info: ProjDataInfo, on_disk: bool | None = None) -> ProjData:
     """New zero-filled data of ``proj_data_info``: a scratch file (``on_disk``, default: the
-    storage scheme is ``"file"``) or memory."""
+    storage scheme is ``"file"``) or memory, one array in SIRF's order (numpy may view it, as
+    SIRF's memory data)."""
     if on_disk is None:
         on_disk = get_storage_scheme() == "file"
     if not on_disk:
-        return ProjDataInMemory(proj_data_info)
+        return ProjDataInOneArray(proj_data_info)
     folder = tempfile.mkdtemp(prefix="stirgpu-sirf-", dir=_scratch_root())
     try:
         store = ProjDataFromFile.create(os.path.join(folder, "scratch.hs"), proj_data_info)

@@ -3,9 +3,10 @@ user cache folder, and finding what was built.
 
 A build is for one STIR (its prefix, found on ``PATH`` / ``CMAKE_PREFIX_PATH`` or given) and
 one Python (this one): it goes to ``cache_dir()/stir-plugin/<STIR version>-<cpXY>-<hash>/``
-(the hash covers the STIR prefix, the interpreter, pybind11's version and the plugin's
-sources), with ``plugin.json`` saying what is there.  What the build needs is checked first,
-each missing piece named with the package that provides it.
+(the hash covers the STIR prefix and version, the interpreter's ABI, libpython and
+environment, pybind11's version and the plugin's sources), with ``plugin.json`` saying what
+is there.  What the build needs is checked first, each missing piece named with the package
+that provides it.
 """
 
 from __future__ import annotations
@@ -199,6 +200,20 @@ def _sources_hash(src: Path) -> str:
     return h.hexdigest()
 
 
+def _python_identity() -> list[str]:
+    """What a build depends on of this Python: its ABI (version and ABI tag), the libpython it
+    takes its symbols from, and its environment (``sys.prefix``: a virtual environment's
+    site-packages are what the embedded interpreter imports).  Not ``sys.executable``:
+    ``python`` and ``python3`` of one environment are the same interpreter (symlinks)."""
+    libpython = _libpython()
+    return [
+        sys.implementation.cache_tag,
+        str(sysconfig.get_config_var("SOABI")),
+        str(libpython.resolve()) if libpython is not None else "static libpython",
+        str(Path(sys.prefix).resolve()),
+    ]
+
+
 def build_folder(prefix: Path) -> Path:
     """Where the plugin for this STIR and this Python is (or would be) built."""
     try:
@@ -207,11 +222,10 @@ def build_folder(prefix: Path) -> Path:
         pyb = pybind11.__version__
     except ImportError:
         pyb = "none"
-    key = "\n".join(
-        [str(prefix.resolve()), sys.executable, pyb, _sources_hash(sources_dir())]
-    )  # (a venv: its own build)
+    version = stir_version(prefix)
+    key = "\n".join([str(prefix.resolve()), version, *_python_identity(), pyb, _sources_hash(sources_dir())])
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return cache_dir() / "stir-plugin" / f"{stir_version(prefix)}-{tag}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return cache_dir() / "stir-plugin" / f"{version}-{tag}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def _read_manifest(folder: Path) -> PluginBuild | None:

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include "lookalikes.h"
+#include "lor_endpoints.h"
 #include "python_runtime.h"
 #include "viewgram_copy.h"
 
@@ -19,6 +20,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 namespace py = pybind11;
 
@@ -64,6 +66,22 @@ image_shape(const stir::DiscretisedDensity<3, float>& image)
   const int ny = r[r.get_min_index()].get_length();
   const int nx = r[r.get_min_index()][r[r.get_min_index()].get_min_index()].get_length();
   return { nz, ny, nx };
+}
+
+// the bridge's session for this geometry: stirgpu's own LOR tables (cylindrical scanners), or
+// the LOR endpoints STIR gives (block and generic scanners; lor_endpoints.h); GIL held
+py::object
+make_python_session(PythonRuntime& rt, const stir::shared_ptr<const stir::ProjDataInfo>& pdi,
+                    const stir::DiscretisedDensity<3, float>& image, const py::dict& opts)
+{
+  if (!needs_lor_endpoints(*pdi))
+    return rt.bridge().attr("PairSession")(proj_data_info_lookalike(pdi), image_lookalike(image), opts);
+  const std::string problem = lor_endpoints_problem(*pdi, image);
+  if (!problem.empty())
+    throw std::invalid_argument(problem);
+  rt.bridge();  // (the look-alikes' module first)
+  return py::module_::import("stirgpu.stir_plugin.bridge_endpoints")
+      .attr("EndpointSession")(lor_endpoints(*pdi, image), image_lookalike(image), opts);
 }
 
 } // namespace
@@ -290,8 +308,7 @@ Session::set_up(const stir::shared_ptr<const stir::ProjDataInfo>& pdi,
         opts["max_views_per_chunk"] = options_.max_views_per_chunk;
         opts["restrict_to_cylindrical_fov"] = options_.restrict_to_cylindrical_fov;
         opts["verbosity"] = options_.verbosity;
-        py::object session
-            = rt.bridge().attr("PairSession")(proj_data_info_lookalike(pdi), image_lookalike(*image_info), opts);
+        py::object session = make_python_session(rt, pdi, *image_info, opts);
         if (python_ != nullptr)
           {
             python_->attr("close")();
