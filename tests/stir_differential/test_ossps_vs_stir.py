@@ -110,6 +110,11 @@ CASES = {
             "penalisation factor := 2\nweights := {{{0,1,0},{1,0,1},{0,1,0}}}\nkappa filename := ../in/phantom.hv",
         ),
     ),
+    "segments-and-end-planes": (
+        {**ADD, "maximum absolute segment number to process": 0, "zero end planes of segment 0": 1},
+        _top(number_of_subiterations=4),
+        "",
+    ),
     "no-additive-denominator-of-ones": (
         {},
         _top(precomputed_denominator=1, number_of_subsets=2, relaxation_parameter=0.05),
