@@ -256,9 +256,7 @@ TEST_FILES: dict[str, Case] = {
         needs="SIRF's own my_forward_projection.s (absent from ../shared/sirf): tests_two.txt records the "
         "norms of that data, not of the forward projection made here"
     ),
-    "tests_three.py": Case(
-        needs="SIRF's own Utahscat600k_ca_seg4.s (absent; tests_three.txt records its norm)"
-    ),
+    "tests_three.py": Case(needs="SIRF's own Utahscat600k_ca_seg4.s (absent; tests_three.txt records its norm)"),
     "tests_four.py": Case(),
     "tests_five.py": Case(),
     "test_algebra.py": Case(needs="set_verbosity"),

@@ -33,11 +33,14 @@ def _ossps(data, info, backend="cpu", **kw) -> OSSPS:
 
 
 def test_refuses_what_stirs_ossps_refuses(scan):
-    """A prior without a parabolic surrogate (STIR: not a PriorWithParabolicSurrogate), a
+    """A prior without a parabolic surrogate (STIR: not a PriorWithParabolicSurrogate; the Gibbs
+    Quadratic penalty although stirgpu's derives from the Quadratic prior), a
     relaxation parameter <= 0, a negative gamma, and OSMAPOSL's own settings."""
     _, info, data = scan
     with pytest.raises(StirGpuError, match="parabolic surrogate"):
         _ossps(data, info, prior=sp.RelativeDifferencePrior(1.0))
+    with pytest.raises(StirGpuError, match="'Gibbs Quadratic' has no parabolic surrogate"):
+        _ossps(data, info, prior=sp.make_prior("Gibbs Quadratic", penalisation_factor=1.0))
     with pytest.raises(StirGpuError, match="relaxation parameter 0: must be positive"):
         _ossps(data, info, relaxation_parameter=0)
     with pytest.raises(StirGpuError, match="relaxation gamma -1: must be >= 0"):

@@ -56,8 +56,12 @@ __all__ = [
     "divide_and_truncate_views",
     "denominator_filename",
     "OSSPS_SMALL_NUM",
+    "PARABOLIC_SURROGATE_PRIORS",
 ]
 
+#: STIR's priors derived from ``PriorWithParabolicSurrogate`` that stirgpu has (their
+#: ``parabolic_surrogate_curvature``); not the Gibbs ones, whatever their potential
+PARABOLIC_SURROGATE_PRIORS = ("Quadratic", "Logcosh")
 #: STIR's OSSPS threshold (``10.E-6F``) of the initial positivity and of the denominator
 OSSPS_SMALL_NUM = 1e-5
 
@@ -122,7 +126,7 @@ class OSSPS(OSEM):
         ``1``); an image (``VoxelsOnCartesianGrid`` of the reconstruction's geometry) or array.
     prior
         None, or a prior with a parabolic surrogate (STIR's ``PriorWithParabolicSurrogate``:
-        stirgpu's :class:`~stirgpu.priors.QuadraticPrior`).
+        stirgpu's :class:`~stirgpu.priors.QuadraticPrior` and :class:`~stirgpu.priors.LogcoshPrior`).
     enforce_initial_positivity
         OSSPS's default is False.
     """
@@ -158,11 +162,11 @@ class OSSPS(OSEM):
     # -- validation ---------------------------------------------------------------------------
     def _check_prior(self) -> None:
         super()._check_prior()
-        if self.prior is not None and not hasattr(self.prior, "parabolic_surrogate_curvature"):
+        name = getattr(self.prior, "registered_name", type(self.prior).__name__)
+        if self.prior is not None and name not in PARABOLIC_SURROGATE_PRIORS:
             raise StirGpuError(
-                f"OSSPS: the prior {getattr(self.prior, 'registered_name', type(self.prior).__name__)!r} has no "
-                "parabolic surrogate; STIR's OSSPS takes priors derived from PriorWithParabolicSurrogate "
-                "(stirgpu: Quadratic)"
+                f"OSSPS: the prior {name!r} has no parabolic surrogate; STIR's OSSPS takes priors derived from "
+                f"PriorWithParabolicSurrogate (stirgpu: {', '.join(PARABOLIC_SURROGATE_PRIORS)})"
             )
         if self.relaxation_parameter <= 0:
             raise StirGpuError(f"OSSPS: relaxation parameter {self.relaxation_parameter:g}: must be positive")

@@ -20,7 +20,7 @@ from ..formats.naming import IMAGE
 from ..formats.roles import writes
 from ..parfile.ossps import OsspsSettings, read_ossps_par
 from .osem import OSEMResult
-from .ossps import OSSPS, denominator_filename
+from .ossps import OSSPS, PARABOLIC_SURROGATE_PRIORS, denominator_filename
 from .outputs import RunOutputs, run_outputs
 from .run import PreparedRun, prepare_osmaposl
 from .sensitivity import SensitivitySpec
@@ -95,12 +95,12 @@ def _own_problems(s: OsspsSettings, overwrite: bool) -> list[ParFileError]:
     if d is not None and not isinstance(d, float) and not d.is_file():
         problems.append(s.error("precomputed_denominator", f"file not found: {d}"))
     prior = s.common.prior
-    if prior is not None and prior.type != "Quadratic":
+    if prior is not None and prior.type not in PARABOLIC_SURROGATE_PRIORS:
         problems.append(
             s.error(
                 "prior",
                 f"'prior type := {prior.type}': STIR's OSSPS takes priors with a parabolic surrogate "
-                "(PriorWithParabolicSurrogate); stirgpu implements Quadratic",
+                f"(PriorWithParabolicSurrogate); stirgpu has {' and '.join(PARABOLIC_SURROGATE_PRIORS)}",
             )
         )
     prefix = None if s.common.disable_output else s.common.output_filename_prefix

@@ -115,6 +115,13 @@ CASES = {
         _top(number_of_subiterations=4),
         "",
     ),
+    # its curvature depends on the estimate: STIR computes it once, at the first subiteration's
+    "logcosh-prior": (
+        ADD,
+        _top(number_of_subiterations=4),
+        "prior type := Logcosh\nLogcosh Prior Parameters :=\npenalisation factor := 2\nscalar := 3\n"
+        "END Logcosh Prior Parameters :=",
+    ),
     "no-additive-denominator-of-ones": (
         {},
         _top(precomputed_denominator=1, number_of_subsets=2, relaxation_parameter=0.05),
