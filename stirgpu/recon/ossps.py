@@ -86,8 +86,9 @@ def divide_and_truncate_views(numerator: np.ndarray, denominator: np.ndarray) ->
 def approximate_hessian_of_ones(objective, projector, out_image, num_subsets: int):
     """``out_image = sum_k A_k^T(divide_and_truncate(A_k 1, y f^2))`` (overwritten, returned):
     minus STIR's ``add_multiplication_with_approximate_Hessian_without_penalty`` of ones, for
-    the objective's processed segments and every timing position.  One subset at a time: its
-    forward projection is held in host memory (the views of one subset of the data)."""
+    the objective's processed segments and every timing position.  One subset at a time, through
+    one projection data set in host memory (the size of the processed data) that holds the
+    subset's forward projection and then its quotient."""
     pdi = objective.proj_data_info
     y = objective.inputs["measured"]
     f = objective.inputs["normalisation"]
