@@ -130,6 +130,9 @@ class OSSPS(OSEM):
         stirgpu's :class:`~stirgpu.priors.QuadraticPrior` and :class:`~stirgpu.priors.LogcoshPrior`).
     enforce_initial_positivity
         OSSPS's default is False.
+    denominator_prefix
+        Where a computed denominator is written (``<prefix>_precomputed_denominator.hv``) when it
+        is not the estimates' prefix: STIR writes it even with ``disable output := 1``.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class OSSPS(OSEM):
         upper_bound: float = FLOAT32_MAX,
         precomputed_denominator=None,
         enforce_initial_positivity: bool = False,
+        denominator_prefix: str | Path | None = None,
         **kw,
     ):
         for key in ("map_model", "minimum_relative_change", "maximum_relative_change"):
@@ -156,8 +160,9 @@ class OSSPS(OSEM):
         #: the denominator file this run writes (None: none)
         self.denominator_file: Path | None = None
         super().__init__(objective, projector, image_info, enforce_initial_positivity=enforce_initial_positivity, **kw)
-        if precomputed_denominator is None and self.output_filename_prefix is not None:
-            self.denominator_file = denominator_filename(self.output_filename_prefix)
+        prefix = self.output_filename_prefix if denominator_prefix is None else denominator_prefix
+        if precomputed_denominator is None and prefix is not None:
+            self.denominator_file = denominator_filename(prefix)
             self._check_denominator_file(self.denominator_file)
 
     # -- validation ---------------------------------------------------------------------------
