@@ -297,3 +297,26 @@ def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments,
     assert image.image_info == theirs.info
     ref = theirs.array.astype(np.float64)
     assert np.abs(image.as_array() - ref).max() / np.abs(ref).max() <= oc.ESTIMATE_TOL
+
+
+def test_tof_denominator_through_the_plugin_is_n_times_stirs_parallelproj(
+    reference_stir, stir_plugin, tof_inputs, tmp_path
+):
+    """STIR's OSSPS with ``projector pair type := stirgpu`` on 13 TOF bins: its denominator is 13
+    times STIR + Parallelproj's at every voxel (within 1e-5): STIR 6.5 hands the projector
+    timing position 0's viewgrams 13 times, the plugin accumulates them (as STIR's ray-tracing pair
+    does), Parallelproj keeps the last (docs/stir-plugin.md, "OSSPS on TOF data").  The plugin is
+    a faithful projector; the difference is STIR's."""
+    import plugin_runs as pr
+
+    one = _top(number_of_subsets=2, number_of_subiterations=1, save_estimates_at_subiteration_intervals=1)
+    (tmp_path / "in").symlink_to(tof_inputs, target_is_directory=True)
+    for name, projectors in (("pp", oc.PARALLELPROJ_PAIR), ("plugin", pr.STIRGPU_PAIR)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "recon.par").write_text(ossps_par(ADD, one, projectors=projectors))
+    assert reference_stir.run("OSSPS", "recon.par", cwd=tmp_path / "pp", check=False).returncode == 0
+    proc = pr.run_with_plugin(reference_stir, "OSSPS", "recon.par", cwd=tmp_path / "plugin")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pp = read_image(tmp_path / "pp" / "out_precomputed_denominator.hv").array.astype(np.float64)
+    plugin = read_image(tmp_path / "plugin" / "out_precomputed_denominator.hv").array.astype(np.float64)
+    assert np.abs(plugin - 13 * pp).max() <= 1e-5 * np.abs(13 * pp).max()
