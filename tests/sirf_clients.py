@@ -226,7 +226,7 @@ EXAMPLES: dict[str, Case] = {
     "osem_reconstruction.py": Case(NON_INTERACTIVE),
     "osem_reconstruction_gpu.py": Case(NON_INTERACTIVE),
     "osl_reconstruction.py": Case(NON_INTERACTIVE),
-    "ossps_reconstruction.py": Case(NON_INTERACTIVE, "OSSPSReconstructor"),
+    "ossps_reconstruction.py": Case(NON_INTERACTIVE),
     # with --non-interactive it exits before reading anything: it runs with its figure (Agg)
     "plot_measured_data.py": Case(("--file={data}/my_forward_projection.hs",)),
     "randoms_from_listmode.py": Case(
@@ -262,9 +262,7 @@ TEST_FILES: dict[str, Case] = {
         "own my_forward_projection.s (absent from ../shared/sirf): tests_two.txt records the norms of that data, "
         "not of the forward projection made here"
     ),
-    "tests_three.py": Case(
-        needs="SIRF's own Utahscat600k_ca_seg4.s (absent; tests_three.txt records its norm), OSSPSReconstructor"
-    ),
+    "tests_three.py": Case(needs="SIRF's own Utahscat600k_ca_seg4.s (absent; tests_three.txt records its norm)"),
     "tests_four.py": Case(),
     "tests_five.py": Case(),
     "test_algebra.py": Case(

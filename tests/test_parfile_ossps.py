@@ -90,7 +90,7 @@ def test_refusals_name_every_line_at_once(tmp_path):
 
 
 def test_an_osmaposl_file_is_not_an_ossps_file(tmp_path):
-    with pytest.raises(ParFileProblems, match="not an OSSPS parameter file.*OSMAPOSLParameters"):
+    with pytest.raises(ParFileProblems, match="not an OSSPS parameter file.*OSMAPOSLParameters.*'stirgpu osmaposl'"):
         read_ossps_par(write(tmp_path, root="OSMAPOSLParameters"), base_dir=tmp_path)
 
 
@@ -100,3 +100,11 @@ def test_missing_denominator_file_is_named(tmp_path):
         read_ossps_par(write(tmp_path, "precomputed denominator := nothere.hv\n"), base_dir=tmp_path, check_files=True)
     text = str(info.value)
     assert "nothere.hv" in text and "prompts.hs" in text
+
+
+def test_stirgpu_osmaposl_names_the_ossps_command(tmp_path):
+    """An OSSPS file given to ``stirgpu osmaposl`` is refused with the command that runs it."""
+    from stirgpu.parfile import read_osmaposl_par
+
+    with pytest.raises(ParFileProblems, match="not an OSMAPOSL parameter file.*'stirgpu ossps'"):
+        read_osmaposl_par(write(tmp_path), base_dir=tmp_path)

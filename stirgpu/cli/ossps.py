@@ -22,8 +22,8 @@ names a file or is 1) and, when asked for, the (subset) sensitivities.
 
 Relative file names in FILE.par are taken from the working directory, as STIR does.
 Everything is checked before any work starts; a bad file stops with one line naming
-the file, the line and the key.  Priors: Quadratic (STIR's OSSPS takes priors with a
-parabolic surrogate).  Every file the run writes is checked first, as by 'stirgpu
+the file, the line and the key.  Priors: Quadratic and Logcosh (STIR's OSSPS takes
+priors with a parabolic surrogate).  Every file the run writes is checked first, as by 'stirgpu
 osmaposl': none may be a file it reads, and none may exist unless --overwrite is given."""
 
 EPILOG = """\

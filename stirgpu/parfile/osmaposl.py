@@ -707,8 +707,10 @@ def _refuse_stir_only(root: Block, ctx: Context) -> None:
             f"KOSMAPOSL (kernelised EM) is not implemented by stirgpu; {plugin_hint('KOSMAPOSL', ctx.path)}", root.line
         )
     elif root.key != _ROOT:
+        ossps = "; run an OSSPS file with 'stirgpu ossps'" if root.key == canonical_key("OSSPSParameters") else ""
         ctx.report(
-            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='",
+            f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='"
+            + ossps,
             root.line,
         )
     else:

@@ -146,8 +146,9 @@ def ossps_settings_from_block(
     the file at once (one :class:`~stirgpu.errors.ParFileProblems`), as for OSMAPOSL."""
     ctx = Context(root.path, Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd())))
     if root.key != _ROOT:
+        hint = "; run it with 'stirgpu osmaposl'" if root.key == canonical_key("OSMAPOSLParameters") else ""
         ctx.report(
-            f"not an OSSPS parameter file: it starts with '{root.raw_key} :=' instead of 'OSSPSParameters :='",
+            f"not an OSSPS parameter file: it starts with '{root.raw_key} :=' instead of 'OSSPSParameters :='{hint}",
             root.line,
         )
         ctx.check()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GeometryError
 
-__all__ = ["stir_default_weights", "centred_weights", "curvature_sum"]
+__all__ = ["stir_default_weights", "centred_weights", "curvature_sum", "logcosh_surrogate"]
 
 
 def stir_default_weights(voxel_size, only_2d: bool = False) -> np.ndarray:
@@ -51,13 +51,15 @@ def centred_weights(weights) -> np.ndarray:
     return np.ascontiguousarray(np.pad(w, pad))
 
 
-def curvature_sum(weights: np.ndarray, shape, kappa, beta: float, like):
-    """``beta * sum_d w_d kappa_j kappa_{j+d}`` for every voxel ``j`` of an image of ``shape``,
-    over the offsets ``d`` of the centred ``weights`` whose neighbour ``j + d`` is inside the
-    image (``kappa`` None: 1), accumulated in float32 offset by offset in (z, y, x) order, as
-    STIR's ``QuadraticPrior::parabolic_surrogate_curvature``; an array of ``like``'s module."""
-    xp = _module_of(like)
+def curvature_sum(weights: np.ndarray, image, kappa, beta: float, surrogate=None):
+    """``beta * sum_d w_d s(x_j - x_{j+d}) kappa_j kappa_{j+d}`` for every voxel ``j`` of
+    ``image``, over the offsets ``d`` of the centred ``weights`` whose neighbour ``j + d`` is
+    inside the image (``kappa`` None: 1; ``surrogate`` None: ``s = 1``, else ``s(difference)``
+    on float32 arrays), accumulated in float32 offset by offset in (z, y, x) order, as STIR's
+    ``parabolic_surrogate_curvature`` (Quadratic, Logcosh); an array of ``image``'s module."""
+    xp = _module_of(image)
     f32 = np.float32
+    shape = image.shape
     total = xp.zeros(shape, dtype=f32)
     centre = [n // 2 for n in weights.shape]
     for idx in np.ndindex(*weights.shape):
@@ -65,11 +67,23 @@ def curvature_sum(weights: np.ndarray, shape, kappa, beta: float, like):
         inner = tuple(slice(max(0, -o), n - max(0, o)) for o, n in zip(d, shape, strict=True))
         shifted = tuple(slice(max(0, o), n + min(0, o)) for o, n in zip(d, shape, strict=True))
         term = f32(weights[idx])
-        if kappa is None:
-            total[inner] += term
-        else:
-            total[inner] += term * (kappa[inner] * kappa[shifted])
+        if surrogate is not None:
+            term = term * surrogate(image[inner] - image[shifted])
+        if kappa is not None:
+            term = term * (kappa[inner] * kappa[shifted])
+        total[inner] += term
     return total * f32(beta)
+
+
+def logcosh_surrogate(difference, scalar: float):
+    """STIR's ``LogcoshPrior::surrogate`` of float32 differences ``t``: ``tanh(s t) / (s t)``,
+    ``1 - (s t)^2 / 3`` where ``|s t| < 0.01`` (no division by 0)."""
+    xp = _module_of(difference)
+    f32 = np.float32
+    t = difference * f32(scalar)
+    small = xp.abs(t) < f32(0.01)
+    safe = xp.where(small, f32(1), t)
+    return xp.where(small, f32(1) - t * t / f32(3), xp.tanh(safe) / safe).astype(f32)
 
 
 def _module_of(a):

@@ -56,8 +56,12 @@ __all__ = [
     "divide_and_truncate_views",
     "denominator_filename",
     "OSSPS_SMALL_NUM",
+    "PARABOLIC_SURROGATE_PRIORS",
 ]
 
+#: STIR's priors derived from ``PriorWithParabolicSurrogate`` that stirgpu has (their
+#: ``parabolic_surrogate_curvature``); not the Gibbs ones, whatever their potential
+PARABOLIC_SURROGATE_PRIORS = ("Quadratic", "Logcosh")
 #: STIR's OSSPS threshold (``10.E-6F``) of the initial positivity and of the denominator
 OSSPS_SMALL_NUM = 1e-5
 
@@ -82,8 +86,9 @@ def divide_and_truncate_views(numerator: np.ndarray, denominator: np.ndarray) ->
 def approximate_hessian_of_ones(objective, projector, out_image, num_subsets: int):
     """``out_image = sum_k A_k^T(divide_and_truncate(A_k 1, y f^2))`` (overwritten, returned):
     minus STIR's ``add_multiplication_with_approximate_Hessian_without_penalty`` of ones, for
-    the objective's processed segments and every timing position.  One subset at a time: its
-    forward projection is held in host memory (the views of one subset of the data)."""
+    the objective's processed segments and every timing position.  One subset at a time, through
+    one projection data set in host memory (the size of the processed data) that holds the
+    subset's forward projection and then its quotient."""
     pdi = objective.proj_data_info
     y = objective.inputs["measured"]
     f = objective.inputs["normalisation"]
@@ -122,9 +127,12 @@ class OSSPS(OSEM):
         ``1``); an image (``VoxelsOnCartesianGrid`` of the reconstruction's geometry) or array.
     prior
         None, or a prior with a parabolic surrogate (STIR's ``PriorWithParabolicSurrogate``:
-        stirgpu's :class:`~stirgpu.priors.QuadraticPrior`).
+        stirgpu's :class:`~stirgpu.priors.QuadraticPrior` and :class:`~stirgpu.priors.LogcoshPrior`).
     enforce_initial_positivity
         OSSPS's default is False.
+    denominator_prefix
+        Where a computed denominator is written (``<prefix>_precomputed_denominator.hv``) when it
+        is not the estimates' prefix: STIR writes it even with ``disable output := 1``.
     """
 
     def __init__(
@@ -138,6 +146,7 @@ class OSSPS(OSEM):
         upper_bound: float = FLOAT32_MAX,
         precomputed_denominator=None,
         enforce_initial_positivity: bool = False,
+        denominator_prefix: str | Path | None = None,
         **kw,
     ):
         for key in ("map_model", "minimum_relative_change", "maximum_relative_change"):
@@ -151,18 +160,19 @@ class OSSPS(OSEM):
         #: the denominator file this run writes (None: none)
         self.denominator_file: Path | None = None
         super().__init__(objective, projector, image_info, enforce_initial_positivity=enforce_initial_positivity, **kw)
-        if precomputed_denominator is None and self.output_filename_prefix is not None:
-            self.denominator_file = denominator_filename(self.output_filename_prefix)
+        prefix = self.output_filename_prefix if denominator_prefix is None else denominator_prefix
+        if precomputed_denominator is None and prefix is not None:
+            self.denominator_file = denominator_filename(prefix)
             self._check_denominator_file(self.denominator_file)
 
     # -- validation ---------------------------------------------------------------------------
     def _check_prior(self) -> None:
         super()._check_prior()
-        if self.prior is not None and not hasattr(self.prior, "parabolic_surrogate_curvature"):
+        name = getattr(self.prior, "registered_name", type(self.prior).__name__)
+        if self.prior is not None and name not in PARABOLIC_SURROGATE_PRIORS:
             raise StirGpuError(
-                f"OSSPS: the prior {getattr(self.prior, 'registered_name', type(self.prior).__name__)!r} has no "
-                "parabolic surrogate; STIR's OSSPS takes priors derived from PriorWithParabolicSurrogate "
-                "(stirgpu: Quadratic)"
+                f"OSSPS: the prior {name!r} has no parabolic surrogate; STIR's OSSPS takes priors derived from "
+                f"PriorWithParabolicSurrogate (stirgpu: {', '.join(PARABOLIC_SURROGATE_PRIORS)})"
             )
         if self.relaxation_parameter <= 0:
             raise StirGpuError(f"OSSPS: relaxation parameter {self.relaxation_parameter:g}: must be positive")
@@ -186,8 +196,13 @@ class OSSPS(OSEM):
     # -- set up -------------------------------------------------------------------------------
     def set_up(self) -> float:
         seconds = super().set_up()
-        self._denominator = self._initial_denominator()
+        self.prepare_denominator()
         return seconds
+
+    def prepare_denominator(self) -> None:
+        """Compute (and write), read or fill the precomputed denominator: what :meth:`set_up`
+        does after the sensitivities (for a caller that sets the sensitivities itself)."""
+        self._denominator = self._initial_denominator()
 
     def set_up_files(self) -> list[Path]:
         """The sensitivities and the denominator :meth:`set_up` wrote."""

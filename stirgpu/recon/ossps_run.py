@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 from ..config import config
 from ..errors import FormatError, ParFileError, ParFileProblems, StirGpuError
@@ -20,7 +21,7 @@ from ..formats.naming import IMAGE
 from ..formats.roles import writes
 from ..parfile.ossps import OsspsSettings, read_ossps_par
 from .osem import OSEMResult
-from .ossps import OSSPS, denominator_filename
+from .ossps import OSSPS, PARABOLIC_SURROGATE_PRIORS, denominator_filename
 from .outputs import RunOutputs, run_outputs
 from .run import PreparedRun, prepare_osmaposl
 from .sensitivity import SensitivitySpec
@@ -56,6 +57,7 @@ def prepare_ossps(
                 start_subset_num=osem.start_subset_num,
                 save_interval=osem.save_interval,
                 output_filename_prefix=osem.output_filename_prefix,
+                denominator_prefix=s.common.output_filename_prefix,  # (STIR: even with output disabled)
                 enforce_initial_positivity=osem.enforce_initial_positivity,
                 sensitivity=osem.sensitivity_spec,
                 report_objective_interval=osem.report_objective_interval,
@@ -95,15 +97,15 @@ def _own_problems(s: OsspsSettings, overwrite: bool) -> list[ParFileError]:
     if d is not None and not isinstance(d, float) and not d.is_file():
         problems.append(s.error("precomputed_denominator", f"file not found: {d}"))
     prior = s.common.prior
-    if prior is not None and prior.type != "Quadratic":
+    if prior is not None and prior.type not in PARABOLIC_SURROGATE_PRIORS:
         problems.append(
             s.error(
                 "prior",
                 f"'prior type := {prior.type}': STIR's OSSPS takes priors with a parabolic surrogate "
-                "(PriorWithParabolicSurrogate); stirgpu implements Quadratic",
+                f"(PriorWithParabolicSurrogate); stirgpu has {' and '.join(PARABOLIC_SURROGATE_PRIORS)}",
             )
         )
-    prefix = None if s.common.disable_output else s.common.output_filename_prefix
+    prefix = s.common.output_filename_prefix  # STIR writes the denominator even with output disabled
     if d is None and prefix is not None:
         spec = SensitivitySpec(
             use_subset_sensitivities=s.common.use_subset_sensitivities,
@@ -118,6 +120,12 @@ def _own_problems(s: OsspsSettings, overwrite: bool) -> list[ParFileError]:
             return [*problems, s.error("output_filename_prefix", str(exc))]
         check = RunOutputs(inputs, (("output_filename_prefix", out),), ())
         problems += [s.error(field, message) for field, message in check.problems(overwrite)]
+        folder = Path(prefix).parent
+        if s.common.disable_output and not (folder.is_dir() and os.access(folder, os.W_OK)):
+            # (with output on, the common checks name the prefix's folder already)
+            problems.append(
+                s.error("output_filename_prefix", f"output folder {folder} does not exist or is not writable")
+            )
     return problems
 
 

@@ -8,7 +8,8 @@
   stirgpu's streaming projector (:mod:`.acquisition_model`, :mod:`.sensitivity`);
 * :func:`make_Poisson_loglikelihood`, :class:`OSMAPOSLReconstructor`, :class:`QuadraticPrior`,
   :class:`RelativeDifferencePrior` -- OSMAPOSL (OSEM, or OSL with stirgpu's priors) as SIRF
-  drives it (:mod:`.objective`, :mod:`.reconstructor`, :mod:`.priors`);
+  drives it (:mod:`.objective`, :mod:`.reconstructor`, :mod:`.priors`); :class:`OSSPSReconstructor`
+  -- STIR's OSSPS the same way (:mod:`.ossps_reconstructor`);
 * :class:`error`, :class:`MessageRedirector` -- SIRF's error class (every error of this package
   is one, and a :class:`stirgpu.errors.StirGpuError`) and message routing (:mod:`.messages`).
 
@@ -40,6 +41,7 @@ from .not_supported import (
     missing_engine_name,
 )
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
+from .ossps_reconstructor import OSSPSReconstructor
 from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
@@ -60,6 +62,7 @@ __all__ = [
     "make_Poisson_loglikelihood",
     "PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
     "OSMAPOSLReconstructor",
+    "OSSPSReconstructor",
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",

@@ -138,10 +138,16 @@ class OSMAPOSLReconstructor:
             obj.set_acquisition_data(self._input)
         obj.set_num_subsets(self._num_subsets)
         obj.set_up(image)
-        projector = obj.projector
+        self._osem = self._algorithm(obj, image)
+        self._initial_positivity(image)
+        self._subiteration = 1
+        _LOG.info("%s set up: %d subsets, %d subiterations", self.name, self._num_subsets, self._num_subiterations)
+
+    def _algorithm(self, obj, image) -> OSEM:
+        """The subiterations' engine for the set-up objective function ``obj``."""
         osem = OSEM(
             obj.stirgpu_objective(),
-            projector,
+            obj.projector,
             image.image_info,
             num_subsets=self._num_subsets,
             num_subiterations=max(self._num_subiterations, 1),
@@ -151,10 +157,11 @@ class OSMAPOSLReconstructor:
             prior=None if obj.prior is None else obj.prior.stirgpu_prior,  # set up by the objective function
         )
         osem.sensitivities = obj.sensitivities  # computed by the objective function's set_up
-        self._osem = osem
+        return osem
+
+    def _initial_positivity(self, image) -> None:
+        """OSMAPOSL's default ``enforce initial positivity condition`` (on), in place."""
         threshold_min_to_small_positive(image.array)
-        self._subiteration = 1
-        _LOG.info("OSMAPOSL set up: %d subsets, %d subiterations", self._num_subsets, self._num_subiterations)
 
     def _require_set_up(self) -> OSEM:
         if self._osem is None:
@@ -185,8 +192,8 @@ class OSMAPOSLReconstructor:
             with osem.comm.together(f"writing {path}"):
                 if osem.comm.is_root:  # (under MPI every rank holds the same estimate; rank 0 writes it)
                     write_image(path, VoxelsOnCartesianGrid(image.image_info, fill=image.as_array()), overwrite=True)
-                    _LOG.info("OSMAPOSL: wrote %s", path)
-        _LOG.info("OSMAPOSL subiteration #%d completed (subset %d)", n, osem.subset_num(n))
+                    _LOG.info("%s: wrote %s", self.name, path)
+        _LOG.info("%s subiteration #%d completed (subset %d)", self.name, n, osem.subset_num(n))
         self._subiteration += 1
 
     def update(self, image) -> ImageData:
