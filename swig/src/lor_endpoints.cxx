@@ -27,7 +27,7 @@ lor_endpoints_problem(const stir::ProjDataInfo& pdi, const stir::DiscretisedDens
   const std::string what = "scanner '" + pdi.get_scanner_sptr()->get_name() + "' (geometry "
                            + pdi.get_scanner_sptr()->get_scanner_geometry() + ")";
   if (pdi.is_tof_data())
-    return what + ": stirgpu projects the TOF data of cylindrical scanners only; these are TOF data";
+    return what + ": these are TOF data, and stirgpu projects the TOF data of cylindrical scanners only";
   if (dynamic_cast<const stir::VoxelsOnCartesianGrid<float>*>(&image) == nullptr)
     return what + ": stirgpu projects images on a Cartesian grid (VoxelsOnCartesianGrid) only";
   return "";

@@ -73,6 +73,14 @@ PythonRuntime::keep_thread_state()
 }
 
 bool
+PythonRuntime::python_is_running()
+{
+  // (Py_FinalizeEx marks the interpreter not initialised before it clears the modules, whose
+  // objects' destructors are where a finalising interpreter meets the plugin)
+  return Py_IsInitialized() != 0;
+}
+
+bool
 PythonRuntime::this_thread_holds_gil()
 {
   return Py_IsInitialized() && PyGILState_Check();

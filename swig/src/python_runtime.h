@@ -45,6 +45,10 @@ public:
   //! own Python module.
   bool embedded() const { return embedded_; }
 
+  //! False once the interpreter is finalising (Py_FinalizeEx: STIR's Python module at the exit
+  //! of its process) or before it started: no Python may run then.
+  static bool python_is_running();
+
   //! True when the calling thread holds the GIL (only ever inside STIR's Python module:
   //! embedded, the GIL is taken for plugin calls only).
   static bool this_thread_holds_gil();

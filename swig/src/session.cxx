@@ -128,6 +128,15 @@ Session::~Session()
 {
   if (!pending_error_.empty())
     stir::warning(PREFIX + "an error was never reported to STIR: " + pending_error_);
+  if (python_ != nullptr && !PythonRuntime::python_is_running())
+    {
+      // the Python that made the session is finalising (or gone): this projector is being
+      // destroyed with the Python objects of STIR's module at the exit of the process (a
+      // script that ends without deleting its reconstruction).  Its Python session is left
+      // as it is: running Python now would run it on a thread that no longer holds the GIL
+      // once the call returns, and the process ends anyway.
+      return;
+    }
   if (python_ != nullptr)
     {
       try

@@ -101,12 +101,19 @@ def _crystal_map() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_template(folder, geometry: str) -> str:
+#: a scanner's TOF keys (STIR 6.5 reads TOF data of block scanners from no file: such data are
+#: made in Python, with set_tof_mash_factor)
+TOF_KEYS = """  Maximum number of (unmashed) TOF time bins := 5
+  Size of unmashed TOF time bins (ps) := 100
+  TOF timing resolution (ps) := 300
+"""
+
+
+def _write_template(folder, geometry: str, extra: str = "") -> str:
     name = f"small_{geometry.lower()}"
-    extra = ""
     if geometry == "Generic":
         (folder / "crystals.txt").write_text(_crystal_map())
-        extra = "  Name of crystal map := crystals.txt\n  Scanner orientation (X or Y) := Y\n"
+        extra += "  Name of crystal map := crystals.txt\n  Scanner orientation (X or Y) := Y\n"
     (folder / f"{name}.hs").write_text(HEADER.format(name=name, geometry=geometry, extra=extra))
     np.zeros(32 * 10 * 24, np.float32).tofile(folder / f"{name}.s")
     return f"{name}.hs"
@@ -155,3 +162,24 @@ def test_block_and_generic_scanners_are_projected_as_parallelproj_does(reference
     reference_image = read_image(folder / "pp.hv").array
     assert np.abs(reference_image).max() > 0
     assert rel_max(read_image(folder / "sg.hv").array, reference_image) <= 1e-5
+
+
+def test_tof_data_of_a_block_scanner_are_refused_with_one_line(stir, stir_plugin, tmp_path, monkeypatch):
+    """TOF data of a block scanner (made in STIR's Python module: no file format of STIR 6.5
+    holds them) are a STIR error naming the scanner and the reason, at set_up."""
+    import stirgpu.stir_plugin as sp
+
+    sp.load()
+    monkeypatch.chdir(tmp_path)
+    template = _write_template(tmp_path, "BlocksOnCylindrical", TOF_KEYS)
+    proj_data = stir.ProjData.read_from_file(template)
+    pdi = proj_data.get_proj_data_info().clone()
+    pdi.set_tof_mash_factor(1)
+    assert pdi.get_num_tof_poss() == 5
+    image = stir.FloatVoxelsOnCartesianGrid(proj_data.get_proj_data_info(), 1.0)
+    with pytest.raises(RuntimeError) as refused:
+        sp.forward_projector(backend="cpu").set_up(pdi, image)
+    assert str(refused.value).strip() == (
+        "ERROR: stirgpu: set_up: scanner 'small_blocksoncylindrical' (geometry BlocksOnCylindrical): these are "
+        "TOF data, and stirgpu projects the TOF data of cylindrical scanners only"
+    )
