@@ -25,6 +25,7 @@ from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
 from ..kernels.priors import prior_gradient, prior_hessian_times, prior_value
+from .hessian_diagonal import hessian_diagonal
 from .neighbourhood import centred_weights, stir_default_weights
 
 __all__ = ["NeighbourhoodPrior", "float32_parameter"]
@@ -239,6 +240,15 @@ class NeighbourhoodPrior:
         target = _zero(x.copy() if out is None else self._array(out, "out"))
         self.accumulate_Hessian_times_input(current_estimate, input_, target)
         return out if out is not None else self._wrap(current_estimate, target)
+
+    def compute_Hessian_diagonal(self, image):
+        """The diagonal of the penalty's Hessian at ``image`` (STIR's ``GibbsPenalty::
+        compute_Hessian_diagonal``, :mod:`.hessian_diagonal`): a new image / array like ``image``."""
+        w = self._ready()
+        x = self._array(image)
+        p1, p2 = self._potential()
+        diag = hessian_diagonal(x, w, self._kind, p1, p2, self._beta, kappa=self._kappa_like(x))
+        return self._wrap(image, diag)
 
     def _write_gradient(self, gradient, write_file: bool) -> None:
         """STIR's ``gradient filename prefix``: ``<prefix><n>.v`` for the n-th gradient computed."""

@@ -129,7 +129,7 @@ class RelativeDifferencePrior(Prior):
         return self._rdp.get_epsilon()
 
     def compute_Hessian_diagonal(self, image) -> ImageData:
-        raise NotSupported(
-            "compute_Hessian_diagonal: stirgpu's RelativeDifferencePrior has no Hessian diagonal "
-            "(multiply_with_Hessian gives Hessian-vector products)"
-        )
+        """The diagonal of the prior's Hessian at ``image`` (SIRF's RDP is STIR's
+        ``GibbsRelativeDifferencePenalty``, whose ``compute_Hessian_diagonal`` this is)."""
+        image = _check_image(image, "compute_Hessian_diagonal")
+        return image._new_like().fill(self._prior.compute_Hessian_diagonal(image.array))
