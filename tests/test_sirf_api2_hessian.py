@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from stir_grids import stir_grid
 
 import stirgpu
 import stirgpu.sirf as pet
@@ -157,9 +158,9 @@ def test_rdp_hessian_diagonal_is_stirs_gibbs_rdp(stir, with_kappa):
     theirs.set_penalisation_factor(1.3)
     theirs.set_gamma(1.5)
     theirs.set_epsilon(0.01)
-    sx = _stir_grid(stir, x, voxel)
+    sx = stir_grid(stir, x, voxel)
     if with_kappa:
-        theirs.set_kappa_sptr(_stir_grid(stir, kappa, voxel))
+        theirs.set_kappa_sptr(stir_grid(stir, kappa, voxel))
     theirs.set_up(sx)
     want = sx.get_empty_copy()
     theirs.compute_Hessian_diagonal(want, sx)
@@ -175,15 +176,3 @@ def test_rdp_hessian_diagonal_is_stirs_gibbs_rdp(stir, with_kappa):
     mine.set_up(image)
     got = mine.compute_Hessian_diagonal(image).as_array()
     assert _relative(got, want) <= 1e-5
-
-
-def _stir_grid(stir, array, voxel):
-    nz, ny, nx = array.shape
-    lo = (0, -(ny // 2), -(nx // 2))
-    hi = (nz - 1, ny - 1 - ny // 2, nx - 1 - nx // 2)
-    rng3 = stir.IndexRange3D(stir.Int3BasicCoordinate(lo), stir.Int3BasicCoordinate(hi))
-    img = stir.FloatVoxelsOnCartesianGrid(
-        stir.ExamInfo(), rng3, stir.FloatCartesianCoordinate3D(0, 0, 0), stir.FloatCartesianCoordinate3D(*voxel)
-    )
-    img.fill(np.ascontiguousarray(array, dtype=np.float32).ravel())
-    return img

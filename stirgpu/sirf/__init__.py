@@ -40,7 +40,7 @@ from .not_supported import (
     missing_engine_name,
 )
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
-from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
+from .priors import LogcoshPrior, PLSPrior, Prior, QuadraticPrior, RelativeDifferencePrior
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
@@ -63,6 +63,8 @@ __all__ = [
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
+    "LogcoshPrior",
+    "PLSPrior",
     "MessageRedirector",
     "error",
     "norm",
