@@ -46,6 +46,12 @@ from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
+from .threads import (
+    get_default_num_omp_threads,
+    get_max_omp_threads,
+    set_default_num_omp_threads,
+    set_max_omp_threads,
+)
 from .Utilities import examples_data_path, existing_filepath, pTest, show_2D_array, show_3D_array
 
 __all__ = [
@@ -92,6 +98,10 @@ __all__ = [
     "TruncateToCylinderProcessor",
     "SeparableGaussianImageFilter",
     "PoissonNoiseGenerator",
+    "set_max_omp_threads",
+    "get_max_omp_threads",
+    "set_default_num_omp_threads",
+    "get_default_num_omp_threads",
 ]
 
 

@@ -78,8 +78,8 @@ def ssrb_geometry(
     for k in range(-out_max, out_max + 1):
         ins = range(k * c - c // 2, k * c + c // 2 + 1)
         lo, hi = pdi.get_min_ring_difference(ins[0]), pdi.get_max_ring_difference(ins[-1])
-        min_m = min(pdi.get_m(s, 0) for s in ins)
-        max_m = max(pdi.get_m(s, pdi.get_num_axial_poss(s) - 1) for s in ins)
+        min_m = min(float(pdi.get_m(s, 0)) for s in ins)
+        max_m = max(float(pdi.get_m(s, pdi.get_num_axial_poss(s) - 1)) for s in ins)
         n = (max_m - min_m) / (spacing if lo == hi else spacing / 2) + 1
         if abs(round(n) - n) > 1e-3:
             raise InputError(f"rebin: the number of axial positions of output segment {k} would be {n:g}, not whole")
@@ -107,7 +107,9 @@ def ssrb(out: ProjData, data: ProjData, do_normalisation: bool = True) -> ProjDa
         ins = _input_segments(ipdi, opdi, k)
         out_m = np.asarray(opdi.get_m(k, np.arange(opdi.get_num_axial_poss(k))), dtype=np.float64)
         maps = {s: _same_m(out_m, ipdi, s) for s in ins}
-        counts = sum((m >= 0).astype(np.int64) for m in maps.values()) if ins else np.zeros(out_m.size, np.int64)
+        counts = np.zeros(out_m.size, dtype=np.int64)
+        for m in maps.values():
+            counts += m >= 0
         for t in range(opdi.get_min_tof_pos_num(), opdi.get_max_tof_pos_num() + 1):
             total = np.zeros((out_m.size, opdi.get_num_views(), opdi.get_num_tangential_poss()), dtype=np.float32)
             for s in ins:
