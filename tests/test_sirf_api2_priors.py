@@ -94,3 +94,23 @@ def test_sirf_prior_checks_hold_for_logcosh():
 def test_pls_prior_is_refused_naming_what_to_use():
     with pytest.raises(pet.error, match="PLSPrior: .*not provided by stirgpu.*LogcoshPrior"):
         pet.PLSPrior()
+
+
+@pytest.mark.gpu
+def test_hessian_diagonal_of_a_gpu_image_is_the_hosts(cp):
+    """The RDP's Hessian diagonal of an image on a GPU (with a kappa image) stays there and equals
+    the host's to float32 rounding."""
+    info, x, kappa, _ = _images(2)
+    results = []
+    for on_gpu in (False, True):
+        prior = pet.RelativeDifferencePrior()
+        prior.set_penalisation_factor(0.8)
+        prior.set_epsilon(0.01)
+        arrays = [cp.asarray(a) if on_gpu else a.copy() for a in (x, kappa)]
+        prior.set_kappa(pet.ImageData.from_array(arrays[1], info))
+        image = pet.ImageData.from_array(arrays[0], info)
+        prior.set_up(image)
+        diag = prior.compute_Hessian_diagonal(image)
+        assert type(diag.array) is type(arrays[0])
+        results.append(diag.as_array())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
