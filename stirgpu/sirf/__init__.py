@@ -36,6 +36,7 @@ from .noise import PoissonNoiseGenerator
 from .not_supported import (
     AcquisitionModelUsingMatrix,
     AcquisitionModelUsingRayTracingMatrix,
+    FBP2DReconstructor,
     RayTracingMatrix,
     missing_engine_name,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "AcquisitionModelUsingMatrix",
     "AcquisitionModelUsingRayTracingMatrix",
     "RayTracingMatrix",
+    "FBP2DReconstructor",
     "Shape",
     "EllipticCylinder",
     "set_verbosity",
