@@ -176,3 +176,36 @@ def test_rdp_hessian_diagonal_is_stirs_gibbs_rdp(stir, with_kappa):
     mine.set_up(image)
     got = mine.compute_Hessian_diagonal(image).as_array()
     assert _relative(got, want) <= 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("subset", [-1, 1])
+def test_objective_hessian_on_a_gpu_is_the_cpus(cp, subset):
+    """The same Hessian products on the CUDA backend with images on the GPU (where the result
+    stays) equal the CPU's to float32 rounding."""
+    from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+
+    pdi = ProjDataInfo.construct(Scanner.from_name("ECAT 953"), 3, 2, num_views=12, num_tangential_poss=32)
+    info = ImageInfo((15, 24, 24), (3.375, 4.0, 4.0))
+    rng = np.random.default_rng(4)
+    x = rng.random(info.shape, dtype=np.float32) + np.float32(0.2)
+    v = rng.random(info.shape, dtype=np.float32)
+    shape = ProjDataInMemory(pdi).shape
+    y, b = (rng.random(shape, dtype=np.float32) * np.float32(scale) + np.float32(0.5) for scale in (20, 1))
+    results = []
+    for backend in ("cpu", "cuda"):
+        with stirgpu.config(backend=backend), pet.storage_scheme("memory"):
+            am = pet.AcquisitionModelUsingParallelproj()
+            am.set_background_term(pet.AcquisitionData(ProjDataInMemory(pdi, fill=b)))
+            obj = pet.make_Poisson_loglikelihood(pet.AcquisitionData(ProjDataInMemory(pdi, fill=y)), acq_model=am)
+            obj.set_num_subsets(3)
+            prior = pet.RelativeDifferencePrior()
+            prior.set_penalisation_factor(0.3)
+            prior.set_epsilon(0.01)
+            obj.set_prior(prior)
+            xs, vs = (pet.ImageData.from_array(cp.asarray(a) if backend == "cuda" else a.copy(), info) for a in (x, v))
+            obj.set_up(xs)
+            h = obj.multiply_with_Hessian(xs, vs, subset)
+            assert type(h.array) is type(xs.array)
+            results.append(h.as_array())
+    assert np.abs(results[1] - results[0]).max() <= 2e-5 * np.abs(results[0]).max()
