@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import StirGpuError
 
-__all__ = ["Config", "config", "get_config", "PIN_POLICIES"]
+__all__ = ["Config", "config", "get_config", "update_config", "PIN_POLICIES"]
 
 #: values of Config.pin_host_memory
 PIN_POLICIES = ("reused", "always", "never")
@@ -53,6 +53,9 @@ class Config:
     #: images counted before a call, projection data chunk by chunk as the engine reads them
     #: (docs/execution.md, "Non-finite inputs"); False only to measure what the check costs
     check_finite: bool = True
+    #: threads of the CPU backend's numba kernels (projections, priors): None, numba's maximum
+    #: (``NUMBA_NUM_THREADS``, else every core); at most that (stirgpu.kernels.threads)
+    cpu_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "cpu", "cuda"):
@@ -67,6 +70,10 @@ class Config:
             or not 1 <= self.compute_streams <= 8
         ):
             raise StirGpuError(f"config: compute_streams must be an integer from 1 to 8, not {self.compute_streams!r}")
+        if self.cpu_threads is not None and (
+            not isinstance(self.cpu_threads, int) or isinstance(self.cpu_threads, bool) or self.cpu_threads < 1
+        ):
+            raise StirGpuError(f"config: cpu_threads must be a positive integer or None, not {self.cpu_threads!r}")
         if self.pin_host_memory not in PIN_POLICIES:
             raise StirGpuError(f"config: pin_host_memory must be one of {PIN_POLICIES}, not {self.pin_host_memory!r}")
         _check_progress(self.progress)
@@ -105,3 +112,11 @@ def config(**changes) -> Iterator[Config]:
         yield new
     finally:
         _CURRENT.reset(token)
+
+
+def update_config(**changes) -> Config:
+    """Change configuration fields for the rest of the current context (thread / task), as the
+    SIRF layer's global setters (``set_max_omp_threads``) do; :func:`config` is the scoped form."""
+    new = dataclasses.replace(_CURRENT.get(), **changes)
+    _CURRENT.set(new)
+    return new

@@ -42,6 +42,7 @@ import numpy as np
 from ..arrays import import_cupy as _cupy
 from ..errors import DeviceError
 from ..kernels.backends import CpuLaneKernels, CudaLaneKernels
+from ..kernels.threads import numba_threads
 
 __all__ = [
     "resolve_backend",
@@ -148,6 +149,8 @@ class CpuLane:
         self.allocation_hook: AllocationHook | None = None
         #: the chunk programs' kernel backend (stirgpu.kernels.backends)
         self.kernels = CpuLaneKernels()
+        #: numba threads of this lane's kernels (config's cpu_threads at the call; None: numba's maximum)
+        self.cpu_threads: int | None = None
 
     # resources
     def activate(self) -> contextlib.AbstractContextManager:
@@ -191,7 +194,7 @@ class CpuLane:
 
     def compute(self, fn: Callable[[], Any]) -> tuple[float, float]:
         """Run ``fn`` now; returns (start, end) perf_counter seconds of the kernel work."""
-        with self._lock:
+        with self._lock, numba_threads(self.cpu_threads):
             t0 = time.perf_counter()
             fn()
             return t0, time.perf_counter()

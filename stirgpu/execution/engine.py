@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import PIN_POLICIES
+from ..config import PIN_POLICIES, get_config
 from ..errors import DeviceError, NonFiniteError, PipelineError
 from . import devices as _devices
 from .call import Call, RunResult
@@ -337,6 +337,9 @@ class Engine:
             direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
         direct = {n: a for n, a in direct.items() if n in program.inputs + program.outputs}
         with self._lock:
+            if self.backend == "cpu":  # the caller's cpu_threads, for the lanes' threads
+                for lane in self.lanes:
+                    lane.cpu_threads = get_config().cpu_threads
             t_start = time.perf_counter()
             tracker = None if progress is None else ChunkProgress(progress, plan.chunks)
             shared = dict(

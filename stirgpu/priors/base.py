@@ -14,6 +14,7 @@ float32.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import ClassVar
@@ -21,10 +22,13 @@ from typing import ClassVar
 import numpy as np
 
 from ..arrays import is_cupy
+from ..config import get_config
 from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid, write_image
 from ..geometry import ImageInfo
 from ..kernels.priors import prior_gradient, prior_hessian_times, prior_value
+from ..kernels.threads import numba_threads
+from .hessian_diagonal import hessian_diagonal
 from .neighbourhood import centred_weights, stir_default_weights
 
 __all__ = ["NeighbourhoodPrior", "float32_parameter"]
@@ -204,7 +208,8 @@ class NeighbourhoodPrior:
         if self.is_zero:
             return 0.0
         p1, p2 = self._potential()
-        return prior_value(x, w, self._kind, p1, p2, kappa=self._kappa_like(x)) * self._beta
+        with _kernel_threads(x):
+            return prior_value(x, w, self._kind, p1, p2, kappa=self._kappa_like(x)) * self._beta
 
     def get_gradient(self, image, out=None, *, write_file: bool = True):
         """The penalty's gradient at ``image`` (STIR's ``compute_gradient``), into ``out`` (an array
@@ -218,7 +223,8 @@ class NeighbourhoodPrior:
             res = _zero(x.copy() if target is None else target)
         else:
             p1, p2 = self._potential()
-            res = prior_gradient(x, w, self._kind, p1, p2, scale=self._beta, out=target, kappa=self._kappa_like(x))
+            with _kernel_threads(x):
+                res = prior_gradient(x, w, self._kind, p1, p2, scale=self._beta, out=target, kappa=self._kappa_like(x))
         self._write_gradient(res, write_file)
         return out if out is not None else self._wrap(image, res)
 
@@ -230,7 +236,10 @@ class NeighbourhoodPrior:
         target = self._array(out, "out")
         if not self.is_zero:
             p1, p2 = self._potential()
-            prior_hessian_times(x, v, w, self._kind, p1, p2, scale=self._beta, out=target, kappa=self._kappa_like(x))
+            with _kernel_threads(x):
+                prior_hessian_times(
+                    x, v, w, self._kind, p1, p2, scale=self._beta, out=target, kappa=self._kappa_like(x)
+                )
         return out
 
     def multiply_with_Hessian(self, current_estimate, input_, out=None):
@@ -239,6 +248,15 @@ class NeighbourhoodPrior:
         target = _zero(x.copy() if out is None else self._array(out, "out"))
         self.accumulate_Hessian_times_input(current_estimate, input_, target)
         return out if out is not None else self._wrap(current_estimate, target)
+
+    def compute_Hessian_diagonal(self, image):
+        """The diagonal of the penalty's Hessian at ``image`` (STIR's ``GibbsPenalty::
+        compute_Hessian_diagonal``, :mod:`.hessian_diagonal`): a new image / array like ``image``."""
+        w = self._ready()
+        x = self._array(image)
+        p1, p2 = self._potential()
+        diag = hessian_diagonal(x, w, self._kind, p1, p2, self._beta, kappa=self._kappa_like(x))
+        return self._wrap(image, diag)
 
     def _write_gradient(self, gradient, write_file: bool) -> None:
         """STIR's ``gradient filename prefix``: ``<prefix><n>.v`` for the n-th gradient computed."""
@@ -253,6 +271,11 @@ class NeighbourhoodPrior:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(penalisation_factor={self._beta!r})"
+
+
+def _kernel_threads(x):
+    """``stirgpu.config``'s ``cpu_threads`` for the numba kernels of a host image (nothing for a GPU one)."""
+    return contextlib.nullcontext() if _is_gpu(x) else numba_threads(get_config().cpu_threads)
 
 
 def _zero(a):

@@ -37,17 +37,24 @@ from .noise import PoissonNoiseGenerator
 from .not_supported import (
     AcquisitionModelUsingMatrix,
     AcquisitionModelUsingRayTracingMatrix,
+    FBP2DReconstructor,
     RayTracingMatrix,
     missing_engine_name,
 )
 from .objective import PoissonLogLikelihoodWithLinearModelForMeanAndProjData, make_Poisson_loglikelihood
 from .ossps_reconstructor import OSSPSReconstructor
-from .priors import Prior, QuadraticPrior, RelativeDifferencePrior
+from .priors import LogcoshPrior, PLSPrior, Prior, QuadraticPrior, RelativeDifferencePrior
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
+from .threads import (
+    get_default_num_omp_threads,
+    get_max_omp_threads,
+    set_default_num_omp_threads,
+    set_max_omp_threads,
+)
 from .Utilities import examples_data_path, existing_filepath, pTest, show_2D_array, show_3D_array
 
 __all__ = [
@@ -66,6 +73,8 @@ __all__ = [
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
+    "LogcoshPrior",
+    "PLSPrior",
     "MessageRedirector",
     "error",
     "norm",
@@ -81,6 +90,7 @@ __all__ = [
     "AcquisitionModelUsingMatrix",
     "AcquisitionModelUsingRayTracingMatrix",
     "RayTracingMatrix",
+    "FBP2DReconstructor",
     "Shape",
     "EllipticCylinder",
     "set_verbosity",
@@ -93,6 +103,10 @@ __all__ = [
     "TruncateToCylinderProcessor",
     "SeparableGaussianImageFilter",
     "PoissonNoiseGenerator",
+    "set_max_omp_threads",
+    "get_max_omp_threads",
+    "set_default_num_omp_threads",
+    "get_default_num_omp_threads",
 ]
 
 

@@ -24,6 +24,7 @@ from ..formats import ProjData, ProjDataFromFile, ProjDataInOneArray, read_from_
 from ..geometry import ProjDataInfo, Scanner
 from .containers import DataContainer
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors
+from .rebin import ssrb, ssrb_geometry
 from .storage import chunk_bytes, get_storage_scheme, new_store, set_storage_scheme
 
 __all__ = ["AcquisitionData"]
@@ -334,6 +335,28 @@ class AcquisitionData(DataContainer):
         from .image_data import ImageData
 
         return ImageData.default_for(self, xy).fill(value)
+
+    def rebin(
+        self,
+        num_segments_to_combine,
+        num_views_to_combine=1,
+        num_tang_poss_to_trim=0,
+        do_normalisation=True,
+        max_in_segment_num_to_process=-1,
+        num_tof_bins_to_combine=1,
+    ) -> AcquisitionData:
+        """SIRF's ``rebin``: STIR's single-slice rebinning (``stir::SSRB``, :mod:`.rebin`) into new
+        data of the storage scheme in force; ``do_normalisation`` averages, otherwise adds."""
+        store = self.proj_data
+        pdi = ssrb_geometry(
+            store.get_proj_data_info(),
+            num_segments_to_combine,
+            num_views_to_combine,
+            num_tang_poss_to_trim,
+            max_in_segment_num_to_process,
+            num_tof_bins_to_combine,
+        )
+        return AcquisitionData(ssrb(new_store(pdi), store, bool(do_normalisation)))
 
     def get_subset(self, views) -> AcquisitionData:
         """The data of ``views`` only (any view numbers, in the order given), in memory."""

@@ -5,6 +5,8 @@
   ``set_num_tangential_LORs`` lives): STIR's ray-tracing matrix is another projector than
   Parallelproj's, with other numbers; constructing one raises :class:`~.errors.NotSupported`
   naming ``AcquisitionModelUsingParallelproj``, the model stirgpu computes.
+* :class:`FBP2DReconstructor`: STIR's FBP2D back projects with its interpolating back projector,
+  not Parallelproj's; constructing one raises :class:`~.errors.NotSupported` saying so.
 * Names SIRF defines only when it was built with an optional engine stirgpu does not have
   (NiftyPET's GPU projector): SIRF without that engine has no such attribute, and SIRF's own
   tests check with ``hasattr`` (``tests_NiftyPET.py``).  Here too ``hasattr`` is False, and a
@@ -21,6 +23,7 @@ __all__ = [
     "AcquisitionModelUsingMatrix",
     "AcquisitionModelUsingRayTracingMatrix",
     "RayTracingMatrix",
+    "FBP2DReconstructor",
     "NotProvided",
     "ENGINE_NAMES",
     "missing_engine_name",
@@ -55,6 +58,17 @@ class RayTracingMatrix:
 
     def __init__(self):
         raise NotSupported(f"RayTracingMatrix: {_USE_PARALLELPROJ}")
+
+
+class FBP2DReconstructor:
+    """SIRF's ``FBP2DReconstructor`` (STIR's ``FBP2DReconstruction``): not provided."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotSupported(
+            "FBP2DReconstructor: STIR's FBP2D back projects with its interpolating back projector "
+            "(BackProjectorByBinUsingInterpolation), which stirgpu does not compute, so its numbers cannot be "
+            "STIR's; reconstruct with OSMAPOSLReconstructor, or run STIR's own FBP2D"
+        )
 
 
 #: SIRF names that need an engine stirgpu does not have -> what that engine is

@@ -13,7 +13,10 @@ fused subset calls, so they are those of ``stirgpu osmaposl`` and of STIR's OSMA
 * ``get_subset_gradient(x, k)`` = that minus ``s_k`` minus ``grad penalty / K`` (STIR's
   ``compute_sub_gradient``; STIR back projects ``q - 1/f`` at once, here ``B_k q - s_k``: equal up
   to float32 summation order); ``gradient(x)`` (subset -1) the sum over the subsets;
-* ``value(x)`` = ``sum(y log ybar - ybar)`` (STIR's truncation) minus the penalty.
+* ``value(x)`` = ``sum(y log ybar - ybar)`` (STIR's truncation) minus the penalty;
+* ``multiply_with_Hessian(x, v, k)`` / ``accumulate_Hessian_times_input`` = STIR's
+  ``accumulate_sub_Hessian_times_input`` (:mod:`.hessian`) minus the prior's ``H v / K`` (all
+  subsets for k = -1, minus ``H v`` once).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .acquisition_data import AcquisitionData
 from .acquisition_model import AcquisitionModelUsingParallelproj
 from .containers import _xp_of
 from .errors import InputError, InputTypeError, NotSupported, error, translate_class_errors, translate_errors
+from .hessian import likelihood_hessian_times
 from .image_data import ImageData
 from .priors import Prior
 
@@ -239,6 +243,38 @@ class PoissonLogLikelihoodWithLinearModelForMeanAndProjData:
 
     def get_subset_gradient(self, image, subset, out=None) -> ImageData:
         return self.gradient(image, subset, out)
+
+    # -- Hessian -----------------------------------------------------------------------------------
+    def _hessian_times(self, current_estimate, input_, subset, what: str):
+        """``H(x) v`` of subset ``subset`` (-1: all) with the prior's term (:mod:`.hessian`), an
+        array where ``x`` lives."""
+        x, v = self._checked(current_estimate, what), self._checked(input_, f"{what}: input")
+        ready, K = self._require_set_up(), self._num_subsets
+        subsets = range(K) if int(subset) < 0 else [self._subset(subset)]
+        xp = _xp_of(x.array)
+        total = xp.zeros(x.array.shape, dtype=np.float32)
+        for k in subsets:
+            part = likelihood_hessian_times(ready.objective, ready.projector, x.array, v.array, k, K)
+            total -= in_namespace(xp, part)
+        if self.prior is not None and not self.prior.is_zero():
+            prior_term = in_namespace(xp, self.prior.multiply_with_Hessian(x, v).array)
+            total -= prior_term if int(subset) < 0 else prior_term / np.float32(K)
+        return total
+
+    def accumulate_Hessian_times_input(self, current_estimate, input_, subset=-1, out=None) -> ImageData:
+        """``out += H(current_estimate) input_`` for subset ``subset`` (-1: the whole objective
+        function), STIR's ``accumulate_sub_Hessian_times_input``; ``out`` None: a new zero image."""
+        values = self._hessian_times(current_estimate, input_, subset, "accumulate_Hessian_times_input")
+        target = input_.get_uniform_copy(0.0) if out is None else _image(out, "out")
+        input_._check_compatible(target, "out")
+        target._write(None, target.array + in_namespace(_xp_of(target.array), values))
+        return target
+
+    def multiply_with_Hessian(self, current_estimate, input_, subset=-1, out=None) -> ImageData:
+        """``H(current_estimate) input_`` for subset ``subset`` (-1: the whole objective function),
+        into ``out`` (overwritten) or a new image."""
+        values = self._hessian_times(current_estimate, input_, subset, "multiply_with_Hessian")
+        return _into(out, input_, values)
 
 
 def _device_zeros(projector, info: ImageInfo):

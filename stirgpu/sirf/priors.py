@@ -1,7 +1,7 @@
-"""SIRF's priors (``QuadraticPrior``, ``RelativeDifferencePrior``) on stirgpu's own.
+"""SIRF's priors (``QuadraticPrior``, ``LogcoshPrior``, ``RelativeDifferencePrior``) on stirgpu's own.
 
 Each SIRF prior holds a :mod:`stirgpu.priors` prior (STIR's numbers, parameters and defaults:
-penalisation factor 0; RDP gamma 2, epsilon 0, as STIR 6.5) and takes SIRF's containers:
+penalisation factor 0; RDP gamma 2, epsilon 0; Logcosh scalar 1, as STIR 6.5) and takes SIRF's containers:
 ``set_up(image)``, ``get_value(image)``, ``get_gradient(image)``, the Hessian products and
 ``set_kappa(image)`` work on :class:`~.image_data.ImageData` (numpy or cupy: a GPU image stays
 there).  The objective function (:mod:`.objective`) subtracts the penalty and its gradient / K,
@@ -15,7 +15,7 @@ from .. import priors as stirgpu_priors
 from .errors import InputTypeError, NotSupported, translate_class_errors
 from .image_data import ImageData
 
-__all__ = ["Prior", "QuadraticPrior", "RelativeDifferencePrior"]
+__all__ = ["Prior", "QuadraticPrior", "LogcoshPrior", "RelativeDifferencePrior", "PLSPrior"]
 
 
 def _check_image(image, what: str) -> ImageData:
@@ -107,6 +107,24 @@ class QuadraticPrior(Prior):
 
 
 @translate_class_errors
+class LogcoshPrior(Prior):
+    """SIRF's ``LogcoshPrior`` (STIR's ``LogcoshPrior``: ``log(cosh(s (x_j - x_k))) / (2 s^2)`` per
+    pair; the scalar ``s`` is 1 by default, as in STIR)."""
+
+    _logcosh: stirgpu_priors.LogcoshPrior
+
+    def __init__(self):
+        self._logcosh = stirgpu_priors.LogcoshPrior()
+        super().__init__(self._logcosh)
+
+    def set_scalar(self, v) -> None:
+        self._logcosh.set_scalar(v)
+
+    def get_scalar(self) -> float:
+        return self._logcosh.get_scalar()
+
+
+@translate_class_errors
 class RelativeDifferencePrior(Prior):
     """SIRF's ``RelativeDifferencePrior`` (STIR's ``RelativeDifferencePrior``)."""
 
@@ -129,7 +147,18 @@ class RelativeDifferencePrior(Prior):
         return self._rdp.get_epsilon()
 
     def compute_Hessian_diagonal(self, image) -> ImageData:
+        """The diagonal of the prior's Hessian at ``image`` (SIRF's RDP is STIR's
+        ``GibbsRelativeDifferencePenalty``, whose ``compute_Hessian_diagonal`` this is)."""
+        image = _check_image(image, "compute_Hessian_diagonal")
+        return image._new_like().fill(self._prior.compute_Hessian_diagonal(image.array))
+
+
+class PLSPrior:
+    """SIRF's ``PLSPrior`` (STIR's Parallel Level Sets prior with an anatomical image): not provided."""
+
+    def __init__(self):
         raise NotSupported(
-            "compute_Hessian_diagonal: stirgpu's RelativeDifferencePrior has no Hessian diagonal "
-            "(multiply_with_Hessian gives Hessian-vector products)"
+            "PLSPrior: STIR's Parallel Level Sets prior is not provided by stirgpu; use QuadraticPrior, "
+            "LogcoshPrior or RelativeDifferencePrior, or run STIR's PLS through the plugin "
+            "('stirgpu stir OSMAPOSL file.par' with 'prior type := PLS')"
         )
