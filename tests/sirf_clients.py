@@ -200,7 +200,8 @@ EXAMPLES: dict[str, Case] = {
         NON_INTERACTIVE, "RayTracingMatrix (STIR's ray-tracing matrix, the object this example configures)"
     ),
     "acquisition_data.py": Case(
-        NON_INTERACTIVE, "get_engine_version_string, get_engine_doc_dir, get_engine_examples_dir"
+        NON_INTERACTIVE,
+        "get_engine_version_string, get_engine_doc_dir, get_engine_examples_dir, then AcquisitionData.rebin",
     ),
     "acquisition_data_from_scanner_info.py": Case(NON_INTERACTIVE, "scanner_names"),
     "acquisition_model.py": Case(NON_INTERACTIVE, "scanner_names, EllipticCylinder, SeparableGaussianImageFilter"),
@@ -251,21 +252,30 @@ EXAMPLES_NOT_RUN: dict[str, str] = {
 
 # SIRF's PET test files (src/xSTIR/pSTIR/tests), each run under pytest
 TEST_FILES: dict[str, Case] = {
-    "tests_one.py": Case(needs="AcquisitionModelUsingParallelproj.set_num_tangential_LORs"),
+    "tests_one.py": Case(
+        needs="AcquisitionModelUsingParallelproj.set_num_tangential_LORs / get_num_tangential_LORs, then "
+        "RayTracingMatrix and AcquisitionModelUsingMatrix (used by name: no class to swap), and SIRF's own "
+        "Utahscat600k_ca_seg4.s (absent; tests_one.txt records its norm)"
+    ),
     "tests_two.py": Case(
-        needs="SIRF's own my_forward_projection.s (absent from ../shared/sirf): tests_two.txt records the "
-        "norms of that data, not of the forward projection made here"
+        needs="range_geometry() / domain_geometry() equal to the set-up templates (they are zeros), and SIRF's "
+        "own my_forward_projection.s (absent from ../shared/sirf): tests_two.txt records the norms of that data, "
+        "not of the forward projection made here"
     ),
     "tests_three.py": Case(needs="SIRF's own Utahscat600k_ca_seg4.s (absent; tests_three.txt records its norm)"),
     "tests_four.py": Case(),
     "tests_five.py": Case(),
-    "test_algebra.py": Case(needs="set_verbosity"),
-    "test_ObjectiveFunction.py": Case(needs="set_verbosity"),
+    "test_algebra.py": Case(
+        needs="set_verbosity, then a header-only template (thorax_single_slice/template_sinogram.hs)"
+    ),
+    "test_ObjectiveFunction.py": Case(
+        needs="set_verbosity, then a header-only template (thorax_single_slice/template_sinogram.hs)"
+    ),
     "tests_qp_lc_rdp.py": Case(needs="sirf.config (STIR_WITH_CUDA), LogcoshPrior, CudaRelativeDifferencePrior"),
     "tests_asarray.py": Case(needs="get_engine_version_string"),
     "tests_data_container_algebra.py": Case(),
     "test_six_adjoint.py": Case(needs="set_verbosity, get_verbosity"),
-    "tests_view.py": Case(needs="copyto (sirf.SIRF's)"),
+    "tests_view.py": Case(needs="copyto (sirf.SIRF's), then AcquisitionData.asarray(copy=False)"),
     "tests_scatter.py": Case(
         needs="ScatterEstimator, SingleScatterSimulator, EllipticCylinder, and SIRF's "
         "examples/parameter_files (not in ../shared/sirf)"

@@ -41,7 +41,10 @@ def _osem_figure(ws: sc.Workspace, tail: str, scratch: Path) -> str:
     if isinstance(stir, str):
         return f"relative residual {printed:.6e} (no reference STIR: {stir})"
     theirs = sc.stir_osem_residual(stir, ws.pet_data / "my_forward_projection.hs", scratch / "stir")
-    return f"relative residual {printed:.6e}; STIR OSMAPOSL (Parallelproj) {theirs:.6e}; ratio - 1 = {printed / theirs - 1:.1e}"
+    return (
+        f"relative residual {printed:.6e}; STIR OSMAPOSL (Parallelproj) {theirs:.6e}; "
+        f"ratio - 1 = {printed / theirs - 1:.1e}"
+    )
 
 
 def run_all(ws: sc.Workspace, scratch: Path):

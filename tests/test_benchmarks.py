@@ -55,6 +55,10 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--max-ring-diff", "64"], "--max-ring-diff 64"),  # the script's own
         (["--backend", "cpu", "--dir", "/nonexistent/folder"], "/nonexistent/folder"),
     ],
+    "sirf_memory.py": [
+        (["--repeat", "0"], "--repeat"),
+        (["--backend", "cpu", "--max-ring-diff", "64"], "--max-ring-diff 64"),  # the shared geometry's own
+    ],
     "osem.py": [
         (["--devices", "0,x"], "--devices"),
         (["--backend", "cpu", "--scanner", "No Such Scanner"], "No Such Scanner"),  # stirgpu's error
@@ -257,6 +261,21 @@ def test_non_finite_cpu_tiny_run(tmp_path):
     lines = r.stdout.splitlines()[-5:]
     assert [line.split(":")[0] for line in lines[:4]] == list(doc["cases"])
     assert lines[-1].startswith("OSEM's read of its inputs before the first subiteration")
+
+
+def test_sirf_memory_cpu_tiny_run(tmp_path):
+    """``sirf_memory.py --backend cpu --quick`` on 8 views: the forward and back projections timed
+    with both in-memory stores, the ratio the one over the other (no timings asserted)."""
+    out = tmp_path / "sirf_memory.json"
+    argv = ["--backend", "cpu", "--quick", "--views", "8", "--tangential", "32", "--repeat", "1"]
+    r = _run("sirf_memory.py", *argv, "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "cpu" and doc["geometry"]["views"] == 8
+    assert list(doc["cases"]) == ["forward", "back"]
+    for case in doc["cases"].values():
+        assert case["one_array_s"] > 0 and case["ratio"] == pytest.approx(case["one_array_s"] / case["per_segment_s"])
+    assert [line.split(":")[0] for line in r.stdout.splitlines()[-2:]] == ["forward", "back"]
 
 
 def test_priors_cpu_quick_runs_end_to_end(tmp_path):
