@@ -150,9 +150,9 @@ def test_ossps_matches_stir(name, reference_stir, three_segments, tmp_path):
 
 
 def test_cli_ossps_runs_stirs_file(reference_stir, three_segments, tmp_path, capsys):
-    """``stirgpu ossps recon.par`` (the command line) gives STIR's files and numbers, reads back
-    STIR's written denominator as ``precomputed denominator``, and refuses to write over its
-    outputs without ``--overwrite``."""
+    """``stirgpu ossps recon.par`` (the command line) names the denominator it wrote, reads back
+    STIR's written denominator as ``precomputed denominator`` (STIR's numbers), and refuses to
+    write over its outputs without ``--overwrite``."""
     par = ossps_par(ADD, _top(number_of_subiterations=4))
     s_dir, g_dir = run_both(reference_stir, tmp_path, par, three_segments)
     rerun = tmp_path / "rerun"
@@ -162,6 +162,10 @@ def test_cli_ossps_runs_stirs_file(reference_stir, three_segments, tmp_path, cap
     )
     (rerun / "recon.par").write_text(again)
     with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(g_dir)
+        assert main(["ossps", "recon.par", "--backend", "cpu", "--quiet", "--overwrite"]) == 0
+        out = capsys.readouterr().out
+        assert "sensitivities and denominator:" in out and "written: out_precomputed_denominator.hv" in out
         mp.chdir(rerun)
         assert main(["ossps", "recon.par", "--backend", "cpu", "--quiet"]) == 0
         assert main(["ossps", "recon.par", "--backend", "cpu", "--quiet"]) == 2
