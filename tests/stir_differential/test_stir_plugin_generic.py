@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import osmaposl_cases as oc
 import pytest
-from plugin_runs import BACK_PAR, FORWARD_PAR, STIRGPU_CPU, read_trace, rel_max, run_with_plugin
+from plugin_runs import BACK_PAR, FORWARD_PAR, STIRGPU_CPU, STIRGPU_PAIR, read_trace, rel_max, run_with_plugin
 
 from stirgpu.formats import read_image
 
@@ -183,3 +184,30 @@ def test_tof_data_of_a_block_scanner_are_refused_with_one_line(stir, stir_plugin
         "ERROR: stirgpu: set_up: scanner 'small_blocksoncylindrical' (geometry BlocksOnCylindrical): these are "
         "TOF data, and stirgpu projects the TOF data of cylindrical scanners only"
     )
+
+
+def test_osmaposl_on_block_and_generic_scanners_equals_parallelproj(reference_stir, stir_plugin, scanner_folder):
+    """STIR's OSMAPOSL (STIR's per-viewgram calls: the plugin's batches) with the stirgpu pair
+    against the Parallelproj pair, on the forward projection of the image as prompts: subset
+    sensitivities to 1e-5 and estimates to 1e-4 of the maximum (``osmaposl_cases``' bars)."""
+    folder, template = scanner_folder
+    (folder / "fwd.par").write_text(FORWARD_PAR.format(type="Parallelproj", keys=""))
+    reference_stir.run("forward_project", "prompts.hs", "image.hv", template, "fwd.par", cwd=folder)
+    for name, pair in (("pp", oc.PARALLELPROJ_PAIR), ("sg", STIRGPU_PAIR)):
+        objective = {**oc.SUBSET_SENSITIVITIES, "subset sensitivity filenames": f"{name}_sens_%d.hv"}
+        top = {
+            "output filename prefix": f"{name}_out",
+            "number of subsets": 2,
+            "number of subiterations": 2,
+            "save estimates at subiteration intervals": 2,
+        }
+        (folder / f"{name}.par").write_text(
+            oc.osmaposl_par(objective, top, normalisation=None, input_file="prompts.hs", projectors=pair)
+        )
+    reference_stir.run("OSMAPOSL", "pp.par", cwd=folder)
+    proc = run_with_plugin(reference_stir, "OSMAPOSL", "sg.par", cwd=folder)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for image, bar in (("sens_0", oc.SENSITIVITY_TOL), ("sens_1", oc.SENSITIVITY_TOL), ("out_2", oc.ESTIMATE_TOL)):
+        reference = read_image(folder / f"pp_{image}.hv").array
+        assert np.abs(reference).max() > 0
+        assert rel_max(read_image(folder / f"sg_{image}.hv").array, reference) <= bar, image
