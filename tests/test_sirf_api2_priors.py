@@ -4,7 +4,7 @@
   vector equal to STIR 6.5's ``LogcoshPrior`` through its Python module;
 * the checks SIRF's tests_qp_lc_rdp.py makes of every prior: ``grad(x + dx) - grad(x)`` close to
   ``H(x) dx``, and kappa * 2 with a quarter of the penalisation factor giving the same gradient;
-* ``PLSPrior`` is refused on construction, naming what to use.
+* ``PLSPrior``: STIR's Parallel Level Sets prior (value, gradient, anatomical differences, norm).
 """
 
 from __future__ import annotations
@@ -91,9 +91,74 @@ def test_sirf_prior_checks_hold_for_logcosh():
     assert prior.get_gradient(image).norm() == pytest.approx(grad_norm, rel=1e-5)
 
 
-def test_pls_prior_is_refused_naming_what_to_use():
-    with pytest.raises(pet.error, match="PLSPrior: .*not provided by stirgpu.*LogcoshPrior"):
-        pet.PLSPrior()
+def _pls(beta, alpha, eta, anatomical, info, kappa=None, only_2d=False):
+    prior = pet.PLSPrior()
+    prior.set_penalisation_factor(beta)
+    prior.set_alpha(alpha)
+    prior.set_eta(eta)
+    prior.set_only_2D(only_2d)
+    prior.set_anatomical_image(pet.ImageData.from_array(anatomical.copy(), info))
+    if kappa is not None:
+        prior.set_kappa(pet.ImageData.from_array(kappa.copy(), info))
+    return prior
+
+
+@pytest.mark.stir
+@pytest.mark.parametrize("with_kappa", [False, True])
+@pytest.mark.parametrize("only_2d", [False, True])
+def test_pls_is_stirs(stir, with_kappa, only_2d):
+    """SIRF's PLSPrior: STIR's PLSPrior value, gradient, anatomical differences and norm (alpha,
+    eta, kappa, 2-D or 3-D) to float32 rounding."""
+    info, x, kappa, _ = _images(3)
+    anatomical = np.random.default_rng(4).uniform(0.0, 10.0, SHAPE).astype(np.float32)
+    theirs = stir.PLSPrior3DFloat()
+    theirs.set_penalisation_factor(0.7)
+    theirs.set_alpha(0.5)
+    theirs.set_eta(0.3)
+    theirs.set_only_2D(only_2d)
+    theirs.set_anatomical_image_sptr(stir_grid(stir, anatomical, VOXEL))
+    if with_kappa:
+        theirs.set_kappa_sptr(stir_grid(stir, kappa, VOXEL))
+    sx = stir_grid(stir, x, VOXEL)
+    theirs.set_up(sx)
+    grad = sx.get_empty_copy()
+    theirs.compute_gradient(grad, sx)
+    G = np.asarray(grad.as_array())
+
+    mine = _pls(0.7, 0.5, 0.3, anatomical, info, kappa if with_kappa else None, only_2d)
+    image = pet.ImageData.from_array(x.copy(), info)
+    mine.set_up(image)
+    assert mine.get_alpha() == 0.5 and mine.get_eta() == 0.3 and mine.get_only_2D() == only_2d
+    assert mine.value(image) == pytest.approx(theirs.compute_value(sx), rel=1e-6)
+    assert np.abs(mine.gradient(image).as_array() - G).max() <= 2e-6 * np.abs(G).max()
+    np.testing.assert_allclose(mine.get_norm().as_array(), theirs.get_norm_sptr().as_array(), rtol=1e-6)
+    for direction in (1, 2) if only_2d else (0, 1, 2):
+        want = theirs.get_anatomical_grad_sptr(direction).as_array()
+        np.testing.assert_array_equal(mine.get_anatomical_grad(direction).as_array(), want)
+
+
+def test_pls_rules():
+    """A zero factor gives 0 and a zero gradient (STIR's); set_up needs the anatomical image;
+    STIR's PLS has no Hessian, so the Hessian products are refused; the gradient is close to
+    finite differences of the value away from the image's last planes (STIR's loop bounds)."""
+    info, x, _, _ = _images(5)
+    anatomical = np.random.default_rng(6).uniform(0.0, 10.0, SHAPE).astype(np.float32)
+    image = pet.ImageData.from_array(x.copy(), info)
+    with pytest.raises(pet.error, match="anatomical image"):
+        pet.PLSPrior().set_up(image)
+    prior = _pls(0.0, 1.0, 1.0, anatomical, info)
+    prior.set_up(image)
+    assert prior.value(image) == 0 and prior.gradient(image).norm() == 0
+    with pytest.raises(pet.error, match="no Hessian"):
+        prior.multiply_with_Hessian(image, image)
+    prior.set_penalisation_factor(1.0)
+    g = prior.gradient(image).as_array()
+    for voxel in ((2, 3, 4), (1, 5, 2)):
+        step = np.zeros(SHAPE, dtype=np.float64)
+        step[voxel] = 1e-2
+        up = prior.value(pet.ImageData.from_array((x + step).astype(np.float32), info))
+        down = prior.value(pet.ImageData.from_array((x - step).astype(np.float32), info))
+        assert (up - down) / 2e-2 == pytest.approx(g[voxel], rel=2e-2, abs=1e-3)
 
 
 @pytest.mark.gpu
@@ -114,3 +179,19 @@ def test_hessian_diagonal_of_a_gpu_image_is_the_hosts(cp):
         assert type(diag.array) is type(arrays[0])
         results.append(diag.as_array())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_pls_of_a_gpu_image_is_the_hosts(cp):
+    """PLS's value and gradient of an image on a GPU (anatomical image and kappa on the host)
+    equal the host's to float32 rounding; the gradient stays on the GPU."""
+    info, x, kappa, _ = _images(7)
+    anatomical = np.random.default_rng(8).uniform(0.0, 10.0, SHAPE).astype(np.float32)
+    prior = _pls(0.7, 0.5, 0.3, anatomical, info, kappa)
+    host = pet.ImageData.from_array(x.copy(), info)
+    gpu = pet.ImageData.from_array(cp.asarray(x), info)
+    prior.set_up(host)
+    g = prior.gradient(gpu)
+    assert type(g.array) is type(gpu.array)
+    assert prior.value(gpu) == pytest.approx(prior.value(host), rel=1e-6)
+    np.testing.assert_allclose(g.as_array(), prior.gradient(host).as_array(), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,6 @@ from stirgpu.sirf.errors import NotSupported
     "name,match",
     [
         ("FBP2DReconstructor", "FBP2DReconstructor: STIR's FBP2D back projects with its interpolating back projector"),
-        ("PLSPrior", "PLSPrior: STIR's Parallel Level Sets prior is not provided"),
     ],
 )
 def test_refused_on_construction_naming_what_to_use(name, match):

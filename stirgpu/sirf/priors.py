@@ -1,4 +1,4 @@
-"""SIRF's priors (``QuadraticPrior``, ``LogcoshPrior``, ``RelativeDifferencePrior``) on stirgpu's own.
+"""SIRF's priors (``QuadraticPrior``, ``LogcoshPrior``, ``RelativeDifferencePrior``, ``PLSPrior``) on stirgpu's own.
 
 Each SIRF prior holds a :mod:`stirgpu.priors` prior (STIR's numbers, parameters and defaults:
 penalisation factor 0; RDP gamma 2, epsilon 0; Logcosh scalar 1, as STIR 6.5) and takes SIRF's containers:
@@ -153,12 +153,65 @@ class RelativeDifferencePrior(Prior):
         return image._new_like().fill(self._prior.compute_Hessian_diagonal(image.array))
 
 
-class PLSPrior:
-    """SIRF's ``PLSPrior`` (STIR's Parallel Level Sets prior with an anatomical image): not provided."""
+@translate_class_errors
+class PLSPrior(Prior):
+    """SIRF's ``PLSPrior`` (STIR's Parallel Level Sets prior, :class:`stirgpu.priors.PLSPrior`): an
+    anatomical image (``set_anatomical_image``) before ``set_up``; alpha and eta 1 by default."""
+
+    _pls: stirgpu_priors.PLSPrior
 
     def __init__(self):
-        raise NotSupported(
-            "PLSPrior: STIR's Parallel Level Sets prior is not provided by stirgpu; use QuadraticPrior, "
-            "LogcoshPrior or RelativeDifferencePrior, or run STIR's PLS through the plugin "
-            "('stirgpu stir OSMAPOSL file.par' with 'prior type := PLS')"
-        )
+        self._pls = stirgpu_priors.PLSPrior()
+        self._anatomical: ImageData | None = None
+        super().__init__(self._pls)  # type: ignore[arg-type]  # (the same methods, another class)
+
+    def set_only_2D(self, tf) -> None:
+        self._pls.set_only_2D(bool(tf))
+
+    def get_only_2D(self) -> bool:
+        return self._pls.get_only_2D()
+
+    def set_alpha(self, v) -> None:
+        self._pls.set_alpha(v)
+
+    def get_alpha(self) -> float:
+        return self._pls.get_alpha()
+
+    def set_eta(self, v) -> None:
+        self._pls.set_eta(v)
+
+    def get_eta(self) -> float:
+        return self._pls.get_eta()
+
+    def set_anatomical_image(self, image) -> None:
+        """The anatomical image (like the reconstructed ones; copied)."""
+        self._anatomical = _check_image(image, "set_anatomical_image").clone()
+        self._pls.set_anatomical_image(self._anatomical.array)
+
+    def get_anatomical_image(self) -> ImageData:
+        if self._anatomical is None:
+            raise NotSupported("get_anatomical_image: no anatomical image has been set")
+        return self._anatomical.clone()
+
+    def set_anatomical_filename(self, filename) -> None:
+        self.set_anatomical_image(ImageData(filename))
+
+    def set_kappa_filename(self, filename) -> None:
+        self.set_kappa(ImageData(filename))
+
+    def get_anatomical_grad(self, direction, out=None) -> ImageData:
+        """The anatomical image's forward difference along ``direction`` (0 z, 1 y, 2 x; after set_up)."""
+        d = self._pls.anatomical_parts()[0][int(direction)]
+        if d is None:
+            raise NotSupported("get_anatomical_grad(0): only_2D has no z differences")
+        return self._anatomical_like(d, out)
+
+    def get_norm(self) -> ImageData:
+        """``sqrt(|grad anatomical|^2 + eta^2)`` (after set_up)."""
+        return self._anatomical_like(self._pls.anatomical_parts()[1], None)
+
+    def _anatomical_like(self, values, out) -> ImageData:
+        if self._anatomical is None:
+            raise NotSupported("PLSPrior: no anatomical image has been set")
+        target = self._anatomical._new_like() if out is None else _check_image(out, "out")
+        return target.fill(values)
