@@ -75,6 +75,7 @@ def test_mrp_and_gibbs_priors_match_stir(reference_stir, inputs, tmp_path, name)
     diffs = oc.assert_agree(s_dir, g_dir)
     assert not list(s_dir.glob("grad_*")) and not list(g_dir.glob("grad_*"))
     assert diffs["out_8.hv"] <= oc.ESTIMATE_TOL
+    print(f"\n{name}: {diffs['out_8.hv']:.2g} of STIR's maximum after subiteration 8")
 
 
 def test_mrp_changes_the_estimate(reference_stir, inputs, tmp_path):  # noqa: F811
