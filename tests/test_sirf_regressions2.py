@@ -142,3 +142,22 @@ def test_objective_refuses_a_model_with_a_processor(problem):
         obj.set_acquisition_model(am)
         with pytest.raises(pet.error, match="image data processor"):
             obj.set_up(image)
+
+
+@pytest.mark.gpu
+def test_processor_on_the_gpu_gives_the_cpus_numbers(problem):
+    """A cupy image with ``backend="cuda"``: the processed forward and backward projections equal
+    the CPU's to float32 rounding (1e-5 of the maximum, as test_sirf_gpu.py)."""
+    import cupy
+
+    image, data = problem
+    on_gpu = pet.ImageData.from_array(cupy.asarray(image.as_array()), image.image_info)
+    with pet.storage_scheme("memory"):
+        results = {}
+        for backend, x in (("cpu", image), ("cuda", on_gpu)):
+            am = pet.AcquisitionModelUsingParallelproj(backend=backend)
+            am.set_image_data_processor(_smoother())
+            am.set_up(data, x)
+            results[backend] = (am.forward(x).as_array(), am.backward(data).as_array())
+        for cpu, gpu in zip(results["cpu"], results["cuda"], strict=True):
+            np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-5 * np.abs(cpu).max())
