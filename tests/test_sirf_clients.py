@@ -8,7 +8,8 @@ model is dropped).  Their own code and assertions are unchanged.
 Each example must run to its end; each test file must pass under pytest.  A file that cannot yet
 is a strict xfail naming what it needs (a missing stirgpu name, or a SIRF data file absent from
 ``../shared/sirf``), so it is noticed the moment that lands.  The OSEM example's printed residual
-is compared with the reference STIR's OSMAPOSL (Parallelproj) on the same data.
+is compared with the reference STIR's OSMAPOSL (Parallelproj) on the same data, and
+``steepest_ascent.py``'s first objective value with STIR's objective function.
 """
 
 from __future__ import annotations
