@@ -47,6 +47,28 @@ def _osem_figure(ws: sc.Workspace, tail: str, scratch: Path) -> str:
     )
 
 
+def _steepest_ascent_figure(ws: sc.Workspace, tail: str) -> str:
+    found = re.search(r"objective function value: (\S+)", tail)
+    if found is None:
+        return ""
+    printed = float(found.group(1))
+    stir = reference_stir.find()
+    if isinstance(stir, str):
+        return f"start objective {printed:.6e} (no reference STIR: {stir})"
+    import stirgpu.sirf as pet
+
+    start = pet.ImageData()
+    start.initialise((31, 111, 111), (3.375, 3, 3))
+    theirs = sc.stir_objective_value(stir.module(), ws.pet_data / "my_forward_projection.hs", start.image_info, 12)
+    return f"start objective {printed:.6e}; STIR's objective function (Parallelproj) {theirs:.6e}"
+
+
+_FIGURES = {
+    "osem_reconstruction.py": lambda ws, tail, cwd: _osem_figure(ws, tail, cwd),
+    "steepest_ascent.py": lambda ws, tail, cwd: _steepest_ascent_figure(ws, tail),
+}
+
+
 def run_all(ws: sc.Workspace, scratch: Path):
     for script, case in sc.EXAMPLES.items():
         cwd = scratch / script
@@ -57,7 +79,7 @@ def run_all(ws: sc.Workspace, scratch: Path):
         row = {"kind": "example", "file": script, "ran": ran, "expected": case.needs is None, "needs": case.needs}
         row["seconds"] = round(time.perf_counter() - t, 1)
         row["error"] = "" if ran else _last_error(outcome.tail)
-        row["figure"] = _osem_figure(ws, outcome.tail, cwd) if script == "osem_reconstruction.py" and ran else ""
+        row["figure"] = _FIGURES[script](ws, outcome.tail, cwd) if script in _FIGURES and ran else ""
         yield row
     for name, case in sc.TEST_FILES.items():
         t = time.perf_counter()

@@ -173,7 +173,7 @@ def test_terms_and_geometries(setup):
     assert bare.get_additive_term().norm() == 0 and bare.get_background_term().norm() == 0
     assert bare.range_geometry().dimensions() == am.acq_templ.dimensions()
     assert bare.domain_geometry().dimensions() == setup["info"].shape
-    with pytest.raises(pet.error, match="image data processor"):
+    with pytest.raises(pet.error, match="expected an ImageDataProcessor, not object"):
         am.set_image_data_processor(object())
     with pytest.raises(pet.error, match="set_up"):
         pet.AcquisitionModelUsingParallelproj().forward(_img(setup, setup["truth"]))

@@ -38,7 +38,7 @@ def test_verbosity_is_stirs_default_and_kept_per_thread():
     assert pet.get_verbosity() == 1
 
 
-@pytest.mark.parametrize("bad", ["1", 1.5, None, True])
+@pytest.mark.parametrize("bad", ["1", 1.5, None])
 def test_verbosity_refuses_what_is_not_an_integer(bad):
     with pytest.raises(pet.error, match="set_verbosity: verbosity must be an integer"):
         _isolated(lambda: pet.set_verbosity(bad))

@@ -2,12 +2,14 @@
 user swaps them (``tests/sirf_clients.py`` says how): ``sirf.STIR`` -> ``stirgpu.sirf``,
 ``sirf.Utilities`` -> ``stirgpu.sirf.Utilities``, and SIRF's default
 ``AcquisitionModelUsingRayTracingMatrix`` -> ``AcquisitionModelUsingParallelproj`` (the ray-tracing
-matrix stays a ``NotSupported`` in stirgpu).  Their own code and assertions are unchanged.
+matrix stays a ``NotSupported`` in stirgpu; its ``set_num_tangential_LORs`` setting on the swapped
+model is dropped).  Their own code and assertions are unchanged.
 
 Each example must run to its end; each test file must pass under pytest.  A file that cannot yet
 is a strict xfail naming what it needs (a missing stirgpu name, or a SIRF data file absent from
 ``../shared/sirf``), so it is noticed the moment that lands.  The OSEM example's printed residual
-is compared with the reference STIR's OSMAPOSL (Parallelproj) on the same data.
+is compared with the reference STIR's OSMAPOSL (Parallelproj) on the same data, and
+``steepest_ascent.py``'s first objective value with STIR's objective function.
 """
 
 from __future__ import annotations
@@ -70,12 +72,14 @@ def test_rewrites_are_the_users_edits_only():
     src = (
         "import sirf.STIR as pet\nfrom sirf.Utilities import error\nfrom sirf.SIRF import norm\n"
         "pet = importlib.import_module('sirf.' + engine)\nm = pet.AcquisitionModelUsingRayTracingMatrix()\n"
-        "x = my_sirf.STIRx\n"
+        "m.set_num_tangential_LORs(5)\nx = my_sirf.STIRx\nimport sirf.config\n"
+        "r = RayTracingMatrix()\nr.set_num_tangential_LORs(2)\n"
     )
     assert sc.rewrite(src) == (
         "import stirgpu.sirf as pet\nfrom stirgpu.sirf.Utilities import error\nfrom stirgpu.sirf import norm\n"
         "pet = importlib.import_module('stirgpu.sirf')\nm = pet.AcquisitionModelUsingParallelproj()\n"
-        "x = my_sirf.STIRx\n"
+        "x = my_sirf.STIRx\nimport stirgpu.sirf.config\n"
+        "r = RayTracingMatrix()\nr.set_num_tangential_LORs(2)\n"
     )
 
 
@@ -92,3 +96,20 @@ def test_osem_example_residual_equals_stirs_osmaposl(workspace, reference_stir, 
     theirs = sc.stir_osem_residual(reference_stir, workspace.pet_data / "my_forward_projection.hs", tmp_path / "stir")
     assert printed == pytest.approx(theirs, rel=1e-5), f"stirgpu.sirf {printed}, STIR {theirs}"
     assert np.isfinite(printed) and 0 < printed < 1
+
+
+@pytest.mark.stir
+def test_steepest_ascent_objective_value_equals_stirs(workspace, stir, tmp_path, example_outcomes):
+    """steepest_ascent.py prints the objective function's value at its start image (31 x 111 x 111
+    voxels of 3.375 x 3 x 3 mm, 1 in the cylindrical FOV, 12 subsets); STIR's objective function
+    (Parallelproj pair) gives the same value on the same data."""
+    import stirgpu.sirf as pet
+
+    script = "steepest_ascent.py"
+    outcome = example_outcomes.get(script) or sc.run_example(workspace, script, ["--non-interactive"], cwd=tmp_path)
+    assert sc.example_ran(workspace, script, outcome), outcome.tail
+    printed = float(re.search(r"objective function value: (\S+)", outcome.tail).group(1))
+    start = pet.ImageData()
+    start.initialise((31, 111, 111), (3.375, 3, 3))
+    theirs = sc.stir_objective_value(stir, workspace.pet_data / "my_forward_projection.hs", start.image_info, 12)
+    assert printed == pytest.approx(theirs, rel=1e-6), f"stirgpu.sirf {printed}, STIR {theirs}"

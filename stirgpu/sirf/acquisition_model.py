@@ -2,8 +2,9 @@
 
 SIRF's model (``sirf.STIR.AcquisitionModel``)::
 
-    (F)  forward(x)  = S (G x + a) + b        a: additive term, b: background term,
-    (B)  backward(y) = G' S y                  S: acquisition sensitivity (1 / f)
+    (F)  forward(x)  = S (G P x + a) + b      a: additive term, b: background term,
+    (B)  backward(y) = P' G' S y               S: acquisition sensitivity (1 / f)
+                                              P: image data processor (identity if not set)
 
 computed by one :class:`~stirgpu.projectors.ProjectorPair` call each: the forward projection with
 its terms (``forward_project(..., additive=a, multiplicative=f, background=b)``: the terms are
@@ -17,6 +18,12 @@ Parallelproj).  SIRF's forward projection of a subset starts from data zeroed ev
 applies ``S`` and adds ``b`` to *all* views, so the other views hold the constant term
 ``S a + b``; here those views are written with it directly (chunk by chunk), the subset's views
 by the projector.  A backward projection of a subset reads that subset's views only.
+
+``P`` (``set_image_data_processor``, e.g. a ``SeparableGaussianImageFilter`` for resolution
+modelling) is STIR's pre-data processor of the forward projector and post-data processor of the
+back projector, as SIRF sets it: applied to a copy of the image before each forward projection
+and to each back projection (``P' = P`` for a symmetric filter).  stirgpu's objective function
+projects through the projector itself, so it refuses a model with ``P``.
 
 Relation to STIR's OSMAPOSL: ``f`` are ``Bin Normalisation From ProjData`` factors, ``a`` is its
 ``additive sinogram``, ``b`` is folded into it as ``a + b f`` by :mod:`.objective` (as SIRF does).
@@ -33,8 +40,9 @@ import numpy as np
 from ..formats import ProjData, VoxelsOnCartesianGrid
 from ..geometry import ImageInfo
 from .acquisition_data import AcquisitionData
-from .errors import ConstModelError, InputError, InputTypeError, NotSupported, error, translate_class_errors
+from .errors import ConstModelError, InputError, InputTypeError, error, translate_class_errors
 from .image_data import ImageData
+from .processors import ImageDataProcessor
 from .sensitivity import AcquisitionSensitivityModel
 from .storage import chunk_bytes
 
@@ -114,6 +122,7 @@ class AcquisitionModelUsingParallelproj:
         self.at: AcquisitionData | None = None  # SIRF's names: additive term, background term, sensitivity
         self.bt: AcquisitionData | None = None
         self.asm: AcquisitionSensitivityModel | None = None
+        self.processor: ImageDataProcessor | None = None  # P of (F) and (B)
         self._num_subsets = 1
         self._subset_num = 0
         self.const = False  # the linear part SIRF hands out is a const object
@@ -137,6 +146,8 @@ class AcquisitionModelUsingParallelproj:
                 acq_templ._check_compatible(term, name)
         if self.asm is not None:
             self.asm.set_up(acq_templ)
+        if self.processor is not None and hasattr(self.processor, "set_up"):
+            self.processor.set_up(img_templ)  # STIR sets the projectors' data processor up with them
 
     def _require_set_up(self) -> tuple:
         """(projector, acquisition template, image template), once set up."""
@@ -179,7 +190,13 @@ class AcquisitionModelUsingParallelproj:
         self.asm = asm
 
     def set_image_data_processor(self, processor) -> None:
-        raise NotSupported("set_image_data_processor: stirgpu's acquisition model has no image data processor (P)")
+        """``P`` in (F) and (B) (the module docstring says where it applies); call before set_up."""
+        self._refuse_if_const("set_image_data_processor")
+        if not isinstance(processor, ImageDataProcessor):
+            raise InputTypeError(
+                f"set_image_data_processor: expected an ImageDataProcessor, not {type(processor).__name__}"
+            )
+        self.processor = processor
 
     def get_additive_term(self) -> AcquisitionData:
         return self.at if self.at is not None else AcquisitionData(self._require_set_up()[1])
@@ -222,6 +239,7 @@ class AcquisitionModelUsingParallelproj:
         lin = AcquisitionModelUsingParallelproj(**self._options)
         lin._projector, lin.acq_templ, lin.img_templ = self._require_set_up()
         lin.asm = self.asm
+        lin.processor = self.processor
         lin.const = True
         return lin
 
@@ -286,6 +304,9 @@ class AcquisitionModelUsingParallelproj:
             if given_store:
                 out._check_writable()
             target = out._result_holder()  # new data where out's values are a file read
+        if self.processor is not None:
+            image = image.clone()
+            self.processor.apply(image)
         terms = self._terms()
         projector.forward_project(target.proj_data, image.array, k, n, **terms)
         if n > 1 and (out is not None or "additive" in terms or "background" in terms):
@@ -307,6 +328,8 @@ class AcquisitionModelUsingParallelproj:
         img_templ._check_compatible(target, "backward: out")
         f = self._terms().get("multiplicative")
         projector.back_project(target.array, ad.proj_data, k, n, multiplicative=f)
+        if self.processor is not None:
+            self.processor.apply(target)
         return target if out is None else None
 
     def direct(self, image, out=None):

@@ -45,8 +45,9 @@ _VERBOSITY: contextvars.ContextVar[int] = contextvars.ContextVar("stirgpu_sirf_v
 
 
 def set_verbosity(verbosity) -> None:
-    """SIRF's ``set_verbosity``: 0 silences information messages; 1 (the default) and above show them."""
-    if isinstance(verbosity, bool) or not isinstance(verbosity, Integral):
+    """SIRF's ``set_verbosity``: 0 silences information messages; 1 (the default) and above show them.
+    A bool is taken as 0 / 1, as SIRF's C interface converts it (SIRF's own tests pass ``False``)."""
+    if not isinstance(verbosity, Integral):
         raise InputTypeError(f"set_verbosity: verbosity must be an integer, not {type(verbosity).__name__}")
     _VERBOSITY.set(int(verbosity))
 

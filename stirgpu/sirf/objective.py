@@ -128,6 +128,11 @@ class PoissonLogLikelihoodWithLinearModelForMeanAndProjData:
         if self._model is None:
             raise error(f"{self.name}: set_acquisition_model first")
         m = self._model
+        if m.processor is not None:
+            raise NotSupported(
+                f"{self.name}: an acquisition model with an image data processor (set_image_data_processor): "
+                "stirgpu's objective function projects without it"
+            )
         if (
             m._projector is None
             or m.img_templ is None
