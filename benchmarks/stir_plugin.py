@@ -112,7 +112,8 @@ def command(who: str, prefix: Path) -> list[str]:
         return [str(prefix / "bin" / "OSMAPOSL"), "recon.par"]
     if who == "plugin":
         return [sys.executable, "-m", "stirgpu.cli.main", "stir", "--stir", str(prefix), "OSMAPOSL", "recon.par"]
-    return [sys.executable, "-m", "stirgpu.cli.main", "osmaposl", "recon.par"]
+    # (--overwrite: the warm-up and each iteration count write the same files, as STIR's runs do)
+    return [sys.executable, "-m", "stirgpu.cli.main", "osmaposl", "recon.par", "--overwrite"]
 
 
 def run(
