@@ -208,7 +208,7 @@ EXAMPLES: dict[str, Case] = {
     "STIR_acquisition_model_using_raytracing.py": Case(
         NON_INTERACTIVE, "RayTracingMatrix (STIR's ray-tracing matrix, the object this example configures)"
     ),
-    "acquisition_data.py": Case(NON_INTERACTIVE, "AcquisitionData.rebin"),
+    "acquisition_data.py": Case(NON_INTERACTIVE),
     "acquisition_data_from_scanner_info.py": Case(NON_INTERACTIVE),
     "acquisition_model.py": Case(NON_INTERACTIVE),
     "acquisition_sensitivity_from_attenuation.py": Case(NON_INTERACTIVE),
