@@ -312,6 +312,11 @@ class ImageData(DataContainer):
     def get_geometrical_info(self) -> GeometricalInfo:
         return GeometricalInfo(self._require())
 
+    def transf_matrix(self) -> np.ndarray:
+        """SIRF's 4x4 float32 index-to-LPS matrix (x, y, z index -> mm): its geometrical info's
+        ``get_index_to_physical_point_matrix()``, the matrix SIRF's ``transf_matrix()`` returns."""
+        return self.get_geometrical_info().get_index_to_physical_point_matrix()
+
     def get_info(self) -> str:
         where = "host (numpy)" if _xp_of(self._array) is np else f"GPU {self._array.device.id} (cupy)"
         return f"ImageData on the {where}: {self._require()!r}"

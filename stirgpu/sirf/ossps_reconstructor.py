@@ -2,7 +2,8 @@
 
 SIRF's class is its ``IterativeReconstructor`` (the calls of :class:`~.reconstructor.OSMAPOSLReconstructor`:
 subsets, subiterations, ``set_up``, ``update``, ``reconstruct``, output) plus
-``set_relaxation_parameter``; output is off until asked for, as in SIRF.  A subiteration is
+``set_relaxation_parameter``, ``set_relaxation_gamma``, ``set_upper_bound`` and their getters;
+output is off until asked for, as in SIRF.  A subiteration is
 :meth:`stirgpu.recon.OSSPS.update` (STIR's OSSPS update, ``docs/parameter-files.md``, "OSSPS
 files").  ``set_up(image)`` sets up the objective function (sensitivities) and computes the
 precomputed denominator; as STIR's OSSPS by default, the image is not made positive.  The
@@ -12,7 +13,10 @@ prior must be SIRF's ``QuadraticPrior`` (STIR's OSSPS takes priors with a parabo
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..recon import OSSPS
+from ..recon.arrays import FLOAT32_MAX
 from .errors import InputError, NotSupported, translate_class_errors
 from .reconstructor import OSMAPOSLReconstructor
 
@@ -33,10 +37,30 @@ class OSSPSReconstructor(OSMAPOSLReconstructor):
         super().__init__()
         self.name = "OSSPS"
         self._relaxation_parameter = 1.0
+        self._relaxation_gamma = 0.1
+        self._upper_bound = float(FLOAT32_MAX)
 
     def set_relaxation_parameter(self, value) -> None:
         """STIR's ``relaxation parameter`` (must be positive; checked at set-up)."""
         self._relaxation_parameter, self._osem = float(value), None
+
+    def set_relaxation_gamma(self, value) -> None:
+        """STIR's ``relaxation gamma``: subiteration n's step is the relaxation parameter over
+        ``1 + gamma * (n // num_subsets)`` (must be >= 0; checked at set-up)."""
+        self._relaxation_gamma, self._osem = float(value), None
+
+    def set_upper_bound(self, value) -> None:
+        """STIR's ``upper bound``: each update is clipped to ``[0, upper bound]``."""
+        self._upper_bound, self._osem = float(value), None
+
+    def get_relaxation_parameter(self) -> float:
+        return float(np.float32(self._relaxation_parameter))  # a float parameter in SIRF
+
+    def get_relaxation_gamma(self) -> float:
+        return float(np.float32(self._relaxation_gamma))  # a float parameter in SIRF
+
+    def get_upper_bound(self) -> float:
+        return self._upper_bound  # a double parameter in SIRF
 
     def set_maximum_relative_change(self, value) -> None:
         raise NotSupported("OSSPSReconstructor: the maximum relative change is an OSMAPOSL setting")
@@ -54,6 +78,8 @@ class OSSPSReconstructor(OSMAPOSLReconstructor):
             num_subsets=self._num_subsets,
             num_subiterations=max(self._num_subiterations, 1),
             relaxation_parameter=self._relaxation_parameter,
+            relaxation_gamma=self._relaxation_gamma,
+            upper_bound=self._upper_bound,
             prior=None if obj.prior is None else obj.prior.stirgpu_prior,  # set up by the objective function
         )
         ossps.sensitivities = obj.sensitivities  # computed by the objective function's set_up

@@ -263,14 +263,16 @@ def test_tof_ossps_matches_stir_given_the_same_denominator(reference_stir, tof_i
             assert oc.relative_difference(root / "gpu" / f"out_{n}.hv", s_dir / f"out_{n}.hv") <= oc.ESTIMATE_TOL
 
 
-def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments, tmp_path):
+@pytest.mark.parametrize("settings", [{}, {"relaxation_gamma": 0.3, "upper_bound": 3.0}], ids=["plain", "gamma-bound"])
+def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments, tmp_path, settings):
     """SIRF's ``OSSPSReconstructor`` as SIRF's ``ossps_reconstruction.py`` drives it (a Quadratic
-    prior, subsets, subiterations, ``update(image)`` in turn), with the relaxation parameter set,
+    prior, subsets, subiterations, ``update(image)`` in turn), with the relaxation parameter set
+    (and, as SIRF's ``tests_three.py`` does, the relaxation gamma and an upper bound that clips),
     on the data STIR's ``OSSPS`` reconstructs from the same ``.par``: STIR's estimate within 1e-4
     of its maximum (measured 2.1e-7)."""
     import stirgpu.sirf as pet
 
-    top = _top(relaxation_parameter=1.5)
+    top = _top(relaxation_parameter=1.5, **settings)
     par = ossps_par(ADD, top, extra_objective=QUADRATIC)
     s_dir = tmp_path / "stir"
     s_dir.mkdir()
@@ -291,6 +293,9 @@ def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments,
         recon.set_num_subsets(4)
         recon.set_num_subiterations(8)
         recon.set_relaxation_parameter(1.5)
+        for name, value in settings.items():
+            getattr(recon, f"set_{name}")(value)
+            assert getattr(recon, f"get_{name}")() == pytest.approx(value, rel=1e-7)
         recon.set_objective_function(obj_fun)
         recon.set_input(acq_data)
         recon.set_up(image)
@@ -301,6 +306,8 @@ def test_sirf_ossps_reconstructor_is_stirs_ossps(reference_stir, three_segments,
     assert image.image_info == theirs.info
     ref = theirs.array.astype(np.float64)
     assert np.abs(image.as_array() - ref).max() / np.abs(ref).max() <= oc.ESTIMATE_TOL
+    if "upper_bound" in settings:  # the bound is met: it clips
+        assert image.as_array().max() == np.float32(settings["upper_bound"])
 
 
 def test_tof_denominator_through_the_plugin_is_n_times_stirs_parallelproj(
