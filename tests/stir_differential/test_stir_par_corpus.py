@@ -40,6 +40,7 @@ import pytest
 from stirgpu.errors import ParFileProblems
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image, write_image
 from stirgpu.parfile import Block, Entry, canonical_key, osmaposl_settings_from_block, parse_par_string
+from stirgpu.parfile.ossps import ossps_settings_from_block
 
 pytestmark = pytest.mark.stir
 
@@ -97,20 +98,27 @@ def _corpus() -> list:
     return files
 
 
-def _read(path: Path, base: Path):
-    block = parse_par_string(path.read_text(errors="replace"), path=path, env=ENV)
-    return osmaposl_settings_from_block(block, base_dir=base)
+_OSSPS = canonical_key("OSSPSParameters")
+
+
+def _read(text: str, path: Path, base: Path) -> tuple[str, object]:
+    """(the program that runs the file: ``OSSPS`` for an ``OSSPSParameters`` file, else
+    ``OSMAPOSL``; the settings of the keys both share), as ``stirgpu ossps`` / ``osmaposl`` read it."""
+    block = parse_par_string(text, path=path, env=ENV)
+    if block.key == _OSSPS:
+        return "OSSPS", ossps_settings_from_block(block, base_dir=base).common
+    return "OSMAPOSL", osmaposl_settings_from_block(block, base_dir=base)
 
 
 @pytest.mark.parametrize("par", _corpus())
 def test_stir_par_is_accepted_and_equal_or_refused_clearly(par, reference_stir, stir, tmp_path_factory, monkeypatch):
     work = tmp_path_factory.mktemp("corpus")
     try:
-        settings = _read(par, work / "gpu")
+        program, settings = _read(par.read_text(errors="replace"), par, work / "gpu")
     except ParFileProblems as exc:
         _check_refusal(par, exc)
         return
-    _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch)
+    _check_equal(par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch)
 
 
 def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None:
@@ -120,7 +128,9 @@ def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None
         assert not misread, f"{par.name}:{p.line}: {p.reason}"
     plugin = [p for p in exc.problems if "stirgpu stir " in p.reason]
     for p in plugin:
-        assert re.search(rf"stirgpu stir (OSMAPOSL|KOSMAPOSL|POSMAPOSL) {re.escape(str(par))} ", p.reason), p.reason
+        assert re.search(rf"stirgpu stir (OSMAPOSL|KOSMAPOSL|POSMAPOSL|POSSPS) {re.escape(str(par))} ", p.reason), (
+            p.reason
+        )
     whole_file = (
         "not an OSMAPOSL parameter file",
         "(kernelised EM) is not implemented",
@@ -131,7 +141,9 @@ def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None
     print(f"\n{tag} | {_shown(par)} | refused | {exc.problems[0].line}: {exc.problems[0].reason}")
 
 
-def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=None, tag="CORPUS"):
+def _check_equal(
+    par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=None, tag="CORPUS"
+):
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     # 48 views: the files' 1, 4, 8 and 12 subsets are balanced; span 1 up to segment 4: the files'
@@ -159,7 +171,7 @@ def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, mo
 
     text = par.read_text(errors="replace") if text is None else text
     if not settings.sensitivity_must_be_computed:  # made by an earlier run, as a user (or STIR's scripts) would
-        sensitivities = _earlier_sensitivities(reference_stir, settings, text, work / "earlier", data)
+        sensitivities = _earlier_sensitivities(reference_stir, program, settings, text, work / "earlier", data)
 
         def data_and_sensitivities(folder: Path, start: str = "uniform", base=data) -> None:
             base(folder, start)
@@ -167,21 +179,21 @@ def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, mo
                 shutil.copy(f, folder / f.name)
 
         data = data_and_sensitivities
-    s_dir, g_dir, _ = oc.run_both(reference_stir, work, text, prepare=data)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, work, text, prepare=data, program=program)
     prefix = Path(settings.output_filename_prefix).name
     try:
         diffs = oc.assert_agree(s_dir, g_dir, prefix=prefix)
     except AssertionError:
         if initial is None:
             raise
-        _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, g_dir, prefix, tag, par)
+        _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par)
         return
     estimates = [d for n, d in diffs.items() if n.startswith(f"{prefix}_")]
     what = "estimates" if estimates else "sensitivities (output disabled)"
     print(f"\n{tag} | {_shown(par)} | equal | {max(estimates or diffs.values()):.2g} of STIR's maximum ({what})")
 
 
-def _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, g_dir, prefix, tag, par) -> None:
+def _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par):
     """Where stirgpu's last estimate is further than 1e-4 from STIR's: STIR run again from an initial
     image 1e-6 larger (float32 rounding's size) must move as far -- the iteration amplifies any
     rounding difference (One-Step-Late with a penalty too strong for the data oscillates,
@@ -189,7 +201,7 @@ def _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, 
     nudged = work / "stir_nudged"
     nudged.mkdir()
     data(nudged, start="nudged")
-    proc = oc.run_stir(reference_stir, nudged, text)
+    proc = oc.run_stir(reference_stir, nudged, text, program=program)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     last = max(
         oc.image_files(s_dir) & {n for n in oc.image_files(s_dir) if n.startswith(f"{prefix}_")},
@@ -204,8 +216,8 @@ def _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, 
     )
 
 
-def _earlier_sensitivities(reference_stir, settings, text: str, folder: Path, data) -> list[Path]:
-    """The sensitivity images a file reads, made by STIR's OSMAPOSL running the same file with
+def _earlier_sensitivities(reference_stir, program, settings, text: str, folder: Path, data) -> list[Path]:
+    """The sensitivity images a file reads, made by STIR's ``program`` running the same file with
     'recompute sensitivity := 1' (the last value of a key counts in STIR)."""
     root = parse_par_string(text, env=ENV)
     objective = next(b for b in root.blocks() if "loglikelihood" in b.key)
@@ -213,7 +225,7 @@ def _earlier_sensitivities(reference_stir, settings, text: str, folder: Path, da
     lines.insert(objective.end_line - 1, "recompute sensitivity := 1")
     folder.mkdir(parents=True)
     data(folder)
-    proc = oc.run_stir(reference_stir, folder, "\n".join(lines) + "\n")
+    proc = oc.run_stir(reference_stir, folder, "\n".join(lines) + "\n", program=program)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     if settings.use_subset_sensitivities:
         names = [settings.subset_sensitivity_filename(k).name for k in range(settings.num_subsets)]
@@ -261,22 +273,22 @@ def with_parallelproj(text: str, path: Path) -> str | None:
     return "\n".join([*kept[:at], *PARALLELPROJ, *kept[at:]]) + "\n"
 
 
-def _osmaposl_files() -> list:
-    return [p for p in _corpus() if p.values[0] is None or _is_osmaposl(p.values[0])]
+def _projecting_files() -> list:
+    return [p for p in _corpus() if p.values[0] is None or _is_osmaposl_or_ossps(p.values[0])]
 
 
-def _is_osmaposl(path: Path) -> bool:
+def _is_osmaposl_or_ossps(path: Path) -> bool:
     first = next((s for s in path.read_text(errors="replace").splitlines() if s.split(";")[0].strip()), "")
-    return bool(re.match(r"\s*OSMAPOSLParameters\s*:=", first, re.I))
+    return bool(re.match(r"\s*(OSMAPOSL|OSSPS)Parameters\s*:=", first, re.I))
 
 
-@pytest.mark.parametrize("par", _osmaposl_files())
+@pytest.mark.parametrize("par", _projecting_files())
 def test_stir_osmaposl_par_with_parallelproj_is_equal_or_refused_clearly(
     par, reference_stir, stir, tmp_path_factory, monkeypatch
 ):
-    """Each OSMAPOSL file of the corpus with the Parallelproj pair in place of its projectors (what
-    STIR then runs with Parallelproj, or through the plugin with 'stirgpu'): equal to STIR's
-    OSMAPOSL on the same edited file, or refused at clear lines.  A file that reads sensitivity
+    """Each OSMAPOSL and OSSPS file of the corpus with the Parallelproj pair in place of its
+    projectors (what STIR then runs with Parallelproj, or through the plugin with 'stirgpu'):
+    equal to STIR's OSMAPOSL or OSSPS on the same edited file, or refused at clear lines.  A file that reads sensitivity
     images it does not compute (STIR's test pack makes them in an earlier run) is skipped, saying so."""
     original = par.read_text(errors="replace")
     if _SPECT.search(original):
@@ -286,8 +298,10 @@ def test_stir_osmaposl_par_with_parallelproj_is_equal_or_refused_clearly(
     assert text is not None, f"{par}: no objective function block"
     work = tmp_path_factory.mktemp("corpus_pp")
     try:
-        settings = osmaposl_settings_from_block(parse_par_string(text, path=par, env=ENV), base_dir=work / "gpu")
+        program, settings = _read(text, par, work / "gpu")
     except ParFileProblems as exc:
         _check_refusal(par, exc, tag="CORPUS-PP")
         return
-    _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=text, tag="CORPUS-PP")
+    _check_equal(
+        par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=text, tag="CORPUS-PP"
+    )
