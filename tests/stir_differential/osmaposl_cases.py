@@ -130,6 +130,7 @@ def make_inputs(
     zoom: float = 1.0,
     adjust=None,
     forward_project=None,
+    in_counts: bool = False,
 ) -> Path:
     """Write the inputs described in the module docstring into ``folder`` (created); returns it.
     ``counts`` None: noiseless prompts; else Poisson prompts scaled to about that many counts.
@@ -138,7 +139,10 @@ def make_inputs(
     Parallelproj cannot project (even numbers of TOF bins, ``docs/tof.md``).
     ``adjust(f, a, fwd)`` may change the factors and the additive term in place (STIR's
     ``as_array()`` layout: [TOF][axial positions of segments 0, +1, -1, ...][view][tangential])
-    before the prompts are made from them."""
+    before the prompts are made from them.  ``in_counts``: the prompts are the Poisson counts
+    themselves (not divided back by the count scale), as a scanner's are, and the additive term
+    and ``phantom.hv`` are scaled with them (the image the counts come from, at a realistic
+    scale for priors whose strength depends on it)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     pdi = geometry.proj_data_info(stir)
@@ -164,6 +168,10 @@ def make_inputs(
     else:
         scale = counts / mean.sum()
         y = rng.poisson(mean * scale) / scale
+        if in_counts:
+            y, a = y * scale, a * scale
+            img.fill(np.ascontiguousarray(img.as_array() * scale, dtype=np.float32).ravel())
+            img.write_to_file(str(folder / "phantom.hv"))
     _write_proj_data(stir, exam, pdi, folder / "norm.hs", f)
     _write_proj_data(stir, exam, pdi, folder / "additive.hs", a)
     _write_proj_data(stir, exam, pdi, folder / "prompts.hs", y)

@@ -7,14 +7,17 @@ unset).  Each file is read unchanged, its ``${VAR}``s set as STIR's ``run_*.sh``
 (``run_test_simulate_and_recon.sh``: ``suffix`` empty; ``num_subsets`` 4 where the script's 14
 fits its simulated scanner's views; the list-mode and example variables to file names).
 
-* A file stirgpu accepts runs in both programs on STIR-made data (ECAT 931, span 1 to segment 4,
-  48 views, normalisation, additive term, Poisson prompts: ``osmaposl_cases.make_inputs``, small
-  enough for CI where the scripts simulate a full scanner), put under the names the file reads
-  (a uniform initial image where it names one; the sensitivities it reads made by STIR's run of
-  the same file with ``recompute sensitivity := 1``, as an earlier run makes them); the same
-  files are written and the estimates agree within 1e-4 of STIR's maximum -- or, where STIR
-  itself moves further than that when started 1e-6 higher (One-Step-Late with the examples'
-  penalisation factor 1 on such small data is chaotic), within 10 times that move.
+* A file stirgpu accepts runs in both programs (``stirgpu osmaposl`` or ``stirgpu ossps``, as
+  its root says) on STIR-made data (ECAT 931, span 1 to segment 4, 48 views -- 192 for the MRP
+  example --, normalisation, additive term, 2e5 Poisson counts at count scale:
+  ``osmaposl_cases.make_inputs``, small enough for CI where the scripts simulate a full
+  scanner), put under the names the file reads (a uniform image at the phantom's background
+  where it names an initial image; the sensitivities it reads made by STIR's run of the same
+  file with ``recompute sensitivity := 1``, as an earlier run makes them); the same files are
+  written and the estimates agree within 1e-4 of STIR's maximum.  One file, the RDP example
+  (penalisation factor 1, 12 subsets, 24 subiterations), is chaotic in STIR itself on every
+  such data set tried (:data:`STILL_CHAOTIC`): there stirgpu must end within 10 times as far
+  from STIR as STIR started 1e-6 higher ends from itself.
 * A refused file is refused at its lines (file and line each), every line an unsupported feature
   stirgpu names -- never a line it cannot read, an unknown key or a value it misreads, which would
   mean that stirgpu does not parse STIR's file as STIR does.  Where STIR runs the file with
@@ -80,6 +83,21 @@ ENV = {
     "CACHEALLVIEWS3D": "1",
 }
 #: a template's placeholder for the user to replace (MCIR.par's 'number of subsets := NUM_SUBSETS')
+#: prompts in counts (about 0.5 a bin, as STIR's test pack's 600k counts on its larger scanner), so
+#: the image is at a count scale where the files' Quadratic penalisation
+#: factors 0.5 and 1 are mild and One-Step-Late converges; with 1e6 or more counts, or the
+#: phantom's own scale, STIR itself oscillates on them (from a start 1e-6 higher it ends 1e-2 to 1
+#: of its maximum away)
+COUNTS = 2e5
+NUM_VIEWS = 48
+#: views for STIR's MRP example (penalisation factor 1, 12 subsets, 24 subiterations): MRP's
+#: multiplicative update does not depend on the image's scale, only on the sensitivity of a subset,
+#: and at 48 views (4 a subset) STIR itself moves 9e-5 from a start 1e-6 higher; at 192 it is stable
+MORE_VIEWS = {"examples/samples/OSMAPOSL_MRP.par": 192}
+#: the one file on which STIR's One-Step-Late stays chaotic on every such data set tried (RDP's
+#: gradient does not shrink with the image's scale; 48 and 192 views, 2e5 to 2e7 counts: STIR
+#: started 1e-6 higher ends 2e-3 to 0.8 of its maximum away): compared with STIR's own spread
+STILL_CHAOTIC = {"examples/samples/OSMAPOSL_RDP.par"}
 _PLACEHOLDER = re.compile(r"got '[A-Z][A-Z0-9_]*'$")
 #: what no refusal of a STIR file may be: stirgpu misreading STIR's own syntax
 _MISREAD = ("unknown key", "expects", "environment variable", "expected 'key", "does not match", "still open")
@@ -148,17 +166,21 @@ def _check_equal(
         monkeypatch.setenv(name, value)
     # 48 views: the files' 1, 4, 8 and 12 subsets are balanced; span 1 up to segment 4: the files'
     # 'maximum absolute segment number to process' (3, 4) exist
-    geometry = oc.Geometry(span=1, max_delta=4, num_views=48, num_tangential_poss=64)
-    inputs = oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("corpus_in"), geometry, seed=3)
+    views = MORE_VIEWS.get(_shown(par), NUM_VIEWS)
+    geometry = oc.Geometry(span=1, max_delta=4, num_views=views, num_tangential_poss=64)
+    inputs = oc.make_inputs(
+        reference_stir, stir, tmp_path_factory.mktemp("corpus_in"), geometry, seed=3, counts=COUNTS, in_counts=True
+    )
     names = {"input_file": "prompts", "normalisation": "norm", "additive_sinogram": "additive"}
     wanted = {
         Path(getattr(settings, f)).name: src for f, src in names.items() if isinstance(getattr(settings, f), Path)
     }
 
     initial = settings.initial_estimate if isinstance(settings.initial_estimate, Path) else None
-    if initial is not None:  # a uniform image on the data's default image (any image sets the geometry)
+    if initial is not None:  # uniform at the phantom's background, on the data's default image
         phantom = read_image(inputs / "phantom.hv")
-        for name, value in (("uniform", 1.0), ("nudged", 1.0 + 1e-6)):
+        background = float(phantom.array[phantom.array > 0].min())
+        for name, value in (("uniform", background), ("nudged", background * (1.0 + 1e-6))):
             write_image(inputs / f"{name}.hv", VoxelsOnCartesianGrid(phantom.info, fill=value), overwrite=True)
 
     def data(folder: Path, start: str = "uniform") -> None:
@@ -184,7 +206,7 @@ def _check_equal(
     try:
         diffs = oc.assert_agree(s_dir, g_dir, prefix=prefix)
     except AssertionError:
-        if initial is None:
+        if _shown(par) not in STILL_CHAOTIC:
             raise
         _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par)
         return
@@ -194,10 +216,10 @@ def _check_equal(
 
 
 def _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par):
-    """Where stirgpu's last estimate is further than 1e-4 from STIR's: STIR run again from an initial
-    image 1e-6 larger (float32 rounding's size) must move as far -- the iteration amplifies any
-    rounding difference (One-Step-Late with a penalty too strong for the data oscillates,
-    docs/priors.md), so stirgpu's difference must stay within 10 times STIR's own."""
+    """Where stirgpu's last estimate is further than 1e-4 from STIR's (:data:`STILL_CHAOTIC` only):
+    STIR run again from an initial image 1e-6 larger (float32 rounding's size) must move as far --
+    the iteration amplifies any rounding difference (One-Step-Late with a penalty too strong for
+    the data oscillates, docs/priors.md), so stirgpu's difference must stay within 10 times STIR's own."""
     nudged = work / "stir_nudged"
     nudged.mkdir()
     data(nudged, start="nudged")
