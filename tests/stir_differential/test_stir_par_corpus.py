@@ -16,8 +16,9 @@ fits its simulated scanner's views; the list-mode and example variables to file 
   file with ``recompute sensitivity := 1``, as an earlier run makes them); the same files are
   written and the estimates agree within 1e-4 of STIR's maximum.  One file, the RDP example
   (penalisation factor 1, 12 subsets, 24 subiterations), is chaotic in STIR itself on every
-  such data set tried (:data:`STILL_CHAOTIC`): there stirgpu must end within 10 times as far
-  from STIR as STIR started 1e-6 higher ends from itself.
+  such data set tried (:data:`STILL_CHAOTIC`), in its two end planes: there the other planes
+  must agree within 1e-4, and the whole image within 10 times as far from STIR as STIR started
+  1e-6 higher ends from itself.
 * A refused file is refused at its lines (file and line each), every line an unsupported feature
   stirgpu names -- never a line it cannot read, an unknown key or a value it misreads, which would
   mean that stirgpu does not parse STIR's file as STIR does.  Where STIR runs the file with
@@ -96,7 +97,10 @@ NUM_VIEWS = 48
 MORE_VIEWS = {"examples/samples/OSMAPOSL_MRP.par": 192}
 #: the one file on which STIR's One-Step-Late stays chaotic on every such data set tried (RDP's
 #: gradient does not shrink with the image's scale; 48 and 192 views, 2e5 to 2e7 counts: STIR
-#: started 1e-6 higher ends 2e-3 to 0.8 of its maximum away): compared with STIR's own spread
+#: started 1e-6 higher ends 2e-3 to 0.8 of its maximum away) -- in its two end planes only, which
+#: the file leaves to a few oblique LORs ('zero end planes of segment 0 := 1'), where the estimate
+#: spikes to 50 times the median: the other planes within 1e-4 of STIR's maximum, the whole image
+#: within 10 times STIR's own spread
 STILL_CHAOTIC = {"examples/samples/OSMAPOSL_RDP.par"}
 _PLACEHOLDER = re.compile(r"got '[A-Z][A-Z0-9_]*'$")
 #: what no refusal of a STIR file may be: stirgpu misreading STIR's own syntax
@@ -208,7 +212,10 @@ def _check_equal(
     except AssertionError:
         if _shown(par) not in STILL_CHAOTIC:
             raise
+        inner = oc.assert_agree(s_dir, g_dir, prefix=prefix, skip_end_planes=True)
+        inside = max(d for n, d in inner.items() if n.startswith(f"{prefix}_"))
         _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par)
+        print(f"\n{tag} | {_shown(par)} | equal off the end planes | {inside:.2g} of STIR's maximum")
         return
     estimates = [d for n, d in diffs.items() if n.startswith(f"{prefix}_")]
     what = "estimates" if estimates else "sensitivities (output disabled)"
