@@ -309,7 +309,7 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
             "inter-iteration filter subiteration interval := 2\ninter-iteration filter type := Median\n"
             "Median Filter Parameters :=\nEnd Median Filter Parameters :=\n",
             "inter-iteration filter type",
-            "stirgpu implements the filters 'Separable Cartesian Metz' and 'Separable Gaussian'",
+            "stirgpu implements the filters 'Separable Cartesian Metz', 'Separable Gaussian'",
         ),
         (
             "",

@@ -12,6 +12,7 @@ import pytest
 from stirgpu.cli.main import build_parser
 from stirgpu.errors import ParFileProblems
 from stirgpu.parfile import read_osmaposl_par
+from stirgpu.parfile.ossps import read_ossps_par
 
 OBJECTIVE = (
     "objective function type := {objective}\n"
@@ -21,11 +22,11 @@ OBJECTIVE = (
 )
 
 
-def _refusal(tmp_path, text: str) -> tuple[int, str]:
+def _refusal(tmp_path, text: str, read=read_osmaposl_par) -> tuple[int, str]:
     p = tmp_path / "file.par"
     p.write_text(text)
     with pytest.raises(ParFileProblems) as exc:
-        read_osmaposl_par(p, env={})
+        read(p, env={})
     assert len(exc.value.problems) == 1, str(exc.value)  # one line, whatever else the file holds
     (problem,) = exc.value.problems
     return problem.line, problem.reason
@@ -43,6 +44,17 @@ def test_the_kinetic_model_names_posmaposl(tmp_path):
     line, reason = _refusal(tmp_path, text)
     assert line == 2 and "kinetic-model objective function" in reason
     assert f"stirgpu stir POSMAPOSL {tmp_path / 'file.par'} " in reason
+
+
+@pytest.mark.parametrize("read", [read_ossps_par, read_osmaposl_par], ids=["ossps", "osmaposl"])
+def test_possps_names_the_plugin_command(tmp_path, read):
+    """STIR's POSSPS file (the kinetic model under 'OSSPSParameters :='), read by 'stirgpu ossps' or
+    'stirgpu osmaposl': one line naming 'stirgpu stir POSSPS FILE.par'."""
+    objective = "PoissonLogLikelihoodWithLinearKineticModelAndDynamicProjectionData"
+    text = "OSSPSParameters :=\n" + OBJECTIVE.format(objective=objective) + "unknown key := 1\nEnd :=\n"
+    line, reason = _refusal(tmp_path, text, read)
+    assert line == (2 if read is read_ossps_par else 1)
+    assert f"stirgpu stir POSSPS {tmp_path / 'file.par'} " in reason and "stirgpu ossps" not in reason
 
 
 def test_list_mode_says_why_no_plugin_command_serves_it(tmp_path):

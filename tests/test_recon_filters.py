@@ -11,6 +11,7 @@ from helpers import make_osem
 from stirgpu.errors import StirGpuError
 from stirgpu.filters import PreparedFilter, SeparableGaussianFilter, SeparableImageFilter
 from stirgpu.formats import read_image
+from stirgpu.geometry import ImageInfo
 from stirgpu.recon import FilterSchedule
 
 
@@ -41,7 +42,7 @@ def test_schedule_follows_stirs_intervals_and_thresholds():
     log, clock = [], [0]
     sched = FilterSchedule(
         _Recording("update", log, clock), 2, _Recording("iteration", log, clock), 3, _Recording("post", log, clock)
-    ).prepare((1.0, 1.0, 1.0))
+    ).prepare(ImageInfo(shape=(2, 2, 2), voxel_size=(1.0, 1.0, 1.0)))
     image = np.zeros((2, 2, 2), np.float32)
     for n in range(1, 7):
         clock[0] = n

@@ -1,4 +1,6 @@
-"""STIR's image filters: ``Separable Cartesian Metz`` and ``Separable Gaussian``.
+"""STIR's image filters: ``Separable Cartesian Metz`` and ``Separable Gaussian``, and the image
+processors files select with the same keys: ``Truncate To Cylindrical FOV`` and ``Chained Data
+Processor`` (:mod:`.processors`).
 
 Filter objects hold STIR's parameters (frozen, comparable, picklable) and build STIR's 1-D
 kernels for a voxel size; the convolutions are :mod:`stirgpu.kernels.convolution`'s::
@@ -16,6 +18,7 @@ package compiles nothing; numba is loaded when a kernel is first built or applie
 
 from .gaussian import SeparableGaussianFilter, gaussian_kernel
 from .metz import SeparableCartesianMetzFilter, metz_kernel
+from .processors import ChainedProcessor, TruncateToCylindricalFOV
 from .separable import AxisKernel, PreparedFilter, SeparableImageFilter
 
 __all__ = [
@@ -26,8 +29,13 @@ __all__ = [
     "AxisKernel",
     "metz_kernel",
     "gaussian_kernel",
+    "TruncateToCylindricalFOV",
+    "ChainedProcessor",
     "FILTER_TYPES",
 ]
 
 #: STIR's registered names of the filters stirgpu implements
-FILTER_TYPES = {f.registered_name: f for f in (SeparableCartesianMetzFilter, SeparableGaussianFilter)}
+FILTER_TYPES = {
+    f.registered_name: f
+    for f in (SeparableCartesianMetzFilter, SeparableGaussianFilter, TruncateToCylindricalFOV, ChainedProcessor)
+}

@@ -130,9 +130,18 @@ class SeparableImageFilter:
         vox = voxel_size_of(None, voxel_size)
         return PreparedFilter(self.registered_name, self.kernels(vox), vox)
 
+    def prepare_for(self, image_info):
+        """Prepared for images of ``image_info`` (a :class:`stirgpu.geometry.ImageInfo`): the
+        kernels of its voxel size here; processors that depend on the index range override it."""
+        return self.prepare(image_info.voxel_size)
+
     def apply(self, image, voxel_size=None):
         """A filtered copy of ``image`` (numpy / cupy array with ``voxel_size``, or a
         :class:`~stirgpu.formats.VoxelsOnCartesianGrid`); the input is not modified."""
+        from ..formats import VoxelsOnCartesianGrid
+
+        if isinstance(image, VoxelsOnCartesianGrid):
+            return VoxelsOnCartesianGrid(image.info, fill=self.prepare_for(image.info).apply_in_place(image.as_array()))
         return self.prepare(voxel_size_of(image, voxel_size)).apply(image)
 
     def par_lines(self) -> list[str]:

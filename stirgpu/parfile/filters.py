@@ -3,14 +3,18 @@
 Three keys of an OSMAPOSL file select a filter (a STIR "parsing key" followed by the
 filter's block): ``inter-update filter type`` (``OSMAPOSLReconstruction``),
 ``inter-iteration filter type`` (``IterativeReconstruction``) and ``post-filter type``
-(``Reconstruction``).  stirgpu implements two of STIR's filters, with STIR's keys as its
+(``Reconstruction``).  stirgpu implements four of STIR's image processors, with STIR's keys as its
 ``initialise_keymap()`` registers them:
 
 ``Separable Cartesian Metz`` (block ``Separable Cartesian Metz Filter Parameters``):
     ``x-dir filter FWHM (in mm)``, ``y-dir ...``, ``z-dir ...`` (default 0: not filtered),
     ``x-dir filter Metz power`` ... (default 0), ``x-dir maximum kernel size`` ... (default -1);
 ``Separable Gaussian`` (block ``Separable Gaussian Filter Parameters``):
-    the FWHM and maximum kernel size keys, and ``Normalise filter to 1`` (default 1).
+    the FWHM and maximum kernel size keys, and ``Normalise filter to 1`` (default 1);
+``Truncate To Cylindrical FOV`` (block ``Truncate To Cylindrical FOV Parameters``):
+    ``strictly_less_than_radius`` (default 1);
+``Chained Data Processor`` (block ``Chained Data Processor Parameters``):
+    ``Data Processor to apply first`` and ``... second``, each any of these (chains nest).
 
 Where STIR would do something meaningless with a value, stirgpu refuses it: negative FWHMs
 (STIR's Metz ignores them, its Gaussian takes their magnitude), negative Metz powers, and
@@ -25,7 +29,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..filters import FILTER_TYPES, SeparableCartesianMetzFilter, SeparableGaussianFilter, SeparableImageFilter
+from ..filters import (
+    FILTER_TYPES,
+    ChainedProcessor,
+    SeparableCartesianMetzFilter,
+    SeparableGaussianFilter,
+    SeparableImageFilter,
+    TruncateToCylindricalFOV,
+)
 from .grammar import Block
 from .keymap import Choice, Context, Found, Key, Problem, TypeKey, as_bool, as_float, int_at_least, read_block
 
@@ -105,12 +116,27 @@ def _read_gaussian(block: Block, ctx: Context) -> SeparableGaussianFilter:
     )
 
 
+def _read_truncate(block: Block, ctx: Context) -> TruncateToCylindricalFOV:
+    found = read_block(block, (Key("strictly_less_than_radius", "strict", as_bool),), ctx)
+    return TruncateToCylindricalFOV(found["strict"].value if "strict" in found else True)
+
+
+def _read_chained(block: Block, ctx: Context) -> ChainedProcessor:
+    keys = tuple(
+        TypeKey(f"Data Processor to apply {which}", which, _CHOICES, other=_refused) for which in ("first", "second")
+    )
+    found = read_block(block, keys, ctx)
+    return ChainedProcessor(*(found[w].value if w in found else None for w in ("first", "second")))
+
+
 _CHOICES = (
     Choice("None"),
     Choice(SeparableCartesianMetzFilter.registered_name, SeparableCartesianMetzFilter.block_name, _read_metz),
     Choice(SeparableGaussianFilter.registered_name, SeparableGaussianFilter.block_name, _read_gaussian),
+    Choice(TruncateToCylindricalFOV.registered_name, TruncateToCylindricalFOV.block_name, _read_truncate),
+    Choice(ChainedProcessor.registered_name, ChainedProcessor.block_name, _read_chained),
 )
-_SUPPORTED = " and ".join(f"'{name}'" for name in FILTER_TYPES)
+_SUPPORTED = ", ".join(f"'{name}'" for name in FILTER_TYPES)
 
 
 def _kept_for_now(value: str, line: int, nxt: Block | None, ctx: Context) -> tuple[UnsupportedFilter, bool]:

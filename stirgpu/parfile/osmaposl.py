@@ -699,6 +699,18 @@ _STIR_ONLY_OBJECTIVES = {
 }
 
 
+_KINETIC = canonical_key("PoissonLogLikelihoodWithLinearKineticModelAndDynamicProjectionData")
+
+
+def kinetic_objective(root: Block) -> Entry | None:
+    """The ``objective function type`` line of ``root`` when it names STIR's kinetic-model
+    objective function (POSMAPOSL's and POSSPS's), else None."""
+    entry = root.find("objective function type")
+    if isinstance(entry, Entry) and canonical_key(entry.value or "") == _KINETIC:
+        return entry
+    return None
+
+
 def _refuse_stir_only(root: Block, ctx: Context) -> None:
     """Files stirgpu does not reconstruct at all are refused with one line before anything else is
     read, naming the command that runs them in STIR with stirgpu's plugin where there is one."""
@@ -707,7 +719,10 @@ def _refuse_stir_only(root: Block, ctx: Context) -> None:
             f"KOSMAPOSL (kernelised EM) is not implemented by stirgpu; {plugin_hint('KOSMAPOSL', ctx.path)}", root.line
         )
     elif root.key != _ROOT:
-        ossps = "; run an OSSPS file with 'stirgpu ossps'" if root.key == canonical_key("OSSPSParameters") else ""
+        ossps = ""
+        if root.key == canonical_key("OSSPSParameters"):
+            kinetic = kinetic_objective(root)
+            ossps = f"; {plugin_hint('POSSPS', ctx.path)}" if kinetic else "; run an OSSPS file with 'stirgpu ossps'"
         ctx.report(
             f"not an OSMAPOSL parameter file: it starts with '{root.raw_key} :=' instead of 'OSMAPOSLParameters :='"
             + ossps,

@@ -15,6 +15,9 @@ defaults from its ``set_defaults``):
 * ``enforce initial positivity condition``: STIR's OSSPS default is 0 (OSMAPOSL's is 1);
 * ``write update image``: refused (stirgpu writes no update images).
 
+The kinetic-model objective function (STIR's POSSPS, same root) is refused with one line naming
+the plugin command that runs the file.
+
 OSMAPOSL's own keys (``MAP model``, ``maximum/minimum relative change``, the inter-update
 filter) are refused here with a hint, as any unknown key.
 """
@@ -37,7 +40,9 @@ from .osmaposl import (
     OsmaposlSettings,
     _check_values,
     _refuse_true,
+    kinetic_objective,
 )
+from .refusals import plugin_hint
 
 __all__ = ["OsspsSettings", "read_ossps_par", "ossps_settings_from_block"]
 
@@ -150,6 +155,13 @@ def ossps_settings_from_block(
         ctx.report(
             f"not an OSSPS parameter file: it starts with '{root.raw_key} :=' instead of 'OSSPSParameters :='{hint}",
             root.line,
+        )
+        ctx.check()
+    if (kinetic := kinetic_objective(root)) is not None:
+        ctx.report(
+            f"'objective function type := {kinetic.value}': the kinetic-model objective function (STIR's "
+            f"POSSPS) is not implemented by stirgpu; {plugin_hint('POSSPS', ctx.path)}",
+            kinetic.line,
         )
         ctx.check()
     top = read_block(root, _TOP, ctx, hints=_HINTS)

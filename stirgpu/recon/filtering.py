@@ -26,9 +26,10 @@ filtered where it lives (numpy, or cupy on the projector's GPU).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ..errors import StirGpuError
-from ..filters import PreparedFilter, SeparableImageFilter
+from ..filters import SeparableImageFilter
 from .arrays import threshold_min_to_small_positive
 
 __all__ = ["FilterSchedule", "PreparedSchedule"]
@@ -64,11 +65,12 @@ class FilterSchedule:
             s.post_filter,
         )
 
-    def prepare(self, voxel_size) -> PreparedSchedule:
-        """Build the kernels that will be used, for images of ``voxel_size`` ((z, y, x) mm)."""
+    def prepare(self, image_info) -> PreparedSchedule:
+        """Build the kernels (and masks) that will be used, for images of ``image_info``
+        (a :class:`stirgpu.geometry.ImageInfo`)."""
 
         def built(f, interval=1):
-            return f.prepare(voxel_size) if f is not None and interval > 0 else None
+            return f.prepare_for(image_info) if f is not None and interval > 0 else None
 
         return PreparedSchedule(
             built(self.inter_update, self.inter_update_interval),
@@ -83,11 +85,11 @@ class FilterSchedule:
 class PreparedSchedule:
     """A :class:`FilterSchedule` with its kernels built; filters an estimate in place."""
 
-    inter_update: PreparedFilter | None
+    inter_update: Any
     inter_update_interval: int
-    inter_iteration: PreparedFilter | None
+    inter_iteration: Any
     inter_iteration_interval: int
-    post: PreparedFilter | None
+    post: Any
 
     def before_multiplying(self, image, subiteration_num: int) -> bool:
         """Step 2 of the module docstring; True where the estimate was filtered."""
@@ -100,7 +102,7 @@ class PreparedSchedule:
             self.post.apply_in_place(image)
 
 
-def _due(prepared: PreparedFilter | None, interval: int, subiteration_num: int, image) -> bool:
+def _due(prepared: Any, interval: int, subiteration_num: int, image) -> bool:
     if prepared is None or subiteration_num % interval:
         return False
     prepared.apply_in_place(image)

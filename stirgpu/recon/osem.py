@@ -325,7 +325,7 @@ class OSEM:
         self.objective.set_up(self.projector, self.image_info)
         if self.prior is not None:
             self.prior.set_up(self.image_info)  # STIR: the objective function sets up its prior
-        self._prepared_filters = self.filters.prepare(self.image_info.voxel_size)
+        self._prepared_filters = self.filters.prepare(self.image_info)
         spec = self.sensitivity_spec
         try:
             self._sensitivities(spec)

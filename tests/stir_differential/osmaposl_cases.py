@@ -130,6 +130,7 @@ def make_inputs(
     zoom: float = 1.0,
     adjust=None,
     forward_project=None,
+    in_counts: bool = False,
 ) -> Path:
     """Write the inputs described in the module docstring into ``folder`` (created); returns it.
     ``counts`` None: noiseless prompts; else Poisson prompts scaled to about that many counts.
@@ -138,7 +139,10 @@ def make_inputs(
     Parallelproj cannot project (even numbers of TOF bins, ``docs/tof.md``).
     ``adjust(f, a, fwd)`` may change the factors and the additive term in place (STIR's
     ``as_array()`` layout: [TOF][axial positions of segments 0, +1, -1, ...][view][tangential])
-    before the prompts are made from them."""
+    before the prompts are made from them.  ``in_counts``: the prompts are the Poisson counts
+    themselves (not divided back by the count scale), as a scanner's are, and the additive term
+    and ``phantom.hv`` are scaled with them (the image the counts come from, at a realistic
+    scale for priors whose strength depends on it)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     pdi = geometry.proj_data_info(stir)
@@ -164,6 +168,10 @@ def make_inputs(
     else:
         scale = counts / mean.sum()
         y = rng.poisson(mean * scale) / scale
+        if in_counts:
+            y, a = y * scale, a * scale
+            img.fill(np.ascontiguousarray(img.as_array() * scale, dtype=np.float32).ravel())
+            img.write_to_file(str(folder / "phantom.hv"))
     _write_proj_data(stir, exam, pdi, folder / "norm.hs", f)
     _write_proj_data(stir, exam, pdi, folder / "additive.hs", a)
     _write_proj_data(stir, exam, pdi, folder / "prompts.hs", y)
@@ -261,24 +269,29 @@ def _cwd(folder: Path):
         os.chdir(old)
 
 
-def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par"):
-    """STIR's ``OSMAPOSL name`` in ``folder`` (created); the completed process (check=False)."""
+def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par", program: str = "OSMAPOSL"):
+    """STIR's ``program name`` (``OSMAPOSL`` or ``OSSPS``) in ``folder`` (created); the completed
+    process (check=False)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(par_text)
-    return reference_stir.run("OSMAPOSL", name, cwd=folder, check=False)
+    return reference_stir.run(program, name, cwd=folder, check=False)
 
 
-def run_stirgpu(folder: Path, par_text: str, name: str = "recon.par"):
-    """stirgpu's ``osmaposl`` engine (CPU backend) on the same file in ``folder``."""
+def run_stirgpu(folder: Path, par_text: str, name: str = "recon.par", program: str = "OSMAPOSL"):
+    """stirgpu's engine for ``program`` (``osmaposl`` or ``ossps``; CPU backend) on the same file
+    in ``folder``."""
+    from stirgpu.recon.ossps_run import run_ossps
     from stirgpu.recon.run import run_osmaposl
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(par_text)
     with _cwd(folder), stirgpu.config(backend="cpu"):
-        return run_osmaposl(name)
+        return (run_ossps if program == "OSSPS" else run_osmaposl)(name)
 
 
-def run_both(reference_stir, root: Path, par_text: str, *, inputs: Path | None = None, prepare=None):
+def run_both(
+    reference_stir, root: Path, par_text: str, *, inputs: Path | None = None, prepare=None, program: str = "OSMAPOSL"
+):
     """Run ``par_text`` with STIR in ``root/stir`` and with stirgpu in ``root/gpu``.
     ``inputs``: a folder made by :func:`make_inputs`, linked as ``root/in`` (what ``../in/...``
     in the file names); ``prepare(folder)`` (optional) puts extra inputs into each folder first.
@@ -291,10 +304,10 @@ def run_both(reference_stir, root: Path, par_text: str, *, inputs: Path | None =
         d.mkdir(parents=True, exist_ok=True)
         if prepare is not None:
             prepare(d)
-    proc = run_stir(reference_stir, s_dir, par_text)
+    proc = run_stir(reference_stir, s_dir, par_text, program=program)
     if proc.returncode != 0:
-        raise RuntimeError(f"STIR's OSMAPOSL failed in {s_dir}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    result = run_stirgpu(g_dir, par_text)
+        raise RuntimeError(f"STIR's {program} failed in {s_dir}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    result = run_stirgpu(g_dir, par_text, program=program)
     return s_dir, g_dir, result
 
 

@@ -7,14 +7,18 @@ unset).  Each file is read unchanged, its ``${VAR}``s set as STIR's ``run_*.sh``
 (``run_test_simulate_and_recon.sh``: ``suffix`` empty; ``num_subsets`` 4 where the script's 14
 fits its simulated scanner's views; the list-mode and example variables to file names).
 
-* A file stirgpu accepts runs in both programs on STIR-made data (ECAT 931, span 1 to segment 4,
-  48 views, normalisation, additive term, Poisson prompts: ``osmaposl_cases.make_inputs``, small
-  enough for CI where the scripts simulate a full scanner), put under the names the file reads
-  (a uniform initial image where it names one; the sensitivities it reads made by STIR's run of
-  the same file with ``recompute sensitivity := 1``, as an earlier run makes them); the same
-  files are written and the estimates agree within 1e-4 of STIR's maximum -- or, where STIR
-  itself moves further than that when started 1e-6 higher (One-Step-Late with the examples'
-  penalisation factor 1 on such small data is chaotic), within 10 times that move.
+* A file stirgpu accepts runs in both programs (``stirgpu osmaposl`` or ``stirgpu ossps``, as
+  its root says) on STIR-made data (ECAT 931, span 1 to segment 4, 48 views -- 192 for the MRP
+  example --, normalisation, additive term, 2e5 Poisson counts at count scale:
+  ``osmaposl_cases.make_inputs``, small enough for CI where the scripts simulate a full
+  scanner), put under the names the file reads (a uniform image at the phantom's background
+  where it names an initial image; the sensitivities it reads made by STIR's run of the same
+  file with ``recompute sensitivity := 1``, as an earlier run makes them); the same files are
+  written and the estimates agree within 1e-4 of STIR's maximum.  One file, the RDP example
+  (penalisation factor 1, 12 subsets, 24 subiterations), is chaotic in STIR itself on every
+  such data set tried (:data:`STILL_CHAOTIC`), in its two end planes: there the other planes
+  must agree within 1e-4, and the whole image within 10 times as far from STIR as STIR started
+  1e-6 higher ends from itself.
 * A refused file is refused at its lines (file and line each), every line an unsupported feature
   stirgpu names -- never a line it cannot read, an unknown key or a value it misreads, which would
   mean that stirgpu does not parse STIR's file as STIR does.  Where STIR runs the file with
@@ -40,6 +44,7 @@ import pytest
 from stirgpu.errors import ParFileProblems
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image, write_image
 from stirgpu.parfile import Block, Entry, canonical_key, osmaposl_settings_from_block, parse_par_string
+from stirgpu.parfile.ossps import ossps_settings_from_block
 
 pytestmark = pytest.mark.stir
 
@@ -79,6 +84,24 @@ ENV = {
     "CACHEALLVIEWS3D": "1",
 }
 #: a template's placeholder for the user to replace (MCIR.par's 'number of subsets := NUM_SUBSETS')
+#: prompts in counts (about 0.5 a bin, as STIR's test pack's 600k counts on its larger scanner), so
+#: the image is at a count scale where the files' Quadratic penalisation
+#: factors 0.5 and 1 are mild and One-Step-Late converges; with 1e6 or more counts, or the
+#: phantom's own scale, STIR itself oscillates on them (from a start 1e-6 higher it ends 1e-2 to 1
+#: of its maximum away)
+COUNTS = 2e5
+NUM_VIEWS = 48
+#: views for STIR's MRP example (penalisation factor 1, 12 subsets, 24 subiterations): MRP's
+#: multiplicative update does not depend on the image's scale, only on the sensitivity of a subset,
+#: and at 48 views (4 a subset) STIR itself moves 9e-5 from a start 1e-6 higher; at 192 it is stable
+MORE_VIEWS = {"examples/samples/OSMAPOSL_MRP.par": 192}
+#: the one file on which STIR's One-Step-Late stays chaotic on every such data set tried (RDP's
+#: gradient does not shrink with the image's scale; 48 and 192 views, 2e5 to 2e7 counts: STIR
+#: started 1e-6 higher ends 2e-3 to 0.8 of its maximum away) -- in its two end planes only, which
+#: the file leaves to a few oblique LORs ('zero end planes of segment 0 := 1'), where the estimate
+#: spikes to 50 times the median: the other planes within 1e-4 of STIR's maximum, the whole image
+#: within 10 times STIR's own spread
+STILL_CHAOTIC = {"examples/samples/OSMAPOSL_RDP.par"}
 _PLACEHOLDER = re.compile(r"got '[A-Z][A-Z0-9_]*'$")
 #: what no refusal of a STIR file may be: stirgpu misreading STIR's own syntax
 _MISREAD = ("unknown key", "expects", "environment variable", "expected 'key", "does not match", "still open")
@@ -97,20 +120,27 @@ def _corpus() -> list:
     return files
 
 
-def _read(path: Path, base: Path):
-    block = parse_par_string(path.read_text(errors="replace"), path=path, env=ENV)
-    return osmaposl_settings_from_block(block, base_dir=base)
+_OSSPS = canonical_key("OSSPSParameters")
+
+
+def _read(text: str, path: Path, base: Path) -> tuple[str, object]:
+    """(the program that runs the file: ``OSSPS`` for an ``OSSPSParameters`` file, else
+    ``OSMAPOSL``; the settings of the keys both share), as ``stirgpu ossps`` / ``osmaposl`` read it."""
+    block = parse_par_string(text, path=path, env=ENV)
+    if block.key == _OSSPS:
+        return "OSSPS", ossps_settings_from_block(block, base_dir=base).common
+    return "OSMAPOSL", osmaposl_settings_from_block(block, base_dir=base)
 
 
 @pytest.mark.parametrize("par", _corpus())
 def test_stir_par_is_accepted_and_equal_or_refused_clearly(par, reference_stir, stir, tmp_path_factory, monkeypatch):
     work = tmp_path_factory.mktemp("corpus")
     try:
-        settings = _read(par, work / "gpu")
+        program, settings = _read(par.read_text(errors="replace"), par, work / "gpu")
     except ParFileProblems as exc:
         _check_refusal(par, exc)
         return
-    _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch)
+    _check_equal(par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch)
 
 
 def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None:
@@ -120,7 +150,9 @@ def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None
         assert not misread, f"{par.name}:{p.line}: {p.reason}"
     plugin = [p for p in exc.problems if "stirgpu stir " in p.reason]
     for p in plugin:
-        assert re.search(rf"stirgpu stir (OSMAPOSL|KOSMAPOSL|POSMAPOSL) {re.escape(str(par))} ", p.reason), p.reason
+        assert re.search(rf"stirgpu stir (OSMAPOSL|KOSMAPOSL|POSMAPOSL|POSSPS) {re.escape(str(par))} ", p.reason), (
+            p.reason
+        )
     whole_file = (
         "not an OSMAPOSL parameter file",
         "(kernelised EM) is not implemented",
@@ -131,22 +163,28 @@ def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None
     print(f"\n{tag} | {_shown(par)} | refused | {exc.problems[0].line}: {exc.problems[0].reason}")
 
 
-def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=None, tag="CORPUS"):
+def _check_equal(
+    par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=None, tag="CORPUS"
+):
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     # 48 views: the files' 1, 4, 8 and 12 subsets are balanced; span 1 up to segment 4: the files'
     # 'maximum absolute segment number to process' (3, 4) exist
-    geometry = oc.Geometry(span=1, max_delta=4, num_views=48, num_tangential_poss=64)
-    inputs = oc.make_inputs(reference_stir, stir, tmp_path_factory.mktemp("corpus_in"), geometry, seed=3)
+    views = MORE_VIEWS.get(_shown(par), NUM_VIEWS)
+    geometry = oc.Geometry(span=1, max_delta=4, num_views=views, num_tangential_poss=64)
+    inputs = oc.make_inputs(
+        reference_stir, stir, tmp_path_factory.mktemp("corpus_in"), geometry, seed=3, counts=COUNTS, in_counts=True
+    )
     names = {"input_file": "prompts", "normalisation": "norm", "additive_sinogram": "additive"}
     wanted = {
         Path(getattr(settings, f)).name: src for f, src in names.items() if isinstance(getattr(settings, f), Path)
     }
 
     initial = settings.initial_estimate if isinstance(settings.initial_estimate, Path) else None
-    if initial is not None:  # a uniform image on the data's default image (any image sets the geometry)
+    if initial is not None:  # uniform at the phantom's background, on the data's default image
         phantom = read_image(inputs / "phantom.hv")
-        for name, value in (("uniform", 1.0), ("nudged", 1.0 + 1e-6)):
+        background = float(phantom.array[phantom.array > 0].min())
+        for name, value in (("uniform", background), ("nudged", background * (1.0 + 1e-6))):
             write_image(inputs / f"{name}.hv", VoxelsOnCartesianGrid(phantom.info, fill=value), overwrite=True)
 
     def data(folder: Path, start: str = "uniform") -> None:
@@ -159,7 +197,7 @@ def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, mo
 
     text = par.read_text(errors="replace") if text is None else text
     if not settings.sensitivity_must_be_computed:  # made by an earlier run, as a user (or STIR's scripts) would
-        sensitivities = _earlier_sensitivities(reference_stir, settings, text, work / "earlier", data)
+        sensitivities = _earlier_sensitivities(reference_stir, program, settings, text, work / "earlier", data)
 
         def data_and_sensitivities(folder: Path, start: str = "uniform", base=data) -> None:
             base(folder, start)
@@ -167,29 +205,32 @@ def _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, mo
                 shutil.copy(f, folder / f.name)
 
         data = data_and_sensitivities
-    s_dir, g_dir, _ = oc.run_both(reference_stir, work, text, prepare=data)
+    s_dir, g_dir, _ = oc.run_both(reference_stir, work, text, prepare=data, program=program)
     prefix = Path(settings.output_filename_prefix).name
     try:
         diffs = oc.assert_agree(s_dir, g_dir, prefix=prefix)
     except AssertionError:
-        if initial is None:
+        if _shown(par) not in STILL_CHAOTIC:
             raise
-        _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, g_dir, prefix, tag, par)
+        inner = oc.assert_agree(s_dir, g_dir, prefix=prefix, skip_end_planes=True)
+        inside = max(d for n, d in inner.items() if n.startswith(f"{prefix}_"))
+        _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par)
+        print(f"\n{tag} | {_shown(par)} | equal off the end planes | {inside:.2g} of STIR's maximum")
         return
     estimates = [d for n, d in diffs.items() if n.startswith(f"{prefix}_")]
     what = "estimates" if estimates else "sensitivities (output disabled)"
     print(f"\n{tag} | {_shown(par)} | equal | {max(estimates or diffs.values()):.2g} of STIR's maximum ({what})")
 
 
-def _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, g_dir, prefix, tag, par) -> None:
-    """Where stirgpu's last estimate is further than 1e-4 from STIR's: STIR run again from an initial
-    image 1e-6 larger (float32 rounding's size) must move as far -- the iteration amplifies any
-    rounding difference (One-Step-Late with a penalty too strong for the data oscillates,
-    docs/priors.md), so stirgpu's difference must stay within 10 times STIR's own."""
+def _assert_as_close_as_stir_to_itself(reference_stir, program, work, text, data, s_dir, g_dir, prefix, tag, par):
+    """Where stirgpu's last estimate is further than 1e-4 from STIR's (:data:`STILL_CHAOTIC` only):
+    STIR run again from an initial image 1e-6 larger (float32 rounding's size) must move as far --
+    the iteration amplifies any rounding difference (One-Step-Late with a penalty too strong for
+    the data oscillates, docs/priors.md), so stirgpu's difference must stay within 10 times STIR's own."""
     nudged = work / "stir_nudged"
     nudged.mkdir()
     data(nudged, start="nudged")
-    proc = oc.run_stir(reference_stir, nudged, text)
+    proc = oc.run_stir(reference_stir, nudged, text, program=program)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     last = max(
         oc.image_files(s_dir) & {n for n in oc.image_files(s_dir) if n.startswith(f"{prefix}_")},
@@ -204,8 +245,8 @@ def _assert_as_close_as_stir_to_itself(reference_stir, work, text, data, s_dir, 
     )
 
 
-def _earlier_sensitivities(reference_stir, settings, text: str, folder: Path, data) -> list[Path]:
-    """The sensitivity images a file reads, made by STIR's OSMAPOSL running the same file with
+def _earlier_sensitivities(reference_stir, program, settings, text: str, folder: Path, data) -> list[Path]:
+    """The sensitivity images a file reads, made by STIR's ``program`` running the same file with
     'recompute sensitivity := 1' (the last value of a key counts in STIR)."""
     root = parse_par_string(text, env=ENV)
     objective = next(b for b in root.blocks() if "loglikelihood" in b.key)
@@ -213,7 +254,7 @@ def _earlier_sensitivities(reference_stir, settings, text: str, folder: Path, da
     lines.insert(objective.end_line - 1, "recompute sensitivity := 1")
     folder.mkdir(parents=True)
     data(folder)
-    proc = oc.run_stir(reference_stir, folder, "\n".join(lines) + "\n")
+    proc = oc.run_stir(reference_stir, folder, "\n".join(lines) + "\n", program=program)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     if settings.use_subset_sensitivities:
         names = [settings.subset_sensitivity_filename(k).name for k in range(settings.num_subsets)]
@@ -261,22 +302,22 @@ def with_parallelproj(text: str, path: Path) -> str | None:
     return "\n".join([*kept[:at], *PARALLELPROJ, *kept[at:]]) + "\n"
 
 
-def _osmaposl_files() -> list:
-    return [p for p in _corpus() if p.values[0] is None or _is_osmaposl(p.values[0])]
+def _projecting_files() -> list:
+    return [p for p in _corpus() if p.values[0] is None or _is_osmaposl_or_ossps(p.values[0])]
 
 
-def _is_osmaposl(path: Path) -> bool:
+def _is_osmaposl_or_ossps(path: Path) -> bool:
     first = next((s for s in path.read_text(errors="replace").splitlines() if s.split(";")[0].strip()), "")
-    return bool(re.match(r"\s*OSMAPOSLParameters\s*:=", first, re.I))
+    return bool(re.match(r"\s*(OSMAPOSL|OSSPS)Parameters\s*:=", first, re.I))
 
 
-@pytest.mark.parametrize("par", _osmaposl_files())
+@pytest.mark.parametrize("par", _projecting_files())
 def test_stir_osmaposl_par_with_parallelproj_is_equal_or_refused_clearly(
     par, reference_stir, stir, tmp_path_factory, monkeypatch
 ):
-    """Each OSMAPOSL file of the corpus with the Parallelproj pair in place of its projectors (what
-    STIR then runs with Parallelproj, or through the plugin with 'stirgpu'): equal to STIR's
-    OSMAPOSL on the same edited file, or refused at clear lines.  A file that reads sensitivity
+    """Each OSMAPOSL and OSSPS file of the corpus with the Parallelproj pair in place of its
+    projectors (what STIR then runs with Parallelproj, or through the plugin with 'stirgpu'):
+    equal to STIR's OSMAPOSL or OSSPS on the same edited file, or refused at clear lines.  A file that reads sensitivity
     images it does not compute (STIR's test pack makes them in an earlier run) is skipped, saying so."""
     original = par.read_text(errors="replace")
     if _SPECT.search(original):
@@ -286,8 +327,10 @@ def test_stir_osmaposl_par_with_parallelproj_is_equal_or_refused_clearly(
     assert text is not None, f"{par}: no objective function block"
     work = tmp_path_factory.mktemp("corpus_pp")
     try:
-        settings = osmaposl_settings_from_block(parse_par_string(text, path=par, env=ENV), base_dir=work / "gpu")
+        program, settings = _read(text, par, work / "gpu")
     except ParFileProblems as exc:
         _check_refusal(par, exc, tag="CORPUS-PP")
         return
-    _check_equal(par, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=text, tag="CORPUS-PP")
+    _check_equal(
+        par, program, settings, reference_stir, stir, work, tmp_path_factory, monkeypatch, text=text, tag="CORPUS-PP"
+    )
