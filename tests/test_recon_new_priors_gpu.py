@@ -1,4 +1,4 @@
-"""STIR's median root prior, Gibbs priors and OSSPS on the GPU: ``stirgpu osmaposl`` and
+"""STIR's median root prior, Gibbs priors, inter-iteration processors and OSSPS on the GPU: ``stirgpu osmaposl`` and
 ``stirgpu ossps`` with ``--backend cuda`` give the CPU backend's estimates (which the tests under
 ``tests/stir_differential/`` compare with STIR's own executables) to float32 summation order.
 
@@ -39,7 +39,21 @@ PRIORS = {
 }
 
 
-def _par(prior: str = "", root: str = "OSMAPOSLParameters") -> str:
+#: STIR's inter-iteration processors of the test pack's MRP file: a chain of a Gaussian and the
+#: truncation to the cylindrical FOV, every second subiteration
+CHAINED_FILTER = (
+    "inter-iteration filter subiteration interval := 2\n"
+    "inter-iteration filter type := Chained Data Processor\nChained Data Processor Parameters :=\n"
+    "Data Processor to apply first := Separable Gaussian\nSeparable Gaussian Filter Parameters :=\n"
+    "x-dir filter FWHM (in mm) := 5\ny-dir filter FWHM (in mm) := 5\nz-dir filter FWHM (in mm) := 4\n"
+    "END Separable Gaussian Filter Parameters :=\n"
+    "Data Processor to apply second := Truncate To Cylindrical FOV\n"
+    "Truncate To Cylindrical FOV Parameters :=\nEnd Truncate To Cylindrical FOV Parameters :=\n"
+    "END Chained Data Processor Parameters :=\n"
+)
+
+
+def _par(prior: str = "", root: str = "OSMAPOSLParameters", top: str = "") -> str:
     text = osmaposl_par(
         "prompts.hs",
         normalisation="acf.hs",
@@ -53,6 +67,8 @@ def _par(prior: str = "", root: str = "OSMAPOSLParameters") -> str:
     head, sep, tail = text.partition(marker)
     assert sep, "osmaposl_par() no longer writes the objective's end line"
     text = head + prior + sep + tail
+    assert text.endswith("END :=\n")
+    text = text[: -len("END :=\n")] + top + "END :=\n"
     return text.replace("OSMAPOSLParameters :=", f"{root} :=", 1)
 
 
@@ -87,9 +103,10 @@ def _same(cpu: np.ndarray, gpu: np.ndarray, tol: float) -> None:
     assert float(np.abs(gpu - cpu).max()) <= tol * scale
 
 
+@pytest.mark.parametrize("filtered", [False, True], ids=["plain", "chained-inter-iteration-filter"])
 @pytest.mark.parametrize("name", sorted(PRIORS))
-def test_osmaposl_prior_on_gpu_equals_cpu(name, data_dir, tmp_path):
-    text = _par(PRIORS[name])
+def test_osmaposl_prior_on_gpu_equals_cpu(name, filtered, data_dir, tmp_path):
+    text = _par(PRIORS[name], top=CHAINED_FILTER if filtered else "")
     cpu = _run(data_dir, tmp_path / "cpu", "osmaposl", text, "cpu")
     gpu = _run(data_dir, tmp_path / "cuda", "osmaposl", text, "cuda")
     _same(cpu, gpu, 1e-4)
