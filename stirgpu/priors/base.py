@@ -31,7 +31,7 @@ from ..kernels.threads import numba_threads
 from .hessian_diagonal import hessian_diagonal
 from .neighbourhood import centred_weights, stir_default_weights
 
-__all__ = ["NeighbourhoodPrior", "float32_parameter"]
+__all__ = ["PenalisedPrior", "NeighbourhoodPrior", "float32_parameter"]
 
 
 def float32_parameter(value, name: str) -> float:
@@ -46,37 +46,16 @@ def _is_gpu(a) -> bool:
     return is_cupy(a)
 
 
-class NeighbourhoodPrior:
-    """The base of stirgpu's STIR priors (not used directly)."""
+class PenalisedPrior:
+    """What every STIR prior here has (not used directly): its registered name and its
+    penalisation factor ``beta`` (held in float32, as STIR holds it)."""
 
     #: STIR's registered name (``prior type := ...``)
     registered_name: ClassVar[str] = ""
-    _kind: ClassVar[int] = -1
-    #: whether a gradient filename prefix writes files (STIR's Gibbs penalties parse it and write none)
-    _writes_gradients: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        penalisation_factor: float = 0.0,
-        *,
-        only_2D: bool = False,
-        kappa=None,
-        weights=None,
-        gradient_filename_prefix: str | os.PathLike | None = None,
-    ):
+    def __init__(self, penalisation_factor: float = 0.0):
         self._beta = float32_parameter(penalisation_factor, "penalisation factor")
-        self._only_2d = bool(only_2D)
-        self._user_weights = None if weights is None else centred_weights(weights)
-        self._kappa = None
-        self._kappa_on_device = None
-        self._info: ImageInfo | None = None
-        self._weights: np.ndarray | None = None
-        self._gradient_prefix = None if gradient_filename_prefix is None else os.fspath(gradient_filename_prefix)
-        self._gradient_count = 0
-        if kappa is not None:
-            self.set_kappa(kappa)
 
-    # -- parameters ------------------------------------------------------------------------
     def get_registered_name(self) -> str:
         return self.registered_name
 
@@ -95,6 +74,36 @@ class NeighbourhoodPrior:
     def is_convex(self) -> bool:
         return True
 
+
+class NeighbourhoodPrior(PenalisedPrior):
+    """The base of stirgpu's STIR neighbourhood priors (not used directly)."""
+
+    _kind: ClassVar[int] = -1
+    #: whether a gradient filename prefix writes files (STIR's Gibbs penalties parse it and write none)
+    _writes_gradients: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        penalisation_factor: float = 0.0,
+        *,
+        only_2D: bool = False,
+        kappa=None,
+        weights=None,
+        gradient_filename_prefix: str | os.PathLike | None = None,
+    ):
+        super().__init__(penalisation_factor)
+        self._only_2d = bool(only_2D)
+        self._user_weights = None if weights is None else centred_weights(weights)
+        self._kappa = None
+        self._kappa_on_device = None
+        self._info: ImageInfo | None = None
+        self._weights: np.ndarray | None = None
+        self._gradient_prefix = None if gradient_filename_prefix is None else os.fspath(gradient_filename_prefix)
+        self._gradient_count = 0
+        if kappa is not None:
+            self.set_kappa(kappa)
+
+    # -- parameters ------------------------------------------------------------------------
     def get_only_2D(self) -> bool:
         return self._only_2d
 

@@ -21,7 +21,7 @@ from ..errors import GeometryError, StirGpuError
 from ..formats import VoxelsOnCartesianGrid
 from ..geometry import ImageInfo
 from ..kernels.priors.median import stir_median_filter
-from .base import float32_parameter
+from .base import PenalisedPrior
 
 __all__ = ["FilterRootPrior", "MedianFilter"]
 
@@ -48,7 +48,7 @@ class MedianFilter:
         return f"MedianFilter(mask_radius_z={z}, mask_radius_y={y}, mask_radius_x={x})"
 
 
-class FilterRootPrior:
+class FilterRootPrior(PenalisedPrior):
     """STIR's ``FilterRootPrior`` (``prior type := FilterRootPrior``) with a :class:`MedianFilter`:
     ``get_gradient`` is STIR's ``compute_gradient``; ``get_value`` is 0, as in STIR."""
 
@@ -57,18 +57,9 @@ class FilterRootPrior:
     def __init__(self, penalisation_factor: float = 0.0, *, median_mask_radius: tuple[int, int, int] | None = None):
         """``median_mask_radius``: (z, y, x) radii of the Median filter (STIR's ``mask radius z/y/x``);
         None: no filter (STIR's ``Filter type := None``: a zero gradient)."""
-        self._beta = float32_parameter(penalisation_factor, "penalisation factor")
+        super().__init__(penalisation_factor)
         self._filter = None if median_mask_radius is None else MedianFilter(*median_mask_radius)
         self._info: ImageInfo | None = None
-
-    def get_registered_name(self) -> str:
-        return self.registered_name
-
-    def get_penalisation_factor(self) -> float:
-        return self._beta
-
-    def set_penalisation_factor(self, value: float) -> None:
-        self._beta = float32_parameter(value, "penalisation factor")
 
     def get_gradient_filename_prefix(self) -> None:
         """None: STIR's FilterRootPrior writes no gradient files."""
@@ -76,11 +67,6 @@ class FilterRootPrior:
 
     def get_filter(self) -> MedianFilter | None:
         return self._filter
-
-    @property
-    def is_zero(self) -> bool:
-        """STIR's ``prior_is_zero``: a penalisation factor of 0."""
-        return self._beta == 0.0
 
     def is_convex(self) -> bool:
         return False

@@ -25,18 +25,18 @@ import numpy as np
 from ..arrays import array_module
 from ..errors import GeometryError, StirGpuError
 from ..geometry import ImageInfo
-from .base import float32_parameter
+from .base import PenalisedPrior
 
 __all__ = ["PLSPrior"]
 
 
-class PLSPrior:
+class PLSPrior(PenalisedPrior):
     """STIR's Parallel Level Sets prior (module docstring)."""
 
     registered_name = "PLS"
 
     def __init__(self, penalisation_factor: float = 0.0, *, alpha: float = 1.0, eta: float = 1.0, only_2D=False):
-        self._beta = float32_parameter(penalisation_factor, "penalisation factor")
+        super().__init__(penalisation_factor)
         self._alpha = float(alpha)
         self._eta = float(eta)
         self._only_2d = bool(only_2D)
@@ -46,22 +46,6 @@ class PLSPrior:
         self._anatomical_parts: tuple | None = None  # (D a per axis, |D a|) after set_up
 
     # -- parameters ------------------------------------------------------------------------
-    def get_registered_name(self) -> str:
-        return self.registered_name
-
-    def get_penalisation_factor(self) -> float:
-        return self._beta
-
-    def set_penalisation_factor(self, value: float) -> None:
-        self._beta = float32_parameter(value, "penalisation factor")
-
-    @property
-    def is_zero(self) -> bool:
-        return self._beta == 0.0
-
-    def is_convex(self) -> bool:
-        return True
-
     def get_alpha(self) -> float:
         return self._alpha
 
