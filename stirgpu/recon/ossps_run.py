@@ -107,12 +107,7 @@ def _own_problems(s: OsspsSettings, overwrite: bool) -> list[ParFileError]:
         )
     prefix = s.common.output_filename_prefix  # STIR writes the denominator even with output disabled
     if d is None and prefix is not None:
-        spec = SensitivitySpec(
-            use_subset_sensitivities=s.common.use_subset_sensitivities,
-            recompute=s.common.recompute_sensitivity,
-            filename=s.common.sensitivity_filename,
-            subset_filenames=s.common.subset_sensitivity_filenames,
-        )
+        spec = SensitivitySpec.from_settings(s.common)
         inputs = run_outputs(s.common, [], spec, None).inputs
         try:
             out = writes("'output filename prefix' (precomputed denominator)", denominator_filename(prefix), IMAGE)

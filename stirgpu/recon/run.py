@@ -194,12 +194,7 @@ def prepare_osmaposl(
         objective = None
         if y is not None:
             objective = _objective(s, check, y, extra)
-        spec = SensitivitySpec(
-            use_subset_sensitivities=s.use_subset_sensitivities,
-            recompute=s.recompute_sensitivity,
-            filename=s.sensitivity_filename,
-            subset_filenames=s.subset_sensitivity_filenames,
-        )
+        spec = SensitivitySpec.from_settings(s)
         if not spec.computes:
             _check_sensitivities(s, check, spec, info)
         prior = _prior(s, check, info)

@@ -51,6 +51,17 @@ class SensitivitySpec:
     filename: Path | None = None
     subset_filenames: FilenamePattern | None = None
 
+    @classmethod
+    def from_settings(cls, s) -> SensitivitySpec:
+        """The spec of an OSMAPOSL file's four sensitivity keys (``OsmaposlSettings``; OSSPS's
+        ``common``)."""
+        return cls(
+            use_subset_sensitivities=s.use_subset_sensitivities,
+            recompute=s.recompute_sensitivity,
+            filename=s.sensitivity_filename,
+            subset_filenames=s.subset_sensitivity_filenames,
+        )
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "subset_filenames", _pattern(self.subset_filenames))
         if self.filename is not None:
