@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import GeometryError
@@ -41,22 +43,22 @@ class ProjDataInMemory(ProjData):
     def __init__(self, proj_data_info: ProjDataInfo, fill=0.0):
         if not isinstance(proj_data_info, ProjDataInfo):
             raise GeometryError(
-                f"ProjDataInMemory: proj_data_info must be a stirgpu ProjDataInfo, not {type(proj_data_info).__name__}"
+                f"{type(self).__name__}: proj_data_info must be a stirgpu ProjDataInfo, "
+                f"not {type(proj_data_info).__name__}"
             )
         self._pdi = proj_data_info
-        ntof, nv, nt = (
-            proj_data_info.get_num_tof_poss(),
-            proj_data_info.get_num_views(),
-            proj_data_info.get_num_tangential_poss(),
-        )
-        scalar = np.ndim(fill) == 0 and not isinstance(fill, ProjData)
-        init = np.zeros if (scalar and float(fill) == 0.0) else np.empty
-        self._segments = {
-            s: init((ntof, nv, proj_data_info.get_num_axial_poss(s), nt), dtype=np.float32)
-            for s in proj_data_info.segment_nums
-        }
-        if not (scalar and float(fill) == 0.0):
+        zero = np.ndim(fill) == 0 and not isinstance(fill, ProjData) and float(fill) == 0.0
+        self._segments = self._allocate(zeroed=zero)
+        if not zero:
             self.fill(fill)
+
+    def _allocate(self, zeroed: bool) -> dict[int, np.ndarray]:
+        """Each segment's array, [TOF][view][axial][tangential] (uninitialised unless ``zeroed``:
+        ``fill`` writes every bin then)."""
+        pdi = self._pdi
+        ntof, nv, nt = pdi.get_num_tof_poss(), pdi.get_num_views(), pdi.get_num_tangential_poss()
+        init = np.zeros if zeroed else np.empty
+        return {s: init((ntof, nv, pdi.get_num_axial_poss(s), nt), dtype=np.float32) for s in pdi.segment_nums}
 
     @classmethod
     def from_proj_data(cls, other: ProjData) -> ProjDataInMemory:
@@ -121,17 +123,7 @@ class ProjDataInMemory(ProjData):
 
 
 #: one array in as_array order: a segment is a strided view of it, so no host_array slabs
-_ONE_ARRAY_ABILITIES = StoreAbilities(
-    readable=True,
-    writable=True,
-    parallel_reads=True,
-    parallel_writes=True,
-    write_behind=False,
-    abortable=False,
-    template=False,
-    host_memory=False,
-    residence=Residence.MEMORY,
-)
+_ONE_ARRAY_ABILITIES = dataclasses.replace(_ABILITIES, host_memory=False)
 
 
 class ProjDataInOneArray(ProjDataInMemory):
@@ -141,27 +133,19 @@ class ProjDataInOneArray(ProjDataInMemory):
     it.  A segment is a strided view of that array, so there is no :meth:`host_array` (the
     engine copies chunks in and out)."""
 
-    def __init__(self, proj_data_info: ProjDataInfo, fill=0.0):
-        if not isinstance(proj_data_info, ProjDataInfo):
-            raise GeometryError(
-                "ProjDataInOneArray: proj_data_info must be a stirgpu ProjDataInfo, "
-                f"not {type(proj_data_info).__name__}"
-            )
-        self._pdi = proj_data_info
-        ntof, nv, nt = (
-            proj_data_info.get_num_tof_poss(),
-            proj_data_info.get_num_views(),
-            proj_data_info.get_num_tangential_poss(),
-        )
-        self._array = np.zeros((ntof, proj_data_info.get_num_axial_poss_total(), nv, nt), dtype=np.float32)
-        self._segments = {}
+    def _allocate(self, zeroed: bool) -> dict[int, np.ndarray]:
+        """The one array (always zeroed), and each segment as a [TOF][view][axial][tangential]
+        view of its sinograms."""
+        pdi = self._pdi
+        ntof, nv, nt = pdi.get_num_tof_poss(), pdi.get_num_views(), pdi.get_num_tangential_poss()
+        self._array = np.zeros((ntof, pdi.get_num_axial_poss_total(), nv, nt), dtype=np.float32)
+        segments = {}
         start = 0
-        for seg in proj_data_info.segment_nums_stir_order:
-            n = proj_data_info.get_num_axial_poss(seg)
-            self._segments[seg] = self._array[:, start : start + n].transpose(0, 2, 1, 3)  # [TOF][view][axial][tang]
+        for seg in pdi.segment_nums_stir_order:
+            n = pdi.get_num_axial_poss(seg)
+            segments[seg] = self._array[:, start : start + n].transpose(0, 2, 1, 3)
             start += n
-        if not (np.ndim(fill) == 0 and not isinstance(fill, ProjData) and float(fill) == 0.0):
-            self.fill(fill)
+        return segments
 
     @property
     def array(self) -> np.ndarray:
