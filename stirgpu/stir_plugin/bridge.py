@@ -70,7 +70,51 @@ def _projector_options(options: dict) -> dict:
     }
 
 
-class PairSession:
+class SessionOutput:
+    """What both sessions (this module's and :mod:`.bridge_endpoints`') say and trace: lines at
+    the projector's ``verbosity`` 2 and JSON records in ``STIRGPU_STIR_PLUGIN_TRACE``.  A
+    session sets ``_verbosity`` and ``_trace_lock`` in its ``__init__``."""
+
+    _verbosity: int
+    _trace_lock: threading.Lock
+
+    def _say(self, text: str) -> None:
+        """One line on stderr where the projector's ``verbosity`` key in STIR's parameter file
+        asks for it (2 or more).  The library prints nothing else: this is the plugin's own
+        output inside STIR's programs, which have no stirgpu CLI to print it."""
+        if self._verbosity >= 2:
+            print(f"stirgpu: {text}", file=sys.stderr, flush=True)  # noqa: T201 (asked for by STIR's verbosity key)
+
+    def _log_projection(
+        self, call: str, views: list[int], segments: list[int], timing_positions: int, bins: int, t0: float, tof: bool
+    ) -> None:
+        """The line and the trace record of one projection started at ``t0`` (perf_counter)."""
+        seconds = time.perf_counter() - t0
+        shown = f" x {timing_positions} timing positions" if tof else ""
+        self._say(
+            f"{call}: {len(views)} views x {len(segments)} segments{shown} ({bins} bins) in {1e3 * seconds:.1f} ms"
+        )
+        self._trace(
+            {
+                "kind": "projection",
+                "call": call,
+                "views": views,
+                "segments": segments,
+                "timing_positions": timing_positions,
+                "bins": bins,
+                "seconds": round(seconds, 6),
+            }
+        )
+
+    def _trace(self, record: dict) -> None:
+        trace = os.environ.get(TRACE_ENV)
+        if trace:
+            line = json.dumps({**record, "pid": os.getpid()})
+            with self._trace_lock, open(trace, "a") as f:
+                f.write(line + "\n")
+
+
+class PairSession(SessionOutput):
     """stirgpu's projector pair for one STIR set-up (``set_up(proj_data_info, image)``)."""
 
     def __init__(self, proj_data_info, image, options: dict):
@@ -200,40 +244,13 @@ class PairSession:
             }
         )
 
-    def _say(self, text: str) -> None:
-        """One line on stderr where the projector's ``verbosity`` key in STIR's parameter file
-        asks for it (2 or more).  The library prints nothing else: this is the plugin's own
-        output inside STIR's programs, which have no stirgpu CLI to print it."""
-        if self._verbosity >= 2:
-            print(f"stirgpu: {text}", file=sys.stderr, flush=True)  # noqa: T201 (asked for by STIR's verbosity key)
-
     def _log(self, call: str, views, t0: float) -> None:
-        seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
         segments = list(self._live_pair().segments_to_process())
         ntof = self._pdi.get_num_tof_poss()
         per_view = self._pdi.get_num_tangential_poss() * sum(self._pdi.get_num_axial_poss(s) for s in segments)
         bins = len(views) * ntof * per_view
-        tof = f" x {ntof} timing positions" if self._pdi.is_tof_data() else ""
-        self._say(f"{call}: {len(views)} views x {len(segments)} segments{tof} ({bins} bins) in {1e3 * seconds:.1f} ms")
-        self._trace(
-            {
-                "kind": "projection",
-                "call": call,
-                "views": views,
-                "segments": segments,
-                "timing_positions": ntof,
-                "bins": bins,
-                "seconds": round(seconds, 6),
-            }
-        )
-
-    def _trace(self, record: dict) -> None:
-        trace = os.environ.get(TRACE_ENV)
-        if trace:
-            line = json.dumps({**record, "pid": os.getpid()})
-            with self._trace_lock, open(trace, "a") as f:
-                f.write(line + "\n")
+        self._log_projection(call, views, segments, ntof, bins, t0, tof=self._pdi.is_tof_data())
 
 
 #: a STIR ProjData lent for one call: one call at a time, held by STIR; writable when lent as output

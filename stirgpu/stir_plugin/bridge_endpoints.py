@@ -16,9 +16,6 @@ The calls and the trace (``STIRGPU_STIR_PLUGIN_TRACE``) are those of ``PairSessi
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import threading
 import time
 from typing import Any
@@ -29,7 +26,7 @@ from ..errors import GeometryError, StirGpuError
 from ..execution.devices import resolve_backend, resolve_devices
 from ..interop import image_info_from_stir
 from ..kernels import apply_cylindrical_fov, cylindrical_fov_mask, joseph_back, joseph_forward, stir_rim
-from .bridge import TRACE_ENV
+from .bridge import SessionOutput
 
 __all__ = ["EndpointSession"]
 
@@ -37,7 +34,7 @@ __all__ = ["EndpointSession"]
 _DEFAULT_CACHE_BYTES = 1 << 30
 
 
-class EndpointSession:
+class EndpointSession(SessionOutput):
     """stirgpu's Joseph projector along STIR's own LOR endpoints, for one STIR set-up."""
 
     def __init__(self, endpoints: dict, image, options: dict):
@@ -194,34 +191,11 @@ class EndpointSession:
             raise StirGpuError("back projection before start_accumulating_in_new_target")
         return self._accum
 
-    def _say(self, text: str) -> None:
-        if self._verbosity >= 2:
-            print(f"stirgpu: {text}", file=sys.stderr, flush=True)  # noqa: T201 (asked for by STIR's verbosity key)
-
     def _log(self, call: str, views, segments, t0: float) -> None:
-        seconds = time.perf_counter() - t0
         views = [int(v) for v in views]
         segments = sorted(int(s) for s in segments)
         bins = len(views) * sum(int(np.prod(self._xstart[s].shape[1:3])) for s in segments)
-        self._say(f"{call}: {len(views)} views x {len(segments)} segments ({bins} bins) in {1e3 * seconds:.1f} ms")
-        self._trace(
-            {
-                "kind": "projection",
-                "call": call,
-                "views": views,
-                "segments": segments,
-                "timing_positions": 1,
-                "bins": bins,
-                "seconds": round(seconds, 6),
-            }
-        )
-
-    def _trace(self, record: dict) -> None:
-        trace = os.environ.get(TRACE_ENV)
-        if trace:
-            line = json.dumps({**record, "pid": os.getpid()})
-            with self._trace_lock, open(trace, "a") as f:
-                f.write(line + "\n")
+        self._log_projection(call, views, segments, 1, bins, t0, tof=False)
 
 
 class _NoDevice:
