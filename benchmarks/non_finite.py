@@ -63,6 +63,25 @@ def geometry(args):
     return pdi, info
 
 
+def add_geometry_arguments(p) -> None:
+    """The options :func:`geometry` reads (``--quick`` is each script's own)."""
+    p.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=None, help="span 1 up to this")
+    p.add_argument("--views", type=arguments.positive_int, default=None, help="number of views (default all)")
+    p.add_argument("--tangential", type=arguments.positive_int, default=None, help="tangential positions")
+
+
+def described(pdi, info) -> dict:
+    """The JSON's ``geometry``: scanner, segments, views, tangential positions, bins, image shape."""
+    return {
+        "scanner": pdi.get_scanner().name,
+        "segments": pdi.get_num_segments(),
+        "views": pdi.get_num_views(),
+        "tangential": pdi.get_num_tangential_poss(),
+        "bins": pdi.total_num_bins,
+        "image": list(info.shape),
+    }
+
+
 def stores(pdi, folder: Path, seed: int = 1):
     """(prompts on disk, additive on disk, normalisation on disk, prompts in memory): random
     finite values, written segment by segment."""
@@ -130,14 +149,7 @@ def run(args) -> dict:
     return {
         "backend": pair.backend,
         "devices": list(pair.devices or ()),
-        "geometry": {
-            "scanner": pdi.get_scanner().name,
-            "segments": pdi.get_num_segments(),
-            "views": pdi.get_num_views(),
-            "tangential": pdi.get_num_tangential_poss(),
-            "bins": pdi.total_num_bins,
-            "image": list(info.shape),
-        },
+        "geometry": described(pdi, info),
         "repeat": args.repeat,
         "cases": cases,
         "osem": {
@@ -159,9 +171,7 @@ def readable(name: str, case: dict) -> str:
 def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=None, help="span 1 up to this")
-    p.add_argument("--views", type=arguments.positive_int, default=None, help="number of views (default all)")
-    p.add_argument("--tangential", type=arguments.positive_int, default=None, help="tangential positions")
+    add_geometry_arguments(p)
     p.add_argument("--subsets", type=arguments.positive_int, default=21, help="OSEM subsets (default 21)")
     p.add_argument("--repeat", type=arguments.positive_int, default=3, help="timed rounds (default 3)")
     p.add_argument("--dir", default=None, help="folder for the data files (default: the temporary folder)")

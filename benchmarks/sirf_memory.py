@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:  # run from a checkout without installing
 import arguments  # noqa: E402
 import numpy as np  # noqa: E402
 import timing  # noqa: E402
-from non_finite import geometry  # noqa: E402
+from non_finite import add_geometry_arguments, described, geometry  # noqa: E402
 
 
 def compared(device, calls: dict, repeat: int) -> dict:
@@ -75,14 +75,7 @@ def run(args) -> dict:
     return {
         "backend": pair.backend,
         "devices": list(pair.devices or ()),
-        "geometry": {
-            "scanner": pdi.get_scanner().name,
-            "segments": pdi.get_num_segments(),
-            "views": pdi.get_num_views(),
-            "tangential": pdi.get_num_tangential_poss(),
-            "bins": pdi.total_num_bins,
-            "image": list(info.shape),
-        },
+        "geometry": described(pdi, info),
         "repeat": args.repeat,
         "cases": cases,
     }
@@ -98,9 +91,7 @@ def readable(name: str, case: dict) -> str:
 def main(argv=None) -> int:
     p = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=None, help="span 1 up to this")
-    p.add_argument("--views", type=arguments.positive_int, default=None, help="number of views (default all)")
-    p.add_argument("--tangential", type=arguments.positive_int, default=None, help="tangential positions")
+    add_geometry_arguments(p)
     p.add_argument("--repeat", type=arguments.positive_int, default=3, help="timed rounds (default 3)")
     p.add_argument("--quick", action="store_true", help="a small case for CPU smoke runs")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the JSON document here")
