@@ -27,7 +27,8 @@ of the data file is dropped (``posix_fadvise(DONTNEED)``):
   ``ProjectorPair.forward_back_ratio`` on the file, the estimate on the device), after the
   subset sensitivities, which are not timed;
 * ``memory`` -- forward projection into host memory (``ProjDataInMemory``) and back
-  projection from it (needs the data's size in RAM; ``--no-memory`` skips it);
+  projection from it, then one full OSEM iteration of the data in memory (needs the data's size
+  in RAM; ``--no-memory`` skips it);
 * ``plain_write`` -- the disk's write rate (with fsync): the data file replaced by a plain
   file of the same name and size, written in 64 MiB blocks.
 
@@ -47,6 +48,9 @@ projector's disk rates over the plain ones (target: back from disk >= 90 % of th
 read), the subset's share of the full back projection (target <= 1.2 / 21), and the OSEM
 iteration over the larger of the time to read the data once at the plain rate and the
 kernels' time (the compute stage's busy seconds; target <= 1.2).
+
+``--sweep 10,40,85`` runs only ``memory`` at each of those maximum ring differences and reports
+how each call's seconds grow with the bins (``lafov_sweep.py``: linear calls have equal slopes).
 
 ``--setup-only`` times each call's set-up alone, at the run's geometry, on a sparse data file
 (no room needed but the image's): ``lafov_setup.py``.
@@ -81,8 +85,12 @@ MEMORY_FRACTION = 0.8
 DISK_MARGIN_BYTES = 256 * 1024 * 1024
 #: the issue's targets
 TARGET_BACK_OF_READ = 0.9
-TARGET_SUBSET_SHARE = 1.2  # x 1 / subsets
-TARGET_OSEM_RATIO = 1.2
+TARGET_SUBSET_SHARE = 1.155  # x 1 / subsets: 0.055 of the full back projection for 21 subsets
+TARGET_SUBSET_SHARE_GPU_IMAGE = 1.092  # 0.052 for 21 subsets, into a GPU image
+TARGET_OSEM_RATIO = 1.1
+TARGET_OSEM_MEMORY_SECONDS = 20.0  # the Quadra's, span 1, maximum ring difference 85
+TARGET_BACK_LOR_PER_S = 8e8  # the back projection's kernels
+TARGET_FORWARD_LOR_PER_S = 1.6e9
 
 
 def note(*parts) -> None:
@@ -398,45 +406,38 @@ def _busy_of_stages(stats: dict) -> dict:
     return {stage: max((b.get(stage, 0.0) for b in busy), default=0.0) for stage in ("read", "h2d", "compute")}
 
 
-def osem_disk(args) -> dict:
-    """One full OSEM iteration from the file: per subset the fused step (forward, quotient,
-    back per chunk), then ``x *= ratio / sensitivity`` on the device."""
+def osem_iteration(pp, store, info, subsets: int, before=lambda: None) -> dict:
+    """One full OSEM iteration of ``store`` with the set-up projector ``pp``: per subset the fused
+    step (forward, quotient, back per chunk), then ``x *= ratio / sensitivity`` on the device;
+    the subset sensitivities first (untimed), then ``before()`` (the data file's page cache
+    dropped)."""
     np, _ = _stirgpu()
-    from stirgpu.formats import read_from_file, read_image
-    from stirgpu.projectors import ProjectorPair
     from stirgpu.recon.arrays import to_numpy
 
-    warm = warm_up(args)
-    p = _paths(args.dir)
-    info = read_image(p["image"]).info
-    K = args.subsets
-    with _configured(args), read_from_file(p["data"]) as store:
-        pp = ProjectorPair()
-        pp.set_up(store.get_proj_data_info(), info)
-        t0 = time.perf_counter()
-        sens = [pp.sensitivity(None, k, K) for k in range(K)]
-        sens_seconds = time.perf_counter() - t0
-        xp = np
-        if pp.backend == "cuda":
-            import cupy as xp  # the estimate stays on the GPU, as in stirgpu.recon.OSEM
+    K = subsets
+    t0 = time.perf_counter()
+    sens = [pp.sensitivity(None, k, K) for k in range(K)]
+    sens_seconds = time.perf_counter() - t0
+    xp = np
+    if pp.backend == "cuda":
+        import cupy as xp  # the estimate stays on the GPU, as in stirgpu.recon.OSEM
 
-            sens = [xp.asarray(s) for s in sens]
-        x = xp.ones(info.shape, dtype=np.float32)
-        drop_cache(p["data_file"])
-        subiterations = []
-        t_iter = time.perf_counter()
-        for k in range(K):
-            t0 = time.perf_counter()
-            seconds = _osem_subiteration(pp, store, k, K, x, sens[k])
-            upload = time.perf_counter() - t0 - seconds
-            subiterations.append(call_figures(seconds + upload, pp.last_stats, 0, upload))
-        x = to_numpy(x)
-        iteration = time.perf_counter() - t_iter
+        sens = [xp.asarray(s) for s in sens]
+    x = xp.ones(info.shape, dtype=np.float32)
+    before()
+    subiterations = []
+    t_iter = time.perf_counter()
+    for k in range(K):
+        t0 = time.perf_counter()
+        seconds = _osem_subiteration(pp, store, k, K, x, sens[k])
+        upload = time.perf_counter() - t0 - seconds
+        subiterations.append(call_figures(seconds + upload, pp.last_stats, 0, upload))
+    x = to_numpy(x)
+    iteration = time.perf_counter() - t_iter
     return {
         "seconds": iteration,
         "subsets": K,
         "sensitivity_seconds": sens_seconds,
-        "warm_up_seconds": warm,
         "kernel_seconds": sum(s["kernel_seconds"] for s in subiterations),
         "subiteration_seconds": [s["seconds"] for s in subiterations],
         "subiteration_busy_seconds": [_busy_of_stages(s["stats"]) for s in subiterations],
@@ -444,12 +445,27 @@ def osem_disk(args) -> dict:
         "subiteration_setup_seconds": [s["setup"]["to_first_chunk_seconds"] for s in subiterations],
         "first_subiteration_stats": subiterations[0]["stats"],
         "estimate_max": float(x.max()),
-        "peak_rss_mb": peak_rss_mb(),
     }
 
 
+def osem_disk(args) -> dict:
+    """One full OSEM iteration from the file (:func:`osem_iteration`)."""
+    from stirgpu.formats import read_from_file, read_image
+    from stirgpu.projectors import ProjectorPair
+
+    warm = warm_up(args)
+    p = _paths(args.dir)
+    info = read_image(p["image"]).info
+    with _configured(args), read_from_file(p["data"]) as store:
+        pp = ProjectorPair()
+        pp.set_up(store.get_proj_data_info(), info)
+        run = osem_iteration(pp, store, info, args.subsets, lambda: drop_cache(p["data_file"]))
+    return {**run, "warm_up_seconds": warm, "peak_rss_mb": peak_rss_mb()}
+
+
 def memory(args) -> dict:
-    """Forward projection into host memory and back projection from it, ``--repeat`` times each."""
+    """Forward projection into host memory and back projection from it, ``--repeat`` times each,
+    then one full OSEM iteration of the data in memory (:func:`osem_iteration`)."""
     from stirgpu.formats import ProjDataInMemory, read_image
     from stirgpu.projectors import ProjectorPair
 
@@ -471,9 +487,11 @@ def memory(args) -> dict:
             t0 = time.perf_counter()
             pp.back_project(None, store)
             back.append(call_figures(time.perf_counter() - t0, pp.last_stats, nbytes))
+        osem = osem_iteration(pp, store, image.info, args.subsets)
     return {
         "forward": {**_best(fwd), "set_up_seconds": set_up},
         "back": {**_best(back), "set_up_seconds": 0.0},
+        "osem": osem,
         "warm_up_seconds": warm,
         "peak_rss_mb": peak_rss_mb(),
     }
@@ -655,7 +673,32 @@ def summarise(geometry: dict, runs: dict, subsets: int) -> dict:
     s["targets"]["back_disk_of_plain_read"]["met"] = s["back_disk_of_plain_read"] >= TARGET_BACK_OF_READ
     s["targets"]["subset_fraction_of_back"]["met"] = s["subset_fraction_of_back"] <= TARGET_SUBSET_SHARE / subsets
     s["targets"]["osem_over_bound"]["met"] = s["osem_over_bound"] <= TARGET_OSEM_RATIO
+    s["targets"].update(_more_targets(geometry, runs, s, subsets))
     return s
+
+
+def _target(value: float, at_most: float | None = None, at_least: float | None = None) -> dict:
+    limit = f"<= {at_most:.4g}" if at_most is not None else f">= {at_least:.4g}"
+    met = value <= at_most if at_most is not None else value >= at_least
+    return {"value": value, "target": limit, "met": bool(met)}
+
+
+def _more_targets(geometry: dict, runs: dict, s: dict, subsets: int) -> dict:
+    """The kernel rates, the subset into a GPU image and the OSEM iteration in memory."""
+    bins = geometry["bins"]
+    targets = {
+        "back_kernels_lor_per_s": _target(bins / runs["back_disk"]["kernel_seconds"], at_least=TARGET_BACK_LOR_PER_S)
+    }
+    if s["subset_fraction_of_back_gpu_image"] is not None:
+        share = TARGET_SUBSET_SHARE_GPU_IMAGE / subsets
+        targets["subset_fraction_of_back_gpu_image"] = _target(s["subset_fraction_of_back_gpu_image"], at_most=share)
+    if "memory" in runs:
+        mem = runs["memory"]
+        targets["forward_kernels_lor_per_s"] = _target(
+            bins / mem["forward"]["kernel_seconds"], at_least=TARGET_FORWARD_LOR_PER_S
+        )
+        targets["osem_memory_seconds"] = _target(mem["osem"]["seconds"], at_most=TARGET_OSEM_MEMORY_SECONDS)
+    return targets
 
 
 def readable(result: dict) -> str:
@@ -703,6 +746,10 @@ def readable(result: dict) -> str:
         mem = runs["memory"]
         lines.append(line("forward in memory", {**mem["forward"], "peak_rss_mb": mem["peak_rss_mb"]}))
         lines.append(line("back in memory", {**mem["back"], "peak_rss_mb": mem["peak_rss_mb"]}))
+        lines.append(
+            f"OSEM iteration ({mem['osem']['subsets']} subsets) in memory: {mem['osem']['seconds']:.2f} s "
+            f"(kernels {mem['osem']['kernel_seconds']:.2f} s)"
+        )
     o = runs["osem_disk"]
     lines.append(
         f"OSEM iteration ({o['subsets']} subsets) from disk: {o['seconds']:.2f} s "
@@ -738,6 +785,23 @@ def setup_only(args, geometry: dict) -> int:
     return 0
 
 
+def run_sweep(args) -> int:
+    """``--sweep``: the in-memory calls at each maximum ring difference (:mod:`lafov_sweep`)."""
+    import lafov_sweep
+
+    args.max_ring_diff = min(args.sweep)  # (the backend resolved on the sweep's own geometry)
+    args.backend = run_worker(args, "describe")["backend"]
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "subsets": args.subsets,
+        "kernel_caches": _kernel_caches(args),
+        "sweep": lafov_sweep.sweep(args, run_worker, check_room),
+    }
+    arguments.emit_json(result, args.json)
+    print(lafov_sweep.readable(result["sweep"]))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = arguments.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
@@ -765,6 +829,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="time each call's set-up to its first chunk on a sparse data file, projecting nothing",
     )
+    ap.add_argument(
+        "--sweep",
+        type=arguments.int_list,
+        default=None,
+        help="maximum ring differences (e.g. 10,40,85): time the in-memory calls at each instead (lafov_sweep.py)",
+    )
     ap.add_argument("--json", default=None, help="also write the JSON result here")
     ap.add_argument("--worker", default=None, choices=sorted(WORKERS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -774,6 +844,8 @@ def main(argv=None) -> int:
     if args.dir is not None and not Path(args.dir).is_dir():
         raise arguments.BadArgument(f"--dir {args.dir}: not a folder")
 
+    if args.sweep:
+        return run_sweep(args)
     geometry = run_worker(args, "describe")
     check_room(args, geometry)  # (a refusal names the sizes)
     note(

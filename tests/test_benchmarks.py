@@ -97,6 +97,7 @@ BAD_ARGUMENTS = {
         (["--backend", "cpu", "--subsets", "0"], "--subsets"),
         (["--backend", "cpu", "--cases", "mmr", "--max-ring-diff", "1"], "max_ring_diff 1"),  # stirgpu's error
     ],
+    "back_slabs.py": [(["--cases", "quadra,nosuch"], "--cases"), (["--planes", "8,x"], "--planes")],
     "vs_stir.py": [(["--threads", "0"], "--threads"), (["--stir", "/nonexistent"], "--stir")],
 }
 
@@ -503,7 +504,21 @@ def test_lafov_cpu_tiny_run(tmp_path):
     bound = max(g["data_bytes"] / (runs["plain_read"]["GBps"] * 1e9), osem["kernel_seconds"])
     assert s["osem_over_bound"] == pytest.approx(osem["seconds"] / bound)
     assert s["subset_fraction_of_back_gpu_image"] is None  # (GPU backends only)
-    assert set(s["targets"]) == {"back_disk_of_plain_read", "subset_fraction_of_back", "osem_over_bound"}
+    assert set(s["targets"]) >= {"back_disk_of_plain_read", "subset_fraction_of_back", "osem_over_bound"}
+    assert set(s["targets"]) <= {
+        "back_disk_of_plain_read",
+        "subset_fraction_of_back",
+        "osem_over_bound",
+        "back_kernels_lor_per_s",
+        "forward_kernels_lor_per_s",
+        "osem_memory_seconds",
+    }
+    assert s["targets"]["back_kernels_lor_per_s"]["value"] == pytest.approx(
+        g["bins"] / runs["back_disk"]["kernel_seconds"]
+    )
+    if "memory" in runs:
+        assert runs["memory"]["osem"]["subsets"] == 21
+        assert s["targets"]["osem_memory_seconds"]["value"] == runs["memory"]["osem"]["seconds"]
     assert all(v > 0 for v in s["peak_rss_mb"].values())
     assert r.stdout.splitlines()[-1].startswith("targets: back_disk_of_plain_read ")
 
@@ -580,6 +595,41 @@ def test_subset_kernels_on_the_cpu(tmp_path):
     assert all(case["subset_share"][k] > 0 for k in ("forward", "back")) and case["ideal_share"] == 0.25
     assert 0 < sub["forward_sum"] < full["forward_sum"]
     assert r.stdout.strip().splitlines()[-1].startswith("dmi-tof: full ")
+
+
+def test_lafov_sweep_on_the_cpu(tmp_path):
+    """lafov.py --sweep on a tiny Quadra-like scanner: the in-memory calls at each maximum ring
+    difference, the bins growing with it, each call's seconds and slopes between neighbours."""
+    out = tmp_path / "sweep.json"
+    tiny = ["--rings", "4", "--views", "21", "--tangential", "32", "--subsets", "3"]
+    r = _run("lafov.py", "--backend", "cpu", *tiny, "--sweep", "2,1", "--json", str(out), timeout=900)
+    assert r.returncode == 0, r.stderr
+    sweep = json.loads(out.read_text())["sweep"]
+    assert [p["max_ring_diff"] for p in sweep["points"]] == [1, 2]
+    assert sweep["points"][0]["bins"] < sweep["points"][1]["bins"]
+    for call in sweep["calls"].values():
+        assert len(call["seconds"]) == 2 and len(call["slopes_s_per_1e9_bins"]) == 1
+    assert all(p["run"]["osem"]["subsets"] == 3 for p in sweep["points"])
+    assert any(line.startswith("sweep (MRD 1: ") for line in r.stdout.splitlines())
+
+
+def test_back_slabs_on_the_cpu(tmp_path):
+    """back_slabs.py on a tiny mMR case (on the CPU the back projection has no slabs: every
+    thickness is the same call): each call's thicknesses, seconds, speed-ups over one launch and
+    differences from it."""
+    out = tmp_path / "back_slabs.json"
+    tiny = ["--views", "8", "--tangential", "21", "--subsets", "4", "--repeat", "1", "--planes", "4,8"]
+    r = _run("back_slabs.py", "--backend", "cpu", "--cases", "mmr", *tiny, "--json", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    case = json.loads(out.read_text())["cases"]["mmr"]
+    assert set(case["calls"]) == {"full", "subset"}
+    for call in case["calls"].values():
+        assert (
+            list(call["thickness"]) == ["one launch", "4", "8", "auto"] and call["thickness"]["auto"]["planes"] is None
+        )
+        assert all(t["back_s"] > 0 and t["diff"] == 0.0 for t in call["thickness"].values())
+    assert case["calls"]["subset"]["lors"] * 4 == case["calls"]["full"]["lors"]
+    assert r.stdout.strip().splitlines()[-1].startswith("mmr (image ")
 
 
 def test_io_reads_every_subset_in_turn_the_same_bytes_both_ways(tmp_path):

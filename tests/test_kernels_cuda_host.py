@@ -33,6 +33,7 @@ from stirgpu.kernels import JosephChunk, back_chunk, forward_chunk
 from stirgpu.kernels.joseph import cuda as cuda_stir
 from stirgpu.kernels.joseph.cpu import endpoints_array
 from stirgpu.kernels.joseph.lors import stir_default_image_info, stir_image_frame
+from stirgpu.kernels.joseph.slabs import SlabLaunch
 from stirgpu.kernels.tof import cuda as cuda_stir_tof
 from stirgpu.kernels.tof.api import back_chunk_tof, forward_chunk_tof, stir_tof_tables, window_size
 
@@ -244,7 +245,8 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     np.testing.assert_array_equal(host_forward(host_kernels, part, img, frame_args, framed=True), out)
     back = np.zeros(img.shape, np.float32)
     along_x = cuda_stir.transposed_accumulator(np, back)
-    _launch(host_kernels, "back_stir", part, (*part.args, out, back.reshape(-1), along_x, *frame_args))
+    whole = (np.int32(0), np.int32(img.shape[0]))
+    _launch(host_kernels, "back_stir", part, (*part.args, out, back.reshape(-1), along_x, *frame_args, *whole))
     assert along_x.any() and back.any()
     cuda_stir.fold(back, along_x)
     want = back_chunk(single, pdi, out, np.zeros_like(img), frame)
@@ -255,6 +257,49 @@ def test_non_tof_kernels_and_endpoints(host_kernels):
     np.testing.assert_array_equal(start, (s_ref.reshape(-1, 3) * r).astype(np.float32))
     np.testing.assert_array_equal(end, (e_ref.reshape(-1, 3) * r).astype(np.float32))
     assert chunk_tables.num_lors == k
+
+
+@pytest.fixture(scope="module")
+def axial_host_kernels(tmp_path_factory):
+    """The kernels built for the host in the axial-major order, the one slab launches need."""
+    return build_host_kernels(tmp_path_factory.mktemp("joseph_host_axial"), True)
+
+
+@pytest.mark.parametrize("planes", [1, 4, 9, 70])
+def test_back_projection_in_slabs_is_one_launchs(axial_host_kernels, planes):
+    """The back projection's slab launches (joseph.cu's stir_clip_to_slab, the directories of
+    JosephChunk.host_slabs) add what one launch over the whole image adds, to float32 summation
+    order, however thin the slabs: every corner once, in the slab of its plane, on every segment
+    of a scanner's ring differences (the most oblique LORs cross every slab)."""
+    pdi, img, frame, chunk = _case(DMI, 1, views=4, tang=21, mrd=35)
+    (org, vs), r = (np.asarray(v, np.float32) for v in frame[:2]), np.float32(frame[2])
+    part = chunk.packed()
+    rng = np.random.default_rng(planes)
+    values = rng.uniform(0.5, 1.5, part.num_lors).astype(np.float32)
+    frame_args = cuda_stir.frame_args(img, org, vs, r)
+
+    def back_in(launches, directories):
+        back = np.zeros(img.shape, np.float32)
+        along_x = cuda_stir.transposed_accumulator(np, back)
+        for s in launches:
+            d = directories[s.offset : s.offset + len(directories) // len(launches)]
+            slab = part._replace(directory=np.ascontiguousarray(d), blocks=s.blocks)
+            z = (np.int32(s.z_lo), np.int32(s.z_hi))
+            _launch(
+                axial_host_kernels, "back_stir", slab, (*slab.args, values, back.reshape(-1), along_x, *frame_args, *z)
+            )
+        cuda_stir.fold(back, along_x)
+        return back
+
+    n0 = img.shape[0]
+    whole = back_in([SlabLaunch(0, n0, 0, part.blocks)], part.directory)
+    directories, launches = chunk.host_slabs(part.directory, planes, n0, org[0], vs[0], r)
+    assert len(launches) == -(-n0 // planes) and launches[-1].z_hi == n0
+    in_slabs = back_in(launches, directories)
+    assert whole.any() and _relative(in_slabs, whole) < 2e-6
+    np.testing.assert_array_equal(in_slabs == 0, whole == 0)  # no corner lost or added
+    if 4 * planes <= n0:  # thin slabs run a share of the LORs each
+        assert max(s.blocks for s in launches) < part.blocks
 
 
 def explicit_lors(rng, n, shape, org):

@@ -128,10 +128,12 @@ extern "C" void fwd_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *img, co
     });
 }
 extern "C" void back_stir_(unsigned blocks, SG_PARTS_PARAMS, const float *values, float *img, float *img_xy, int n0,
-                           int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale)
+                           int n1, int n2, float o0, float o1, float o2, float v0, float v1, float v2, float rescale,
+                           int z_lo, int z_hi)
 {
     sg_serial(blocks, [&] {
-        back_stir(X, H, A, parts, n_parts, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale);
+        back_stir(X, H, A, parts, n_parts, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, z_lo,
+                  z_hi);
     });
 }
 // the explicit-endpoint kernels of joseph.cu

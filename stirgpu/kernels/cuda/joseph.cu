@@ -112,8 +112,10 @@ __device__ __forceinline__ long long stir_lor_of_thread(long long tid, int nv, i
 // subset's parts (one per segment, a few views each) are often less than a wave of the GPU
 // each (docs/kernel-tuning.md, "One launch per chunk").  Directory row of a part:
 // X offset (floats), H offset, nv, na, nt, first block, first LOR, A offset (floats), offset of its
-// views in the directory, NV (the views of its transaxial set)
-#define STIR_PART_FIELDS 10
+// views in the directory, NV (the views of its transaxial set), and the range [first, end) of the
+// part's threads (in stir_lor_of_thread's order) that the launch runs: all of them, or, in the
+// axial-major order, the LORs of a range of axial positions (a slab launch of the back projection)
+#define STIR_PART_FIELDS 12
 #define STIR_PARTS_ARGS                                                                                              \
     const float *__restrict__ X, const unsigned char *__restrict__ H, const float *__restrict__ A,                  \
         const long long *__restrict__ parts, int n_parts
@@ -137,8 +139,8 @@ __device__ __forceinline__ bool stir_part_of_thread(STIR_PARTS_ARGS, StirPart &P
     const long long *row = parts + (long long)lo * STIR_PART_FIELDS;
     const int nv = (int)row[2], na = (int)row[3], nt = (int)row[4];
     P.n_lors = (long long)nv * na * nt;
-    const long long tid = (block - row[5]) * blockDim.x + threadIdx.x;
-    if (tid >= P.n_lors)
+    const long long tid = row[10] + (block - row[5]) * blockDim.x + threadIdx.x;
+    if (tid >= row[11])
         return false;
     P.lor0 = row[6];
     P.idx = stir_lor_of_thread(tid, nv, na, nt);
@@ -250,11 +252,13 @@ __device__ __forceinline__ void stir_strides(int di, const int n[3], long long &
 }
 
 // One LOR's walk through the image: its setup and the strides of its principal and other axes.
+// ulo: the first plane along u that the back projection adds into, nu the number of them (the
+// image's 0 and n, or a slab's: stir_clip_to_slab)
 struct StirWalk
 {
     StirLine L;
     long long sd, su, sw;
-    int nu, nw;
+    int nu, nw, ulo;
 };
 
 // The interpolation coordinates in plane pf (a plane index, as a float: exact below 2^24) of a
@@ -276,6 +280,7 @@ __device__ __forceinline__ bool stir_walk_between(const float s[3], const float 
     if (W.L.istart == -1)
         return false;
     stir_strides(W.L.dir, n, W.sd, W.su, W.nu, W.sw, W.nw);
+    W.ulo = 0;
     return true;
 }
 
@@ -592,7 +597,7 @@ __device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, floa
     stir_floor_any(fw, small, flw, w0);
     const float wu = F_SUB(fu, flu), ww = F_SUB(fw, flw);
     const float mu = F_SUB(1.0f, wu), mw = F_SUB(1.0f, ww);
-    const bool u0in = (unsigned)u0 < (unsigned)W.nu, u1in = (unsigned)(u0 + 1) < (unsigned)W.nu;
+    const bool u0in = (unsigned)(u0 - W.ulo) < (unsigned)W.nu, u1in = (unsigned)(u0 + 1 - W.ulo) < (unsigned)W.nu;
     const bool w0in = (unsigned)w0 < (unsigned)W.nw, w1in = (unsigned)(w0 + 1) < (unsigned)W.nw;
     StirCorners<Idx> C;
     C.o = u0 * (Idx)W.su + w0;
@@ -601,6 +606,46 @@ __device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, floa
     C.c01 = (u0in && w1in) ? F_MUL(val, F_MUL(mu, ww)) : 0.0f;
     C.c11 = (u1in && w1in) ? F_MUL(val, F_MUL(wu, ww)) : 0.0f;
     return C;
+}
+
+// How far (in voxels) float32's rounding of a walk's coordinate i * a + b may take it from the
+// exact value: far less than this (|i * a|, |b| < 2^12 in any image the kernels take: ~1e-3 at most)
+#ifndef STIR_SLAB_MARGIN
+#define STIR_SLAB_MARGIN 0.0625f
+#endif
+
+// Cut a back-projection walk to the image planes [z_lo, z_hi) along z (a slab launch: the
+// planes a launch adds into then fit the L2 cache however oblique its LORs are).  Its corners in
+// other planes add nothing (stir_corners' test on u, which decides exactly), and its planes are
+// cut to those where a corner may fall inside (a superset, found from the coordinate's
+// monotone course with a margin for its rounding).  So the slab launches of a chunk add each
+// corner once, in the slab of its plane.  False where the walk adds nothing to the slab.
+__device__ __forceinline__ bool stir_clip_to_slab(StirWalk &W, int z_lo, int z_hi, int n0)
+{
+    if (z_lo <= 0 && z_hi >= n0)
+        return true;
+    if (W.L.dir == 0) // the planes are z
+    {
+        W.L.istart = max(W.L.istart, z_lo);
+        W.L.iend = min(W.L.iend, z_hi - 1);
+        return W.L.istart <= W.L.iend;
+    }
+    // z is the walk's u axis: its corners lie at floor(fu) and floor(fu) + 1, fu = i * au + bu
+    const int lo = max(z_lo, 0), hi = min(z_hi, n0);
+    W.ulo = lo;
+    W.nu = hi - lo;
+    const float f_lo = (float)(lo - 1) - STIR_SLAB_MARGIN, f_hi = (float)hi + STIR_SLAB_MARGIN;
+    const float a = W.L.au, b = W.L.bu;
+    if (a == 0.0f)
+        return b >= f_lo && b < f_hi;
+    const float t1 = (f_lo - b) / a, t2 = (f_hi - b) / a;
+    const float first = fmaxf(floorf(fminf(t1, t2)) - 1.0f, (float)W.L.istart);
+    const float last = fminf(ceilf(fmaxf(t1, t2)) + 1.0f, (float)W.L.iend);
+    if (!(first <= last))
+        return false;
+    W.L.istart = (int)first;
+    W.L.iend = (int)last;
+    return true;
 }
 
 // Back projection.  The lanes of a warp step through one range of planes together (the
@@ -616,12 +661,13 @@ __device__ __forceinline__ StirCorners<Idx> stir_corners(const StirWalk &W, floa
 // long long (back_stir_wide).
 template <typename Idx>
 __device__ __forceinline__ void stir_back_add(bool walks, StirWalk &W, float y, float *img, float *img_xy, int n0,
-                                              int n1, int n2)
+                                              int n1, int n2, int z_lo, int z_hi)
 {
     float val = 0.0f;
     float *target = img;
     int key = -1;
     bool small = false;
+    walks = walks && stir_clip_to_slab(W, z_lo, z_hi, n0);
     if (walks)
     {
         val = F_MUL(W.L.cf, y);
@@ -664,23 +710,24 @@ __device__ __forceinline__ void stir_back_add(bool walks, StirWalk &W, float y, 
 #endif
 }
 
-// Back projection of a chunk's parts (STIR's endpoints from its tables)
+// Back projection of a chunk's parts (STIR's endpoints from its tables) into the planes
+// [z_lo, z_hi) along z (all planes, or a slab: stir_clip_to_slab)
 template <typename Idx>
 __device__ __forceinline__ void back_stir_walks(STIR_PARTS_ARGS, const float *__restrict__ values, float *img,
-                                                float *img_xy, STIR_FRAME_ARGS, float rescale)
+                                                float *img_xy, STIR_FRAME_ARGS, float rescale, int z_lo, int z_hi)
 {
     StirPart P;
     const bool mine = stir_part_of_thread(STIR_PARTS_PASS, P);
     const float y = mine ? values[P.lor0 + P.idx] : 0.0f;
     StirWalk W;
     const bool walks = y != 0.0f && stir_walk(P, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, W);
-    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2, z_lo, z_hi);
 }
 
 #define STIR_BACK_PARAMS                                                                                             \
     STIR_PARTS_ARGS, const float *__restrict__ values, float *__restrict__ img, float *__restrict__ img_xy,          \
-        STIR_FRAME_ARGS, float rescale
-#define STIR_BACK_PASS STIR_PARTS_PASS, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale
+        STIR_FRAME_ARGS, float rescale, int z_lo, int z_hi
+#define STIR_BACK_PASS STIR_PARTS_PASS, values, img, img_xy, n0, n1, n2, o0, o1, o2, v0, v1, v2, rescale, z_lo, z_hi
 
 extern "C" __global__ void __launch_bounds__(STIR_THREADS, STIR_BACK_MIN_BLOCKS) back_stir(STIR_BACK_PARAMS)
 {
@@ -702,7 +749,7 @@ __device__ __forceinline__ void back_lor_walks(const float *__restrict__ xstart,
     const float y = i < n ? values[i] : 0.0f;
     StirWalk W;
     const bool walks = y != 0.0f && lor_walk(xstart, xend, i, n, n0, n1, n2, o0, o1, o2, v0, v1, v2, W);
-    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2);
+    stir_back_add<Idx>(walks, W, y, img, img_xy, n0, n1, n2, 0, n0);
 }
 
 #define LORS_BACK_PARAMS                                                                                             \

@@ -144,7 +144,12 @@ def back_chunk(tables, proj_data_info, values, out_image, frame, cancel=None, al
         cp = import_cupy()
         image = cp.asarray(out_image)
         flat = cp.asarray(values).reshape(-1)
-        kernels.back(chunk.device(image.device.id), flat, image, org, vs, rescale, along_x=along_x)
+        device_id = image.device.id
+        planes = kernels.back_slab_planes(image, chunk.spread_views)
+        slabs = (
+            None if planes is None else chunk.slab_launches(device_id, planes, image.shape[0], org[0], vs[0], rescale)
+        )
+        kernels.back(chunk.device(device_id), flat, image, org, vs, rescale, along_x=along_x, slabs=slabs)
         return out_image
     from . import cpu
     from .workers import back_project

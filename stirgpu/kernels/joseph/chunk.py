@@ -81,6 +81,12 @@ class JosephChunk:
         self._host: list[tuple[np.ndarray, ...]] | None = None
         self._parts: list[PartTables] | None = None
         self._device: dict[int, PackedParts] = {}
+        self._slabs: dict[tuple, tuple[Any, list]] = {}
+
+    @property
+    def spread_views(self) -> bool:
+        """Whether some part's views are not a run of neighbouring views (a subset's)."""
+        return any(len(v) > 1 and np.any(np.diff(np.asarray(v)) != 1) for v in (t.views for t in self._chunk_tables))
 
     @property
     def host(self) -> list[tuple[np.ndarray, ...]]:
@@ -117,6 +123,37 @@ class JosephChunk:
 
             got = self._device[device_id] = upload_parts(self.parts, self.transaxial)
         return got
+
+    def slab_launches(self, device_id: int, planes: int, n0: int, z_origin, z_voxel, rescale) -> tuple[Any, list]:
+        """:meth:`host_slabs` of this chunk's directory on GPU ``device_id`` (the current device),
+        the directories copied there; made once per device and image frame."""
+        key = (device_id, int(planes), int(n0), float(z_origin), float(z_voxel), float(rescale))
+        got = self._slabs.get(key)
+        if got is None:
+            from ...arrays import import_cupy
+
+            directory = self.device(device_id).host_directory
+            host, launches = self.host_slabs(directory, planes, n0, z_origin, z_voxel, rescale)
+            got = self._slabs[key] = (import_cupy().asarray(host), launches)
+        return got
+
+    def host_slabs(self, directory, planes: int, n0: int, z_origin, z_voxel, rescale) -> tuple[np.ndarray, list]:
+        """The slab launches of this chunk's back projection (``directory``: its parts' directory,
+        :func:`~stirgpu.kernels.joseph.cuda.pack_parts`) into an image of ``n0`` planes,
+        ``planes`` each, its first plane centre ``z_origin`` and spacing ``z_voxel`` with ``rescale``
+        as the kernels take them: their directories, one after the other, and their
+        :class:`~stirgpu.kernels.joseph.slabs.SlabLaunch` es (:mod:`~stirgpu.kernels.joseph.slabs`)."""
+        from .cuda import PART_FIELDS, THREADS
+        from .slabs import axial_plane_ranges, slab_directories
+
+        directory = np.asarray(directory, np.int64)
+        n_rows = len(self.parts) * PART_FIELDS
+        ranges = []
+        for p in self.parts:
+            l1, l2, hit = (t[p.views] for t in self.transaxial.complete(p.geometry)[4:7])
+            ranges.append(axial_plane_ranges(p.m, p.mt, l1, l2, hit, z_origin, z_voxel, rescale))
+        rows = directory[:n_rows].reshape(-1, PART_FIELDS)
+        return slab_directories(rows, directory[n_rows:], self.shapes, ranges, n0, planes, THREADS)
 
 
 def as_chunk(tables, proj_data_info) -> JosephChunk:

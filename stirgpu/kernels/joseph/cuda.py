@@ -25,10 +25,12 @@ from ..cuda.arrays import as_cupy, check_array, like_input, one_device
 from ..cuda.compile import compiled_module
 from ..cuda.images import framed_copies_fit, image_arg
 from .lors import TransaxialTables, axial_tables, stir_part_geometry
+from .slabs import slab_planes
 
 __all__ = [
     "forward",
     "back",
+    "back_slab_planes",
     "endpoints",
     "fold",
     "transposed_accumulator",
@@ -55,7 +57,7 @@ __all__ = [
 #: threads per block of the Joseph kernels
 THREADS = 256
 #: int64 fields of a part's row in the parts' directory (``STIR_PART_FIELDS`` in ``joseph.cu``)
-PART_FIELDS = 10
+PART_FIELDS = 12
 
 
 def order_option(axial_major: bool) -> str:
@@ -187,6 +189,8 @@ class PackedParts(NamedTuple):
     n_parts: np.int32
     blocks: int
     num_lors: int
+    #: the directory on the host (where ``directory`` is a device copy of it)
+    host_directory: Any = None
 
     @property
     def args(self) -> tuple:
@@ -204,14 +208,15 @@ def pack_parts(parts, packing: TransaxialPacking) -> PackedParts:
     for row, p in zip(rows, parts, strict=True):
         x_offset, h_offset, n_views = packing.place[TransaxialTables.key(p.geometry)]
         nv, na, nt = len(p.views), len(p.m), len(p.mt)
-        row[:] = x_offset, h_offset, nv, na, nt, block, lor, a_offset, view_offset, n_views
+        # (the launch runs all the part's threads: the last two fields)
+        row[:] = x_offset, h_offset, nv, na, nt, block, lor, a_offset, view_offset, n_views, 0, nv * na * nt
         a_offset, view_offset = a_offset + na + nt, view_offset + nv
         block += -(-nv * na * nt // THREADS)
         lor += nv * na * nt
     A = np.concatenate([np.zeros(0, np.float32)] + [a for p in parts for a in (p.m, p.mt)]).astype(np.float32)
     A = A if A.size else np.zeros(1, np.float32)
     directory = np.concatenate([rows.reshape(-1)] + [p.views for p in parts])
-    return PackedParts(packing.X, packing.H, A, directory, np.int32(len(parts)), block, lor)
+    return PackedParts(packing.X, packing.H, A, directory, np.int32(len(parts)), block, lor, directory)
 
 
 def upload_parts(parts, transaxial: TransaxialTables) -> PackedParts:
@@ -257,10 +262,27 @@ def _framed_args(framed, shape) -> tuple:
     return framed if framed is not None and framed_copies_fit(shape) else (null, null)
 
 
-def back(parts: PackedParts, values, image, origin, voxel_size, rescale, along_x=None) -> None:
+def back_slab_planes(image, spread_views: bool) -> int | None:
+    """Planes per slab launch of a back projection into the device image ``image``
+    (:func:`stirgpu.kernels.joseph.slabs.slab_planes` on its GPU's L2 cache) of a chunk whose
+    parts' views are ``spread_views`` (a subset's: not runs of neighbouring views), or None for
+    one launch over the whole image.  Slabs only for spread views: on a Quadra (``benchmarks/
+    back_slabs.py``, H200) they make a subset's back projection 1.39x faster, and a chunk of
+    runs of 100 views 0.91x, whose one launch keeps 92 % of its atomics in the L2 already and
+    then pays the slabs' repeated walk set-ups.  (Slabs take the LORs of an axial range as a
+    range of threads: the axial-major order, which every non-TOF projection takes.)"""
+    if not spread_views or not axial_major("back", int(image.nbytes), l2_cache_bytes(image.device.id)):
+        return None
+    return slab_planes(image.shape, l2_cache_bytes(image.device.id))
+
+
+def back(parts: PackedParts, values, image, origin, voxel_size, rescale, along_x=None, slabs=None) -> None:
     """Add the back projection of flat ``values`` into the device image ``image``.  Walks
     along x add into ``along_x`` (:func:`transposed_accumulator`), which the caller folds into
-    the image after its last call (:func:`fold`); without one, this call makes and folds its own."""
+    the image after its last call (:func:`fold`); without one, this call makes and folds its own.
+    ``slabs``: ``(directories, launches)`` of the chunk's slab launches
+    (:meth:`~stirgpu.kernels.joseph.chunk.JosephChunk.slab_launches`, for the planes of
+    :func:`back_slab_planes`); without them, one launch adds into every plane."""
     cp = import_cupy()
 
     # (the wide kernel's offsets are 64-bit: images of 2^31 voxels or more)
@@ -270,7 +292,16 @@ def back(parts: PackedParts, values, image, origin, voxel_size, rescale, along_x
     own = along_x is None
     if own:
         along_x = transposed_accumulator(cp, image)
-    launch(kernel, parts, (*parts.args, values, image, along_x, n0, n1, n2, *frame))
+    tail = (values, image, along_x, n0, n1, n2, *frame)
+    if slabs is None:
+        launch(kernel, parts, (*parts.args, *tail, np.int32(0), n0))
+    else:
+        directories, launches = slabs
+        size = len(directories) // max(len(launches), 1)
+        for s in launches:
+            if s.blocks:
+                slab_parts = (parts.X, parts.H, parts.A, directories[s.offset : s.offset + size], parts.n_parts)
+                kernel((s.blocks,), (THREADS,), (*slab_parts, *tail, np.int32(s.z_lo), np.int32(s.z_hi)))
     if own:
         fold(image, along_x)
 
