@@ -1,6 +1,7 @@
 """The project's code checks, run on the tree: ``ruff check``, ``ruff format --check``,
 ``lint-imports`` (the import layering of the package READMEs) and ``mypy`` (settings in
-pyproject.toml).  Each test fails with the tool's own output.
+pyproject.toml).  Each test fails with the tool's own output.  Then the size limits of the
+package's modules and functions, and the names ``docs/architecture.md`` points a reader to.
 
 The tools come with the ``test`` extra (pinned there).  Where one is not installed the test
 skips, saying so -- but never in CI (the ``CI`` environment variable set), where a missing
@@ -11,6 +12,7 @@ else ``$XDG_CACHE_HOME/stirgpu-tests``, as for the reference STIR).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -61,3 +63,76 @@ def test_import_layering():
 
 def test_mypy():
     _run("mypy", ["--cache-dir", str(cache_root() / "mypy")], "mypy")
+
+
+# -- sizes: modules a reader can hold in their head, functions that fit on a screen -------------
+
+PACKAGE = REPO / "stirgpu"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 100
+
+#: Known exceptions, each to be split along the lines its code shows; the list only shrinks.  An
+#: entry that no longer exceeds its limit fails the test below, so that it is taken off the list.
+#: Keys: a module ("parfile/osmaposl.py") or a function ("parfile/osmaposl.py:name"), as
+#: :func:`_oversized` reports them.
+KNOWN_OVERSIZED = {
+    # the OSMAPOSL keys, one module: to be split by concern (data and model terms, schedule, outputs)
+    "parfile/osmaposl.py",
+    # OSEM and its sensitivities in one module
+    "recon/osem.py",
+}
+
+
+def _function_lines(tree: ast.AST) -> list[tuple[str, int]]:
+    """(qualified name, lines from ``def`` to the last line) of every function, nested ones too."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found.append((name, (child.end_lineno or child.lineno) - child.lineno + 1))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return found
+
+
+def _oversized() -> dict[str, str]:
+    """Every module over :data:`MAX_MODULE_LINES` and function over :data:`MAX_FUNCTION_LINES`
+    of the package, keyed as in :data:`KNOWN_OVERSIZED`, with what was counted."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            found[module] = f"{lines} lines"
+        for name, lines in _function_lines(ast.parse(text, filename=str(path))):
+            if lines > MAX_FUNCTION_LINES:
+                found[f"{module}:{name}"] = f"{lines} lines"
+    return found
+
+
+def test_function_lines_counts_nested_functions_and_methods():
+    """The counter sees methods and nested functions (a long closure inside a short-looking
+    method is as hard to read), from ``def`` to the last line."""
+    tree = ast.parse("class A:\n    def f(self):\n        def g():\n            return 1\n        return g\n")
+    assert _function_lines(tree) == [("A.f", 4), ("A.f.g", 2)]
+
+
+def test_modules_and_functions_stay_small():
+    """No module of the package over 600 lines, no function over 100, but the known exceptions;
+    guards against the next 800-line module, and against a known exception that has been split
+    but stays on the list (so the list keeps shrinking)."""
+    found = _oversized()
+    new = sorted(f"{key} ({found[key]})" for key in found.keys() - KNOWN_OVERSIZED)
+    assert not new, (
+        f"over the limits ({MAX_MODULE_LINES} lines a module, {MAX_FUNCTION_LINES} a function): "
+        + "; ".join(new)
+        + ". Split along the lines the code shows (see the package README)."
+    )
+    stale = sorted(KNOWN_OVERSIZED - found.keys())
+    assert not stale, f"within the limits now, take off KNOWN_OVERSIZED in tests/test_code_checks.py: {stale}"
