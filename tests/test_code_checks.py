@@ -13,8 +13,10 @@ else ``$XDG_CACHE_HOME/stirgpu-tests``, as for the reference STIR).
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +138,88 @@ def test_modules_and_functions_stay_small():
     )
     stale = sorted(KNOWN_OVERSIZED - found.keys())
     assert not stale, f"within the limits now, take off KNOWN_OVERSIZED in tests/test_code_checks.py: {stale}"
+
+
+# -- words: the repository names behaviours, not the internal work that made them ---------------
+
+#: where the project's own words are: documentation, code and its comments, tests, benchmarks
+WORDED = ("README.md", "docs", "stirgpu", "tests", "benchmarks", "swig", "examples", ".ci")
+WORDED_SUFFIXES = {".md", ".py", ".cu", ".cuh", ".cxx", ".h", ".cpp", ".txt", ".toml", ".i", ".par"}
+
+#: an internal issue or a work session by number ("issue 20", "issues 16 and 20", "session 5's");
+#: STIR's issues are public and stay ("STIR issue #1567", "STIR #1354")
+INTERNAL_REFERENCE = re.compile(r"(?<!STIR )(?<!STIR's )\b(issues?\s+#?\d+|sessions?\s+#?\d+)", re.IGNORECASE)
+
+
+def _worded_files() -> list[Path]:
+    files = []
+    for top in WORDED:
+        path = REPO / top
+        candidates = [path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir() else []
+        files += [p for p in candidates if p.is_file() and (p.suffix in WORDED_SUFFIXES or p.name == "CMakeLists.txt")]
+    return files
+
+
+def test_internal_reference_pattern():
+    """The pattern catches internal numbers and leaves STIR's public issues alone."""
+    found = [
+        bool(INTERNAL_REFERENCE.search(s)) for s in ("issue 20, part 3", "Session 5 (trimmed)", "issues 16 and 20")
+    ]
+    kept = [
+        bool(INTERNAL_REFERENCE.search(s)) for s in ("STIR issue #1567", "STIR's issue 1354", "issued 6", "a session")
+    ]
+    assert found == [True, True, True] and kept == [False, False, False, False]
+
+
+def test_no_internal_issue_or_session_numbers():
+    """Nothing in the repository names an internal issue or a work session by number: a reader
+    cannot look them up (name the behaviour, a date, or STIR's public issue instead; the history
+    of measurements is ``docs/history.md``)."""
+    hits = []
+    for path in _worded_files():
+        if path.resolve() == Path(__file__).resolve():
+            continue  # this file's own examples
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if INTERNAL_REFERENCE.search(line):
+                hits.append(f"{path.relative_to(REPO)}:{number}: {line.strip()[:100]}")
+    assert not hits, "internal issue or session numbers:\n" + "\n".join(hits)
+
+
+# -- the newcomer's tour names what exists ----------------------------------------------------
+
+TOUR = REPO / "docs" / "architecture.md"
+_DOTTED = re.compile(r"^stirgpu(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_PATH = re.compile(r"^(stirgpu|docs|tests|benchmarks|swig|examples)(/[A-Za-z0-9_.-]+)+/?$")
+
+
+def _resolve(dotted: str) -> bool:
+    """Whether ``dotted`` is a module, or an attribute (class, function, method) of one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_resolve_tells_names_that_exist():
+    assert _resolve("stirgpu.execution.engine.Engine.run")
+    assert not _resolve("stirgpu.execution.engine.Engine.fly")
+    assert not _resolve("stirgpu.execution.no_such_module.run")
+
+
+def test_architecture_tour_names_exist():
+    """Every ``stirgpu.module.function`` and every repository path in backticks in
+    docs/architecture.md exists, so the tour cannot drift from the code unnoticed."""
+    names = re.findall(r"`([^`\s]+)`", TOUR.read_text(encoding="utf-8"))
+    dotted = [n for n in names if _DOTTED.match(n)]
+    paths = [n for n in names if _PATH.match(n)]
+    assert len(dotted) > 40, "the tour names its steps as stirgpu.module.function"
+    missing = [n for n in dotted if not _resolve(n)] + [p for p in paths if not (REPO / p).exists()]
+    assert not missing, f"docs/architecture.md names what does not exist: {missing}"
