@@ -83,7 +83,7 @@ BLOCK = 64 * 1024 * 1024
 MEMORY_FRACTION = 0.8
 #: room kept free in --dir beyond the data and the image
 DISK_MARGIN_BYTES = 256 * 1024 * 1024
-#: the issue's targets
+#: the performance targets: back projection from disk at 90 % of the plain read, a subset within 1.2/21
 TARGET_BACK_OF_READ = 0.9
 TARGET_SUBSET_SHARE = 1.155  # x 1 / subsets: 0.055 of the full back projection for 21 subsets
 TARGET_SUBSET_SHARE_GPU_IMAGE = 1.092  # 0.052 for 21 subsets, into a GPU image
@@ -636,7 +636,7 @@ def check_room(args, geometry: dict) -> None:
 
 
 def summarise(geometry: dict, runs: dict, subsets: int) -> dict:
-    """The ratios against the same run's baselines, and the issue's targets."""
+    """The ratios against the same run's baselines, and the performance targets."""
     read, write = runs["plain_read"], runs["plain_write"]
     back, sub, osem = runs["back_disk"], runs["subset_back_disk"], runs["osem_disk"]
     read_once = geometry["data_bytes"] / (read["GBps"] * 1e9)

@@ -99,7 +99,7 @@ def test_stir_header_gives_stir_geometry():
 @pytest.mark.parametrize("sizes", ["{37,43,47,43,37}", "{19,43,47,43,19}"])
 @pytest.mark.parametrize("order", [StorageOrder.VIEW, StorageOrder.SINOGRAM])
 def test_single_difference_segments_take_the_headers_axial_counts(sizes, order):
-    """GE Discovery 690, span 3, max ring difference 5 (issue 12): the segments of ring difference
+    """GE Discovery 690, span 3, max ring difference 5 (a header STIR writes for it): the segments of ring difference
     +-5 alone have 37 axial positions as STIR constructs them, or whatever count a header gives
     (19 = N - |RD| here), at full ring spacing with m symmetric about 0, as STIR reads them.
     stirgpu refused the 37 of STIR's own headers ('disagrees with the geometry')."""

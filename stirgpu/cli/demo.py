@@ -315,18 +315,8 @@ def run(args) -> int:
                 "(mpirun -n N works for osmaposl, forward-project and back-project)"
             )
     t_start = time.perf_counter()
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise StirGpuError(f"--output {out}: is a file, not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    check_folder(out, f"--output {out}")
+    out, earlier = _output_folder(Path(args.output), args.overwrite)
     s = DemoSettings
-    earlier = [n for n in DEMO_FILES if (out / n).exists()]
-    if earlier and not args.overwrite:
-        raise StirGpuError(
-            f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
-            f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them"
-        )
     changes = config_changes(args)
     say = say_function(changes["progress"])  # (lines printed while the OSEM bar is shown)
     with config(**changes):
@@ -384,8 +374,42 @@ def run(args) -> int:
     print(f"reconstructed in {t_rec:.1f} s (sensitivities {result.setup_seconds:.1f} s)")
     for line in contrast_report(made["phantom"], made["info"], truth, recon):
         print("  " + line)
+    pictures = [slices] + ([timeline] if timeline else [])
+    _print_files(out, made["files"], result, pictures)
+    print(f"total {time.perf_counter() - t_start:.1f} s")
+    print(
+        wrote_folder(
+            out,
+            {
+                "input": [made["files"][k] for k in ("prompts", "additive", "acf", "truth", "par")],
+                "estimate": result.saved,
+                "sensitivity image": result.sensitivity_files,
+                "picture": pictures,
+            },
+        )
+    )
+    return 0
+
+
+def _output_folder(out: Path, overwrite: bool) -> tuple[Path, list[str]]:
+    """The ``--output`` folder, made if need be, and the names of an earlier demo's files in it
+    (refused without ``--overwrite``)."""
+    if out.exists() and not out.is_dir():
+        raise StirGpuError(f"--output {out}: is a file, not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, f"--output {out}")
+    earlier = [n for n in DEMO_FILES if (out / n).exists()]
+    if earlier and not overwrite:
+        raise StirGpuError(
+            f"{out} already holds files of a demo ({', '.join(earlier[:3])}"
+            f"{', ...' if len(earlier) > 3 else ''}); use --overwrite to replace them"
+        )
+    return out, earlier
+
+
+def _print_files(out: Path, f: dict, result, pictures: list[Path]) -> None:
+    """What the demo wrote, by role, and how to run its parameter file with STIR."""
     print(f"\nfiles in {out}/:")
-    f = made["files"]
     print(
         f"  inputs:          {f['prompts'].name} (prompts), {f['additive'].name} (STIR additive sinogram), "
         f"{f['acf'].name} (correction factors), {f['truth'].name} (true activity)"
@@ -396,18 +420,4 @@ def run(args) -> int:
     )
     print(f"  estimates:       {', '.join(p.name for p in result.saved)}")
     print(f"  sensitivities:   {', '.join(p.name for p in result.sensitivity_files)}")
-    pictures = [slices] + ([timeline] if timeline else [])
     print(f"  pictures:        {', '.join(p.name for p in pictures)}")
-    print(f"total {time.perf_counter() - t_start:.1f} s")
-    print(
-        wrote_folder(
-            out,
-            {
-                "input": [f["prompts"], f["additive"], f["acf"], f["truth"], f["par"]],
-                "estimate": result.saved,
-                "sensitivity image": result.sensitivity_files,
-                "picture": pictures,
-            },
-        )
-    )
-    return 0

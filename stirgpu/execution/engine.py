@@ -323,15 +323,7 @@ class Engine:
         throughout; the result's ``plan`` is the plan that completed, its statistics those of
         that last attempt (``stats.memory_retries``: the attempts before it).
         """
-        missing = [n for n in program.inputs if n not in sources] + [n for n in program.outputs if n not in sinks]
-        if missing:
-            raise PipelineError(f"{program.name}: no store given for {missing}")
-        if program.uses_image and not self.has_image():
-            raise PipelineError(f"{program.name}: no input image was set")
-        if program.accumulates_image and image_shape is None:
-            raise PipelineError(f"{program.name}: accumulating an image needs its shape")
-        if result_out is not None:
-            self._check_result_out(program, result_out, result_device, image_shape)
+        self._check_run(program, sources, sinks, image_shape, result_out, result_device)
         if direct is None:
             segments = sorted({p.segment for c in plan.chunks for p in c.parts})
             direct = self.direct_io({**sources, **sinks}, proj_data_info, segments)
@@ -365,25 +357,48 @@ class Engine:
                 io_threads=self.io_threads,
                 t_start=t_start,
             )
-            attempt, retries = plan, 0
-            while True:
-                call = Call(plan=attempt, **shared)
-                try:
-                    result = self._execute(call)
-                except Exception as exc:  # (a KeyboardInterrupt is never retried)
-                    name = non_finite_input(exc, call.stop.errors)
-                    if name is not None:
-                        what, path = (check_finite or {})[name]
-                        count = count_non_finite_in(sources[name], plan.chunks, *call.io_split_of(name))
-                        raise NonFiniteError(what, count, path) from None
-                    memory = out_of_memory(exc, [e for _, _, e in call.stop.errors], self.lanes[0])
-                    if memory is None:
-                        raise
-                    attempt = self._retry_plan(call, attempt, memory, retries, exc, tracker)
-                    retries += 1
-                    continue
-                result.stats.memory_retries = retries
-                return result
+            return self._run_retrying(plan, shared, check_finite or {}, tracker)
+
+    def _check_run(self, program: ChunkProgram, sources, sinks, image_shape, result_out, result_device) -> None:
+        """:meth:`run`'s arguments agree with ``program``, or a clear error."""
+        missing = [n for n in program.inputs if n not in sources] + [n for n in program.outputs if n not in sinks]
+        if missing:
+            raise PipelineError(f"{program.name}: no store given for {missing}")
+        if program.uses_image and not self.has_image():
+            raise PipelineError(f"{program.name}: no input image was set")
+        if program.accumulates_image and image_shape is None:
+            raise PipelineError(f"{program.name}: accumulating an image needs its shape")
+        if result_out is not None:
+            self._check_result_out(program, result_out, result_device, image_shape)
+
+    def _run_retrying(
+        self,
+        plan: Plan,
+        shared: dict[str, Any],
+        check_finite: Mapping[str, tuple[str, str | None]],
+        tracker: ChunkProgress | None,
+    ) -> RunResult:
+        """Run the call over ``plan``, then again over smaller chunks while an allocation fails
+        (:meth:`run`, "Out of memory"); a non-finite input ends it with its count."""
+        attempt, retries = plan, 0
+        while True:
+            call = Call(plan=attempt, **shared)
+            try:
+                result = self._execute(call)
+            except Exception as exc:  # (a KeyboardInterrupt is never retried)
+                name = non_finite_input(exc, call.stop.errors)
+                if name is not None:
+                    what, path = check_finite[name]
+                    count = count_non_finite_in(shared["sources"][name], plan.chunks, *call.io_split_of(name))
+                    raise NonFiniteError(what, count, path) from None
+                memory = out_of_memory(exc, [e for _, _, e in call.stop.errors], self.lanes[0])
+                if memory is None:
+                    raise
+                attempt = self._retry_plan(call, attempt, memory, retries, exc, tracker)
+                retries += 1
+                continue
+            result.stats.memory_retries = retries
+            return result
 
     def _execute(self, call: Call) -> RunResult:
         """Set up ``call``'s lanes and run it with its strategy."""

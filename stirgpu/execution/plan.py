@@ -381,6 +381,86 @@ def make_plan(
         )
     largest = max(view_bytes.values())
 
+    fit = _bytes_per_buffer(
+        lanes,
+        depth,
+        largest,
+        host_buffers_per_slot,
+        device_buffers_per_slot,
+        host_budget,
+        gpu_budget,
+        host_fixed_bytes,
+        device_fixed_bytes,
+    )
+
+    total = sum(len(by_segment[s]) * view_bytes[s] for s in segments)
+    cap, floor, head = _chunk_bytes(
+        total, largest, fit, lanes, ntof, target_chunk_bytes, ramp_up, taper, min_head_bytes
+    )
+    chunks = _cut(by_segment, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
+    buffer_bytes = max(c.nbytes for c in chunks)
+    return Plan(
+        tuple(chunks),
+        lanes,
+        depth,
+        buffer_bytes,
+        host_buffers_per_slot,
+        int(device_buffers_per_slot or 0),
+        int(host_fixed_bytes),
+        int(device_fixed_bytes),
+        int(host_budget),
+        None if gpu_budget is None else int(gpu_budget),
+    )
+
+
+def _chunk_bytes(
+    total: int,
+    largest: int,
+    fit: int | None,
+    lanes: int,
+    ntof: int,
+    target_chunk_bytes: int | None,
+    ramp_up: bool,
+    taper: bool,
+    min_head_bytes: int,
+) -> tuple[int, int, int]:
+    """(cap, floor, head): the largest chunk, the size the last chunks shrink to and the size of
+    each lane's first chunks, for ``total`` bytes of data whose ``largest`` viewgram is that big
+    and whose buffers may hold ``fit`` bytes (None: no limit); see :func:`make_plan`."""
+    # the smallest chunk worth making holds as many LORs for TOF data as for non-TOF ones: a
+    # chunk is one kernel launch of one thread per LOR, and a launch of a wave or two of the
+    # GPU's threads pays its tail (its last blocks on a part of the GPU) as a large share
+    smallest = min(MIN_CHUNK_BYTES * ntof, MAX_CHUNK_BYTES)
+    if target_chunk_bytes is None:
+        target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), smallest), MAX_CHUNK_BYTES)
+    else:
+        target = int(target_chunk_bytes)
+    cap = max(target, largest) if fit is None else min(fit, max(target, largest))
+
+    # taper: the last chunks shrink (down to ``floor``) so that the pipeline's drain -- the
+    # last chunk's download and write, or the first one's read and upload -- is short
+    shaped = target_chunk_bytes is None
+    floor = min(cap, max(smallest, cap // 8, largest)) if shaped and taper else cap
+    # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
+    # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
+    head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
+    return cap, floor, head
+
+
+def _bytes_per_buffer(
+    lanes: int,
+    depth: int,
+    largest: int,
+    host_buffers_per_slot: int,
+    device_buffers_per_slot: int | None,
+    host_budget: int,
+    gpu_budget: int | None,
+    host_fixed_bytes: int,
+    device_fixed_bytes: int,
+) -> int | None:
+    """The bytes one buffer may take under the host and GPU budgets, less their images, shared by
+    every slot's buffers (None: no limit); a clear error where not even the ``largest`` viewgram
+    fits, naming the budget that refuses it."""
     limits = []  # (name, bytes per buffer allowed, explanation)
     if host_buffers_per_slot > 0:
         free = int(host_budget) - int(host_fixed_bytes)
@@ -420,39 +500,7 @@ def make_plan(
             f"{why} leaves {format_bytes(max(lim, 0))} ({max(lim, 0)} bytes) per buffer; "
             f"raise the budget{' or lower the number of lanes' if lanes > 1 else ''}"
         )
-
-    total = sum(len(by_segment[s]) * view_bytes[s] for s in segments)
-    # the smallest chunk worth making holds as many LORs for TOF data as for non-TOF ones: a
-    # chunk is one kernel launch of one thread per LOR, and a launch of a wave or two of the
-    # GPU's threads pays its tail (its last blocks on a part of the GPU) as a large share
-    smallest = min(MIN_CHUNK_BYTES * ntof, MAX_CHUNK_BYTES)
-    if target_chunk_bytes is None:
-        target = min(max(math.ceil(total / (CHUNKS_PER_LANE * lanes)), smallest), MAX_CHUNK_BYTES)
-    else:
-        target = int(target_chunk_bytes)
-    cap = max(target, largest) if fit is None else min(fit, max(target, largest))
-
-    # taper: the last chunks shrink (down to ``floor``) so that the pipeline's drain -- the
-    # last chunk's download and write, or the first one's read and upload -- is short
-    shaped = target_chunk_bytes is None
-    floor = min(cap, max(smallest, cap // 8, largest)) if shaped and taper else cap
-    # (calls whose chunks are at the minimum size anyway -- a subset -- are not shaped: more
-    # chunks would cost more in per-chunk overhead than a shorter fill or drain saves)
-    head = min(cap, max(int(min_head_bytes), largest)) if shaped and ramp_up else cap
-    chunks = _cut(by_segment, segments, view_bytes, nt, proj_data_info, cap, floor, head, lanes, max_views_per_chunk)
-    buffer_bytes = max(c.nbytes for c in chunks)
-    return Plan(
-        tuple(chunks),
-        lanes,
-        depth,
-        buffer_bytes,
-        host_buffers_per_slot,
-        int(device_buffers_per_slot or 0),
-        int(host_fixed_bytes),
-        int(device_fixed_bytes),
-        int(host_budget),
-        None if gpu_budget is None else int(gpu_budget),
-    )
+    return fit
 
 
 def views_by_segment(segments: Sequence[int], views) -> dict[int, np.ndarray]:

@@ -218,6 +218,63 @@ def read_projdata_header(path) -> ProjDataHeader:
 def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
     """Interpret a parsed header as projection data (every problem is a FormatError naming
     the file and key)."""
+    _check_emission_data(hdr)
+    ndim, order, view_dim, axial_dim = _axes(hdr)
+
+    def single(dim: int) -> int:
+        values = hdr.get_int_list("matrix size", dim)
+        if len(values) != 1 or values[0] < 1:
+            raise hdr.error(f"must be one positive number, got {values}", "matrix size", dim)
+        return values[0]
+
+    num_tang = single(1)
+    num_views = single(view_dim)
+    num_tof = single(5) if ndim == 5 else 1
+    segments = _Segments.from_header(hdr, single(4), axial_dim)
+    scanner = scanner_from_header(hdr)
+    arc_corrected, tang_sampling = _tangential_sampling(hdr, scanner)
+    tof_mash = _tof_mash_factor(hdr, scanner, num_tof)
+
+    # STIR takes the axial positions as the header gives them (its construction rule is only a
+    # default), so a header's counts are the geometry's; ProjDataInfo applies STIR's own checks.
+    try:
+        pdi = ProjDataInfo(
+            scanner,
+            segments.min_ring_diff,
+            segments.max_ring_diff,
+            num_views=num_views,
+            num_tangential_poss=num_tang,
+            arc_corrected=arc_corrected,
+            tangential_sampling=tang_sampling,
+            num_tof_poss=num_tof,
+            tof_mash_factor=tof_mash if num_tof > 1 else 0,
+            num_axial_poss=segments.num_axial_poss,
+        )
+    except GeometryError as exc:
+        if "axial position" in str(exc):
+            raise hdr.error(str(exc), "matrix size", axial_dim) from None
+        raise hdr.error(str(exc), _RING_DIFFERENCE_KEYS[0]) from None
+
+    dtype = dtype_from_keys(hdr)
+    offset, scale_factor = _offset_and_scale_factor(hdr)
+    data_name = hdr.get_str("name of data file", default=None)
+    return ProjDataHeader(
+        path=hdr.path,
+        proj_data_info=pdi,
+        storage_order=order,
+        dtype=dtype,
+        data_file_name=data_name or None,
+        data_path=hdr.get_path("name of data file", default=None),
+        data_offset=offset,
+        scale_factor=scale_factor,
+        segment_sequence=segments.sequence,
+        tof_mash_factor=tof_mash,
+        originating_system=hdr.get_str("originating system", default=""),
+    )
+
+
+def _check_emission_data(hdr: InterfileHeader) -> None:
+    """PET emission data of one time frame, or a clear error."""
     tod = hdr.get_str("type of data", default="PET").strip()
     if key_id(tod) != "pet":
         raise hdr.error(f"expected PET projection data, got {tod!r}", "type of data")
@@ -232,6 +289,10 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
             f"{frames} time frames: only single-frame projection data are supported", "number of time frames"
         )
 
+
+def _axes(hdr: InterfileHeader) -> tuple[int, StorageOrder, int, int]:
+    """(number of dimensions, storage order, the view axis, the axial axis) from the
+    ``matrix axis label``s: tangential first, segments fourth, TOF (if any) fifth."""
     ndim = hdr.get_int("number of dimensions")
     if ndim not in (4, 5):
         raise hdr.error(f"projection data have 4 dimensions (5 with TOF), not {ndim}", "number of dimensions")
@@ -253,53 +314,64 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
         )
     if ndim == 5 and labels[5] not in _LABELS_TOF:
         raise hdr.error("must be 'timing positions'", "matrix axis label", 5)
+    return ndim, order, view_dim, axial_dim
 
-    def single(dim: int) -> int:
-        values = hdr.get_int_list("matrix size", dim)
-        if len(values) != 1 or values[0] < 1:
-            raise hdr.error(f"must be one positive number, got {values}", "matrix size", dim)
-        return values[0]
 
-    num_tang = single(1)
-    num_views = single(view_dim)
-    num_segments = single(4)
-    num_tof = single(5) if ndim == 5 else 1
-    axial = hdr.get_int_list("matrix size", axial_dim)
-    if len(axial) != num_segments:
-        raise hdr.error(
-            f"lists {len(axial)} axial sizes but 'matrix size [4]' says {num_segments} segments",
-            "matrix size",
-            axial_dim,
-        )
-    if min(axial) < 1:
-        raise hdr.error(f"axial sizes must be positive, got {axial}", "matrix size", axial_dim)
-    rd_keys = ("minimum ring difference per segment", "maximum ring difference per segment")
-    rd_min, rd_max = (hdr.get_int_list(k) for k in rd_keys)
-    for k, lst in zip(rd_keys, (rd_min, rd_max), strict=True):
-        if len(lst) != num_segments:
-            raise hdr.error(f"lists {len(lst)} segments but 'matrix size [4]' says {num_segments}", k)
+_RING_DIFFERENCE_KEYS = ("minimum ring difference per segment", "maximum ring difference per segment")
 
-    # Segment numbers: sort by ring difference (STIR sorts by min+max); 0 holds difference 0.
-    file_pos = sorted(range(num_segments), key=lambda i: (rd_min[i] + rd_max[i], rd_min[i]))
-    s_min = [rd_min[i] for i in file_pos]
-    s_max = [rd_max[i] for i in file_pos]
-    for a, b in zip(s_min, s_max, strict=True):
-        if a > b:
-            raise hdr.error(f"minimum {a} > maximum {b} for a segment", rd_keys[0])
-    for (a0, b0), (a1, b1) in itertools.pairwise(zip(s_min, s_max, strict=True)):
-        if a1 != b0 + 1:
+
+@dataclasses.dataclass(frozen=True)
+class _Segments:
+    """A header's segments in ascending ring-difference order (as ``ProjDataInfo`` takes them),
+    and the segment number of each in file order."""
+
+    min_ring_diff: list[int]
+    max_ring_diff: list[int]
+    num_axial_poss: list[int]
+    sequence: tuple[int, ...]
+
+    @classmethod
+    def from_header(cls, hdr: InterfileHeader, num_segments: int, axial_dim: int) -> _Segments:
+        axial = hdr.get_int_list("matrix size", axial_dim)
+        if len(axial) != num_segments:
             raise hdr.error(
-                f"ring-difference ranges must be contiguous and not overlap: [{a0}, {b0}] is followed by [{a1}, {b1}]",
-                rd_keys[0],
+                f"lists {len(axial)} axial sizes but 'matrix size [4]' says {num_segments} segments",
+                "matrix size",
+                axial_dim,
             )
-    zero = [k for k, (a, b) in enumerate(zip(s_min, s_max, strict=True)) if a <= 0 <= b]
-    if not zero:
-        raise hdr.error("no segment contains ring difference 0", rd_keys[0])
-    seg_num_of_file_pos = {i: k - zero[0] for k, i in enumerate(file_pos)}
-    segment_sequence = tuple(seg_num_of_file_pos[i] for i in range(num_segments))
+        if min(axial) < 1:
+            raise hdr.error(f"axial sizes must be positive, got {axial}", "matrix size", axial_dim)
+        rd_keys = _RING_DIFFERENCE_KEYS
+        rd_min, rd_max = (hdr.get_int_list(k) for k in rd_keys)
+        for k, lst in zip(rd_keys, (rd_min, rd_max), strict=True):
+            if len(lst) != num_segments:
+                raise hdr.error(f"lists {len(lst)} segments but 'matrix size [4]' says {num_segments}", k)
 
-    scanner = scanner_from_header(hdr)
+        # Segment numbers: sort by ring difference (STIR sorts by min+max); 0 holds difference 0.
+        file_pos = sorted(range(num_segments), key=lambda i: (rd_min[i] + rd_max[i], rd_min[i]))
+        s_min = [rd_min[i] for i in file_pos]
+        s_max = [rd_max[i] for i in file_pos]
+        for a, b in zip(s_min, s_max, strict=True):
+            if a > b:
+                raise hdr.error(f"minimum {a} > maximum {b} for a segment", rd_keys[0])
+        for (a0, b0), (a1, b1) in itertools.pairwise(zip(s_min, s_max, strict=True)):
+            if a1 != b0 + 1:
+                raise hdr.error(
+                    "ring-difference ranges must be contiguous and not overlap: "
+                    f"[{a0}, {b0}] is followed by [{a1}, {b1}]",
+                    rd_keys[0],
+                )
+        zero = [k for k, (a, b) in enumerate(zip(s_min, s_max, strict=True)) if a <= 0 <= b]
+        if not zero:
+            raise hdr.error("no segment contains ring difference 0", rd_keys[0])
+        seg_num_of_file_pos = {i: k - zero[0] for k, i in enumerate(file_pos)}
+        sequence = tuple(seg_num_of_file_pos[i] for i in range(num_segments))
+        return cls(s_min, s_max, [axial[i] for i in file_pos], sequence)
 
+
+def _tangential_sampling(hdr: InterfileHeader, scanner: Scanner) -> tuple[bool, float | None]:
+    """(arc-corrected, its bin size in mm or None for the scanner's default) from ``applied
+    corrections`` and ``effective central bin size (cm)``."""
     corrections = hdr.get_list("applied corrections", default=None)
     if corrections is None:
         arc_corrected = True  # STIR: no 'applied corrections' key means arc-corrected
@@ -312,7 +384,11 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
             # the scanner's default bin size as STIR writes it (6 digits) is that bin size
             default_cm = scanner.default_bin_size / 10
             tang_sampling = scanner.default_bin_size if same_as_written_by_stir(ecbs, default_cm) else ecbs * 10
+    return arc_corrected, tang_sampling
 
+
+def _tof_mash_factor(hdr: InterfileHeader, scanner: Scanner, num_tof: int) -> int:
+    """``TOF mashing factor`` (default 1), checked against the timing positions of the data."""
     tof_mash = hdr.get_int("TOF mashing factor", default=1)
     if tof_mash < 1:
         raise hdr.error(f"must be >= 1, got {tof_mash}", "TOF mashing factor")
@@ -332,28 +408,11 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
                 "matrix size",
                 5,
             )
+    return tof_mash
 
-    # STIR takes the axial positions as the header gives them (its construction rule is only a
-    # default), so a header's counts are the geometry's; ProjDataInfo applies STIR's own checks.
-    try:
-        pdi = ProjDataInfo(
-            scanner,
-            s_min,
-            s_max,
-            num_views=num_views,
-            num_tangential_poss=num_tang,
-            arc_corrected=arc_corrected,
-            tangential_sampling=tang_sampling,
-            num_tof_poss=num_tof,
-            tof_mash_factor=tof_mash if num_tof > 1 else 0,
-            num_axial_poss=[axial[i] for i in file_pos],
-        )
-    except GeometryError as exc:
-        if "axial position" in str(exc):
-            raise hdr.error(str(exc), "matrix size", axial_dim) from None
-        raise hdr.error(str(exc), rd_keys[0]) from None
 
-    dtype = dtype_from_keys(hdr)
+def _offset_and_scale_factor(hdr: InterfileHeader) -> tuple[int, float]:
+    """``data offset in bytes`` and the one ``image scaling factor`` of all data."""
     offset_key = "data offset in bytes"
     offset_idx = 1 if hdr.has(offset_key, 1) else None
     offset = hdr.get_int(offset_key, offset_idx, default=0)
@@ -366,22 +425,7 @@ def projdata_header_from_interfile(hdr: InterfileHeader) -> ProjDataHeader:
         raise hdr.error(f"one scaling factor for all data is supported, got {factors}", sf_key, sf_idx)
     if factors[0] == 0:
         raise hdr.error("must not be 0", sf_key, sf_idx)
-
-    data_name = hdr.get_str("name of data file", default=None)
-    data_path = hdr.get_path("name of data file", default=None)
-    return ProjDataHeader(
-        path=hdr.path,
-        proj_data_info=pdi,
-        storage_order=order,
-        dtype=dtype,
-        data_file_name=data_name or None,
-        data_path=data_path,
-        data_offset=offset,
-        scale_factor=factors[0],
-        segment_sequence=segment_sequence,
-        tof_mash_factor=tof_mash,
-        originating_system=hdr.get_str("originating system", default=""),
-    )
+    return offset, factors[0]
 
 
 # -- writing ---------------------------------------------------------------------------------

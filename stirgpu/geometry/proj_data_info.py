@@ -6,13 +6,14 @@ tangential positions equally spaced in angle) and arc-corrected
 ``docs/conventions.md``; STIR's sources are the final word.
 
 Values are immutable.  Subsets are *selections* of views
-(:meth:`ProjDataInfo.select`), so a subset is just another view of the same
-geometry, never a copy of data.
+(:meth:`ProjDataInfo.select`, ``selection.py``), so a subset is just another view of the same
+geometry, never a copy of data.  The segments' ring differences and axial positions are worked out
+in ``segments.py``, the LORs of bins from their coordinates in ``lors.py``; :class:`SegmentInfo`,
+:class:`ChunkTables` and :class:`Selection` are importable from here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,47 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import GeometryError
+from .lors import ChunkTables, half_chords, lor_endpoints_from, read_only
 from .scanner import Scanner
+from .segments import SegmentInfo, segments_from_ring_differences, span_ring_differences
+from .selection import Selection
 from .tof import TofSampling
 
 __all__ = ["ProjDataInfo", "SegmentInfo", "ChunkTables", "Selection"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SegmentInfo:
-    """One segment: its ring-difference range and axial sampling."""
-
-    segment_num: int
-    min_ring_diff: int
-    max_ring_diff: int
-    num_axial_poss: int
-    #: axial distance between consecutive axial positions (mm)
-    sampling_in_m: float
-    #: m = axial_pos * sampling_in_m - m_offset   (m is centred on the scanner)
-    m_offset: float
-
-    @property
-    def average_ring_difference(self) -> float:
-        return 0.5 * (self.min_ring_diff + self.max_ring_diff)
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
-
-
-def _stir_axial_poss(n_rings: int, rd_min: Sequence[int], rd_max: Sequence[int], i0: int) -> list[int]:
-    """Axial positions per segment as STIR's ``construct_proj_data_info`` makes them
-    (``ProjDataInfo.cxx``): span-1 data (segment 0 holds ring difference 0 only) has N - |RD|;
-    otherwise segment 0 has 2N - 1 and every other segment 2N - 1 - 2 min|RD|, even one that a
-    maximum ring difference clipped to a single ring difference (those keep full ring spacing,
-    so they reach past the scanner's ends: STIR's rule, not a physical count)."""
-    if rd_min[i0] == rd_max[i0]:
-        return [n_rings - abs(a) for a in rd_min]
-    return [
-        2 * n_rings - 1 if a <= 0 <= b else 2 * n_rings - 1 - 2 * min(abs(a), abs(b))
-        for a, b in zip(rd_min, rd_max, strict=True)
-    ]
 
 
 def _tof_sampling(scanner: Scanner, num_tof_poss: int, tof_mash_factor: int | None) -> TofSampling:
@@ -85,62 +52,6 @@ def _tof_sampling(scanner: Scanner, num_tof_poss: int, tof_mash_factor: int | No
             f"({tof.num_poss} positions for {scanner.name!r})"
         )
     return tof
-
-
-def _check_axial_poss(seg: int, a: int, b: int, nax: int, full_ring_spacing: bool) -> None:
-    """STIR's own checks on a given number of axial positions (``ProjDataInfoCylindrical.cxx``,
-    ``initialise_ring_diff_arrays``): at half ring spacing an even count puts the positions between
-    the usual locations (STIR refuses it); at full ring spacing every count is accepted."""
-    if nax < 1:
-        raise GeometryError(
-            f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) needs at least one axial position (got {nax})"
-        )
-    if not full_ring_spacing and nax % 2 == 0:
-        raise GeometryError(
-            f"ProjDataInfo: segment {seg} (ring differences [{a}, {b}]) is sampled at half "
-            f"the ring spacing, so STIR requires an odd number of axial positions (got {nax})"
-        )
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class ChunkTables:
-    """The small per-chunk tables from which a kernel computes every LOR of a chunk.
-
-    A chunk is one segment, a list of views, and ranges of axial and tangential
-    positions; its bins are ordered [view][axial][tangential].  For view ``i``,
-    axial position ``k`` and tangential position ``j`` the LOR, clipped to the
-    cylinder of radius ``radius``, runs from ``a = -half_chord[j]`` (start) to
-    ``a = +half_chord[j]`` (end) where, in the gantry frame (mm)::
-
-        x = s[j] * cos_phi[i] + a * sin_phi[i]
-        y = s[j] * sin_phi[i] - a * cos_phi[i]
-        z = m[k] - a * tantheta[j]
-
-    ``half_chord[j] == 0`` marks a LOR that misses the cylinder (|s| >= radius):
-    its line integral is 0.  All arrays are float64 and read-only.
-    """
-
-    segment: int
-    views: np.ndarray
-    axial_poss: np.ndarray
-    tangential_poss: np.ndarray
-    cos_phi: np.ndarray
-    sin_phi: np.ndarray
-    s: np.ndarray
-    half_chord: np.ndarray
-    tantheta: np.ndarray
-    m: np.ndarray
-    radius: float
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(num views, num axial positions, num tangential positions)."""
-        return (len(self.views), len(self.m), len(self.s))
-
-    @property
-    def num_lors(self) -> int:
-        nv, na, nt = self.shape
-        return nv * na * nt
 
 
 class ProjDataInfo:
@@ -213,35 +124,10 @@ class ProjDataInfo:
                 f"ProjDataInfo: scanner {scanner.name!r} has geometry "
                 f"{scanner.scanner_geometry!r}; stirgpu supports cylindrical scanners only"
             )
-        rd_min = [int(v) for v in min_ring_diff]
-        rd_max = [int(v) for v in max_ring_diff]
-        if len(rd_min) != len(rd_max) or not rd_min:
-            raise GeometryError(
-                "ProjDataInfo: min_ring_diff and max_ring_diff must be non-empty and of "
-                f"equal length (got {len(rd_min)} and {len(rd_max)})"
-            )
         n_rings = scanner.num_rings
-        for i, (a, b) in enumerate(zip(rd_min, rd_max, strict=True)):
-            if a > b:
-                raise GeometryError(
-                    f"ProjDataInfo: segment {i} (in file order) has min ring difference {a} > max ring difference {b}"
-                )
-            if max(abs(a), abs(b)) >= n_rings:
-                raise GeometryError(
-                    f"ProjDataInfo: ring difference range [{a}, {b}] impossible for a scanner with {n_rings} rings"
-                )
-            if i and a != rd_max[i - 1] + 1:
-                raise GeometryError(
-                    "ProjDataInfo: segments must be listed in ascending, contiguous "
-                    f"ring-difference order; [{rd_min[i - 1]}, {rd_max[i - 1]}] is followed "
-                    f"by [{a}, {b}]"
-                )
-        zero = [i for i, (a, b) in enumerate(zip(rd_min, rd_max, strict=True)) if a <= 0 <= b]
-        if not zero:
-            raise GeometryError(
-                f"ProjDataInfo: no segment contains ring difference 0 (ranges {list(zip(rd_min, rd_max, strict=True))})"
-            )
-        i0 = zero[0]
+        segments = segments_from_ring_differences(
+            n_rings, scanner.ring_spacing, min_ring_diff, max_ring_diff, num_axial_poss
+        )
         num_views = int(num_views)
         n_half = scanner.num_detectors_per_ring // 2
         if num_views < 1:
@@ -259,24 +145,8 @@ class ProjDataInfo:
             )
         tof = _tof_sampling(scanner, int(num_tof_poss), tof_mash_factor)
 
-        if num_axial_poss is None:
-            axial = _stir_axial_poss(n_rings, rd_min, rd_max, i0)
-        else:
-            axial = [int(v) for v in num_axial_poss]
-            if len(axial) != len(rd_min):
-                raise GeometryError(f"ProjDataInfo: num_axial_poss has {len(axial)} entries for {len(rd_min)} segments")
-        spacing = scanner.ring_spacing
-        segments = []
-        for i, (a, b, nax) in enumerate(zip(rd_min, rd_max, axial, strict=True)):
-            seg = i - i0
-            # STIR: half the ring spacing where a segment combines ring differences, else full
-            sampling = spacing if a == b else spacing / 2
-            _check_axial_poss(seg, a, b, nax, sampling == spacing)
-            # STIR's m_offset makes m symmetric about the scanner centre: (min + max) * sampling / 2
-            segments.append(SegmentInfo(seg, a, b, nax, sampling, (nax - 1) * sampling / 2))
-
         self._scanner = scanner
-        self._segments = tuple(segments)
+        self._segments = segments
         self._seg_index = {s.segment_num: k for k, s in enumerate(segments)}
         self._num_views = num_views
         self._num_tang = num_tangential_poss
@@ -310,38 +180,11 @@ class ProjDataInfo:
         num_views, num_tangential_poss, arc_corrected, tof_mashing_factor)``; TOF as in the
         constructor (``tof_mash_factor`` 0 or None with ``num_tof_poss`` 1: non-TOF).
 
-        Span ``S`` (STIR's ``ProjDataInfoCTI`` in ``ProjDataInfo.cxx``): segment 0 covers ring
-        differences [-(S-1)/2, (S-1)/2] for odd ``S`` and [-S/2, S/2] (S + 1 differences) for
-        even ``S``; each further segment the next ``S`` ring differences; the last segment (segment
-        0 itself where an even span's exceeds it) is clipped at ``max_ring_diff``.
+        The segments of span ``S``: :func:`stirgpu.geometry.segments.span_ring_differences`.
         Defaults: all views (no mashing), the scanner's maximum number of tangential positions
         (non-arc-corrected) or default number of arc-corrected bins.
         """
-        span, max_ring_diff = int(span), int(max_ring_diff)
-        n_rings = scanner.num_rings
-        if not 1 <= span <= 2 * n_rings - 1:
-            raise GeometryError(
-                f"construct: span must be in [1, {2 * n_rings - 1}] for the {n_rings} rings "
-                f"of {scanner.name!r} (got {span})"
-            )
-        if not 0 <= max_ring_diff < n_rings:
-            raise GeometryError(
-                f"construct: max_ring_diff must be in [0, {n_rings - 1}] for {scanner.name!r} (got {max_ring_diff})"
-            )
-        if max_ring_diff < (span - 1) // 2:
-            raise GeometryError(
-                f"construct: max_ring_diff {max_ring_diff} is smaller than (span-1)/2 = {(span - 1) // 2}"
-            )
-        lo0 = -((span - 1) // 2) if span % 2 else -(span // 2)
-        hi0 = lo0 + span - 1 if span % 2 else lo0 + span
-        pos = [(lo0, min(hi0, max_ring_diff))]
-        while pos[-1][1] < max_ring_diff:
-            a = pos[-1][1] + 1
-            pos.append((a, min(a + span - 1, max_ring_diff)))
-        neg = [(-b, -a) for a, b in reversed(pos[1:])]
-        ranges = neg + pos
-        lo = [a for a, _ in ranges]
-        hi = [b for _, b in ranges]
+        lo, hi = span_ring_differences(scanner.num_rings, int(span), int(max_ring_diff), scanner.name)
         if num_views is None:
             num_views = scanner.num_views_unmashed
         if num_tangential_poss is None:
@@ -660,13 +503,7 @@ class ProjDataInfo:
         s = np.asarray(self.get_s(t), dtype=np.float64)
         m = np.asarray(self.get_m(segment_num, a), dtype=np.float64)
         tt = np.asarray(self.get_tantheta(segment_num, t), dtype=np.float64)
-        h = np.sqrt(np.maximum(r * r - s * s, 0.0))
-        c, sn = np.cos(phi), np.sin(phi)
-        ends = []
-        for sign in (-1.0, 1.0):
-            aa = sign * h
-            ends.append(np.stack([m - aa * tt, s * sn - aa * c, s * c + aa * sn], axis=-1))
-        return ends[0], ends[1]
+        return lor_endpoints_from(phi, s, m, tt, r)
 
     def chunk_tables(
         self,
@@ -693,15 +530,15 @@ class ProjDataInfo:
         s = np.atleast_1d(np.asarray(self.get_s(tg), dtype=np.float64))
         return ChunkTables(
             segment=seg.segment_num,
-            views=_readonly(v.astype(np.int64)),
-            axial_poss=_readonly(ax.astype(np.int64)),
-            tangential_poss=_readonly(tg.astype(np.int64)),
-            cos_phi=_readonly(np.cos(phi)),
-            sin_phi=_readonly(np.sin(phi)),
-            s=_readonly(s),
-            half_chord=_readonly(np.sqrt(np.maximum(r * r - s * s, 0.0))),
-            tantheta=_readonly(np.atleast_1d(np.asarray(self.get_tantheta(seg.segment_num, tg), dtype=np.float64))),
-            m=_readonly(np.atleast_1d(np.asarray(self.get_m(seg.segment_num, ax), dtype=np.float64))),
+            views=read_only(v.astype(np.int64)),
+            axial_poss=read_only(ax.astype(np.int64)),
+            tangential_poss=read_only(tg.astype(np.int64)),
+            cos_phi=read_only(np.cos(phi)),
+            sin_phi=read_only(np.sin(phi)),
+            s=read_only(s),
+            half_chord=read_only(half_chords(s, r)),
+            tantheta=read_only(np.atleast_1d(np.asarray(self.get_tantheta(seg.segment_num, tg), dtype=np.float64))),
+            m=read_only(np.atleast_1d(np.asarray(self.get_m(seg.segment_num, ax), dtype=np.float64))),
             radius=r,
         )
 
@@ -746,51 +583,3 @@ class ProjDataInfo:
             segs = np.atleast_1d(seg_key).tolist()
         views = np.arange(self._num_views)[view_key] if isinstance(view_key, slice) else np.atleast_1d(view_key)
         return self.select(segs, views)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Selection:
-    """Some segments and some views of a :class:`ProjDataInfo` (all axial and tangential
-    positions).  Subsets are selections; nothing is copied."""
-
-    proj_data_info: ProjDataInfo
-    segments: tuple[int, ...]
-    views: np.ndarray
-
-    @classmethod
-    def of(cls, pdi: ProjDataInfo, segments=None, views=None) -> Selection:
-        segs = pdi.segment_nums if segments is None else tuple(int(s) for s in segments)
-        for s in segs:
-            pdi.segment(s)  # validates
-        if len(set(segs)) != len(segs):
-            raise GeometryError(f"selection: repeated segments in {segs}")
-        v = np.arange(pdi.get_num_views(), dtype=np.int64) if views is None else np.asarray(list(views), dtype=np.int64)
-        if v.size and (v.min() < 0 or v.max() >= pdi.get_num_views()):
-            raise GeometryError(f"selection: views must be in [0, {pdi.get_num_views() - 1}]")
-        if len(np.unique(v)) != len(v):
-            raise GeometryError("selection: repeated views")
-        return cls(pdi, segs, _readonly(np.sort(v)))
-
-    @property
-    def num_bins(self) -> int:
-        p = self.proj_data_info
-        per_view = sum(p.get_num_axial_poss(s) for s in self.segments) * p.get_num_tangential_poss()
-        return per_view * len(self.views) * p.get_num_tof_poss()  # TOF data: all timing positions
-
-    def is_everything(self) -> bool:
-        p = self.proj_data_info
-        return len(self.views) == p.get_num_views() and len(self.segments) == p.get_num_segments()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Selection):
-            return NotImplemented
-        return (
-            self.proj_data_info == other.proj_data_info
-            and self.segments == other.segments
-            and np.array_equal(self.views, other.views)
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Selection(segments={list(self.segments)}, views={self.views.tolist()})"

@@ -282,7 +282,7 @@ def test_default_image_planes_follow_segment_0(stir, span, n_seg0):
 
 
 def test_discovery_690_span_3_outer_segments(stir):
-    """Issue 12's known divergence: GE Discovery 690, span 3, maximum ring difference 5.  The
+    """A divergence once found: GE Discovery 690, span 3, maximum ring difference 5.  The
     outermost segments hold ring difference +-5 alone; STIR gives them 2*24 - 1 - 2*5 = 37 axial
     positions at full ring spacing (6.54 mm), m from -117.72 mm; stirgpu gave 19 (N - |RD|)."""
     theirs = stir.ProjDataInfo.construct_proj_data_info(
@@ -387,7 +387,7 @@ def test_tangential_limit_like_stir(stir, scanner):
 
 
 def test_cases_cover_the_required_features():
-    """The seeded lists keep spanning what issue 12 asks for (so an edit of ``cases.py`` cannot
+    """The seeded lists keep spanning the geometry features STIR's headers use (so an edit of ``cases.py`` cannot
     silently narrow them): every cylindrical scanner (every-scanner and large lists), spans 1..11,
     incomplete outer segments, odd and even maximum ring differences, view mashing, both arc
     flags, odd and even tangential and image sizes below the maxima, zooms, offsets on every axis,

@@ -99,8 +99,8 @@ def test_stir_reads_what_stirgpu_writes(stir, case, tmp_path):
 def test_stirgpu_reads_what_stir_writes(stir, case, tmp_path):
     """STIR writes a ``ProjDataInterfile`` of the case (the case's storage order); stirgpu reads the
     same ``ProjDataInfo`` as its own construction of the case, the storage order, and the same
-    values.  Guards against refusing STIR's headers (issue 12: D690 span 3 max RD 5) and against
-    misreading their layout."""
+    values.  Guards against refusing STIR's headers (such as GE Discovery 690, span 3, maximum ring
+    difference 5) and against misreading their layout."""
     ours = stirgpu_proj_data_info(case)
     data = _values(case, (ours.total_num_bins,))
     hs = tmp_path / "theirs.hs"
