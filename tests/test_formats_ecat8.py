@@ -114,3 +114,10 @@ def test_sirf_sensitivity_model_from_the_file(norm, norm_hdr):
     arc = pet.AcquisitionData(ProjDataInMemory(_small(norm.scanner, arc_corrected=True), fill=1.0))
     with pytest.raises(pet.error, match="non-arc-corrected data only"):
         asm.set_up(arc)
+
+
+def test_the_data_file_counts_as_read(norm_hdr):
+    """An output that would write over ``norm.n`` is refused as one over an input (formats.roles)."""
+    from stirgpu.formats.roles import reads
+
+    assert reads("normalisation", norm_hdr).files == (norm_hdr, norm_hdr.parent / "norm.n")
