@@ -123,6 +123,7 @@ class Ecat8Efficiencies:
         # axial effects by ring pair (1 where the norm file has none, as STIR)
         axial = np.asarray(norm.axial_effects, dtype=np.float64)
         self._axial = np.where(self._sino >= 0, axial[np.maximum(self._sino, 0)], 1.0)
+        self._eff = norm.efficiencies.astype(np.float64)
 
     def box(self, segment: int, views: tuple[int, int], axial: tuple[int, int]) -> np.ndarray:
         """Efficiencies of views ``views[0]..views[1]-1`` and axial positions ``axial[0]..axial[1]-1``
@@ -136,36 +137,37 @@ class Ecat8Efficiencies:
         return out
 
     def _views(self, segment: int, views: np.ndarray, sums: np.ndarray) -> np.ndarray:
-        total = np.zeros((len(views), len(sums), len(self._tangential)), dtype=np.float64)
+        total = np.zeros((len(sums), len(views), len(self._tangential)), dtype=np.float64)
         for k in range(self.mash):
             # STIR's running total over the unmashed views: view k counts mash - k times
             total += (self.mash - k) * self._unmashed_view(segment, views * self.mash + k, sums)
-        return total
+        return total.transpose(1, 0, 2)
 
     def _unmashed_view(self, segment: int, u: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """Axial position by unmashed view ``u`` by tangential position."""
         norm, use, pdi = self.norm, self.components, self.proj_data_info
         n_det = norm.scanner.num_detectors_per_ring
         t = self._tangential
         t_col = t - norm.min_tangential_pos_num
         det1 = (u[:, None] + (t[None, :] >> 1) + n_det) % n_det
         det2 = (u[:, None] - ((t[None, :] + 1) >> 1) + n_det // 2) % n_det
-        lor = np.zeros((len(u), len(sums), len(t)), dtype=np.float64)
-        eff = norm.efficiencies.astype(np.float64)
+        # every ring's efficiency at the two detectors: [ring, view, tangential], read by ring below
+        eff1, eff2 = self._eff[:, det1], self._eff[:, det2]
+        lor = np.zeros((len(sums), len(u), len(t)), dtype=np.float64)
         for d in range(pdi.get_min_ring_difference(segment), pdi.get_max_ring_difference(segment) + 1):
             where, r1, r2 = _ring_pairs(sums, d, norm.scanner.num_rings)
             if not len(where):
                 continue
-            term = np.ones((len(u), len(where), len(t)), dtype=np.float64)
-            if use.detector_efficiencies:
-                term *= eff[r1[None, :, None], det1[:, None, :]] * eff[r2[None, :, None], det2[:, None, :]]
-            if use.geometric_factors:
-                term *= norm.geometric[(r1 + r2)[:, None], t_col[None, :]][None]
+            term = eff1[r1] * eff2[r2] if use.detector_efficiencies else np.ones((len(where), len(u), len(t)))
             if use.axial_effects_factors:
-                term /= self._axial[r1, r2][None, :, None]
-            lor[:, where, :] += term
+                term /= self._axial[r1, r2][:, None, None]
+            lor[where] += term
+        if use.geometric_factors:
+            # the same plane ring1 + ring2 for every pair of an axial position
+            lor *= norm.geometric[sums[:, None], t_col[None, :]][:, None, :]
         if use.crystal_interference_factors:
             crystal = u % norm.scanner.num_transaxial_crystals_per_block
-            lor *= norm.interference[t_col[None, :], crystal[:, None]][:, None, :]
+            lor *= norm.interference[t_col[None, :], crystal[:, None]][None]
         return lor
 
 
