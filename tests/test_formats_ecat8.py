@@ -121,3 +121,29 @@ def test_the_data_file_counts_as_read(norm_hdr):
     from stirgpu.formats.roles import reads
 
     assert reads("normalisation", norm_hdr).files == (norm_hdr, norm_hdr.parent / "norm.n")
+
+
+def test_sirf_acquisition_model_with_the_file_is_efficiencies_times_projection(norm, norm_hdr):
+    """``AcquisitionModelUsingParallelproj`` with the model: forward = e G x, backward = G' e y
+    (the gaps, where e is 0: 1e-20 of the projection, where SIRF's undo gives 0)."""
+    from stirgpu.geometry import ImageInfo
+
+    pdi = ProjDataInfo.construct(norm.scanner, 11, 5, num_views=252, num_tangential_poss=31)  # unmashed: gaps
+    info = ImageInfo.default_for(pdi, zoom=0.25)
+    x = pet.ImageData.from_array(np.random.default_rng(1).random(info.shape, dtype=np.float32), info)
+    template = pet.AcquisitionData(ProjDataInMemory(pdi, fill=1.0))
+    plain = pet.AcquisitionModelUsingParallelproj(backend="cpu")
+    plain.set_up(template, x)
+    model = pet.AcquisitionModelUsingParallelproj(backend="cpu")
+    model.set_acquisition_sensitivity(pet.AcquisitionSensitivityModel(str(norm_hdr)))
+    model.set_up(template, x)
+    eff = Ecat8NormalisationFactors(norm, pdi, efficiencies=True).as_array()
+    gx = plain.forward(x).as_array()[0]
+    assert gx[eff == 0].min() > 0  # lines of response through the gaps, seen as 0
+    fx = model.forward(x).as_array()[0]
+    np.testing.assert_allclose(fx[eff > 0], (gx * eff)[eff > 0], rtol=1e-6)
+    # the projector divides by f = 1 / max(e, 1e-20) (STIR's apply): 1e-20 of G x where SIRF has 0
+    assert np.all(fx[eff == 0] <= 1.001e-20 * gx[eff == 0])
+    y = pet.AcquisitionData(ProjDataInMemory(pdi, fill=np.float32(1) / np.where(eff > 0, 1, np.inf)))
+    weighted = pet.AcquisitionData(ProjDataInMemory(pdi, fill=eff))
+    np.testing.assert_allclose(model.backward(y).as_array(), plain.backward(weighted).as_array(), rtol=1e-5)

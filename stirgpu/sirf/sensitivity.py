@@ -14,7 +14,8 @@ data of the storage scheme in force:
 * from a Siemens ECAT8 norm file (``norm.n.hdr``): STIR's ``BinNormalisationFromECAT8``
   efficiencies ``e`` (:mod:`stirgpu.formats.ecat8_factors`), computed on every read for the data
   of :meth:`set_up`; ``forward`` multiplies by ``e`` (0 in the gaps, as STIR's ``undo``), the
-  factors are ``f = 1 / max(e, 1e-20)`` (STIR's ``apply``).
+  factors are ``f = 1 / max(e, 1e-20)`` (STIR's ``apply``), so an acquisition model, which
+  divides by ``f``, gives 1e-20 of the projection in the gaps where SIRF gives 0.
 
 The projectors take ``f`` as their ``multiplicative`` factors, and ``PoissonLogLikelihood`` as
 its ``normalisation``: one meaning everywhere.
