@@ -62,17 +62,23 @@ def test_ecat8_switches_and_the_obsolete_file_key_survive_to_par(tmp_path):
     assert read_osmaposl_par(other / "copy.par", base_dir=other, env={}).normalisation == s.normalisation
 
 
+def test_singles_rates_are_read_over_as_stir_does_with_a_warning(tmp_path, caplog):
+    """STIR parses them but applies no dead time for ECAT8: the same factors without them."""
+    keys = (
+        "normalisation filename := norm.n.hdr\nsingles rates := From ECAT7\nSingles Rates From ECAT7 :=\n"
+        "ECAT7_filename := sino.S\nEnd Singles Rates From ECAT7 :=\n"
+    )
+    with caplog.at_level("WARNING"):
+        s = _read(tmp_path, _par(_ecat8(keys)))
+    assert s.normalisation == Ecat8Normalisation(tmp_path / "norm.n.hdr")
+    assert "'singles rates := From ECAT7' ignored" in caplog.text and "recon.par:" in caplog.text
+
+
 @pytest.mark.parametrize(
     "keys, needle, words",
     [
         ("use_gaps := 1\n", "Bin Normalisation From ECAT8", "needs 'normalisation filename :='"),
         ("normalisation filename := n.hdr\nwrite_components_to_file := 1\n", "write_components", "set it to 0"),
-        (
-            "normalisation filename := n.hdr\nsingles rates := From ECAT7\nSingles Rates From ECAT7 :=\n"
-            "End Singles Rates From ECAT7 :=\n",
-            "singles rates",
-            "applies no dead time",
-        ),
         ("normalisation filename := n.hdr\nuse_dead_time := 1\n", "use_dead_time", "use_dead_time"),
         ("normalisation filename := n.hdr\nuse_geometric_factors := 2\n", "use_geometric", "expects 0 or 1"),
     ],

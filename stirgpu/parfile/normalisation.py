@@ -7,18 +7,22 @@ The ``From ECAT8`` block takes STIR's keys: ``normalisation filename`` (or its o
 ``normalisation_ECAT8_filename``), ``use_gaps``, ``use_detector_efficiencies``,
 ``use_geometric_factors``, ``use_crystal_interference_factors``, ``use_axial_effects_factors``
 (all 1 by default, as STIR) and ``write_components_to_file`` (0 only: STIR's debugging text files
-are not written).  ``singles rates`` is refused: STIR parses it but applies no dead time for ECAT8
-(its ``use_dead_time`` is off and has no key), so a file giving them expects what neither does.
+are not written).  ``singles rates`` (and its block) is read over with a logged warning: STIR parses
+it but applies no dead time for ECAT8 (its ``use_dead_time`` is off and has no key), so the
+factors are the same with or without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from .grammar import Block
 from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_path, read_block
+
+_LOG = logging.getLogger("stirgpu.parfile")
 
 __all__ = ["Ecat8Normalisation", "NORMALISATION_KEY", "normalisation_file", "normalisation_par_lines"]
 
@@ -93,11 +97,14 @@ def _zero_only(text: str, ctx: Context) -> bool:
     return False
 
 
-def _no_singles(value: str, line: int, nxt: Block | None, ctx: Context):
-    raise Problem(
-        "is not read by stirgpu: STIR's ECAT8 normalisation applies no dead time (its use_dead_time is off), "
-        "so the singles would not change the factors; remove the key"
+def _singles_ignored(value: str, line: int, nxt: Block | None, ctx: Context):
+    _LOG.warning(
+        "%s:%d: 'singles rates := %s' ignored, as STIR ignores it: its ECAT8 normalisation applies no dead time",
+        ctx.path or "parameter file",
+        line,
+        value,
     )
+    return None, nxt is not None  # its block, if any, read as part of it
 
 
 def _ecat8_block(block: Block, ctx: Context) -> Ecat8Normalisation | None:
@@ -106,7 +113,7 @@ def _ecat8_block(block: Block, ctx: Context) -> Ecat8Normalisation | None:
         Key("normalisation_ECAT8_filename", "file", as_path),
         *(Key(key, key, as_bool) for key in _SWITCHES),
         Key("write_components_to_file", "write", _zero_only),
-        TypeKey("singles rates", "singles", (), other=_no_singles),
+        TypeKey("singles rates", "singles", (), other=_singles_ignored),
     )
     found = read_block(block, keys, ctx)
     if "file" not in found:
