@@ -140,7 +140,9 @@ class _Check:
         try:
             components = read_ecat8_norm(norm.path, use_gaps=norm.use_gaps)
             switches = Ecat8Components(**norm.components())
-            return Ecat8NormalisationFactors(components, y.get_proj_data_info(), switches)
+            # non-TOF factors, for every timing position of TOF data (STIR's ECAT8 norm is not TOF)
+            pdi = y.get_proj_data_info().create_non_tof_clone()
+            return Ecat8NormalisationFactors(components, pdi, switches)
         except (FormatError, GeometryError) as exc:
             self.add(field, f"'normalisation filename': {exc}")
             return None
