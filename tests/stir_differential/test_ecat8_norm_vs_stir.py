@@ -5,7 +5,8 @@ bin efficiencies (compared with stirgpu's efficiencies), ``apply`` divides by ``
 efficiency)`` (compared with stirgpu's normalisation factors).  Geometries: SIRF's span-11
 template (view mashing 2), span 11 with every segment and view (fewer tangential positions), span
 1 up to ring difference 63 with view mashing 4 (ring pairs beyond the norm file's maximum ring
-difference 60 have no axial effects), and components switched off with STIR's ``use_*`` keys.
+difference 60 have no axial effects), span 3 (ring pairs of other Siemens sinograms in one bin),
+and components switched off with STIR's ``use_*`` keys.  Measured: 3e-7 relative at most.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ def test_sirf_span11_template_efficiencies_and_factors(reference_stir, mmr, tmp_
 
 @pytest.mark.parametrize(
     "span, max_rd, views, tangential",
-    [(11, 60, 252, 41), (1, 63, 63, 21)],
-    ids=["span11-all-segments-unmashed", "span1-rd63-mash4"],
+    [(11, 60, 252, 41), (1, 63, 63, 21), (3, 22, 126, 24)],
+    ids=["span11-all-segments-unmashed", "span1-rd63-mash4", "span3-mash2-even-tangential"],
 )
 def test_efficiencies_equal_stirs(reference_stir, mmr, tmp_path, span, max_rd, views, tangential):
     pdi = _mmr_pdi(mmr, span, max_rd, views, tangential)
