@@ -298,8 +298,8 @@ def test_unknown_keys_and_blocks_are_refused_with_a_hint(tmp_path, objective, to
             "prior 'PLS' is not implemented",
         ),
         (
-            "Bin Normalisation type := From ECAT8\nBin Normalisation From ECAT8 :=\n"
-            "End Bin Normalisation From ECAT8 :=\n",
+            "Bin Normalisation type := From ECAT7\nBin Normalisation From ECAT7 :=\n"
+            "End Bin Normalisation From ECAT7 :=\n",
             "",
             "Bin Normalisation type",
             "'From ProjData'",

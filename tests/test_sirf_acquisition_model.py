@@ -20,7 +20,7 @@ from stirgpu.kernels import cylindrical_fov_mask
 from stirgpu.projectors import ProjectorPair
 from stirgpu.recon import PoissonLogLikelihood
 from stirgpu.recon.simulate import demo_geometry, demo_phantom, simulate
-from stirgpu.sirf.errors import ConstModelError, InputError
+from stirgpu.sirf.errors import ConstModelError, InputError, NotSupported
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +237,10 @@ def test_sensitivity_from_attenuation_and_chained(setup, tmp_path):
     np.testing.assert_allclose(chained.normalisation_factors().as_array(), acf * _f(setup)[0], rtol=1e-6)
     with pytest.raises(pet.error, match="second argument"):
         pet.AcquisitionSensitivityModel(_img(setup, mu_per_cm))
-    with pytest.raises(pet.error, match="normalisation files"):
+    with pytest.raises(pet.error, match=r"norm\.n\.hdr: file not found"):
         pet.AcquisitionSensitivityModel(str(tmp_path / "norm.n.hdr"))
+    with pytest.raises(NotSupported, match="GE HDF5 normalisation files"):
+        pet.AcquisitionSensitivityModel(str(tmp_path / "norm.h5"))
     readonly = pet.AcquisitionData(str(_write(setup, tmp_path)))
     with pytest.raises(pet.error, match="read-only"):
         eff.unnormalise(readonly)

@@ -56,7 +56,7 @@ def writes(role: str, name: str | os.PathLike, kind) -> FileRole:
 def _data_file_named_in(header: Path) -> Path | None:
     """The ``name of data file`` of an Interfile header; None where ``header`` is none (a
     parameter file, a picture, a header too broken to say: its reader reports that)."""
-    if header.suffix.lower() not in (".hs", ".hv") or not header.is_file():
+    if header.suffix.lower() not in (".hs", ".hv", ".hdr") or not header.is_file():
         return None
     from .interfile import read_header
 

@@ -8,7 +8,8 @@ Relative Difference and Logcosh priors), the filters by :mod:`.filters` (STIR's 
 Cartesian Metz`` and ``Separable Gaussian``).  What stirgpu cannot reproduce is refused with the
 file and line *before any work*: other objective functions, other priors, filters of other
 types (an inter-update / inter-iteration filter only where its interval enables it),
-projectors other than Parallelproj/stirgpu, normalisations other than ``From ProjData``, random
+projectors other than Parallelproj/stirgpu, normalisations other than ``From ProjData`` and
+``From ECAT8`` (:mod:`.normalisation`), random
 subset order, update images, non-float output.  Keys that do not
 change the result (``verbosity``, ``disable output``, ``report objective function values
 interval``) are accepted.
@@ -47,6 +48,7 @@ from .keymap import (
     int_at_least,
     read_block,
 )
+from .normalisation import NORMALISATION_KEY, Ecat8Normalisation, normalisation_file, normalisation_par_lines
 from .priors import PRIOR_TYPE, PriorSettings, prior_input_files, prior_output_folders
 from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
 from .refusals import plugin_hint
@@ -125,9 +127,10 @@ class OsmaposlSettings:
     #: STIR's 'additive sinogram' a, in *normalised* units: mean = (A x + a) / f (STIR's model,
     #: reproduced on the osem953 fixture; docs/reconstruction.md). None: no term
     additive_sinogram: Path | None = None
-    #: 'Bin Normalisation type := From ProjData' file of correction factors f (mean = (A x + a) / f);
+    #: 'Bin Normalisation type := From ProjData' file of correction factors f (mean = (A x + a) / f),
+    #: or 'From ECAT8' (a Siemens norm file, its f computed for the data: .normalisation);
     #: None: 'Bin Normalisation type := None' (the default)
-    normalisation: Path | None = None
+    normalisation: Path | Ecat8Normalisation | None = None
     #: None: all segments (STIR's -1)
     max_segment_num_to_process: int | None = None
     zero_end_planes_of_segment_0: bool = False
@@ -321,15 +324,7 @@ class OsmaposlSettings:
             *self.projectors.pair_lines(),
             f"additive sinogram := {fmt(self.additive_sinogram or 0)}",
         ]
-        if self.normalisation is None:
-            obj.append("Bin Normalisation type := None")
-        else:
-            obj += [
-                "Bin Normalisation type := From ProjData",
-                "Bin Normalisation From ProjData :=",
-                f"  normalisation projdata filename := {fmt(self.normalisation)}",
-                "End Bin Normalisation From ProjData :=",
-            ]
+        obj += normalisation_par_lines(self.normalisation, fmt)
         if self.time_frame_definition_filename is not None:
             obj.append(f"time frame definition filename := {fmt(self.time_frame_definition_filename)}")
         obj.append(f"time frame number := {self.time_frame_number}")
@@ -405,8 +400,9 @@ def _sensitivity_files(get) -> tuple[str, list[Path]]:
 def _input_files(get) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = dict(prior_input_files(get("prior")))
     for f in ("input_file", "additive_sinogram", "normalisation", "time_frame_definition_filename"):
-        if get(f) is not None:
-            out[f] = [get(f)]
+        name = normalisation_file(get(f)) if f == "normalisation" else get(f)
+        if name is not None:
+            out[f] = [name]
     if isinstance(get("initial_estimate"), Path):
         out["initial_estimate"] = [get("initial_estimate")]
     if not _sensitivity_computed(get):
@@ -526,15 +522,6 @@ def _refuse(what: str):
     return other
 
 
-def _norm_block(block: Block, ctx: Context) -> Path | None:
-    found = read_block(block, (Key("normalisation projdata filename", "file", _file),), ctx)
-    if "file" not in found:
-        if "file" not in ctx.failed:
-            ctx.report(f"'{block.raw_key}' needs 'normalisation projdata filename :='", block.line)
-        return None  # (reported: the settings are not built)
-    return found["file"].value
-
-
 def _interfile_block(block: Block, ctx: Context) -> str:
     def number_format(text: str, c: Context) -> str:
         if canonical_key(text) != "float":
@@ -576,19 +563,6 @@ def _only(value: str, why: str):
     return parse
 
 
-_NORMALISATION = TypeKey(
-    "Bin Normalisation type",
-    "normalisation",
-    (
-        Choice("None"),
-        Choice("From ProjData", "Bin Normalisation From ProjData", _norm_block),
-    ),
-    other=_refuse(
-        "stirgpu supports 'From ProjData' (correction factors stored as projection data) and 'None'; "
-        "convert other normalisations to projection data first"
-    ),
-)
-
 _OBJECTIVE_KEYS = (
     Key("input file", "input_file", _file),
     Key("maximum absolute segment number to process", "max_segment_num_to_process", int_at_least(0, special=-1)),
@@ -602,7 +576,7 @@ _OBJECTIVE_KEYS = (
     Key("additive sinogram", "additive_sinogram", _optional_file),
     Key("time frame definition filename", "time_frame_definition_filename", _file),
     Key("time frame number", "time_frame_number", int_at_least(1)),
-    _NORMALISATION,
+    NORMALISATION_KEY,
     Key("sensitivity filename", "sensitivity_filename", _sensitivity),
     Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
     Key("recompute sensitivity", "recompute_sensitivity", as_bool),

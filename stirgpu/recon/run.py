@@ -22,7 +22,10 @@ from ..arrays import count_non_finite
 from ..config import config, get_config
 from ..errors import FormatError, GeometryError, NonFiniteError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_from_file, read_image
+from ..formats.ecat8_factors import Ecat8Components, Ecat8NormalisationFactors
+from ..formats.ecat8_norm import read_ecat8_norm
 from ..parfile import OsmaposlSettings, osmaposl_settings_from_block, parse_par_file
+from ..parfile.normalisation import Ecat8Normalisation
 from .filtering import FilterSchedule
 from .naming import estimate_save_points
 from .objective import PoissonLogLikelihood, geometry_problem
@@ -129,6 +132,21 @@ class _Check:
             self.add(field, f"cannot read {path}: {exc}")
             return None
 
+    def ecat8(self, field: str, norm: Ecat8Normalisation, y):
+        """The factors of an ECAT8 norm file for the measured data ``y``, or None (the problem
+        noted; a missing file is noted by the file checks already)."""
+        if not norm.path.is_file():
+            return None
+        try:
+            components = read_ecat8_norm(norm.path, use_gaps=norm.use_gaps)
+            switches = Ecat8Components(**norm.components())
+            # non-TOF factors, for every timing position of TOF data (STIR's ECAT8 norm is not TOF)
+            pdi = y.get_proj_data_info().create_non_tof_clone()
+            return Ecat8NormalisationFactors(components, pdi, switches)
+        except (FormatError, GeometryError) as exc:
+            self.add(field, f"'normalisation filename': {exc}")
+            return None
+
     def image(self, field: str, path: Path):
         if not path.is_file():
             return None
@@ -181,6 +199,12 @@ def prepare_osmaposl(
             ("normalisation", "normalisation", "normalisation projdata filename"),
         ):
             path = getattr(s, field)
+            if isinstance(path, Ecat8Normalisation):
+                # computed for the data's geometry (STIR's BinNormalisationFromECAT8::set_up)
+                pd = None if y is None else check.ecat8(field, path, y)
+                if pd is not None:
+                    extra[name] = pd
+                continue
             pd = None if path is None else check.open(field, path)
             if pd is None:
                 continue

@@ -10,7 +10,12 @@ data of the storage scheme in force:
   that model's projector giving line integrals in cm (STIR's
   ``BinNormalisationFromAttenuationImage``), at :meth:`set_up` (STIR computes it again for
   every use; here it is kept);
-* from two models: ``f = f1 * f2`` (STIR's ``ChainedBinNormalisation``), read bin by bin.
+* from two models: ``f = f1 * f2`` (STIR's ``ChainedBinNormalisation``), read bin by bin;
+* from a Siemens ECAT8 norm file (``norm.n.hdr``): STIR's ``BinNormalisationFromECAT8``
+  efficiencies ``e`` (:mod:`stirgpu.formats.ecat8_factors`), computed on every read for the data
+  of :meth:`set_up`; ``forward`` multiplies by ``e`` (0 in the gaps, as STIR's ``undo``), the
+  factors are ``f = 1 / max(e, 1e-20)`` (STIR's ``apply``), so an acquisition model, which
+  divides by ``f``, gives 1e-20 of the projection in the gaps where SIRF gives 0.
 
 The projectors take ``f`` as their ``multiplicative`` factors, and ``PoissonLogLikelihood`` as
 its ``normalisation``: one meaning everywhere.
@@ -18,11 +23,15 @@ its ``normalisation``: one meaning everywhere.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 
+from ..errors import GeometryError
 from ..formats import ProjData
+from ..formats.ecat8_factors import Ecat8NormalisationFactors
+from ..formats.ecat8_norm import read_ecat8_norm
 from ..recon.views import Product
 from .acquisition_data import AcquisitionData
 from .errors import InputTypeError, NotSupported, error, translate_class_errors
@@ -31,6 +40,8 @@ __all__ = ["AcquisitionSensitivityModel", "MIN_BIN_EFFICIENCY"]
 
 #: SIRF's smallest bin efficiency (``MIN_BIN_EFFICIENCY`` of ``stir_x.h``)
 MIN_BIN_EFFICIENCY = np.float32(1e-20)
+#: GE's normalisation files (STIR's ``BinNormalisationFromGEHDF5``), not read by stirgpu
+_GE_SUFFIXES = (".h5", ".hdf5", ".rdf")
 
 
 def _inverse_efficiency(xp, e):
@@ -45,8 +56,9 @@ def _check_data(ad, what: str) -> AcquisitionData:
 
 @translate_class_errors
 class AcquisitionSensitivityModel:
-    """``AcquisitionSensitivityModel(bin_efficiencies)``, ``(attenuation_image, acquisition_model)``
-    or ``(model_1, model_2)`` (their product); see the module docstring."""
+    """``AcquisitionSensitivityModel(bin_efficiencies)``, ``(ecat8_norm_file)``,
+    ``(attenuation_image, acquisition_model)`` or ``(model_1, model_2)`` (their product); see the
+    module docstring."""
 
     def __init__(self, src, other_src=None):
         from .acquisition_model import AcquisitionModelUsingParallelproj
@@ -56,6 +68,8 @@ class AcquisitionSensitivityModel:
         self._factors: AcquisitionData | None = None  # f, once known
         self._attenuation = None
         self._chain = None
+        self._ecat8 = None  # the norm file's components
+        self._efficiencies: AcquisitionData | None = None  # e of an ECAT8 model, once set up
         if isinstance(src, ProjData) and other_src is None:
             warnings.warn(
                 "AcquisitionSensitivityModel(ProjData) is deprecated: give AcquisitionData "
@@ -64,12 +78,14 @@ class AcquisitionSensitivityModel:
                 stacklevel=3,
             )
             src = AcquisitionData(src)
-        if isinstance(src, str):
-            raise NotSupported(
-                "AcquisitionSensitivityModel: manufacturer normalisation files (ECAT8, GE HDF5) are not read by "
-                "stirgpu; give the bin efficiencies as AcquisitionData"
-            )
-        if isinstance(src, AcquisitionData) and other_src is None:
+        if isinstance(src, (str, os.PathLike)) and other_src is None:
+            if os.fspath(src).lower().endswith(_GE_SUFFIXES):
+                raise NotSupported(
+                    f"AcquisitionSensitivityModel: {os.fspath(src)}: GE HDF5 normalisation files are not read by "
+                    "stirgpu (Siemens ECAT8 norm files are); give the bin efficiencies as AcquisitionData"
+                )
+            self._ecat8 = read_ecat8_norm(src)
+        elif isinstance(src, AcquisitionData) and other_src is None:
             self._factors = src._apply(_inverse_efficiency, (), None, "AcquisitionSensitivityModel")
         elif isinstance(src, ImageData):
             if not isinstance(other_src, AcquisitionModelUsingParallelproj):
@@ -93,6 +109,13 @@ class AcquisitionSensitivityModel:
                 part.set_up(ad)
             f1, f2 = (part.normalisation_factors() for part in self._chain)
             self._factors = AcquisitionData(Product(f1, f2))
+        elif self._ecat8 is not None:
+            if self._factors is None or self._factors.get_proj_data_info() != pdi:
+                try:
+                    self._factors = AcquisitionData(Ecat8NormalisationFactors(self._ecat8, pdi))
+                    self._efficiencies = AcquisitionData(Ecat8NormalisationFactors(self._ecat8, pdi, efficiencies=True))
+                except GeometryError as exc:
+                    raise error(f"AcquisitionSensitivityModel.set_up: {exc}") from None
         elif self._attenuation is not None:
             if self._factors is None or self._factors.get_proj_data_info() != pdi:
                 mu, model = self._attenuation
@@ -119,7 +142,8 @@ class AcquisitionSensitivityModel:
     def forward(self, ad) -> AcquisitionData:
         """``S ad`` as new data (SIRF: ``unnormalise`` leaving the argument unchanged)."""
         ad = _check_data(ad, "forward")
-        return ad.divide(self._f(ad))
+        f = self._f(ad)
+        return ad.multiply(self._efficiencies) if self._efficiencies is not None else ad.divide(f)
 
     def invert(self, ad) -> AcquisitionData:
         """``ad / S`` as new data (SIRF: ``normalise`` leaving the argument unchanged)."""
@@ -131,7 +155,11 @@ class AcquisitionSensitivityModel:
         ad = _check_data(ad, "unnormalise")
         if ad.read_only:
             raise error("Cannot unnormalise a read-only object, consider using method forward instead")
-        ad.divide(self._f(ad), out=ad)
+        f = self._f(ad)
+        if self._efficiencies is not None:
+            ad.multiply(self._efficiencies, out=ad)
+        else:
+            ad.divide(f, out=ad)
 
     def normalise(self, ad) -> None:
         """``ad /= S`` in place."""
