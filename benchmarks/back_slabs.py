@@ -68,7 +68,7 @@ def case_chunks(name: str, args):
     if name == "quadra":
         pdi = lor_order.case_geometry(name, args.views, args.tangential, args.max_ring_diff)
         nv, step = pdi.get_num_views(), args.views_per_part
-        segments = pdi.segment_nums[:: args.segment_step]
+        segments = args.segments or pdi.segment_nums[:: args.segment_step]
         parts = [pdi.chunk_tables(s, views=range(v, min(nv, v + step))) for s in segments for v in range(0, nv, step)]
         full = JosephChunk(parts, pdi)
     else:
@@ -146,6 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=arguments.positive_int, default=3)
     ap.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=85, help="the Quadra's")
     ap.add_argument("--segment-step", type=arguments.positive_int, default=8, help="the Quadra's segments taken")
+    ap.add_argument("--segments", type=arguments.int_list, default=None, help="the Quadra's segments (overrides the step)")
     ap.add_argument("--views-per-part", type=arguments.positive_int, default=100)
     ap.add_argument("--views", type=arguments.positive_int, default=None, help="views of every case")
     ap.add_argument("--tangential", type=arguments.positive_int, default=None, help="tangential positions")
