@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=arguments.positive_int, default=3)
     ap.add_argument("--max-ring-diff", type=arguments.non_negative_int, default=85, help="the Quadra's")
     ap.add_argument("--segment-step", type=arguments.positive_int, default=8, help="the Quadra's segments taken")
-    ap.add_argument("--segments", type=arguments.int_list, default=None, help="the Quadra's segments (overrides the step)")
+    ap.add_argument("--segments", type=arguments.int_list, default=None, help="Quadra segments (not the step)")
     ap.add_argument("--views-per-part", type=arguments.positive_int, default=100)
     ap.add_argument("--views", type=arguments.positive_int, default=None, help="views of every case")
     ap.add_argument("--tangential", type=arguments.positive_int, default=None, help="tangential positions")
