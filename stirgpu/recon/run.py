@@ -161,6 +161,34 @@ class _Check:
             raise ParFileProblems(self.problems)
 
 
+def _additive_and_normalisation(s, check, y, files: list) -> dict:
+    """The additive sinogram and the normalisation of the run (``additive``, ``normalisation``)
+    that open and fit the data ``y`` (problems go to ``check``); the files opened are appended
+    to ``files``."""
+    extra = {}
+    for field, name, key in (
+        ("additive_sinogram", "additive", "additive sinogram"),
+        ("normalisation", "normalisation", "normalisation projdata filename"),
+    ):
+        path = getattr(s, field)
+        if isinstance(path, Ecat8Normalisation):
+            # computed for the data's geometry (STIR's BinNormalisationFromECAT8::set_up)
+            pd = None if y is None else check.ecat8(field, path, y)
+            if pd is not None:
+                extra[name] = pd
+            continue
+        pd = None if path is None else check.open(field, path)
+        if pd is None:
+            continue
+        files.append(pd)
+        problem = None if y is None else geometry_problem(name, pd.get_proj_data_info(), y.get_proj_data_info())
+        if problem is not None:
+            check.add(field, f"'{key}': {path}: {problem}")
+            continue
+        extra[name] = pd
+    return extra
+
+
 def prepare_osmaposl(
     par, *, projector=None, base_dir: str | os.PathLike | None = None, overwrite: bool = True
 ) -> PreparedRun:
@@ -193,27 +221,7 @@ def prepare_osmaposl(
         y = check.open("input_file", s.input_file)
         if y is not None:
             files.append(y)
-        extra = {}
-        for field, name, key in (
-            ("additive_sinogram", "additive", "additive sinogram"),
-            ("normalisation", "normalisation", "normalisation projdata filename"),
-        ):
-            path = getattr(s, field)
-            if isinstance(path, Ecat8Normalisation):
-                # computed for the data's geometry (STIR's BinNormalisationFromECAT8::set_up)
-                pd = None if y is None else check.ecat8(field, path, y)
-                if pd is not None:
-                    extra[name] = pd
-                continue
-            pd = None if path is None else check.open(field, path)
-            if pd is None:
-                continue
-            files.append(pd)
-            problem = None if y is None else geometry_problem(name, pd.get_proj_data_info(), y.get_proj_data_info())
-            if problem is not None:
-                check.add(field, f"'{key}': {path}: {problem}")
-                continue
-            extra[name] = pd
+        extra = _additive_and_normalisation(s, check, y, files)
         initial, info = _image(s, check, y)
         objective = None
         if y is not None:
