@@ -1,0 +1,144 @@
+"""STIR's ``PET Single Scatter Simulation`` (``SingleScatterSimulation``) on stirgpu's kernels.
+
+:class:`SingleScatterSimulation` is set up once per template and attenuation image (the
+detectors of every bin, the scatter points, the attenuation line integrals) and then simulates
+the scatter of any activity image: the activity line integrals, then each bin's sum over scatter
+points.  The numbers are STIR's (``docs/scatter.md`` says to what figure); the output has the
+template's geometry, as STIR's ``simulate_scatter`` writes it (STIR does not downsample the
+scanner unless asked, and neither does this).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import GeometryError
+from ..formats import ProjData, VoxelsOnCartesianGrid
+from ..geometry import ImageInfo, ProjDataInfo
+from ..kernels.scatter import line_integral_tables, single_scatter
+from .detectors import DetectorPairs, detector_pairs
+from .physics import EnergyModel
+from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info, z_middle
+
+__all__ = ["ScatterSettings", "SingleScatterSimulation"]
+
+_F = np.float32
+
+
+@dataclasses.dataclass(frozen=True)
+class ScatterSettings:
+    """STIR's keys: ``attenuation threshold`` (cm^-1; default 0.01), ``randomly place scatter
+    points`` (STIR's default: yes; ``seed`` seeds stirgpu's generator, None: fresh entropy, as
+    STIR's time seed), and the scatter-point image's zoom."""
+
+    attenuation_threshold: float = 0.01
+    randomly_place_scatter_points: bool = True
+    seed: int | None = None
+    zoom: ZoomSettings = ZoomSettings()
+
+
+def _index_coordinates(positions_mm: np.ndarray, info: ImageInfo) -> np.ndarray:
+    """STIR's index coordinates of gantry-frame points in ``info`` (its origin's z shifted to the
+    image's middle plane, as ``integral_between_2_points`` does), in STIR's float32."""
+    origin = np.array(info.origin, dtype=_F)
+    origin[0] -= _F(z_middle(info))
+    return ((positions_mm.astype(_F) - origin) / np.array(info.voxel_size, dtype=_F)).astype(np.float64)
+
+
+def _check_z_middle(name: str, info: ImageInfo, activity: ImageInfo) -> None:
+    """STIR's ``check_z_to_middle_consistent`` (STIR issue #495): every image's middle plane must
+    sit where the activity image's does."""
+    shift = z_middle(info) - z_middle(activity)
+    if abs(shift) > 0.1:
+        raise GeometryError(
+            f"scatter simulation: the {name} image's planes and voxel size put its middle {shift} mm from the "
+            "activity image's (STIR issue #495)"
+        )
+
+
+class SingleScatterSimulation:
+    """STIR's single scatter simulation for the template ``proj_data_info`` (see the module
+    docstring).  ``energy``: the scanner's resolution and the energy window;
+    ``attenuation``: the mu-map (cm^-1)."""
+
+    def __init__(
+        self,
+        proj_data_info: ProjDataInfo,
+        energy: EnergyModel,
+        attenuation: VoxelsOnCartesianGrid,
+        settings: ScatterSettings = ScatterSettings(),
+    ):
+        self.proj_data_info = proj_data_info
+        self.energy = energy
+        self.settings = settings
+        self._attenuation = attenuation
+        self._detectors: DetectorPairs | None = None
+        self._points: ScatterPoints | None = None
+        self._att_table: np.ndarray | None = None
+
+    @property
+    def detectors(self) -> DetectorPairs:
+        if self._detectors is None:
+            self._detectors = detector_pairs(self.proj_data_info)
+        return self._detectors
+
+    @property
+    def scatter_points(self) -> ScatterPoints:
+        """The scatter points (sampled once; with random placement, one draw per simulation
+        object, as STIR draws once per set-up)."""
+        if self._points is None:
+            s = self.settings
+            att = self._attenuation
+            grid = scatter_point_image_info(att.info, self.proj_data_info, s.zoom)
+            rng = np.random.default_rng(s.seed) if s.randomly_place_scatter_points else None
+            self._points = sample_scatter_points(att.as_array(), att.info, grid, s.attenuation_threshold, rng)
+        return self._points
+
+    def _tables(self, activity: VoxelsOnCartesianGrid) -> tuple[np.ndarray, np.ndarray]:
+        points, dets, att = self.scatter_points, self.detectors, self._attenuation
+        _check_z_middle("attenuation", att.info, activity.info)
+        _check_z_middle("scatter-point", points.info, activity.info)
+        act_table, att_table = line_integral_tables(
+            activity.as_array(),
+            activity.info.get_min_indices(),
+            _index_coordinates(points.positions, activity.info),
+            _index_coordinates(dets.positions, activity.info),
+            activity.info.voxel_size,
+            att.as_array(),
+            att.info.get_min_indices(),
+            _index_coordinates(points.positions, att.info),
+            _index_coordinates(dets.positions, att.info),
+            att.info.voxel_size,
+            points.positions,
+            dets.positions,
+        )
+        if self._att_table is None:
+            self._att_table = att_table
+        return act_table, self._att_table
+
+    def simulate(self, activity: VoxelsOnCartesianGrid) -> dict[int, np.ndarray]:
+        """The scatter estimate of ``activity``: per segment a float32 (views, axial, tangential)
+        array."""
+        act_table, att_table = self._tables(activity)
+        points, dets = self.scatter_points, self.detectors
+        physics = self.energy.physics_vector(points.volume)
+        out = {}
+        for seg, pairs in dets.pairs.items():
+            values = single_scatter(
+                pairs.reshape(-1, 2), points.positions, points.mu, dets.positions, act_table, att_table, physics
+            )
+            out[seg] = values.astype(_F).reshape(pairs.shape[:3])
+        return out
+
+    def simulate_into(self, activity: VoxelsOnCartesianGrid, out: ProjData) -> float:
+        """Write the scatter estimate of ``activity`` into ``out`` (the template's geometry);
+        returns the total, as STIR's log reports it."""
+        if out.proj_data_info != self.proj_data_info:
+            raise GeometryError("scatter simulation: the output's geometry is not the template's")
+        total = 0.0
+        for seg, values in self.simulate(activity).items():
+            out.set_segment_by_view(values, seg)
+            total += float(values.sum(dtype=np.float64))
+        return total
