@@ -18,6 +18,7 @@ from ..errors import GeometryError
 from ..formats import ProjData, VoxelsOnCartesianGrid
 from ..geometry import ImageInfo, ProjDataInfo
 from ..kernels.scatter import line_integral_tables, single_scatter
+from ..parfile.scatter import ScatterParameters
 from .detectors import DetectorPairs, detector_pairs
 from .physics import EnergyModel
 from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info, z_middle
@@ -37,6 +38,12 @@ class ScatterSettings:
     randomly_place_scatter_points: bool = True
     seed: int | None = None
     zoom: ZoomSettings = ZoomSettings()
+
+    @classmethod
+    def from_parameters(cls, p: ScatterParameters, seed: int | None = None) -> ScatterSettings:
+        """The settings a scatter simulation parameter file gives."""
+        zoom = ZoomSettings(zoom_xy=p.zoom_xy, zoom_z=p.zoom_z, size_xy=p.size_xy, size_z=p.size_z)
+        return cls(p.attenuation_threshold, p.randomly_place_scatter_points, seed, zoom)
 
 
 def _index_coordinates(positions_mm: np.ndarray, info: ImageInfo) -> np.ndarray:
