@@ -56,7 +56,7 @@ def _refused(reason: str):
 
 def _not_downsampling(text: str, ctx: Context) -> bool:
     if as_bool(text, ctx):
-        raise Problem("= 1: STIR's downsampled scanner is not implemented by stirgpu (simulate at the template's size)")
+        raise Problem("asks for STIR's downsampled scanner, which stirgpu does not implement (0: the template's size)")
     return False
 
 
