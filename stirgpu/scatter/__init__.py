@@ -2,6 +2,7 @@
 it): see ``README.md`` and ``docs/scatter.md``.  Importing it compiles nothing."""
 
 from .detectors import DetectorPairs, detector_pairs
+from .from_parameters import ScatterRun, simulate_from_parameters
 from .physics import EnergyModel, max_cos_angle, total_compton_cross_section
 from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info
 from .simulation import ScatterSettings, SingleScatterSimulation
@@ -18,6 +19,8 @@ __all__ = [
     "sample_scatter_points",
     "scatter_point_image_info",
     "energy_model_from_header",
+    "simulate_from_parameters",
+    "ScatterRun",
     "max_cos_angle",
     "total_compton_cross_section",
 ]
