@@ -8,33 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scatter_templates import scatter_scanner, write_scatter_template
 
 from stirgpu.errors import FormatError, NonFiniteError, ParFileError
-from stirgpu.formats import format_projdata_header, read_from_file, read_image, write_image
-from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+from stirgpu.formats import read_from_file, read_image, write_image
+from stirgpu.geometry import ImageInfo, ProjDataInfo
 from stirgpu.parfile.scatter import ScatterParameters
 from stirgpu.scatter import simulate_from_parameters
 
 
 @pytest.fixture
 def inputs(tmp_path):
-    sc = Scanner(
-        name="scatter cli test",
-        num_rings=3,
-        num_detectors_per_ring=32,
-        inner_ring_radius=250.0,
-        average_depth_of_interaction=5.0,
-        ring_spacing=16.0,
-        max_num_non_arccorrected_bins=17,
-        energy_resolution=0.2,
-        reference_energy=511.0,
-    )
-    pdi = ProjDataInfo.construct(sc, 1, 0)
-    text = format_projdata_header(pdi, "t.s")
-    end = text.lower().rindex("!end of interfile")
-    window = "energy window lower level[1] := 400\nenergy window upper level[1] := 600\n"
-    (tmp_path / "t.hs").write_text(text[:end] + window + text[end:])
-    np.zeros(pdi.total_num_bins, np.float32).tofile(tmp_path / "t.s")
+    pdi = ProjDataInfo.construct(scatter_scanner(3, 32, resolution=0.2), 1, 0)
+    write_scatter_template(tmp_path, pdi, window=(400.0, 600.0), name="t")
     info = ImageInfo((5, 21, 21), (8.0, 8.0, 8.0))
     mu = np.zeros(info.shape, np.float32)
     mu[:, 5:16, 5:16] = 0.096

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scatter_templates import scatter_scanner, write_scatter_template
 
 import stirgpu.sirf as pet
-from stirgpu.formats import ProjDataInMemory, VoxelsOnCartesianGrid, format_projdata_header
-from stirgpu.geometry import ProjDataInfo, Scanner
+from stirgpu.formats import ProjDataInMemory, VoxelsOnCartesianGrid
+from stirgpu.geometry import ProjDataInfo
 from stirgpu.scatter import ScatterSettings, SingleScatterSimulation, energy_model_from_header
 
 
@@ -25,24 +26,8 @@ from stirgpu.scatter import ScatterSettings, SingleScatterSimulation, energy_mod
 def template_file(tmp_path):
     """A small non-arc-corrected template whose header gives the energy window (350-650 keV) and
     the scanner's energy resolution, with its data file."""
-    sc = Scanner(
-        name="sirf scatter test",
-        num_rings=4,
-        num_detectors_per_ring=40,
-        inner_ring_radius=300.0,
-        average_depth_of_interaction=7.0,
-        ring_spacing=16.0,
-        max_num_non_arccorrected_bins=21,
-        energy_resolution=0.22,
-        reference_energy=511.0,
-    )
-    pdi = ProjDataInfo.construct(sc, 1, 1)
-    text = format_projdata_header(pdi, "template.s")
-    end = text.lower().rindex("!end of interfile")
-    window = "energy window lower level[1] := 350\nenergy window upper level[1] := 650\n"
-    (tmp_path / "template.hs").write_text(text[:end] + window + text[end:])
-    np.zeros(pdi.total_num_bins, dtype=np.float32).tofile(tmp_path / "template.s")
-    return tmp_path / "template.hs"
+    pdi = ProjDataInfo.construct(scatter_scanner(4, 40, resolution=0.22), 1, 1)
+    return write_scatter_template(tmp_path, pdi, window=(350.0, 650.0))
 
 
 def _images(template):

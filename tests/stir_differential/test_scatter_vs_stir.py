@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scatter_templates import scatter_scanner, write_scatter_template
 
-from stirgpu.formats import VoxelsOnCartesianGrid, format_projdata_header, read_from_file, write_image
-from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
+from stirgpu.formats import VoxelsOnCartesianGrid, read_from_file, write_image
+from stirgpu.geometry import ImageInfo, ProjDataInfo
 from stirgpu.scatter import ScatterSettings, SingleScatterSimulation, energy_model_from_header
 
 pytestmark = pytest.mark.stir
@@ -50,35 +51,6 @@ use cache := 1
 End PET Single Scatter Simulation Parameters:=
 End Scatter Simulation Parameters:=
 """
-
-
-def _scanner(rings: int, dets: int, tilt_degrees: float) -> Scanner:
-    return Scanner(
-        name="scatter test",
-        num_rings=rings,
-        num_detectors_per_ring=dets,
-        inner_ring_radius=300.0,
-        average_depth_of_interaction=7.0,
-        ring_spacing=16.0,
-        intrinsic_azimuthal_tilt=np.deg2rad(tilt_degrees),
-        max_num_non_arccorrected_bins=dets // 2 + 1,
-        energy_resolution=0.15,
-        reference_energy=511.0,
-    )
-
-
-def write_template(folder, pdi: ProjDataInfo, window=(425.0, 650.0)) -> None:
-    """A template STIR reads: stirgpu's header with the energy window STIR's ``ExamInfo`` keeps,
-    and a data file of zeros."""
-    text = format_projdata_header(pdi, "template.s")
-    energy = (
-        "number of energy windows := 1\n"
-        f"energy window lower level[1] := {window[0]}\n"
-        f"energy window upper level[1] := {window[1]}\n"
-    )
-    end = text.lower().rindex("!end of interfile")
-    (folder / "template.hs").write_text(text[:end] + energy + text[end:])
-    np.zeros(pdi.total_num_bins, dtype=np.float32).tofile(folder / "template.s")
 
 
 def _phantom(info: ImageInfo):
@@ -108,10 +80,10 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_single_scatter_equals_stir(reference_stir, tmp_path, name):
     case = CASES[name]
-    pdi = ProjDataInfo.construct(_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
+    pdi = ProjDataInfo.construct(scatter_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
     info = ImageInfo(case["shape"], case["voxel"])
     act, mu = _phantom(info)
-    write_template(tmp_path, pdi)
+    write_scatter_template(tmp_path, pdi)
     write_image(tmp_path / "act.hv", act, info)
     write_image(tmp_path / "mu.hv", mu, info)
     (tmp_path / "sss.par").write_text(_PAR.format(threshold=case["threshold"], random=0))
@@ -137,10 +109,10 @@ def test_cli_simulate_scatter_equals_stir(reference_stir, tmp_path, monkeypatch)
     from stirgpu.cli.main import main
 
     case = CASES["oblique"]
-    pdi = ProjDataInfo.construct(_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
+    pdi = ProjDataInfo.construct(scatter_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
     info = ImageInfo(case["shape"], case["voxel"])
     act, mu = _phantom(info)
-    write_template(tmp_path, pdi)
+    write_scatter_template(tmp_path, pdi)
     write_image(tmp_path / "act.hv", act, info)
     write_image(tmp_path / "mu.hv", mu, info)
     par = _PAR.format(threshold=case["threshold"], random=0)
@@ -157,10 +129,10 @@ def test_cli_simulate_scatter_equals_stir(reference_stir, tmp_path, monkeypatch)
 
 def test_random_placement_matches_stir_in_distribution(reference_stir, tmp_path):
     case = CASES["segment 0"]
-    pdi = ProjDataInfo.construct(_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
+    pdi = ProjDataInfo.construct(scatter_scanner(case["rings"], case["dets"], case["tilt"]), 1, case["max_rd"])
     info = ImageInfo(case["shape"], case["voxel"])
     act, mu = _phantom(info)
-    write_template(tmp_path, pdi)
+    write_scatter_template(tmp_path, pdi)
     write_image(tmp_path / "act.hv", act, info)
     write_image(tmp_path / "mu.hv", mu, info)
     (tmp_path / "sss.par").write_text(_PAR.format(threshold=case["threshold"], random=1))
