@@ -29,7 +29,7 @@ End Scatter Simulation Parameters:=
 
 
 def test_simulate_scatter_file(tmp_path):
-    (tmp_path / "s.par").write_text(WRAPPED.format(extra=""))
+    (tmp_path / "s.par").write_text(WRAPPED.format(extra="downsample scanner := 1\n"))
     p = read_scatter_par(tmp_path / "s.par", base_dir=tmp_path, env={"TEMPLATE": "t.hs"})
     assert p.template == tmp_path / "t.hs"
     assert p.attenuation_image == tmp_path / "mu.hv"
@@ -38,7 +38,7 @@ def test_simulate_scatter_file(tmp_path):
     assert p.attenuation_threshold == 0.05
     assert p.randomly_place_scatter_points is False
     assert (p.zoom_xy, p.zoom_z, p.size_xy, p.size_z) == (0.5, -1.0, -1, 4)
-    assert p.downsampled_rings == 3
+    assert p.downsampled_rings == 3 and p.downsample_scanner is True
 
 
 def test_bare_block_and_stir_defaults(tmp_path):
@@ -51,14 +51,14 @@ def test_bare_block_and_stir_defaults(tmp_path):
 
 
 def test_refusals_reported_at_their_lines(tmp_path):
-    extra = "downsample scanner := 1\nattenuation image for scatter points filename := s.hv\nnot a key := 3\n"
+    extra = "downsample scanner := 2\nattenuation image for scatter points filename := s.hv\nnot a key := 3\n"
     (tmp_path / "s.par").write_text(WRAPPED.format(extra=extra))
     with pytest.raises(ParFileProblems) as exc:
         read_scatter_par(tmp_path / "s.par", env={"TEMPLATE": "t.hs"})
     lines = [p.line for p in exc.value.problems]
     assert lines == [14, 15, 16]
     text = str(exc.value)
-    assert "downsampled scanner, which stirgpu does not implement" in text
+    assert "'downsample scanner' expects 0 or 1" in text
     assert "zooms the attenuation image" in text and "'not a key'" in text
 
 

@@ -14,9 +14,10 @@ STIR's parameter file ('Scatter Simulation Parameters :=' with 'Scatter Simulati
 PET Single Scatter Simulation'), writing <output filename prefix>.hs/.s with the template's
 geometry, STIR's numbers (docs/scatter.md).
 
-Relative file names in FILE.par are taken from the working directory, as STIR does.  Not
-implemented, and refused at their line: 'downsample scanner := 1' and 'attenuation image for
-scatter points filename'.  Scatter points are placed at random in their voxels unless
+Relative file names in FILE.par are taken from the working directory, as STIR does.  With
+'downsample scanner := 1' the output has STIR's downsampled template (2 cm rings, 64
+detectors per ring unless the file says otherwise).  Not implemented, and refused at its line:
+'attenuation image for scatter points filename'.  Scatter points are placed at random in their voxels unless
 'randomly place scatter points := 0' (STIR's default; STIR seeds with the time, stirgpu with
 --seed or fresh entropy)."""
 

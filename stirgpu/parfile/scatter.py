@@ -3,10 +3,9 @@ Parameters`` with ``Scatter Simulation type := PET Single Scatter Simulation``, 
 ``PET Single Scatter Simulation Parameters`` block SIRF's ``SingleScatterSimulator(filename)``
 reads), the keys of STIR's ``ScatterSimulation::initialise_keymap``.
 
-Refused, at their line: ``downsample scanner := 1`` (the downsampled scanner and its
-output are not implemented) and ``attenuation image for scatter points filename`` (a
-scatter-point image given directly).  The downsampled scanner's sizes are read and, as in STIR,
-have no effect while the scanner is not downsampled.  ``use cache`` changes nothing in STIR's
+Refused, at its line: ``attenuation image for scatter points filename`` (a scatter-point image
+given directly).  The downsampled scanner's sizes are read and, as in STIR, have no effect while
+``downsample scanner`` is 0.  ``use cache`` changes nothing in STIR's
 numbers; stirgpu always computes the integrals once.
 """
 
@@ -39,6 +38,7 @@ class ScatterParameters:
     attenuation_threshold: float = 0.01
     randomly_place_scatter_points: bool = True
     use_cache: bool = True
+    downsample_scanner: bool = False
     zoom_xy: float = -1.0
     zoom_z: float = -1.0
     size_xy: int = -1
@@ -52,12 +52,6 @@ def _refused(reason: str):
         raise Problem(reason)
 
     return parse
-
-
-def _not_downsampling(text: str, ctx: Context) -> bool:
-    if as_bool(text, ctx):
-        raise Problem("asks for STIR's downsampled scanner, which stirgpu does not implement (0: the template's size)")
-    return False
 
 
 _KEYS = (
@@ -78,7 +72,7 @@ _KEYS = (
     Key("downsampled scanner number of detectors per ring", "downsampled_detectors", as_int),
     Key("downsampled scanner number of rings", "downsampled_rings", as_int),
     Key("attenuation threshold", "attenuation_threshold", as_float),
-    Key("downsample scanner", "downsample_scanner", _not_downsampling),
+    Key("downsample scanner", "downsample_scanner", as_bool),
     Key("randomly place scatter points", "randomly_place_scatter_points", as_bool),
     Key("use cache", "use_cache", as_bool),
 )
@@ -86,7 +80,6 @@ _KEYS = (
 
 def _read_simulation(block: Block, ctx: Context) -> dict:
     found = read_block(block, _KEYS, ctx)
-    found.pop("downsample_scanner", None)
     return {k: f.value for k, f in found.items()}
 
 

@@ -69,7 +69,7 @@ def simulate_from_parameters(p: ScatterParameters, *, seed: int | None = None, o
     written_points = None
     # nothing appears under the output's name unless everything, the scatter-point image
     # included, was written
-    out = ProjDataFromFile.create(prefix, pdi, overwrite=overwrite)
+    out = ProjDataFromFile.create(prefix, sim.proj_data_info, overwrite=overwrite)
     with out:
         total = sim.simulate_into(activity, out)
         if p.scatter_point_image_output is not None:

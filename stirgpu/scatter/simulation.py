@@ -4,8 +4,8 @@
 detectors of every bin, the scatter points, the attenuation line integrals) and then simulates
 the scatter of any activity image: the activity line integrals, then each bin's sum over scatter
 points.  The numbers are STIR's (``docs/scatter.md`` says to what figure); the output has the
-template's geometry, as STIR's ``simulate_scatter`` writes it (STIR does not downsample the
-scanner unless asked, and neither does this).
+template's geometry, as STIR's ``simulate_scatter`` writes it, or with ``downsample scanner``
+STIR's downsampled template (:mod:`.downsample`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from ..geometry import ImageInfo, ProjDataInfo
 from ..kernels.scatter import line_integral_tables, single_scatter
 from ..parfile.scatter import ScatterParameters
 from .detectors import DetectorPairs, detector_pairs
+from .downsample import downsampled_proj_data_info
 from .physics import EnergyModel
-from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info, z_middle
+from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info, stir_divide, z_middle
 
 __all__ = ["ScatterSettings", "SingleScatterSimulation"]
 
@@ -32,26 +33,40 @@ _F = np.float32
 class ScatterSettings:
     """STIR's keys: ``attenuation threshold`` (cm^-1; default 0.01), ``randomly place scatter
     points`` (STIR's default: yes; ``seed`` seeds stirgpu's generator, None: fresh entropy, as
-    STIR's time seed), and the scatter-point image's zoom."""
+    STIR's time seed), the scatter-point image's zoom, and ``downsample scanner`` with its
+    numbers of rings and detectors (-1: STIR's defaults; :mod:`.downsample`)."""
 
     attenuation_threshold: float = 0.01
     randomly_place_scatter_points: bool = True
     seed: int | None = None
     zoom: ZoomSettings = ZoomSettings()
+    downsample_scanner: bool = False
+    downsampled_rings: int = -1
+    downsampled_detectors: int = -1
 
     @classmethod
     def from_parameters(cls, p: ScatterParameters, seed: int | None = None) -> ScatterSettings:
         """The settings a scatter simulation parameter file gives."""
         zoom = ZoomSettings(zoom_xy=p.zoom_xy, zoom_z=p.zoom_z, size_xy=p.size_xy, size_z=p.size_z)
-        return cls(p.attenuation_threshold, p.randomly_place_scatter_points, seed, zoom)
+        return cls(
+            p.attenuation_threshold,
+            p.randomly_place_scatter_points,
+            seed,
+            zoom,
+            p.downsample_scanner,
+            p.downsampled_rings,
+            p.downsampled_detectors,
+        )
 
 
 def _index_coordinates(positions_mm: np.ndarray, info: ImageInfo) -> np.ndarray:
     """STIR's index coordinates of gantry-frame points in ``info`` (its origin's z shifted to the
-    image's middle plane, as ``integral_between_2_points`` does), in STIR's float32."""
+    image's middle plane, as ``integral_between_2_points`` does), in STIR's float32 and its
+    build's division (:func:`stir_divide`): the last bit decides which voxel a point on a voxel
+    boundary starts in, and with it a whole voxel of the line integral."""
     origin = np.array(info.origin, dtype=_F)
     origin[0] -= _F(z_middle(info))
-    return ((positions_mm.astype(_F) - origin) / np.array(info.voxel_size, dtype=_F)).astype(np.float64)
+    return stir_divide(positions_mm.astype(_F) - origin, info.voxel_size).astype(np.float64)
 
 
 def _check_z_middle(name: str, info: ImageInfo, activity: ImageInfo) -> None:
@@ -68,7 +83,8 @@ def _check_z_middle(name: str, info: ImageInfo, activity: ImageInfo) -> None:
 class SingleScatterSimulation:
     """STIR's single scatter simulation for the template ``proj_data_info`` (see the module
     docstring).  ``energy``: the scanner's resolution and the energy window;
-    ``attenuation``: the mu-map (cm^-1)."""
+    ``attenuation``: the mu-map (cm^-1).  With ``settings.downsample_scanner`` the simulation
+    and its output have STIR's downsampled template (:attr:`proj_data_info`)."""
 
     def __init__(
         self,
@@ -77,6 +93,11 @@ class SingleScatterSimulation:
         attenuation: VoxelsOnCartesianGrid,
         settings: ScatterSettings = ScatterSettings(),
     ):
+        if settings.downsample_scanner:
+            proj_data_info = downsampled_proj_data_info(
+                proj_data_info, settings.downsampled_rings, settings.downsampled_detectors
+            )
+        #: the geometry simulated and written: the template's, or its downsampled scanner's
         self.proj_data_info = proj_data_info
         self.energy = energy
         self.settings = settings
