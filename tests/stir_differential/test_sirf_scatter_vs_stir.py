@@ -7,7 +7,7 @@ The images are SIRF's ``scatter_simulation.py`` phantom (``EllipticCylinder`` sh
 template's default image): the geometry SIRF users have, where the scatter-point grid comes from
 STIR's default zoom of a default-image mu-map.  Scatter points at voxel centres
 (``randomly_place_scatter_points`` off on both sides: STIR's random draw is seeded by the time).
-Equal to 1e-4 of STIR's maximum (measured 4.2e-7 here, 8.2e-7 on the template of STIR's
+Equal to 1e-4 of STIR's maximum (measured 3.1e-7 here, 4.4e-7 on the template of STIR's
 recon_test_pack, scatter_cylinder.hs; float32 against float64 accumulation).
 """
 
