@@ -53,7 +53,7 @@ def downsampled_proj_data_info(pdi: ProjDataInfo, rings: int = -1, detectors: in
         num_detectors_per_ring=detectors,
         ring_spacing=float(_F(length / _F(rings))),
         max_num_non_arccorrected_bins=bins,
-        default_bin_size=float(_F(_F(sc.effective_ring_radius) * _F(math.pi) / _F(detectors))),
+        default_bin_size=float(_F(float(_F(sc.effective_ring_radius)) * math.pi / detectors)),  # in double
     )
     max_ring_diff = 0 if pdi.get_num_segments() == 1 else rings - 1
     return ProjDataInfo.construct(scanner, 1, max_ring_diff, detectors // 2, bins, arc_corrected=False)

