@@ -46,7 +46,7 @@ def _host(name: str, a, ndim: int, dtype=_F64) -> np.ndarray:
 def line_integral_tables(
     activity, act_mins, act_points, act_dets, act_voxel, mu, mu_mins, mu_points, mu_dets, mu_voxel, points_mm, dets_mm
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(activity table, attenuation table), each (points, detectors).  ``activity`` and ``mu``
+    """(activity table, attenuation table), each (points, detectors), float32.  ``activity`` and ``mu``
     are (z, y, x) images whose element [0, 0, 0] has STIR's indices ``*_mins``; ``*_points`` /
     ``*_dets`` the scatter points and detectors in each image's STIR index coordinates (z, y, x:
     ``(position - origin) / voxel size``); ``*_voxel`` its voxel sizes (mm);
@@ -68,8 +68,9 @@ def line_integral_tables(
     ]
     act_points, act_dets, mu_points, mu_dets, points_mm, dets_mm = args
     n_points, n_dets = points_mm.shape[0], dets_mm.shape[0]
-    act = np.zeros((n_points, n_dets), dtype=_F64)
-    att = np.zeros((n_points, n_dets), dtype=_F64)
+    # float32, as STIR caches them (and half the memory: points x detectors can be large)
+    act = np.zeros((n_points, n_dets), dtype=np.float32)
+    att = np.zeros((n_points, n_dets), dtype=np.float32)
     if n_points and n_dets:
         line_integral_tables_cpu(
             activity,
@@ -106,8 +107,8 @@ def single_scatter(det_pairs, points_mm, mu_at_points, dets_mm, act_table, att_t
             _host("points_mm", points_mm, 2),
             _host("mu_at_points", mu_at_points, 1),
             _host("dets_mm", dets_mm, 2),
-            _host("act_table", act_table, 2),
-            _host("att_table", att_table, 2),
+            _host("act_table", act_table, 2, np.float32),
+            _host("att_table", att_table, 2, np.float32),
             physics,
             out,
         )
