@@ -1,7 +1,7 @@
 """STIR's scatter simulation parameter files (``stirgpu.parfile.scatter``): both forms STIR reads
 (``simulate_scatter``'s wrapper with its type key, and the bare block SIRF's
 ``SingleScatterSimulator(filename)`` gives STIR), STIR's defaults, names taken from the working
-folder, and every refusal at its line in one report."""
+folder, and every bad value or unknown key at its line in one report."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ End Scatter Simulation Parameters:=
 
 
 def test_simulate_scatter_file(tmp_path):
-    (tmp_path / "s.par").write_text(WRAPPED.format(extra="downsample scanner := 1\n"))
+    extra = "downsample scanner := 1\nattenuation image for scatter points filename := sp.hv\n"
+    (tmp_path / "s.par").write_text(WRAPPED.format(extra=extra))
     p = read_scatter_par(tmp_path / "s.par", base_dir=tmp_path, env={"TEMPLATE": "t.hs"})
     assert p.template == tmp_path / "t.hs"
     assert p.attenuation_image == tmp_path / "mu.hv"
@@ -39,6 +40,7 @@ def test_simulate_scatter_file(tmp_path):
     assert p.randomly_place_scatter_points is False
     assert (p.zoom_xy, p.zoom_z, p.size_xy, p.size_z) == (0.5, -1.0, -1, 4)
     assert p.downsampled_rings == 3 and p.downsample_scanner is True
+    assert p.scatter_point_image == tmp_path / "sp.hv"
 
 
 def test_bare_block_and_stir_defaults(tmp_path):
@@ -51,7 +53,7 @@ def test_bare_block_and_stir_defaults(tmp_path):
 
 
 def test_refusals_reported_at_their_lines(tmp_path):
-    extra = "downsample scanner := 2\nattenuation image for scatter points filename := s.hv\nnot a key := 3\n"
+    extra = "downsample scanner := 2\nzoom Z for attenuation image for scatter points := big\nnot a key := 3\n"
     (tmp_path / "s.par").write_text(WRAPPED.format(extra=extra))
     with pytest.raises(ParFileProblems) as exc:
         read_scatter_par(tmp_path / "s.par", env={"TEMPLATE": "t.hs"})
@@ -59,7 +61,7 @@ def test_refusals_reported_at_their_lines(tmp_path):
     assert lines == [14, 15, 16]
     text = str(exc.value)
     assert "'downsample scanner' expects 0 or 1" in text
-    assert "zooms the attenuation image" in text and "'not a key'" in text
+    assert "expects a number, got 'big'" in text and "'not a key'" in text
 
 
 def test_other_files_are_refused(tmp_path):

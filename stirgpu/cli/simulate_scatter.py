@@ -16,10 +16,10 @@ geometry, STIR's numbers (docs/scatter.md).
 
 Relative file names in FILE.par are taken from the working directory, as STIR does.  With
 'downsample scanner := 1' the output has STIR's downsampled template (2 cm rings, 64
-detectors per ring unless the file says otherwise).  Not implemented, and refused at its line:
-'attenuation image for scatter points filename'.  Scatter points are placed at random in their voxels unless
-'randomly place scatter points := 0' (STIR's default; STIR seeds with the time, stirgpu with
---seed or fresh entropy)."""
+detectors per ring unless the file says otherwise).  Every key of STIR's is read; a bad value
+or an unknown key stops the run with one line naming the file and line.  Scatter points are
+placed at random in their voxels unless 'randomly place scatter points := 0' (STIR's default;
+STIR seeds with the time, stirgpu with --seed or fresh entropy)."""
 
 EPILOG = """\
 examples:

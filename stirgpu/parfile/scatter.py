@@ -3,8 +3,7 @@ Parameters`` with ``Scatter Simulation type := PET Single Scatter Simulation``, 
 ``PET Single Scatter Simulation Parameters`` block SIRF's ``SingleScatterSimulator(filename)``
 reads), the keys of STIR's ``ScatterSimulation::initialise_keymap``.
 
-Refused, at its line: ``attenuation image for scatter points filename`` (a scatter-point image
-given directly).  The downsampled scanner's sizes are read and, as in STIR, have no effect while
+The downsampled scanner's sizes are read and, as in STIR, have no effect while
 ``downsample scanner`` is 0.  ``use cache`` changes nothing in STIR's
 numbers; stirgpu always computes the integrals once.
 """
@@ -17,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .grammar import Block, canonical_key, parse_par_file
-from .keymap import Choice, Context, Key, Problem, TypeKey, as_bool, as_float, as_int, as_path, as_str, read_block
+from .keymap import Choice, Context, Key, TypeKey, as_bool, as_float, as_int, as_path, as_str, read_block
 
 __all__ = ["ScatterParameters", "read_scatter_par", "scatter_parameters_from_block"]
 
@@ -34,6 +33,7 @@ class ScatterParameters:
     attenuation_image: Path | None = None
     activity_image: Path | None = None
     output_prefix: str | None = None
+    scatter_point_image: Path | None = None
     scatter_point_image_output: Path | None = None
     attenuation_threshold: float = 0.01
     randomly_place_scatter_points: bool = True
@@ -47,23 +47,12 @@ class ScatterParameters:
     downsampled_detectors: int = -1
 
 
-def _refused(reason: str):
-    def parse(text: str, ctx: Context):
-        raise Problem(reason)
-
-    return parse
-
-
 _KEYS = (
     Key("template projdata filename", "template", as_path),
     Key("attenuation image filename", "attenuation_image", as_path),
     Key("activity image filename", "activity_image", as_path),
     Key("output filename prefix", "output_prefix", as_str),
-    Key(
-        "attenuation image for scatter points filename",
-        "scatter_point_image",
-        _refused("is not supported: stirgpu zooms the attenuation image for scatter points as STIR does by default"),
-    ),
+    Key("attenuation image for scatter points filename", "scatter_point_image", as_path),
     Key("attenuation image for scatter points output filename", "scatter_point_image_output", as_path),
     Key("zoom XY for attenuation image for scatter points", "zoom_xy", as_float),
     Key("zoom Z for attenuation image for scatter points", "zoom_z", as_float),

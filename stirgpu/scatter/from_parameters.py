@@ -64,7 +64,8 @@ def simulate_from_parameters(p: ScatterParameters, *, seed: int | None = None, o
     attenuation, activity = _finite_image(attenuation_path), _finite_image(activity_path)
     pdi = read_projdata_header(template).proj_data_info
     energy = energy_model_from_header(template, pdi.get_scanner())
-    sim = SingleScatterSimulation(pdi, energy, attenuation, ScatterSettings.from_parameters(p, seed))
+    given = None if p.scatter_point_image is None else _finite_image(p.scatter_point_image)
+    sim = SingleScatterSimulation(pdi, energy, attenuation, ScatterSettings.from_parameters(p, seed), given)
     points = sim.scatter_points
     written_points = None
     # nothing appears under the output's name unless everything, the scatter-point image

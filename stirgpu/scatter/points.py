@@ -26,6 +26,7 @@ __all__ = [
     "ZoomSettings",
     "scatter_point_image_info",
     "sample_scatter_points",
+    "points_of_image",
     "stir_divide",
     "z_middle",
 ]
@@ -119,9 +120,17 @@ def sample_scatter_points(
     threshold: float,
     rng: np.random.Generator | None,
 ) -> ScatterPoints:
-    """STIR's scatter points on ``grid`` (``rng`` None: voxel centres, STIR's
-    ``randomly place scatter points := 0``)."""
-    image = zoom_values(att_values, att, grid, "preserve_values")
+    """STIR's scatter points on ``grid``, the attenuation image zoomed onto it (``rng`` None:
+    voxel centres, STIR's ``randomly place scatter points := 0``)."""
+    return points_of_image(zoom_values(att_values, att, grid, "preserve_values"), grid, threshold, rng)
+
+
+def points_of_image(
+    image: np.ndarray, grid: ImageInfo, threshold: float, rng: np.random.Generator | None
+) -> ScatterPoints:
+    """The scatter points of an attenuation image on its own grid (STIR's
+    ``sample_scatter_points``; also what ``attenuation image for scatter points filename`` gives)."""
+    image = np.ascontiguousarray(image, dtype=_F)
     kz, ky, kx = np.nonzero(image >= _F(threshold))  # STIR's loop order: z, then y, then x
     mz, my, mx = grid.get_min_indices()
     index = np.stack([kz + mz, ky + my, kx + mx], axis=1).astype(_F)

@@ -22,7 +22,15 @@ from ..parfile.scatter import ScatterParameters
 from .detectors import DetectorPairs, detector_pairs
 from .downsample import downsampled_proj_data_info
 from .physics import EnergyModel
-from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info, stir_divide, z_middle
+from .points import (
+    ScatterPoints,
+    ZoomSettings,
+    points_of_image,
+    sample_scatter_points,
+    scatter_point_image_info,
+    stir_divide,
+    z_middle,
+)
 
 __all__ = ["ScatterSettings", "SingleScatterSimulation"]
 
@@ -84,7 +92,9 @@ class SingleScatterSimulation:
     """STIR's single scatter simulation for the template ``proj_data_info`` (see the module
     docstring).  ``energy``: the scanner's resolution and the energy window;
     ``attenuation``: the mu-map (cm^-1).  With ``settings.downsample_scanner`` the simulation
-    and its output have STIR's downsampled template (:attr:`proj_data_info`)."""
+    and its output have STIR's downsampled template (:attr:`proj_data_info`).
+    ``scatter_point_image``: a mu-map whose voxels are the scatter points as they are (STIR's
+    ``attenuation image for scatter points filename``), instead of the zoomed ``attenuation``."""
 
     def __init__(
         self,
@@ -92,6 +102,7 @@ class SingleScatterSimulation:
         energy: EnergyModel,
         attenuation: VoxelsOnCartesianGrid,
         settings: ScatterSettings = ScatterSettings(),
+        scatter_point_image: VoxelsOnCartesianGrid | None = None,
     ):
         if settings.downsample_scanner:
             proj_data_info = downsampled_proj_data_info(
@@ -102,6 +113,7 @@ class SingleScatterSimulation:
         self.energy = energy
         self.settings = settings
         self._attenuation = attenuation
+        self._scatter_point_image = scatter_point_image
         self._detectors: DetectorPairs | None = None
         self._points: ScatterPoints | None = None
         self._att_table: np.ndarray | None = None
@@ -118,10 +130,13 @@ class SingleScatterSimulation:
         object, as STIR draws once per set-up)."""
         if self._points is None:
             s = self.settings
-            att = self._attenuation
-            grid = scatter_point_image_info(att.info, self.proj_data_info, s.zoom)
+            att, given = self._attenuation, self._scatter_point_image
             rng = np.random.default_rng(s.seed) if s.randomly_place_scatter_points else None
-            self._points = sample_scatter_points(att.as_array(), att.info, grid, s.attenuation_threshold, rng)
+            if given is not None:
+                self._points = points_of_image(given.as_array(), given.info, s.attenuation_threshold, rng)
+            else:
+                grid = scatter_point_image_info(att.info, self.proj_data_info, s.zoom)
+                self._points = sample_scatter_points(att.as_array(), att.info, grid, s.attenuation_threshold, rng)
         return self._points
 
     def _tables(self, activity: VoxelsOnCartesianGrid) -> tuple[np.ndarray, np.ndarray]:
