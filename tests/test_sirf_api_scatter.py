@@ -133,6 +133,38 @@ def test_parameter_file(template_file, tmp_path, monkeypatch):
     np.testing.assert_allclose(sss.forward(act).as_array(), expected, rtol=0, atol=1e-5 * expected.max())
 
 
+def test_parameter_file_scatter_point_image(template_file, tmp_path, monkeypatch):
+    """A file's ``attenuation image for scatter points filename``: its voxels are the scatter points
+    (here the attenuation image itself, unzoomed: more points than STIR's zoom gives)."""
+    template = pet.AcquisitionData(str(template_file))
+    act, atten = _images(template)
+    atten.write(str(tmp_path / "mu.hv"))
+    (tmp_path / "sss.par").write_text(
+        "PET Single Scatter Simulation Parameters :=\n"
+        "attenuation image filename := mu.hv\n"
+        "attenuation image for scatter points filename := mu.hv\n"
+        "randomly place scatter points := 0\n"
+        "End PET Single Scatter Simulation Parameters :=\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    sss = pet.SingleScatterSimulator(str(tmp_path / "sss.par"))
+    sss.set_up(template, act)
+    pdi = template.get_proj_data_info()
+    mu = VoxelsOnCartesianGrid.from_array(atten.as_array(), atten.image_info)
+    direct = SingleScatterSimulation(
+        pdi,
+        energy_model_from_header(template_file, pdi.get_scanner()),
+        mu,
+        ScatterSettings(randomly_place_scatter_points=False),
+        scatter_point_image=mu,
+    )
+    assert len(direct.scatter_points.mu) > len(SingleScatterSimulation(pdi, direct.energy, mu).scatter_points.mu)
+    expected = direct.simulate(VoxelsOnCartesianGrid.from_array(act.as_array(), act.image_info))
+    ours = sss.forward(act).proj_data
+    for seg, values in expected.items():
+        np.testing.assert_allclose(ours.get_segment_by_view(seg), values, rtol=0, atol=1e-5 * values.max())
+
+
 def test_errors(template_file):
     template = pet.AcquisitionData(str(template_file))
     act, atten = _images(template)

@@ -40,6 +40,7 @@ class SingleScatterSimulator:
         self.filename = filename
         self._settings = ScatterSettings()
         self._attenuation: ImageData | None = None
+        self._scatter_point_image: ImageData | None = None
         self._activity: ImageData | None = None
         self._template: AcquisitionData | None = None
         self._simulation: SingleScatterSimulation | None = None
@@ -50,6 +51,8 @@ class SingleScatterSimulator:
             self._settings = ScatterSettings.from_parameters(parsed)
             if parsed.attenuation_image is not None:
                 self._attenuation = ImageData(str(parsed.attenuation_image))
+            if parsed.scatter_point_image is not None:
+                self._scatter_point_image = ImageData(str(parsed.scatter_point_image))
 
     def set_attenuation_image(self, image) -> None:
         """The mu-map (cm^-1); call before :meth:`set_up`."""
@@ -84,7 +87,8 @@ class SingleScatterSimulator:
             )
         pdi = acq_templ.get_proj_data_info()
         energy = energy_model_from_header(acq_templ.exam_header, pdi.get_scanner())
-        simulation = SingleScatterSimulation(pdi, energy, _voxels(self._attenuation), self._settings)
+        given = None if self._scatter_point_image is None else _voxels(self._scatter_point_image)
+        simulation = SingleScatterSimulation(pdi, energy, _voxels(self._attenuation), self._settings, given)
         simulation.scatter_points  # noqa: B018 -- sampled at set-up, as STIR does
         self._template, self._activity, self._simulation = acq_templ, img_templ.clone(), simulation
 
