@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from stirgpu.kernels.scatter import line_integral_tables
+from stirgpu.kernels.scatter import activity_table, attenuation_table
 from stirgpu.scatter import EnergyModel, max_cos_angle, total_compton_cross_section
 
 
@@ -20,7 +20,8 @@ def _integral(image, start, stop, voxel=(1.0, 1.0, 1.0), mins=(0, 0, 0)):
     pts = np.array([start], dtype=np.float64)
     dets = np.array([stop], dtype=np.float64)
     mm_p, mm_d = np.zeros((1, 3)), np.array([[0.0, 0.0, 1.0]])
-    act, att = line_integral_tables(image, mins, pts, dets, voxel, image, mins, pts, dets, voxel, mm_p, mm_d)
+    act = activity_table(image, mins, pts, dets, voxel, mm_p, mm_d)
+    att = attenuation_table(image, mins, pts, dets, voxel)
     return float(act[0, 0]), float(att[0, 0])
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import GeometryError
 from ..formats import ProjData, VoxelsOnCartesianGrid
 from ..geometry import ImageInfo, ProjDataInfo
-from ..kernels.scatter import line_integral_tables, single_scatter
+from ..kernels.scatter import activity_table, attenuation_table, single_scatter
 from ..parfile.scatter import ScatterParameters
 from .detectors import DetectorPairs, detector_pairs
 from .downsample import downsampled_proj_data_info
@@ -139,32 +139,39 @@ class SingleScatterSimulation:
                 self._points = sample_scatter_points(att.as_array(), att.info, grid, s.attenuation_threshold, rng)
         return self._points
 
-    def _tables(self, activity: VoxelsOnCartesianGrid) -> tuple[np.ndarray, np.ndarray]:
-        points, dets, att = self.scatter_points, self.detectors, self._attenuation
-        _check_z_middle("attenuation", att.info, activity.info)
+    @property
+    def attenuation_table(self) -> np.ndarray:
+        """``exp(-integral of mu)`` from each scatter point to each detector (computed once)."""
+        if self._att_table is None:
+            points, dets, att = self.scatter_points, self.detectors, self._attenuation
+            self._att_table = attenuation_table(
+                att.as_array(),
+                att.info.get_min_indices(),
+                _index_coordinates(points.positions, att.info),
+                _index_coordinates(dets.positions, att.info),
+                att.info.voxel_size,
+            )
+        return self._att_table
+
+    def _activity_table(self, activity: VoxelsOnCartesianGrid) -> np.ndarray:
+        points, dets = self.scatter_points, self.detectors
+        _check_z_middle("attenuation", self._attenuation.info, activity.info)
         _check_z_middle("scatter-point", points.info, activity.info)
-        act_table, att_table = line_integral_tables(
+        return activity_table(
             activity.as_array(),
             activity.info.get_min_indices(),
             _index_coordinates(points.positions, activity.info),
             _index_coordinates(dets.positions, activity.info),
             activity.info.voxel_size,
-            att.as_array(),
-            att.info.get_min_indices(),
-            _index_coordinates(points.positions, att.info),
-            _index_coordinates(dets.positions, att.info),
-            att.info.voxel_size,
             points.positions,
             dets.positions,
         )
-        if self._att_table is None:
-            self._att_table = att_table
-        return act_table, self._att_table
 
     def simulate(self, activity: VoxelsOnCartesianGrid) -> dict[int, np.ndarray]:
         """The scatter estimate of ``activity``: per segment a float32 (views, axial, tangential)
         array."""
-        act_table, att_table = self._tables(activity)
+        act_table = self._activity_table(activity)
+        att_table = self.attenuation_table
         points, dets = self.scatter_points, self.detectors
         physics = self.energy.physics_vector(points.volume)
         out = {}

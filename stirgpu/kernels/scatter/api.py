@@ -1,9 +1,9 @@
 """STIR's single scatter simulation, the two per-call kernels (``SingleScatterSimulation``,
 ``single_scatter_integrals.cxx`` and ``scatter_estimate_for_one_scatter_point.cxx``):
 
-* :func:`line_integral_tables` -- for every scatter point p and detector d, the activity line
-  integral times ``min(pi/2, 1/|p - d|^2)`` and ``exp(-integral of mu)`` (STIR's cached
-  integrals; STIR fills its cache lazily, here both tables are filled once);
+* :func:`activity_table`, :func:`attenuation_table` -- for every scatter point p and detector
+  d, the activity line integral times ``min(pi/2, 1/|p - d|^2)``, and ``exp(-integral of mu)``
+  (STIR's cached integrals; STIR fills its caches lazily, here each table is filled at once);
 * :func:`single_scatter` -- each bin's sum over scatter points of STIR's formula (Klein-Nishina
   at 511 keV, the scattered photon's energy ``511 / (2 - cos)``, the Gaussian energy-window
   efficiency, attenuation of the scattered photon by ``att^(sigma(E)/sigma(511))``, the cosines of
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["line_integral_tables", "single_scatter", "PHYSICS_FIELDS"]
+__all__ = ["activity_table", "attenuation_table", "single_scatter", "PHYSICS_FIELDS"]
 
 #: the order of :func:`single_scatter`'s ``physics`` vector
 PHYSICS_FIELDS = (
@@ -43,52 +43,42 @@ def _host(name: str, a, ndim: int, dtype=_F64) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def line_integral_tables(
-    activity, act_mins, act_points, act_dets, act_voxel, mu, mu_mins, mu_points, mu_dets, mu_voxel, points_mm, dets_mm
-) -> tuple[np.ndarray, np.ndarray]:
-    """(activity table, attenuation table), each (points, detectors), float32.  ``activity`` and ``mu``
-    are (z, y, x) images whose element [0, 0, 0] has STIR's indices ``*_mins``; ``*_points`` /
-    ``*_dets`` the scatter points and detectors in each image's STIR index coordinates (z, y, x:
-    ``(position - origin) / voxel size``); ``*_voxel`` its voxel sizes (mm);
-    ``points_mm`` / ``dets_mm`` the same points in mm (for the solid angle)."""
-    from .cpu import line_integral_tables_cpu
+def _table_arguments(image, mins, points, dets, voxel):
+    return (
+        _host("image", image, 3, np.float32),
+        np.asarray(mins, dtype=np.int64),
+        _host("points", points, 2),
+        _host("dets", dets, 2),
+        np.asarray(voxel, dtype=_F64),
+    )
 
-    activity = _host("activity", activity, 3, np.float32)
-    mu = _host("mu", mu, 3, np.float32)
-    args = [
-        _host(n, a, 2)
-        for n, a in (
-            ("act_points", act_points),
-            ("act_dets", act_dets),
-            ("mu_points", mu_points),
-            ("mu_dets", mu_dets),
-            ("points_mm", points_mm),
-            ("dets_mm", dets_mm),
-        )
-    ]
-    act_points, act_dets, mu_points, mu_dets, points_mm, dets_mm = args
-    n_points, n_dets = points_mm.shape[0], dets_mm.shape[0]
-    # float32, as STIR caches them (and half the memory: points x detectors can be large)
-    act = np.zeros((n_points, n_dets), dtype=np.float32)
-    att = np.zeros((n_points, n_dets), dtype=np.float32)
-    if n_points and n_dets:
-        line_integral_tables_cpu(
-            activity,
-            np.asarray(act_mins, dtype=np.int64),
-            act_points,
-            act_dets,
-            np.asarray(act_voxel, dtype=_F64),
-            mu,
-            np.asarray(mu_mins, dtype=np.int64),
-            mu_points,
-            mu_dets,
-            np.asarray(mu_voxel, dtype=_F64),
-            points_mm,
-            dets_mm,
-            act,
-            att,
-        )
-    return act, att
+
+def activity_table(image, mins, points, dets, voxel, points_mm, dets_mm) -> np.ndarray:
+    """(points, detectors) float32 (as STIR caches them; half the memory): the activity line
+    integral from each scatter point to each detector times ``min(pi/2, 1/r^2)``.  ``image`` is
+    (z, y, x), its element [0, 0, 0] at STIR's indices ``mins``; ``points`` / ``dets`` in the
+    image's STIR index coordinates (z, y, x: ``(position - origin) / voxel size``); ``voxel`` the
+    voxel sizes (mm); ``points_mm`` / ``dets_mm`` the same points in mm (for ``r``)."""
+    from .cpu import activity_table_cpu
+
+    args = _table_arguments(image, mins, points, dets, voxel)
+    points_mm, dets_mm = _host("points_mm", points_mm, 2), _host("dets_mm", dets_mm, 2)
+    out = np.zeros((args[2].shape[0], args[3].shape[0]), dtype=np.float32)
+    if out.size:
+        activity_table_cpu(*args, points_mm, dets_mm, out)
+    return out
+
+
+def attenuation_table(image, mins, points, dets, voxel) -> np.ndarray:
+    """(points, detectors) float32: ``exp(-line integral)`` of the mu-map ``image`` (cm^-1) from
+    each scatter point to each detector (arguments as :func:`activity_table`'s)."""
+    from .cpu import attenuation_table_cpu
+
+    args = _table_arguments(image, mins, points, dets, voxel)
+    out = np.zeros((args[2].shape[0], args[3].shape[0]), dtype=np.float32)
+    if out.size:
+        attenuation_table_cpu(*args, out)
+    return out
 
 
 def single_scatter(det_pairs, points_mm, mu_at_points, dets_mm, act_table, att_table, physics) -> np.ndarray:

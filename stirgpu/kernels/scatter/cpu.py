@@ -15,7 +15,7 @@ from numba import prange
 
 from ..jit import cached_njit
 
-__all__ = ["line_integral_tables_cpu", "single_scatter_cpu"]
+__all__ = ["activity_table_cpu", "attenuation_table_cpu", "single_scatter_cpu"]
 
 #: STIR's "the ray is parallel to this axis" bound, in voxels
 _SMALL_DIFFERENCE = 1.0e-4
@@ -127,35 +127,27 @@ def _line_integral(image, mins, start, stop, voxel):  # pragma: no cover
 
 
 @cached_njit(parallel=True, nogil=True, error_model="numpy")
-def line_integral_tables_cpu(
-    activity,
-    act_mins,
-    act_points,
-    act_dets,
-    act_voxel,
-    mu,
-    mu_mins,
-    mu_points,
-    mu_dets,
-    mu_voxel,
-    points_mm,
-    dets_mm,
-    act_out,
-    att_out,
-):  # pragma: no cover
-    """``act_out[p, d]``: the activity integral from scatter point p to detector d times STIR's
-    solid-angle factor ``min(pi/2, 1/r^2)``; ``att_out[p, d]``: ``exp(-integral of mu)`` with mu in
-    cm^-1 and lengths in cm (x-voxel units times the x voxel size in cm)."""
-    n_points, n_dets = act_out.shape
-    mu_rescale = mu_voxel[2] / 10.0
+def activity_table_cpu(image, mins, points, dets, voxel, points_mm, dets_mm, out):  # pragma: no cover
+    """``out[p, d]``: the activity integral from scatter point p to detector d times STIR's
+    solid-angle factor ``min(pi/2, 1/r^2)`` (r in mm)."""
+    n_points, n_dets = out.shape
     for p in prange(n_points):
         for d in range(n_dets):
             r2 = 0.0
             for k in range(3):
                 r2 += (points_mm[p, k] - dets_mm[d, k]) ** 2
-            solid_angle = min(math.pi / 2, 1.0 / r2)
-            act_out[p, d] = solid_angle * _line_integral(activity, act_mins, act_points[p], act_dets[d], act_voxel)
-            att_out[p, d] = math.exp(-mu_rescale * _line_integral(mu, mu_mins, mu_points[p], mu_dets[d], mu_voxel))
+            out[p, d] = min(math.pi / 2, 1.0 / r2) * _line_integral(image, mins, points[p], dets[d], voxel)
+
+
+@cached_njit(parallel=True, nogil=True, error_model="numpy")
+def attenuation_table_cpu(image, mins, points, dets, voxel, out):  # pragma: no cover
+    """``out[p, d]``: ``exp(-integral of mu)`` from scatter point p to detector d, mu in cm^-1
+    and lengths in cm (x-voxel units times the x voxel size in cm)."""
+    n_points, n_dets = out.shape
+    rescale = voxel[2] / 10.0
+    for p in prange(n_points):
+        for d in range(n_dets):
+            out[p, d] = math.exp(-rescale * _line_integral(image, mins, points[p], dets[d], voxel))
 
 
 @cached_njit(inline="always")
