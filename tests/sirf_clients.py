@@ -245,8 +245,8 @@ EXAMPLES: dict[str, Case] = {
     "scatter_estimation.py": Case(NON_INTERACTIVE, "ScatterEstimator"),
     "scatter_simulation.py": Case(
         NON_INTERACTIVE,
-        "SIRF's examples/parameter_files/scatter_template.hs (not in ../shared/sirf: where it stops), then "
-        "SingleScatterSimulator",
+        "SIRF's examples/parameter_files/scatter_template.hs (not in ../shared/sirf: where it stops; "
+        "SingleScatterSimulator, which it drives next, is covered by tests/test_sirf_api_scatter.py)",
     ),
     "steepest_ascent.py": Case(NON_INTERACTIVE),
     "user_osmaposl.py": Case(NON_INTERACTIVE),
@@ -289,7 +289,7 @@ TEST_FILES: dict[str, Case] = {
     "tests_view.py": Case(),
     "tests_scatter.py": Case(
         needs="SIRF's examples/parameter_files/scatter_template.hs (not in ../shared/sirf: where it stops), then "
-        "SingleScatterSimulator and ScatterEstimator"
+        "ScatterEstimator (its SingleScatterSimulator calls are covered by tests/test_sirf_api_scatter.py)"
     ),
     "tests_listmode.py": Case(needs="ListmodeToSinograms, and SIRF's mMR/list.l (absent from ../shared/sirf)"),
 }

@@ -33,7 +33,18 @@ SUBCOMMANDS = sorted(_subparsers())
 
 def test_every_subcommand_is_covered():
     assert SUBCOMMANDS == sorted(
-        ["info", "forward-project", "back-project", "osmaposl", "ossps", "plan", "demo", "stir-plugin", "stir"]
+        [
+            "info",
+            "forward-project",
+            "back-project",
+            "osmaposl",
+            "ossps",
+            "simulate-scatter",
+            "plan",
+            "demo",
+            "stir-plugin",
+            "stir",
+        ]
     )
 
 

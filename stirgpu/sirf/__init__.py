@@ -46,6 +46,7 @@ from .ossps_reconstructor import OSSPSReconstructor
 from .priors import LogcoshPrior, PLSPrior, Prior, QuadraticPrior, RelativeDifferencePrior
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
+from .scatter import SingleScatterSimulator
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
@@ -70,6 +71,7 @@ __all__ = [
     "PoissonLogLikelihoodWithLinearModelForMeanAndProjData",
     "OSMAPOSLReconstructor",
     "OSSPSReconstructor",
+    "SingleScatterSimulator",
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",

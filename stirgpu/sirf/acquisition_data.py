@@ -152,6 +152,9 @@ class AcquisitionData(DataContainer):
 
     def __init__(self, src=None, span=1, max_ring_diff=-1, view_mash_factor=1, tof_mash_factor=1):
         self._backing: _StoreBacking | _SubsetBacking | None = None
+        #: the header these data or their template came from: STIR's exam information (the
+        #: energy window the scatter simulation needs) lives there
+        self.exam_header: str | None = None
         self.name = "AcquisitionData"
         self.src = None
         if int(tof_mash_factor) != 1:
@@ -167,6 +170,7 @@ class AcquisitionData(DataContainer):
             self.src = "scanner"
         elif isinstance(src, AcquisitionData):
             self._backing = _StoreBacking(new_store(src.get_proj_data_info()))
+            self.exam_header = src.exam_header
             self.src = "template"
         elif isinstance(src, ProjData):
             self._backing = _StoreBacking(src)
@@ -187,6 +191,7 @@ class AcquisitionData(DataContainer):
         its values is an error naming the file); with ``"memory"`` it gives writable data of its
         geometry, zeros (SIRF leaves them uninitialised)."""
         store = read_from_file(os.fspath(filename), "r")
+        self.exam_header = os.fspath(filename)
         if get_storage_scheme() == "memory":
             with store:
                 values = store if store.abilities.readable else 0.0

@@ -56,6 +56,7 @@ __all__ = [
     "stir_default_image_info",
     "rsqrt_newton",
     "divide_newton",
+    "divide_newton_each",
 ]
 
 _F = np.float32
@@ -115,6 +116,15 @@ else:
     def rsqrt_newton(x):
         """1/sqrt(x), correctly rounded (no ``rsqrtss`` on this CPU)."""
         return np.float32(1.0 / math.sqrt(np.float64(x)))
+
+
+@cached_njit()
+def divide_newton_each(values, b):
+    """:func:`divide_newton` of each float32 of ``values`` by the float32 ``b`` (a new array)."""
+    out = np.empty_like(values)
+    for i in range(values.shape[0]):
+        out[i] = divide_newton(values[i], b)
+    return out
 
 
 class StirFloatGeometry:
