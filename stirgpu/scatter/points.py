@@ -4,8 +4,8 @@
 The attenuation image is zoomed (``preserve_values``) onto a coarser grid that keeps its origin:
 by default x/y voxels the size of the template's default image voxels (``zoom_xy = old / default``;
 ``old_x * zoom_xy + 1`` voxels, made odd) and ``(default planes + 1) / 2`` planes, with the z zoom
-then reset to ``(new planes - 1) / (old planes - 1)`` so both images span the same planes (STIR
-issue #495).  Every voxel of that image whose value is at least the attenuation threshold
+then reset to ``(new planes - 1) / (old planes - 1)`` so both images span the same planes
+(STIR issue #495).  Every voxel of that image whose value is at least the attenuation threshold
 (cm^-1) is a scatter point, at the voxel's centre or, with random placement, at a uniformly drawn
 point of the voxel.  STIR draws with C's ``rand()`` seeded by the time, so its random points
 cannot be reproduced; here they come from a numpy ``Generator`` (seedable).
