@@ -415,14 +415,13 @@ def osem_iteration(pp, store, info, subsets: int, before=lambda: None) -> dict:
     from stirgpu.recon.arrays import to_numpy
 
     K = subsets
-    t0 = time.perf_counter()
-    sens = [pp.sensitivity(None, k, K) for k in range(K)]
-    sens_seconds = time.perf_counter() - t0
     xp = np
     if pp.backend == "cuda":
         import cupy as xp  # the estimate stays on the GPU, as in stirgpu.recon.OSEM
-
-        sens = [xp.asarray(s) for s in sens]
+    t0 = time.perf_counter()
+    # (each moved to the device as it comes: 21 host images of a Quadra are 10.8 GB)
+    sens = [xp.asarray(pp.sensitivity(None, k, K)) for k in range(K)]
+    sens_seconds = time.perf_counter() - t0
     x = xp.ones(info.shape, dtype=np.float32)
     before()
     subiterations = []
