@@ -23,35 +23,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..errors import ParFileError, ParFileProblems
+from ..errors import ParFileError
 from ..filters import SeparableImageFilter
-from .filters import check_filter_intervals, filter_par_lines, filter_type_key
+from .filters import check_filter_intervals, filter_par_lines
 from .grammar import Block, Entry, canonical_key, format_value, parse_par_file
 from .keymap import (
-    Choice,
     Context,
     Found,
-    Key,
-    Problem,
-    TypeKey,
-    as_bool,
-    as_float,
-    as_path,
-    as_str,
-    int_at_least,
     read_block,
 )
-from .normalisation import NORMALISATION_KEY, Ecat8Normalisation, normalisation_file, normalisation_par_lines
-from .priors import PRIOR_TYPE, PriorSettings, prior_input_files, prior_output_folders
-from .projectors import PAIR_TYPE, ProjectorOptions, ProjectorSettings
+from .normalisation import Ecat8Normalisation, normalisation_par_lines
+from .osmaposl_keys import _TOP_HINTS, _TOP_KEYS
+from .patterns import FLOAT32_MAX, OBJECTIVE_FUNCTION, FilenamePattern
+from .priors import PriorSettings
+from .projectors import ProjectorOptions, ProjectorSettings
 from .refusals import plugin_hint
+from .run_files import input_files, missing_inputs, output_folders, raise_all, unwritable
 
 __all__ = [
     "OsmaposlSettings",
@@ -60,53 +51,6 @@ __all__ = [
     "osmaposl_settings_from_block",
     "OBJECTIVE_FUNCTION",
 ]
-
-OBJECTIVE_FUNCTION = "PoissonLogLikelihoodWithLinearModelForMeanAndProjData"
-#: STIR's default 'maximum relative change' (the largest float32: no clipping)
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-_DIRECTIVE = re.compile(r"%(%|1%|[-+ 0#]*\d*[dis])")
-
-
-@dataclasses.dataclass(frozen=True)
-class FilenamePattern:
-    """STIR's ``subset sensitivity filenames``: a boost::format pattern with one subset number
-    (``sens_%d.hv``, ``sens_%02d.hv`` or ``sens_%1%.hv``).  Use :meth:`resolve` to make a
-    relative pattern absolute (a ``%`` in the folder part is escaped as ``%%``)."""
-
-    pattern: str
-
-    def __post_init__(self) -> None:
-        directives = [m.group(1) for m in _DIRECTIVE.finditer(self.pattern) if m.group(1) != "%"]
-        if "%" in _DIRECTIVE.sub("", self.pattern):
-            raise ValueError(f"'%' that is not a format directive in {self.pattern!r} (write '%%' for '%')")
-        if not directives:
-            raise ValueError(f"no subset number directive such as '%d' in {self.pattern!r}")
-        if len(directives) > 1 and any(d != "1%" for d in directives):
-            raise ValueError(f"more than one directive in {self.pattern!r}: STIR passes one number (the subset)")
-
-    @classmethod
-    def resolve(cls, pattern: str, base_dir: str | os.PathLike) -> FilenamePattern:
-        if os.path.isabs(pattern):
-            return cls(pattern)
-        base = os.path.abspath(base_dir).replace("%", "%%")
-        return cls(os.path.normpath(os.path.join(base, pattern)))
-
-    def format(self, subset: int) -> Path:
-        """The file of subset ``subset``."""
-
-        def repl(m: re.Match) -> str:
-            d = m.group(1)
-            if d == "%":
-                return "%"
-            if d == "1%":
-                return str(subset)
-            return ("%" + d) % subset
-
-        return Path(_DIRECTIVE.sub(repl, self.pattern))
-
-    def __str__(self) -> str:
-        return self.pattern
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,21 +232,21 @@ class OsmaposlSettings:
 
     def input_files(self) -> dict[str, list[Path]]:
         """The files the run reads, by field."""
-        return _input_files(lambda f: getattr(self, f))
+        return input_files(lambda f: getattr(self, f))
 
     def output_folders(self) -> dict[str, list[Path]]:
         """The folders the run writes into (estimates, computed sensitivities), by field."""
-        return _output_folders(lambda f: getattr(self, f))
+        return output_folders(lambda f: getattr(self, f))
 
     def check_input_files(self) -> None:
         """Raise :class:`~stirgpu.errors.ParFileProblems` listing every input file that does not
         exist, each at the line of its key."""
-        _raise_all(self.path, self.lines, _missing_inputs(self.input_files()))
+        raise_all(self.path, self.lines, missing_inputs(self.input_files()))
 
     def check_files(self) -> None:
         """Like :meth:`check_input_files`, and also every output folder that does not exist or is
         not writable: everything in one :class:`~stirgpu.errors.ParFileProblems`."""
-        _raise_all(self.path, self.lines, _missing_inputs(self.input_files()) + _unwritable(self.output_folders()))
+        raise_all(self.path, self.lines, missing_inputs(self.input_files()) + unwritable(self.output_folders()))
 
     # ------------------------------------------------------------------ writing
     def to_par(self) -> str:
@@ -373,290 +317,9 @@ class OsmaposlSettings:
         return "\n".join(["OSMAPOSLParameters :=", *("  " + s for s in top), "END :=", ""])
 
 
-# ---------------------------------------------------------------------------------------------
-# the files a run reads and writes (from settings, or from the values of a file with problems)
-
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(OsmaposlSettings) if f.default is not dataclasses.MISSING}
 
 
-def _sensitivity_computed(get) -> bool:
-    if get("recompute_sensitivity"):
-        return True
-    return (
-        get("subset_sensitivity_filenames") if get("use_subset_sensitivities") else get("sensitivity_filename")
-    ) is None
-
-
-def _sensitivity_files(get) -> tuple[str, list[Path]]:
-    """(field, files) of the sensitivities: read, or written when computed."""
-    if get("use_subset_sensitivities"):
-        pattern = get("subset_sensitivity_filenames")
-        files = [] if pattern is None else [pattern.format(k) for k in range(get("num_subsets"))]
-        return "subset_sensitivity_filenames", files
-    name = get("sensitivity_filename")
-    return "sensitivity_filename", [] if name is None else [name]
-
-
-def _input_files(get) -> dict[str, list[Path]]:
-    out: dict[str, list[Path]] = dict(prior_input_files(get("prior")))
-    for f in ("input_file", "additive_sinogram", "normalisation", "time_frame_definition_filename"):
-        name = normalisation_file(get(f)) if f == "normalisation" else get(f)
-        if name is not None:
-            out[f] = [name]
-    if isinstance(get("initial_estimate"), Path):
-        out["initial_estimate"] = [get("initial_estimate")]
-    if not _sensitivity_computed(get):
-        field, files = _sensitivity_files(get)
-        out[field] = files
-    return out
-
-
-def _output_folders(get) -> dict[str, list[Path]]:
-    out: dict[str, list[Path]] = dict(prior_output_folders(get("prior")))
-    if get("output_filename_prefix") is not None and not get("disable_output"):
-        out["output_filename_prefix"] = [Path(get("output_filename_prefix")).parent]
-    if _sensitivity_computed(get):
-        field, files = _sensitivity_files(get)
-        if files:
-            out[field] = sorted({f.parent for f in files})
-    return out
-
-
-def _missing_inputs(files: dict[str, list[Path]]) -> list[tuple[str, str]]:
-    return [
-        (field, f"file not found: {f}" if not f.exists() else f"not a file: {f}")
-        for field, fs in files.items()
-        for f in fs
-        if not f.is_file()
-    ]
-
-
-def _unwritable(folders: dict[str, list[Path]]) -> list[tuple[str, str]]:
-    out = []
-    for field, fs in folders.items():
-        for d in fs:
-            if not d.is_dir():
-                out.append((field, f"output folder {d} does not exist"))
-            elif not os.access(d, os.W_OK):
-                out.append((field, f"output folder {d} is not writable"))
-    return out
-
-
-def _raise_all(path, lines, problems: list[tuple[str, str]]) -> None:
-    where = dict(lines)
-    if problems:
-        raise ParFileProblems([ParFileError(m, path, where.get(field)) for field, m in problems])
-
-
-# ---------------------------------------------------------------------------------------------
-# value parsers specific to OSMAPOSL
-
-
-def _file(text: str, ctx: Context) -> Path:
-    return as_path(text, ctx)
-
-
-def _optional_file(text: str, ctx: Context) -> Path | None:
-    return None if text == "0" else as_path(text, ctx)  # STIR: "0" means none
-
-
-def _initial_estimate(text: str, ctx: Context) -> Path | float:
-    return {"0": 0.0, "1": 1.0}[text] if text in ("0", "1") else as_path(text, ctx)
-
-
-def _sensitivity(text: str, ctx: Context) -> Path:
-    if text == "1":
-        raise Problem(
-            "'1' (STIR's sensitivity forced to all ones) is not supported by stirgpu; give a file "
-            "or let stirgpu compute the sensitivity"
-        )
-    return as_path(text, ctx)
-
-
-def _pattern(text: str, ctx: Context) -> FilenamePattern:
-    try:
-        return FilenamePattern.resolve(text, ctx.base_dir)
-    except ValueError as exc:
-        raise Problem(str(exc)) from None
-
-
-def _positive_float(text: str, ctx: Context) -> float:
-    v = as_float(text, ctx)
-    if v <= 0:
-        raise Problem(f"must be positive, got {text!r}")
-    return v
-
-
-def _non_negative_float(text: str, ctx: Context) -> float:
-    v = as_float(text, ctx)
-    if v < 0:
-        raise Problem(f"must be >= 0, got {text!r}")
-    return v
-
-
-def _map_model(text: str, ctx: Context) -> str:
-    # kept as written: with a non-zero prior STIR wants the exact lower-case words (_check_map_model)
-    v = text.strip()
-    if v.lower() not in ("additive", "multiplicative"):
-        raise Problem(f"must be 'additive' or 'multiplicative', got {text!r}")
-    return v
-
-
-def _int_any(text: str, ctx: Context) -> int:
-    return int_at_least(-(2**31))(text, ctx)
-
-
-def _refuse_true(what: str):
-    def parse(text: str, ctx: Context) -> bool:
-        if as_bool(text, ctx):
-            raise Problem(f"is not supported by stirgpu ({what}); set it to 0")
-        return False
-
-    return parse
-
-
-def _refuse(what: str):
-    def other(value: str, line: int, nxt: Block | None, ctx: Context):
-        raise Problem(what)
-
-    return other
-
-
-def _interfile_block(block: Block, ctx: Context) -> str:
-    def number_format(text: str, c: Context) -> str:
-        if canonical_key(text) != "float":
-            raise Problem(f"only 'float' output is supported by stirgpu, got {text!r}")
-        return "float"
-
-    def bytes_per_pixel(text: str, c: Context) -> int:
-        if int_at_least(1)(text, c) != 4:
-            raise Problem(f"only 4-byte float output is supported by stirgpu, got {text!r}")
-        return 4
-
-    def byte_order(text: str, c: Context) -> str:
-        if canonical_key(text) != "littleendian":
-            raise Problem(f"stirgpu writes little-endian images only, got {text!r}")
-        return "littleendian"
-
-    # the four keys STIR lists for this block (its parameter_info); only STIR's defaults are accepted
-    read_block(
-        block,
-        (
-            Key("number format", "number_format", number_format),
-            Key("number_of_bytes_per_pixel", "bytes", bytes_per_pixel),
-            Key("byte order", "byte_order", byte_order),
-            Key("scale to write data", "scale", _only("0", "stirgpu writes float images unscaled")),
-        ),
-        ctx,
-    )
-    return "Interfile"
-
-
-def _only(value: str, why: str):
-    """A key accepted only with its STIR default ``value`` (which changes nothing here)."""
-
-    def parse(text: str, ctx: Context) -> str:
-        if as_float(text, ctx) != float(value):
-            raise Problem(f"only {value} is supported by stirgpu ({why}), got {text!r}")
-        return value
-
-    return parse
-
-
-_OBJECTIVE_KEYS = (
-    Key("input file", "input_file", _file),
-    Key("maximum absolute segment number to process", "max_segment_num_to_process", int_at_least(0, special=-1)),
-    Key("zero end planes of segment 0", "zero_end_planes_of_segment_0", as_bool),
-    Key("zoom", "zoom", _positive_float),
-    Key("z zoom", "z_zoom", _only("1", "STIR's default image with zoom in z is not implemented")),
-    Key("XY output image size (in pixels)", "xy_output_image_size", int_at_least(1, special=-1)),
-    Key("Z output image size (in pixels)", "z_output_image_size", int_at_least(1, special=-1)),
-    Key("Z offset (in mm)", "z_offset_mm", as_float),
-    PAIR_TYPE,
-    Key("additive sinogram", "additive_sinogram", _optional_file),
-    Key("time frame definition filename", "time_frame_definition_filename", _file),
-    Key("time frame number", "time_frame_number", int_at_least(1)),
-    NORMALISATION_KEY,
-    Key("sensitivity filename", "sensitivity_filename", _sensitivity),
-    Key("subset sensitivity filenames", "subset_sensitivity_filenames", _pattern),
-    Key("recompute sensitivity", "recompute_sensitivity", as_bool),
-    Key("use subset sensitivities", "use_subset_sensitivities", as_bool),
-    Key("use time-of-flight sensitivities", "use_tof_sensitivities", as_bool),
-    PRIOR_TYPE,
-)
-
-# OSMAPOSLParameters keys other than 'objective function type' (added below, with its reader)
-_TOP_PLAIN_KEYS = (
-    Key("output filename prefix", "output_filename_prefix", as_str),
-    TypeKey(
-        "output file format type",
-        "output_file_format",
-        (Choice("Interfile", "Interfile Output File Format Parameters", _interfile_block),),
-        other=_refuse("stirgpu writes Interfile images only"),
-    ),
-    filter_type_key("post-filter type", "post_filter", always_applied=True),
-    Key("disable output", "disable_output", as_bool),
-    Key("verbosity", "verbosity", _int_any),
-    Key("number of subiterations", "num_subiterations", int_at_least(1)),
-    Key("start at subiteration number", "start_subiteration_num", int_at_least(1)),
-    Key("save estimates at subiteration intervals", "save_interval", int_at_least(1)),
-    Key("initial estimate", "initial_estimate", _initial_estimate),
-    Key("number of subsets", "num_subsets", int_at_least(1)),
-    Key("start at subset", "start_subset_num", int_at_least(0)),
-    Key(
-        "uniformly randomise subset order",
-        "randomise_subset_order",
-        _refuse_true("a random subset order makes results irreproducible"),
-    ),
-    Key("inter-iteration filter subiteration interval", "inter_iteration_filter_interval", int_at_least(0)),
-    filter_type_key("inter-iteration filter type", "inter_iteration_filter", always_applied=False),
-    Key("report objective function values interval", "report_objective_function_values_interval", int_at_least(0)),
-    Key("enforce initial positivity condition", "enforce_initial_positivity", as_bool),
-    Key("inter-update filter subiteration interval", "inter_update_filter_interval", int_at_least(0)),
-    filter_type_key("inter-update filter type", "inter_update_filter", always_applied=False),
-    Key("MAP_model", "map_model", _map_model),
-    Key("maximum relative change", "maximum_relative_change", _positive_float),
-    Key("minimum relative change", "minimum_relative_change", _non_negative_float),
-    Key("write update image", "write_update_image", _refuse_true("stirgpu does not write update images")),
-)
-
-_OBJECTIVE_BLOCK = f"{OBJECTIVE_FUNCTION} Parameters"
-_TOP_HINTS = {
-    **{s.key: f"it belongs inside the '{_OBJECTIVE_BLOCK}' block" for s in _OBJECTIVE_KEYS},
-    canonical_key(
-        "uniform initial estimate"
-    ): "STIR has no such key; 'initial estimate := 1' (the default) starts from a uniform image of ones",
-}
-_OBJECTIVE_HINTS = {
-    s.key: f"it belongs in 'OSMAPOSLParameters', outside the '{_OBJECTIVE_BLOCK}' block" for s in _TOP_PLAIN_KEYS
-}
-
-
-def _objective(block: Block, ctx: Context) -> dict[str, Found]:
-    found = read_block(block, _OBJECTIVE_KEYS, ctx, hints=_OBJECTIVE_HINTS)
-    for field, name in (("input_file", "input file"), ("projectors", "projector pair type")):
-        if field not in found and field not in ctx.failed:
-            extra = (
-                (
-                    "; STIR would fall back to its ray-tracing projectors, which stirgpu does not implement: "
-                    "add 'projector pair type := Parallelproj'"
-                )
-                if field == "projectors"
-                else ""
-            )
-            ctx.report(f"'{block.raw_key}' needs '{name} :='{extra}", block.line)
-    return found
-
-
-_TOP_KEYS = (
-    TypeKey(
-        "objective function type",
-        "objective",
-        (Choice(OBJECTIVE_FUNCTION, _OBJECTIVE_BLOCK, _objective),),
-        other=_refuse(f"stirgpu reconstructs with '{OBJECTIVE_FUNCTION}' only"),
-    ),
-    *_TOP_PLAIN_KEYS,
-)
 _ROOT = canonical_key("OSMAPOSLParameters")
 _KOSMAPOSL = canonical_key("KOSMAPOSLParameters")
 #: objective functions only STIR has, as (what, the STIR program that runs the file with the plugin;
@@ -744,7 +407,7 @@ def osmaposl_settings_from_block(
         def get(field: str):
             return values.get(field, _DEFAULTS.get(field))
 
-        for field, message in _missing_inputs(_input_files(get)) + _unwritable(_output_folders(get)):
+        for field, message in missing_inputs(input_files(get)) + unwritable(output_folders(get)):
             ctx.report(message, lines.get(field, root.line))
     ctx.check()
     path = None if ctx.path is None else Path(ctx.path)

@@ -39,9 +39,9 @@ from .osmaposl import (
     OBJECTIVE_FUNCTION,
     OsmaposlSettings,
     _check_values,
-    _refuse_true,
     kinetic_objective,
 )
+from .osmaposl_keys import _refuse_true
 from .refusals import plugin_hint
 
 __all__ = ["OsspsSettings", "read_ossps_par", "ossps_settings_from_block"]

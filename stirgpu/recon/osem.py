@@ -41,7 +41,6 @@ prints.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -71,67 +70,11 @@ from .arrays import (
 from .filtering import FilterSchedule, PreparedSchedule
 from .naming import estimate_filename, estimate_save_points
 from .objective import PoissonLogLikelihood
+from .records import OSEMResult, SubiterationRecord
 from .sensitivity import Sensitivities, SensitivitySpec
+from .subsets import subsets_problem
 
 __all__ = ["OSEM", "SubiterationRecord", "OSEMResult", "subsets_problem"]
-
-
-def subsets_problem(num_subsets: int, num_views: int) -> str | None:
-    """Why STIR's OSMAPOSL refuses ``num_subsets`` subsets of ``num_views`` views, or None.
-
-    ``OSMAPOSLReconstruction::set_up`` (STIR 6.5) refuses a number of subsets outside 1..views
-    and unbalanced subsets (not every subset has as many views, for trivial symmetries: the
-    number must divide the views) whatever ``use subset sensitivities`` says.  One message for
-    the :class:`OSEM` class and the ``.par`` runs, so both refuse alike.
-    """
-    k, nv = int(num_subsets), int(num_views)
-    if not 1 <= k <= nv:
-        return f"number of subsets {k}: must be between 1 and the number of views ({nv})"
-    if nv % k:
-        divisors = ", ".join(str(d) for d in range(1, nv + 1) if nv % d == 0)
-        return (
-            f"{k} subsets of {nv} views are unbalanced (not every subset has as many views); STIR's "
-            f"OSMAPOSL refuses this (with or without subset sensitivities): choose a number of subsets "
-            f"that divides {nv} ({divisors})"
-        )
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class SubiterationRecord:
-    """What happened in one subiteration."""
-
-    subiteration: int
-    subset: int
-    seconds: float
-    #: the log-likelihood of this subset's data at the estimate *before* the update
-    #: (only when asked for; STIR's truncation-free value sum(y log ybar - ybar))
-    log_likelihood: float | None = None
-    saved: Path | None = None
-    #: the ``RunStats`` of the subiteration's update (its fused forward-back call for the
-    #: subset), None where the projector keeps none
-    stats: object = None
-    #: STIR's report (``report objective function values interval``): the objective function
-    #: (log-likelihood of all data, no prior) at the estimate *after* this subiteration
-    objective_function_value: float | None = None
-    #: with a prior, STIR's "Penalty" of the same report (the prior's value there; the
-    #: objective function is ``objective_function_value - penalty``)
-    penalty: float | None = None
-
-
-@dataclasses.dataclass
-class OSEMResult:
-    """The final estimate (on the device), the per-subiteration records and the files written."""
-
-    image: object
-    image_info: ImageInfo
-    records: list
-    saved: list
-    sensitivity_files: list
-    setup_seconds: float = 0.0
-
-    def as_voxels(self) -> VoxelsOnCartesianGrid:
-        return VoxelsOnCartesianGrid(self.image_info, fill=to_numpy(self.image))
 
 
 class OSEM:
