@@ -37,6 +37,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "stirgpu.cli.project",
     "stirgpu.cli.osmaposl",
     "stirgpu.cli.ossps",
+    "stirgpu.cli.kosmaposl",
     "stirgpu.cli.plan",
     "stirgpu.cli.demo",
     "stirgpu.cli.stir_plugin",

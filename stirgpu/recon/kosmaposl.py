@@ -65,7 +65,8 @@ class KOSMAPOSL(OSEM):
         self.kernel_settings = kernel if kernel is not None else KernelSettings()
         self.anatomical_images = tuple(anatomical_images)
         prefix = kernelised_output_filename_prefix
-        self.kernelised_output_filename_prefix = None if prefix is None else Path(prefix)
+        #: kept as given (a str): STIR's empty prefix in a folder names ``<folder>/_<n>.hv``
+        self.kernelised_output_filename_prefix = None if prefix is None else os.fspath(prefix)
         self.kernel: Kernel | None = None
         #: the emission image ``K alpha`` after the last subiteration run (None before)
         self.kernelised_image = None

@@ -3,9 +3,9 @@ with libparallelproj 2.0.7, ``projector pair type := Parallelproj``), on data ST
 (``osmaposl_cases.make_inputs``: ECAT 931, span 3, 3 segments, 16 views, normalisation,
 additive term, Poisson prompts).
 
-Each test writes one ``KOSMAPOSLParameters`` file and runs it through STIR's ``KOSMAPOSL`` in
-``stir/`` and through stirgpu (the file's OSMAPOSL keys prepared by ``prepare_osmaposl``, its
-kernel keys given to ``stirgpu.recon.KOSMAPOSL``) in ``gpu/``.  The identity checked: the same
+Each test writes one ``KOSMAPOSLParameters`` file and runs it unchanged through STIR's
+``KOSMAPOSL`` in ``stir/`` and through stirgpu (``run_kosmaposl``, what ``stirgpu kosmaposl``
+runs) in ``gpu/``.  The identity checked: the same
 image files (the kernel coefficients ``out_N``, the emission images ``kout_N``, the subset
 sensitivities), every estimate within 1e-4 of STIR's maximum, the sensitivities within 1e-5.
 The projections are STIR's bit for bit and the kernel is computed in STIR's precision, so
@@ -22,8 +22,10 @@ import osmaposl_cases as oc
 import pytest
 
 import stirgpu
+from stirgpu.cli.main import main
 from stirgpu.formats import VoxelsOnCartesianGrid, read_image, write_image
-from stirgpu.recon import KOSMAPOSL, KernelSettings, prepare_osmaposl
+from stirgpu.recon import KernelSettings
+from stirgpu.recon.kosmaposl_run import run_kosmaposl
 
 pytestmark = pytest.mark.stir
 
@@ -72,25 +74,26 @@ def kernel_lines(settings: KernelSettings, anatomical: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run_both(reference_stir, root, inputs, settings: KernelSettings, anatomical: list[str], extra_objective=""):
-    """STIR's KOSMAPOSL in ``root/stir``, stirgpu's in ``root/gpu``; both folders."""
+def kosmaposl_par(settings: KernelSettings, anatomical: list[str], extra_objective="", top=None) -> str:
+    """A KOSMAPOSL ``.par``: :func:`osmaposl_cases.osmaposl_par`'s layout under
+    ``KOSMAPOSLParameters``, with the kernel's keys."""
+    osmaposl = oc.osmaposl_par(OBJECTIVE, top or TOP, extra_objective=extra_objective)
+    return osmaposl.replace("OSMAPOSLParameters :=", "KOSMAPOSLParameters :=\n" + kernel_lines(settings, anatomical), 1)
+
+
+def run_both(reference_stir, root, inputs, par: str):
+    """STIR's KOSMAPOSL in ``root/stir``, stirgpu's (``run_kosmaposl``, CPU) in ``root/gpu``, on
+    the same file; both folders."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "in").symlink_to(inputs, target_is_directory=True)
-    osmaposl = oc.osmaposl_par(OBJECTIVE, TOP, extra_objective=extra_objective)
-    par = osmaposl.replace("OSMAPOSLParameters :=", "KOSMAPOSLParameters :=\n" + kernel_lines(settings, anatomical), 1)
     s_dir, g_dir = root / "stir", root / "gpu"
     proc = oc.run_stir(reference_stir, s_dir, par, program="KOSMAPOSL")
     if proc.returncode != 0:
         raise RuntimeError(f"STIR's KOSMAPOSL failed in {s_dir}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     g_dir.mkdir()
+    (g_dir / "recon.par").write_text(par)
     with oc._cwd(g_dir), stirgpu.config(backend="cpu"):
-        (g_dir / "recon.par").write_text(osmaposl)
-        with prepare_osmaposl("recon.par") as prepared:
-            images = [read_image(name) for name in anatomical]
-            run = KOSMAPOSL.from_osem(
-                prepared.osem, kernel=settings, anatomical_images=images, kernelised_output_filename_prefix="kout"
-            )
-            run.reconstruct(prepared.initial)
+        run_kosmaposl("recon.par")
     return s_dir, g_dir
 
 
@@ -128,7 +131,7 @@ def test_kosmaposl_matches_stir(reference_stir, inputs, tmp_path, name):
     """6 subiterations of 4 subsets: the same files, the coefficients and emission images within
     1e-4 of STIR's maximum after every save (subiterations 3 and 6), the sensitivities within 1e-5."""
     settings, anatomical, extra = CASES[name]
-    s_dir, g_dir = run_both(reference_stir, tmp_path, inputs, settings, anatomical, extra)
+    s_dir, g_dir = run_both(reference_stir, tmp_path, inputs, kosmaposl_par(settings, anatomical, extra))
     diffs = oc.differences(s_dir, g_dir)
     assert {"out_3.hv", "out_6.hv", "kout_3.hv", "kout_6.hv", "sens_0.hv"} <= set(diffs)
     bad = {n: d for n, d in diffs.items() if d > (1e-5 if n.startswith("sens") else oc.ESTIMATE_TOL)}
@@ -136,3 +139,30 @@ def test_kosmaposl_matches_stir(reference_stir, inputs, tmp_path, name):
     emission = read_image(s_dir / "kout_6.hv").array
     assert np.abs(emission - read_image(s_dir / "out_6.hv").array).max() > 1e-2 * emission.max()  # K is not 1
     print(f"\n{name}: {max(diffs['kout_6.hv'], diffs['out_6.hv']):.2g} of STIR's maximum after subiteration 6")
+
+
+def test_cli_kosmaposl_runs_stirs_example_layout(reference_stir, inputs, tmp_path, capsys):
+    """``stirgpu kosmaposl recon.par`` on a file laid out as STIR's ``KOSMAPOSL_hkem.par`` (output
+    disabled, ``sigma_m`` without braces, no kernelised prefix: STIR writes ``_<n>.hv``): the same
+    files as STIR, within 1e-4 of its maximum; the command names the emission images; a second
+    run without ``--overwrite`` is refused before any work."""
+    settings = KernelSettings(hybrid=True, sigma_m=(1.0,), sigma_dp=5.0, sigma_dm=5.0, only_2d=True)
+    par = kosmaposl_par(settings, ["../in/mr.hv"], top={**TOP, "disable output": 1})
+    par = par.replace("kernelised output filename prefix := kout\n", "").replace("sigma_m := {1.0}", "sigma_m := 1")
+    root = tmp_path
+    (root / "in").symlink_to(inputs, target_is_directory=True)
+    s_dir, g_dir = root / "stir", root / "gpu"
+    proc = oc.run_stir(reference_stir, s_dir, par, program="KOSMAPOSL")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    g_dir.mkdir()
+    (g_dir / "recon.par").write_text(par)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(g_dir)
+        assert main(["kosmaposl", "recon.par", "--backend", "cpu", "--quiet"]) == 0
+        out = capsys.readouterr().out
+        assert "emission images: _3.hv, _6.hv" in out
+        assert main(["kosmaposl", "recon.par", "--backend", "cpu", "--quiet"]) == 2
+    assert "already exist" in capsys.readouterr().err
+    diffs = oc.differences(s_dir, g_dir)
+    assert {"_3.hv", "_6.hv"} <= set(diffs) and not any(n.startswith("out_") for n in diffs)
+    assert max(d for n, d in diffs.items() if n.startswith("_")) <= oc.ESTIMATE_TOL, diffs
