@@ -193,3 +193,34 @@ def test_kernel_smooths_and_freezes(osem_problem, tmp_path):
             [mr],
             start_subiteration_num=3,
         )
+
+
+@pytest.mark.gpu
+def test_cuda_run_is_the_cpus(osem_problem, tmp_path):
+    """KOSMAPOSL on the CUDA backend (estimate, sensitivities and update on the GPU, the kernel on
+    the host) gives the CPU backend's coefficients and emission image to float32 summation order
+    of the projections (1e-5 of the maximum), the emission image a cupy array on the device."""
+    import cupy
+    from helpers import osem_objective
+
+    from stirgpu.projectors import ProjectorPair
+    from stirgpu.recon import KOSMAPOSL
+
+    _, info, phantom, sim = osem_problem
+    settings = KernelSettings(hybrid=True, sigma_m=(1.0,), sigma_p=0.5, sigma_dp=3.0, sigma_dm=3.0)
+    runs = {}
+    for backend in ("cpu", "cuda"):
+        run = KOSMAPOSL(
+            osem_objective(sim),
+            ProjectorPair(backend=backend),
+            info,
+            num_subsets=4,
+            num_subiterations=4,
+            kernel=settings,
+            anatomical_images=[phantom.activity(info)],
+        )
+        runs[backend] = (run.reconstruct().image, run.kernelised_image)
+    (alpha_cpu, emission_cpu), (alpha_gpu, emission_gpu) = runs["cpu"], runs["cuda"]
+    assert isinstance(emission_gpu, cupy.ndarray)
+    for cpu, gpu in ((alpha_cpu, alpha_gpu), (emission_cpu, emission_gpu)):
+        assert np.abs(cupy.asnumpy(gpu) - cpu).max() <= 1e-5 * cpu.max()
