@@ -173,7 +173,6 @@ def _check_refusal(par: Path, exc: ParFileProblems, tag: str = "CORPUS") -> None
         )
     whole_file = (
         "not an OSMAPOSL parameter file",
-        "(kernelised EM) is not implemented",
         "reconstruction is not implemented",
     )
     if any(w in p.reason for p in exc.problems for w in (*whole_file, "objective function is not implemented")):
