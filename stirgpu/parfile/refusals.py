@@ -1,8 +1,9 @@
 """What a refusal says when STIR itself runs the file with stirgpu's plugin.
 
-KOSMAPOSL, the PLS prior and the kinetic-model objective functions (POSMAPOSL, POSSPS) are
-STIR's own algorithms: ``stirgpu osmaposl`` does not reimplement them, but STIR's executables
-run them with stirgpu's projectors through the plugin (``stirgpu stir PROGRAM FILE.par``, with
+The PLS prior, the kinetic-model objective functions (POSMAPOSL, POSSPS) and KOSMAPOSL's kernel
+of more than one feature element (``stirgpu kosmaposl`` runs the rest of KOSMAPOSL) are STIR's
+own algorithms that stirgpu does not reimplement, but STIR's executables run them with
+stirgpu's projectors through the plugin (``stirgpu stir PROGRAM FILE.par``, with
 ``projector pair type := stirgpu`` in the file).  The refusal names that command.
 """
 
