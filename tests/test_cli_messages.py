@@ -33,7 +33,18 @@ SUBCOMMANDS = sorted(_subparsers())
 
 def test_every_subcommand_is_covered():
     assert SUBCOMMANDS == sorted(
-        ["info", "forward-project", "back-project", "osmaposl", "ossps", "plan", "demo", "stir-plugin", "stir"]
+        [
+            "info",
+            "forward-project",
+            "back-project",
+            "osmaposl",
+            "ossps",
+            "kosmaposl",
+            "plan",
+            "demo",
+            "stir-plugin",
+            "stir",
+        ]
     )
 
 
@@ -88,7 +99,7 @@ def test_backend_help_says_what_runs_there():
         if any("--backend" in a.option_strings for a in p._actions)
     }
     assert "where to project" in helps["forward-project"] and "where to project" in helps["back-project"]
-    assert "where to reconstruct" in helps["osmaposl"] and "where to reconstruct" in helps["ossps"]
+    assert all("where to reconstruct" in helps[name] for name in ("osmaposl", "ossps", "kosmaposl"))
     assert "where to simulate and reconstruct" in helps["demo"]
     assert "plan for" in helps["plan"]
 
