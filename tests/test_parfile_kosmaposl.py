@@ -82,8 +82,9 @@ def test_an_osmaposl_file_is_not_a_kosmaposl_one(tmp_path):
 
 
 def test_prepare_checks_the_anatomical_images(tmp_path, osem_problem):
-    """Before any work: a missing anatomical image is named at its line, with the data's problems;
-    one of another geometry is refused (STIR: different sizes); a constant one too."""
+    """Before any work: a missing anatomical image is named at its line; one of another geometry is
+    refused (STIR: different sizes); a constant one too; an emission image that would write over an
+    anatomical image is refused."""
     from stirgpu.formats import ProjDataOnDisk, VoxelsOnCartesianGrid, write_image
     from stirgpu.geometry import ImageInfo
     from stirgpu.recon.kosmaposl_run import prepare_kosmaposl
@@ -108,3 +109,9 @@ def test_prepare_checks_the_anatomical_images(tmp_path, osem_problem):
     write_image(tmp_path / "mr.hv", VoxelsOnCartesianGrid(info, fill=phantom.activity(info)), overwrite=True)
     with prepare_kosmaposl(_par(tmp_path, kernel, top), base_dir=tmp_path) as prepared:
         assert prepared.osem.kernelised_output_files() == [tmp_path / "_1.hv"]  # (STIR: 1 subiteration by default)
+    # an emission image (prefix mr, subiteration 1: mr_1.hv) never writes over an anatomical image
+    write_image(tmp_path / "mr_1.hv", VoxelsOnCartesianGrid(info, fill=phantom.activity(info)))
+    over = "sigma_m := 1\nanatomical image filenames := {mr_1.hv}\nkernelised output filename prefix := mr"
+    with pytest.raises(ParFileProblems, match="anatomical image") as exc:
+        prepare_kosmaposl(_par(tmp_path, over, top), base_dir=tmp_path)
+    assert "mr_1.hv" in str(exc.value) and len(exc.value.problems) == 1

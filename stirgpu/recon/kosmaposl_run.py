@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 from ..config import config
 from ..errors import FormatError, ParFileError, ParFileProblems, StirGpuError
 from ..formats import read_image
+from ..formats.naming import IMAGE
+from ..formats.roles import inputs_written, reads, writes
 from ..parfile.kosmaposl import KosmaposlSettings, read_kosmaposl_par
 from .kernel_method import KernelSettings
 from .kosmaposl import KOSMAPOSL
@@ -75,6 +78,9 @@ def prepare_kosmaposl(
             run.kernel = run.kernel_settings.prepare(info, images)
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path, s.line("anatomical_image_filenames"))]) from None
+        kept = _inputs_kept(s, run)
+        if kept:
+            raise ParFileProblems([s.error("kernelised_output_filename_prefix", kept)])
         existing = [f for f in run.kernelised_output_files() if f.exists()]
         if existing and not overwrite:
             names = ", ".join(str(f) for f in existing)
@@ -92,6 +98,17 @@ def prepare_kosmaposl(
     except BaseException:
         base.close()
         raise
+
+
+def _inputs_kept(s: KosmaposlSettings, run: KOSMAPOSL) -> str | None:
+    """Why an emission image would write over an anatomical image or the initial estimate (or
+    their data files), or None (the OSMAPOSL inputs are checked by the run itself)."""
+    read = [reads("anatomical image", f) for f in s.anatomical_image_filenames]
+    if isinstance(s.common.initial_estimate, Path):
+        read.append(reads("initial estimate", s.common.initial_estimate))
+    written = [writes("emission image", f, IMAGE) for f in run.kernelised_output_files()]
+    found = inputs_written(written, read)
+    return found[0][2] if found else None
 
 
 def _read_settings(par, base_dir) -> KosmaposlSettings:
