@@ -197,9 +197,9 @@ def test_kernel_smooths_and_freezes(osem_problem, tmp_path):
 
 @pytest.mark.gpu
 def test_cuda_run_is_the_cpus(osem_problem, tmp_path):
-    """KOSMAPOSL on the CUDA backend (estimate, sensitivities and update on the GPU, the kernel on
-    the host) gives the CPU backend's coefficients and emission image to float32 summation order
-    of the projections (1e-5 of the maximum), the emission image a cupy array on the device."""
+    """KOSMAPOSL on the CUDA backend (estimate, sensitivities, update and kernel on the GPU:
+    kernelised.cu) gives the CPU backend's coefficients and emission image to float32 summation
+    order of the projections (1e-5 of the maximum), the emission image a cupy array on the device."""
     import cupy
     from helpers import osem_objective
 

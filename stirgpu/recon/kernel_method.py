@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import StirGpuError
 from ..geometry import ImageInfo
-from ..kernels.kernelised import distance_table, kernelised_image, standard_deviation
-from .arrays import to_numpy
+from ..kernels.kernelised import anatomical_stack, distance_table, kernelised_image, standard_deviation
+from .arrays import is_gpu_array, to_numpy
 
 __all__ = ["KernelSettings", "Kernel"]
 
@@ -100,7 +100,7 @@ class KernelSettings:
                     f"anatomical image {i} is constant: its standard deviation 0 leaves the kernel undefined"
                 )
         distance = distance_table(self.num_neighbours, self.only_2d, image_info.voxel_size)
-        return Kernel(self, tuple(images), deviations, distance)
+        return Kernel(self, anatomical_stack(images), deviations, distance)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,18 +108,21 @@ class Kernel:
     """A prepared kernel (:meth:`KernelSettings.prepare`)."""
 
     settings: KernelSettings
-    anatomical_images: tuple
+    #: the anatomical images, (n, nz, ny, nx) float32 on the host
+    anatomical_images: np.ndarray
     standard_deviations: tuple[float, ...]
     distance: np.ndarray
+    #: the anatomical images on each GPU that kernelised an image there (by device id), kept
+    on_devices: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def apply(self, image, alpha):
         """STIR's ``compute_kernelised_image(out, image, alpha)``: a new float32 array where
-        ``image`` lives."""
+        ``image`` lives (on a GPU there; ``alpha`` is taken there too)."""
         s = self.settings
         return kernelised_image(
             image,
             alpha,
-            self.anatomical_images,
+            self._anatomical_where(image),
             s.sigma_m,
             self.standard_deviations,
             sigma_p=s.sigma_p,
@@ -128,3 +131,11 @@ class Kernel:
             distance=self.distance,
             hybrid=s.hybrid,
         )
+
+    def _anatomical_where(self, image):
+        if not is_gpu_array(image):
+            return self.anatomical_images
+        device = int(image.device.id)
+        if device not in self.on_devices:
+            self.on_devices[device] = anatomical_stack(self.anatomical_images, image)
+        return self.on_devices[device]

@@ -2,8 +2,8 @@
 images' standard deviations, and the kernel applied to an image (:func:`kernelised_image`),
 validated here and computed by :mod:`.cpu` (numba).
 
-A cupy image is computed on the host and handed back on its device (one copy each way per
-call): the kernel is a local neighbourhood sum, small beside the projections between two calls.
+A cupy image is kernelised on its device (:mod:`.cuda`, ``cuda/kernelised.cu``), a numpy one on
+the host (:mod:`.cpu`, numba): the same numbers to float32 rounding.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from ...arrays import array_module, is_cupy
 from ...errors import StirGpuError
 
-__all__ = ["distance_table", "standard_deviation", "kernelised_image"]
+__all__ = ["distance_table", "standard_deviation", "anatomical_stack", "kernelised_image"]
 
 
 def distance_table(num_neighbours: int, only_2d: bool, voxel_size_zyx) -> np.ndarray:
@@ -42,6 +42,17 @@ def standard_deviation(image) -> float:
     return float(np.sqrt(((a - a.mean()) ** 2).sum() / (a.size - 1)))
 
 
+def anatomical_stack(images, like=None):
+    """The anatomical images as one (n, nz, ny, nx) float32 array where ``like`` lives (host
+    without it): what :func:`kernelised_image` takes; a caller keeps it for every call."""
+    host = [np.ascontiguousarray(_host(m), dtype=np.float32) for m in images]
+    shape = host[0].shape if host else (0, 0, 0)
+    if any(m.shape != shape for m in host):
+        raise StirGpuError("the anatomical images differ in size")
+    stack = np.stack(host) if host else np.zeros((0, *shape), np.float32)
+    return array_module(like).asarray(stack) if like is not None and is_cupy(like) else stack
+
+
 def kernelised_image(
     image,
     alpha,
@@ -56,36 +67,45 @@ def kernelised_image(
     hybrid: bool,
 ):
     """The kernelised ``image`` with the kernel of ``alpha`` and the anatomical images (a new
-    float32 array where ``image`` lives); see :mod:`.cpu` for the formula."""
+    float32 array where ``image`` lives: numba on the host, ``kernelised.cu`` on a GPU); see
+    :mod:`.cpu` for the formula.  ``anatomical``: :func:`anatomical_stack`'s array (on the image's
+    device for a GPU image), or a list of images."""
     shape = tuple(image.shape)
     if len(shape) != 3 or tuple(alpha.shape) != shape:
         raise StirGpuError(f"kernelised image: image {shape} and kernel image {tuple(alpha.shape)} differ")
-    anatomical = [np.ascontiguousarray(_host(m), dtype=np.float32) for m in anatomical]
-    if any(m.shape != shape for m in anatomical):
+    on_gpu = is_cupy(image)
+    stack = anatomical if getattr(anatomical, "ndim", 0) == 4 else anatomical_stack(anatomical, image)
+    n = int(stack.shape[0])
+    if n and tuple(stack.shape[1:]) != shape:
         raise StirGpuError("anatomical and emission image have different sizes; make sure they are the same")
-    if len(sigma_m) != len(anatomical) or len(standard_deviations) != len(anatomical):
+    if len(sigma_m) != n or len(standard_deviations) != n:
         raise StirGpuError("one sigma_m and one standard deviation per anatomical image are needed")
-    if not anatomical and not hybrid:
+    if n == 0 and not hybrid:
         raise StirGpuError("a kernel needs an anatomical image, or the hybrid (emission) part")
+    sq_sigma_m = np.asarray([float(v) ** 2 for v in sigma_m], np.float64)
+    sq_sd = np.asarray([float(v) ** 2 for v in standard_deviations], np.float64)
+    sigmas = (float(sigma_p) ** 2, float(sigma_dp) ** 2, float(sigma_dm) ** 2)
+    if on_gpu:
+        from . import cuda
+
+        xp = array_module(image)
+        if not is_cupy(stack):
+            stack = xp.asarray(stack)
+        return cuda.kernelised_image(image, xp.asarray(alpha), stack, sq_sigma_m, sq_sd, sigmas, distance, hybrid)
     from .cpu import kernelised_image as kernel
 
-    stack = np.stack(anatomical) if anatomical else np.zeros((0, *shape), np.float32)
     out = np.zeros(shape, np.float32)
     kernel(
         out,
-        np.ascontiguousarray(_host(image), dtype=np.float32),
+        np.ascontiguousarray(image, dtype=np.float32),
         np.ascontiguousarray(_host(alpha), dtype=np.float32),
-        stack,
-        np.asarray([float(s) ** 2 for s in sigma_m], np.float64),
-        np.asarray([float(s) ** 2 for s in standard_deviations], np.float64),
-        float(sigma_p) ** 2,
-        float(sigma_dp) ** 2,
-        float(sigma_dm) ** 2,
+        np.ascontiguousarray(_host(stack), dtype=np.float32),
+        sq_sigma_m,
+        sq_sd,
+        *sigmas,
         np.ascontiguousarray(distance, dtype=np.float32),
         bool(hybrid),
     )
-    if is_cupy(image):
-        return array_module(image).asarray(out)
     return out
 
 
