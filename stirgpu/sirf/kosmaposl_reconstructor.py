@@ -19,6 +19,8 @@ The current estimate holds the kernel coefficients (STIR's alpha); a subiteratio
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..recon import KOSMAPOSL, KernelSettings
@@ -47,7 +49,7 @@ class KOSMAPOSLReconstructor(OSMAPOSLReconstructor):
         self._anatomical: ImageData | None = None
 
     def _set(self, **changes) -> None:
-        self._kernel = KernelSettings(**{**self._kernel.__dict__, **changes})
+        self._kernel = dataclasses.replace(self._kernel, **changes)
         self._osem = None  # (STIR: set up again)
 
     # -- the kernel's settings ---------------------------------------------------------------------
