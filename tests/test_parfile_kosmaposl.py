@@ -63,7 +63,7 @@ def test_two_images_and_every_key(tmp_path):
     [
         ("sigma_m := {1, 2}\nanatomical image filenames := {a.hv}", 2, "2 sigma_m values for 1 anatomical image"),
         ("hybrid := 0", 2, "the kernel needs an anatomical image unless it is hybrid"),
-        ("hybrid := 1\nnumber of non-zero feature elements := 2", 3, "stirgpu stir KOSMAPOSL"),
+        ("hybrid := 1\nnumber of non-zero feature elements := 0", 3, "must be at least 1"),
         ("hybrid := 1\nfreeze iterative kernel at subiteration number := 0", 3, "cannot be frozen at subiteration 0"),
         ("hybrid := 1\nnumber of neighbours := 0", 3, "must be at least 1"),
     ],

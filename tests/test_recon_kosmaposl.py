@@ -106,7 +106,7 @@ def test_wide_anatomical_kernel_is_a_mean_filter():
     [
         (KernelSettings(sigma_m=()), 0, "anatomical image has not been set"),
         (KernelSettings(sigma_m=(1.0,)), 2, "number of sigma_m parameters"),
-        (KernelSettings(sigma_m=(1.0,), num_non_zero_features=2), 1, "number of non-zero feature elements 2"),
+        (KernelSettings(sigma_m=(1.0,), num_non_zero_features=0), 1, "number of non-zero feature elements 0"),
         (KernelSettings(sigma_m=(1.0,), num_neighbours=0), 1, "number of neighbours 0"),
         (KernelSettings(sigma_m=(1.0,), freeze_at_subiteration=0), 1, "cannot be frozen at subiteration 0"),
     ],
@@ -224,3 +224,29 @@ def test_cuda_run_is_the_cpus(osem_problem, tmp_path):
     assert isinstance(emission_gpu, cupy.ndarray)
     for cpu, gpu in ((alpha_cpu, alpha_gpu), (emission_cpu, emission_gpu)):
         assert np.abs(cupy.asnumpy(gpu) - cpu).max() <= 1e-5 * cpu.max()
+
+
+def test_feature_norms_accumulate_while_the_kernel_is_updated():
+    """More than one feature element: the anatomical norms are made once, at set-up; the emission
+    norms start at 0 and every kernelisation of a hybrid kernel that is still updated adds its
+    kernel image's (STIR never resets them: the same image twice, its norms added twice), a frozen
+    one adds nothing; the kernelised image depends on them."""
+    from stirgpu.kernels.kernelised import feature_norms
+
+    image, alpha, mr, _ = _images()
+    settings = KernelSettings(num_non_zero_features=2, hybrid=True, sigma_m=(1.0,), sigma_p=0.5)
+    kernel = settings.prepare(INFO, [mr])
+    once = feature_norms(alpha, 2, 3, False)
+    np.testing.assert_array_equal(kernel.feature_norms["anatomical"][0], feature_norms(mr, 2, 3, False))
+    assert not kernel.feature_norms["emission"].any() and once.any()
+    first = kernel.apply(image, alpha)
+    np.testing.assert_array_equal(kernel.feature_norms["emission"], once)
+    second = kernel.apply(image, alpha)
+    twice = feature_norms(alpha, 2, 3, False, once.copy())
+    np.testing.assert_array_equal(kernel.feature_norms["emission"], twice)
+    assert np.allclose(twice, 2 * once, rtol=1e-6)
+    frozen = kernel.apply(image, alpha, updating=False)
+    np.testing.assert_array_equal(kernel.feature_norms["emission"], twice)
+    np.testing.assert_array_equal(frozen, second)
+    assert not np.array_equal(first, second)
+    assert not feature_norms(alpha, 2, 3, False)[-1].any()  # (STIR leaves the last voxel's at 0)

@@ -147,8 +147,8 @@ def test_refusals(sim):
         recon.compute_kernelised_image(image, image)
     with pytest.raises(pet.error, match="stirgpu stir KOSMAPOSL"):
         pet.KOSMAPOSLReconstructor("recon.par")
-    bad, *_ = _setup(sim, num_non_zero_features=2)
-    with pytest.raises(pet.error, match="number of non-zero feature elements 2"):
+    bad, *_ = _setup(sim, num_non_zero_features=0)
+    with pytest.raises(pet.error, match="number of non-zero feature elements 0"):
         bad.set_up(image.get_uniform_copy(1))
     none = pet.KOSMAPOSLReconstructor()
     with pytest.raises(pet.error, match="expected ImageData"):

@@ -23,7 +23,7 @@ and, when asked for, the (subset) sensitivities.
 
 Relative file names in FILE.par are taken from the working directory, as STIR does.
 Everything is checked before any work starts (the anatomical images too); a bad file stops
-with one line naming the file, the line and the key.  One non-zero feature element only."""
+with one line naming the file, the line and the key."""
 
 EPILOG = """\
 examples:

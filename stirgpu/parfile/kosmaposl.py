@@ -5,8 +5,8 @@ iteration, filter and output keys, read by :mod:`.osmaposl`'s key tables into
 :attr:`KosmaposlSettings.common`) plus the kernel's keys (``KOSMAPOSLReconstruction::initialise_keymap``,
 defaults from its ``set_defaults``):
 
-* ``number of neighbours`` (3), ``number of non-zero feature elements`` (1: stirgpu computes
-  STIR's compact kernel only, another value is refused at its line);
+* ``number of neighbours`` (3), ``number of non-zero feature elements`` (1: STIR's compact
+  kernel; more: STIR's norms of feature vectors, :mod:`stirgpu.kernels.kernelised.cpu`);
 * ``sigma_m`` (a list, one per anatomical image; none by default), ``sigma_p``, ``sigma_dp``,
   ``sigma_dm`` (1), ``only_2D`` (0), ``hybrid`` (0);
 * ``anatomical image filenames`` (a list); ``kernelised output filename prefix`` (empty: STIR then
@@ -28,7 +28,6 @@ from ..errors import ParFileError, ParFileProblems
 from .grammar import Block, canonical_key, parse_par_file, split_list
 from .keymap import Context, Found, Key, Problem, as_bool, as_float, as_int, as_str, int_at_least, read_block
 from .osmaposl import _TOP_HINTS, _TOP_KEYS, OBJECTIVE_FUNCTION, OsmaposlSettings, _check_values
-from .refusals import plugin_hint
 
 __all__ = ["KosmaposlSettings", "read_kosmaposl_par", "kosmaposl_settings_from_block"]
 
@@ -48,16 +47,6 @@ def _path_list(text: str, ctx: Context) -> tuple[Path, ...]:
         raise Problem(str(exc)) from None
 
 
-def _features(text: str, ctx: Context) -> int:
-    v = as_int(text, ctx)
-    if v != 1:
-        raise Problem(
-            f"{v}: stirgpu computes STIR's kernel with 1 non-zero feature element only (its compact form); "
-            + plugin_hint("KOSMAPOSL", ctx.path)
-        )
-    return v
-
-
 def _freeze(text: str, ctx: Context) -> int:
     v = as_int(text, ctx)
     if v == 0:
@@ -67,7 +56,7 @@ def _freeze(text: str, ctx: Context) -> int:
 
 _KERNEL_KEYS = (
     Key("number of neighbours", "num_neighbours", int_at_least(1)),
-    Key("number of non-zero feature elements", "num_non_zero_features", _features),
+    Key("number of non-zero feature elements", "num_non_zero_features", int_at_least(1)),
     Key("sigma_m", "sigma_m", _float_list),
     Key("sigma_p", "sigma_p", as_float),
     Key("sigma_dp", "sigma_dp", as_float),

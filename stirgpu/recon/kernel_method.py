@@ -11,9 +11,12 @@ standard deviations (all voxels, n - 1) and the distance table, ready to apply.
 kernel of the anatomical images and (hybrid) of ``alpha``, applied to ``image``, normalised per
 voxel by the sum of its kernel values (the formula: :mod:`stirgpu.kernels.kernelised.cpu`).
 
-STIR computes the kernel from feature vectors of more than one element (``number of non-zero
-feature elements`` > 1) through a norm matrix whose indexing does not follow the documented
-feature vectors; stirgpu refuses that setting rather than guess.
+With more than one non-zero feature element STIR computes the kernel from norms of differences
+of feature vectors, with its own indexing (:mod:`stirgpu.kernels.kernelised.cpu` states it): the
+anatomical images' norms are made at set-up (``Kernel.feature_norms``), and the emission norms,
+from 0, have those of the kernel image added at every kernelisation while the kernel is updated
+(STIR never resets them, so they grow with every subiteration).  These run on the host (a GPU
+image's result goes back to its device).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ import numpy as np
 
 from ..errors import StirGpuError
 from ..geometry import ImageInfo
-from ..kernels.kernelised import anatomical_stack, distance_table, kernelised_image, standard_deviation
+from ..kernels.kernelised import (
+    anatomical_stack,
+    distance_table,
+    feature_norms,
+    kernelised_image,
+    standard_deviation,
+)
 from .arrays import is_gpu_array, to_numpy
 
 __all__ = ["KernelSettings", "Kernel"]
@@ -61,12 +70,11 @@ class KernelSettings:
             )
         if self.num_neighbours < 1:
             out.append(("num_neighbours", f"number of neighbours {self.num_neighbours}: must be at least 1"))
-        if self.num_non_zero_features != 1:
+        if self.num_non_zero_features < 1:
             out.append(
                 (
                     "num_non_zero_features",
-                    f"number of non-zero feature elements {self.num_non_zero_features}: stirgpu computes "
-                    "STIR's kernel with 1 (its compact form) only",
+                    f"number of non-zero feature elements {self.num_non_zero_features}: must be at least 1",
                 )
             )
         if self.freeze_at_subiteration == 0:
@@ -100,7 +108,17 @@ class KernelSettings:
                     f"anatomical image {i} is constant: its standard deviation 0 leaves the kernel undefined"
                 )
         distance = distance_table(self.num_neighbours, self.only_2d, image_info.voxel_size)
-        return Kernel(self, anatomical_stack(images), deviations, distance)
+        kernel = Kernel(self, anatomical_stack(images), deviations, distance)
+        if self.num_non_zero_features > 1:  # STIR's set_up: the anatomical norms, once; the emission's at 0
+            n, nnz, only_2d = self.num_neighbours, self.num_non_zero_features, self.only_2d
+            anatomical = [feature_norms(m, nnz, n, only_2d) for m in images]
+            elements = n * n if only_2d else n * n * n
+            voxels = int(np.prod(image_info.shape))
+            kernel.feature_norms["anatomical"] = (
+                np.stack(anatomical) if anatomical else np.zeros((0, voxels, elements), np.float32)
+            )
+            kernel.feature_norms["emission"] = np.zeros((voxels, elements), np.float32)
+        return kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,11 +132,20 @@ class Kernel:
     distance: np.ndarray
     #: the anatomical images on each GPU that kernelised an image there (by device id), kept
     on_devices: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    #: with more than one feature element, STIR's norms: "anatomical" (n, voxels, elements), made
+    #: at set-up, and "emission" (voxels, elements), to which every kernelisation while the kernel
+    #: is updated adds those of its kernel image (STIR never resets them)
+    feature_norms: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
-    def apply(self, image, alpha):
+    def apply(self, image, alpha, updating: bool = True):
         """STIR's ``compute_kernelised_image(out, image, alpha)``: a new float32 array where
-        ``image`` lives (on a GPU there; ``alpha`` is taken there too)."""
+        ``image`` lives (on a GPU there; ``alpha`` is taken there too).  ``updating``: STIR's
+        ``still_updating_iterative_kernel`` (with more than one feature element, a hybrid kernel
+        then adds ``alpha``'s norms to the emission norms first, as STIR does at every call)."""
         s = self.settings
+        norms = self.feature_norms
+        if norms and s.hybrid and updating:
+            feature_norms(alpha, s.num_non_zero_features, s.num_neighbours, s.only_2d, norms["emission"])
         return kernelised_image(
             image,
             alpha,
@@ -130,6 +157,8 @@ class Kernel:
             sigma_dm=s.sigma_dm,
             distance=self.distance,
             hybrid=s.hybrid,
+            anatomical_norms=norms.get("anatomical"),
+            emission_norms=norms.get("emission"),
         )
 
     def _anatomical_where(self, image):

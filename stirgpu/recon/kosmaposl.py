@@ -136,11 +136,17 @@ class KOSMAPOSL(OSEM):
         self.kernel = self.kernel_settings.prepare(self.image_info, self.anatomical_images)
         return seconds
 
-    def kernelise(self, image, alpha):
-        """STIR's ``compute_kernelised_image(out, image, alpha)`` (after :meth:`set_up`)."""
+    def kernelise(self, image, alpha, subiteration_num: int | None = None):
+        """STIR's ``compute_kernelised_image(out, image, alpha)`` (after :meth:`set_up`), in
+        subiteration ``subiteration_num`` (None: a kernel not frozen)."""
         if self.kernel is None:
             self.kernel = self.kernel_settings.prepare(self.image_info, self.anatomical_images)
-        return self.kernel.apply(image, alpha)
+        return self.kernel.apply(image, alpha, updating=self._updating_kernel(subiteration_num))
+
+    def _updating_kernel(self, subiteration_num: int | None) -> bool:
+        """STIR's ``still_updating_iterative_kernel``."""
+        freeze = self.kernel_settings.freeze_at_subiteration
+        return freeze < 0 or subiteration_num is None or subiteration_num < freeze
 
     def _kernel_image(self, alpha, subiteration_num: int):
         """The image the kernel's emission part comes from in this subiteration (see the module
@@ -148,7 +154,7 @@ class KOSMAPOSL(OSEM):
         freeze = self.kernel_settings.freeze_at_subiteration
         if freeze > 0 and subiteration_num == freeze:
             self._frozen_kernel_image = alpha.copy()
-        if freeze < 0 or subiteration_num < freeze:
+        if self._updating_kernel(subiteration_num):
             return alpha.copy()
         return self._frozen_kernel_image
 
@@ -161,7 +167,7 @@ class KOSMAPOSL(OSEM):
         n = int(subiteration_num)
         k = self.subset_num(n)
         kernel_image = self._kernel_image(image, n)
-        emission = self.kernelise(image, kernel_image)
+        emission = self.kernelise(image, kernel_image, n)
         upd = self.zeros()
         res = self.objective.gradient_plus_sensitivity(
             self.projector, emission, upd, k, self.num_subsets, return_loglik=self.report_log_likelihood
@@ -172,8 +178,8 @@ class KOSMAPOSL(OSEM):
             loglik = float(loglik)
         elif res is not None:
             upd = res
-        kupd = self.kernelise(upd, kernel_image)
-        ksens = self.kernelise(self.sensitivities[k], kernel_image)
+        kupd = self.kernelise(upd, kernel_image, n)
+        ksens = self.kernelise(self.sensitivities[k], kernel_image, n)
         if self.prior_is_zero:
             stir_divide(kupd, ksens, small_num=SMALL_NUM)
         else:
@@ -183,7 +189,7 @@ class KOSMAPOSL(OSEM):
         if n != 1:
             clip_update(kupd, self.minimum_relative_change, self.maximum_relative_change)
         image *= kupd
-        self.kernelised_image = self.kernelise(image, kernel_image)
+        self.kernelised_image = self.kernelise(image, kernel_image, n)
         self._write_kernelised(n)
         return image, loglik
 

@@ -3,6 +3,6 @@
 :mod:`.cuda` (``cuda/kernelised.cu``).
 Importing it compiles nothing."""
 
-from .api import anatomical_stack, distance_table, kernelised_image, standard_deviation
+from .api import anatomical_stack, distance_table, feature_norms, kernelised_image, standard_deviation
 
-__all__ = ["anatomical_stack", "distance_table", "kernelised_image", "standard_deviation"]
+__all__ = ["anatomical_stack", "distance_table", "feature_norms", "kernelised_image", "standard_deviation"]

@@ -13,7 +13,7 @@ import numpy as np
 from ...arrays import array_module, is_cupy
 from ...errors import StirGpuError
 
-__all__ = ["distance_table", "standard_deviation", "anatomical_stack", "kernelised_image"]
+__all__ = ["distance_table", "standard_deviation", "anatomical_stack", "feature_norms", "kernelised_image"]
 
 
 def distance_table(num_neighbours: int, only_2d: bool, voxel_size_zyx) -> np.ndarray:
@@ -42,6 +42,25 @@ def standard_deviation(image) -> float:
     return float(np.sqrt(((a - a.mean()) ** 2).sum() / (a.size - 1)))
 
 
+def feature_norms(image, num_non_zero_features: int, num_neighbours: int, only_2d: bool, norms=None) -> np.ndarray:
+    """STIR's ``calculate_norm_matrix`` of ``image`` (the norms of differences of feature vectors of
+    ``num_non_zero_features`` elements, :mod:`.cpu`), added into ``norms`` ((voxels, n^3 or n^2)
+    float32 on the host; new zeros when None, as STIR's at set-up) and returned."""
+    from .cpu import accumulate_norms, feature_vectors
+
+    a = np.ascontiguousarray(_host(image), dtype=np.float32)
+    n = int(num_neighbours)
+    h = (n - 1) // 2
+    elements = n * n if only_2d else n * n * n
+    if norms is None:
+        norms = np.zeros((a.size, elements), np.float32)
+    if norms.shape != (a.size, elements):
+        raise StirGpuError(f"feature norms: shape {norms.shape}, expected {(a.size, elements)}")
+    f = feature_vectors(a, int(num_non_zero_features), 0 if only_2d else h, h, h)
+    accumulate_norms(norms, f, int(num_non_zero_features), n, bool(only_2d), a.shape[1], a.shape[2])
+    return norms
+
+
 def anatomical_stack(images, like=None):
     """The anatomical images as one (n, nz, ny, nx) float32 array where ``like`` lives (host
     without it): what :func:`kernelised_image` takes; a caller keeps it for every call."""
@@ -65,11 +84,18 @@ def kernelised_image(
     sigma_dm: float,
     distance: np.ndarray,
     hybrid: bool,
+    anatomical_norms=None,
+    emission_norms=None,
 ):
     """The kernelised ``image`` with the kernel of ``alpha`` and the anatomical images (a new
     float32 array where ``image`` lives: numba on the host, ``kernelised.cu`` on a GPU); see
     :mod:`.cpu` for the formula.  ``anatomical``: :func:`anatomical_stack`'s array (on the image's
-    device for a GPU image), or a list of images."""
+    device for a GPU image), or a list of images.
+
+    With ``anatomical_norms`` ((n, voxels, elements), :func:`feature_norms` of each anatomical
+    image) STIR's form for feature vectors of more than one element is computed instead, its
+    emission part from ``emission_norms`` (hybrid), on the host (a GPU image's result is handed
+    back on its device)."""
     shape = tuple(image.shape)
     if len(shape) != 3 or tuple(alpha.shape) != shape:
         raise StirGpuError(f"kernelised image: image {shape} and kernel image {tuple(alpha.shape)} differ")
@@ -85,6 +111,8 @@ def kernelised_image(
     sq_sigma_m = np.asarray([float(v) ** 2 for v in sigma_m], np.float64)
     sq_sd = np.asarray([float(v) ** 2 for v in standard_deviations], np.float64)
     sigmas = (float(sigma_p) ** 2, float(sigma_dp) ** 2, float(sigma_dm) ** 2)
+    if anatomical_norms is not None:
+        return _from_norms(image, alpha, anatomical_norms, emission_norms, sq_sigma_m, sq_sd, sigmas, distance, hybrid)
     if on_gpu:
         from . import cuda
 
@@ -107,6 +135,32 @@ def kernelised_image(
         bool(hybrid),
     )
     return out
+
+
+def _from_norms(image, alpha, anatomical_norms, emission_norms, sq_sigma_m, sq_sd, sigmas, distance, hybrid):
+    from .cpu import kernelised_image_from_norms
+
+    shape = tuple(image.shape)
+    voxels = int(np.prod(shape))
+    if anatomical_norms.ndim != 3 or anatomical_norms.shape[1] != voxels:
+        raise StirGpuError(f"anatomical feature norms of shape {anatomical_norms.shape} for {voxels} voxels")
+    if hybrid and (emission_norms is None or emission_norms.shape != anatomical_norms.shape[1:]):
+        raise StirGpuError("a hybrid kernel of more than one feature element needs the emission feature norms")
+    emission = emission_norms if emission_norms is not None else np.zeros((voxels, 1), np.float32)
+    out = np.zeros(shape, np.float32)
+    kernelised_image_from_norms(
+        out,
+        np.ascontiguousarray(_host(image), dtype=np.float32),
+        np.ascontiguousarray(_host(alpha), dtype=np.float32),
+        anatomical_norms,
+        emission,
+        sq_sigma_m,
+        sq_sd,
+        *sigmas,
+        np.ascontiguousarray(distance, dtype=np.float32),
+        bool(hybrid),
+    )
+    return array_module(image).asarray(out) if is_cupy(image) else out
 
 
 def _host(a) -> np.ndarray:
