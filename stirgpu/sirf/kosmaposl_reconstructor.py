@@ -62,7 +62,7 @@ class KOSMAPOSLReconstructor(OSMAPOSLReconstructor):
         self._set(num_neighbours=int(n))
 
     def set_num_non_zero_features(self, n) -> None:
-        """Non-zero elements of the feature vectors (stirgpu computes 1, STIR's default)."""
+        """Non-zero elements of the feature vectors (1, STIR's default: its compact kernel)."""
         self._set(num_non_zero_features=int(n))
 
     def set_sigma_m(self, v) -> None:
