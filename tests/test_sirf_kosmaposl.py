@@ -88,17 +88,29 @@ def _filled(template, values):
     return out
 
 
-def test_update_is_stirgpus_kosmaposl(sim):
+@pytest.mark.parametrize("features", [1, 2])
+def test_update_is_stirgpus_kosmaposl(sim, features):
     """``set_up`` + ``update_current_estimate`` x3 (4 subsets) is stirgpu's KOSMAPOSL on the same
-    objective with the settings the setters name, to the last bit."""
-    recon, obj_fun, *_, image = _setup(sim, num_subsets=4, hybrid=True, only_2D=False, num_neighbours=3)
+    objective with the settings the setters name, to the last bit (with 2 feature elements too:
+    the emission norms added to at each kernelisation of the reconstructor's own)."""
+    recon, obj_fun, *_, image = _setup(
+        sim, num_subsets=4, hybrid=True, only_2D=False, num_neighbours=3, num_non_zero_features=features
+    )
     alpha = image.get_uniform_copy(1)
     recon.set_up(alpha)
     recon.set_current_estimate(alpha)
     for _ in range(3):
         recon.update_current_estimate()
     _, info, _, anatomical = sim
-    settings = KernelSettings(num_neighbours=3, sigma_m=(2.0,), sigma_p=3.0, sigma_dm=5.0, sigma_dp=5.0, hybrid=True)
+    settings = KernelSettings(
+        num_neighbours=3,
+        num_non_zero_features=features,
+        sigma_m=(2.0,),
+        sigma_p=3.0,
+        sigma_dm=5.0,
+        sigma_dp=5.0,
+        hybrid=True,
+    )
     run = KOSMAPOSL(
         obj_fun.stirgpu_objective(),
         ProjectorPair(backend="cpu"),
