@@ -88,7 +88,25 @@ class KernelSettings:
 
     def prepare(self, image_info: ImageInfo, anatomical_images=()) -> Kernel:
         """The kernel for images of ``image_info`` (arrays or images with ``.array``, each of
-        that shape); raises StirGpuError naming the first problem."""
+        that shape); raises StirGpuError naming the first problem (:meth:`check`)."""
+        images, deviations = self.check(image_info, anatomical_images)
+        distance = distance_table(self.num_neighbours, self.only_2d, image_info.voxel_size)
+        kernel = Kernel(self, anatomical_stack(images), deviations, distance)
+        if self.num_non_zero_features > 1:  # STIR's set_up: the anatomical norms, once; the emission's at 0
+            n, nnz, only_2d = self.num_neighbours, self.num_non_zero_features, self.only_2d
+            anatomical = [feature_norms(m, nnz, n, only_2d) for m in images]
+            elements = n * n if only_2d else n * n * n
+            voxels = int(np.prod(image_info.shape))
+            kernel.feature_norms["anatomical"] = (
+                np.stack(anatomical) if anatomical else np.zeros((0, voxels, elements), np.float32)
+            )
+            kernel.feature_norms["emission"] = np.zeros((voxels, elements), np.float32)
+        return kernel
+
+    def check(self, image_info: ImageInfo, anatomical_images=()) -> tuple[list, tuple[float, ...]]:
+        """(the anatomical images as float32 host arrays, their standard deviations), or the
+        StirGpuError naming the first problem of the settings and the images (their size, NaN or
+        infinite values, a constant image) -- what :meth:`prepare` checks, without its work."""
         images = [np.ascontiguousarray(to_numpy(getattr(m, "array", m)), dtype=np.float32) for m in anatomical_images]
         found = self.problems(len(images))
         if found:
@@ -107,18 +125,7 @@ class KernelSettings:
                 raise StirGpuError(
                     f"anatomical image {i} is constant: its standard deviation 0 leaves the kernel undefined"
                 )
-        distance = distance_table(self.num_neighbours, self.only_2d, image_info.voxel_size)
-        kernel = Kernel(self, anatomical_stack(images), deviations, distance)
-        if self.num_non_zero_features > 1:  # STIR's set_up: the anatomical norms, once; the emission's at 0
-            n, nnz, only_2d = self.num_neighbours, self.num_non_zero_features, self.only_2d
-            anatomical = [feature_norms(m, nnz, n, only_2d) for m in images]
-            elements = n * n if only_2d else n * n * n
-            voxels = int(np.prod(image_info.shape))
-            kernel.feature_norms["anatomical"] = (
-                np.stack(anatomical) if anatomical else np.zeros((0, voxels, elements), np.float32)
-            )
-            kernel.feature_norms["emission"] = np.zeros((voxels, elements), np.float32)
-        return kernel
+        return images, deviations
 
 
 @dataclasses.dataclass(frozen=True)

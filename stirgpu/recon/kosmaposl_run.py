@@ -75,7 +75,7 @@ def prepare_kosmaposl(
                 anatomical_images=images,
                 kernelised_output_filename_prefix=s.kernelised_prefix(),
             )
-            run.kernel = run.kernel_settings.prepare(info, images)
+            run.kernel_settings.check(info, images)  # (set_up makes the kernel)
         except StirGpuError as exc:
             raise ParFileProblems([ParFileError(str(exc), s.path, s.line("anatomical_image_filenames"))]) from None
         kept = _inputs_kept(s, run)
