@@ -40,6 +40,7 @@ def test_every_subcommand_is_covered():
             "osmaposl",
             "ossps",
             "simulate-scatter",
+            "kosmaposl",
             "plan",
             "demo",
             "stir-plugin",
@@ -99,7 +100,7 @@ def test_backend_help_says_what_runs_there():
         if any("--backend" in a.option_strings for a in p._actions)
     }
     assert "where to project" in helps["forward-project"] and "where to project" in helps["back-project"]
-    assert "where to reconstruct" in helps["osmaposl"] and "where to reconstruct" in helps["ossps"]
+    assert all("where to reconstruct" in helps[name] for name in ("osmaposl", "ossps", "kosmaposl"))
     assert "where to simulate and reconstruct" in helps["demo"]
     assert "plan for" in helps["plan"]
 

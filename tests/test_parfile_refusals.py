@@ -1,6 +1,7 @@
-"""Files ``stirgpu osmaposl`` does not reconstruct (KOSMAPOSL, the kinetic-model objective function,
-list mode, the PLS prior) are refused with one line; where STIR runs them with stirgpu's plugin
-the line names that command (``stirgpu stir PROGRAM FILE.par``), which ``stirgpu stir`` takes."""
+"""Files ``stirgpu osmaposl`` does not reconstruct (the kinetic-model objective function, list mode,
+the PLS prior; KOSMAPOSL, which ``stirgpu kosmaposl`` runs) are refused with one line; where STIR
+runs them with stirgpu's plugin the line names that command (``stirgpu stir PROGRAM FILE.par``),
+which ``stirgpu stir`` takes."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def _refusal(tmp_path, text: str, read=read_osmaposl_par) -> tuple[int, str]:
     return problem.line, problem.reason
 
 
-def test_kosmaposl_names_the_plugin_command(tmp_path):
+def test_kosmaposl_names_stirgpu_kosmaposl_and_the_plugin_command(tmp_path):
     line, reason = _refusal(tmp_path, "KOSMAPOSLParameters :=\nhybrid := 1\nnumber of subsets := 2\nEnd :=\n")
-    assert line == 1 and "KOSMAPOSL (kernelised EM) is not implemented by stirgpu" in reason
+    assert line == 1 and "a KOSMAPOSL one (kernelised EM): run it with 'stirgpu kosmaposl'" in reason
     assert f"stirgpu stir KOSMAPOSL {tmp_path / 'file.par'} " in reason
 
 
@@ -80,6 +81,6 @@ def test_the_cli_prints_the_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert (
         len(lines) == 1
-        and lines[0].startswith(f"stirgpu osmaposl: error: {p}:1: KOSMAPOSL")
+        and lines[0].startswith(f"stirgpu osmaposl: error: {p}:1: not an OSMAPOSL parameter file but a KOSMAPOSL")
         and "stirgpu stir KOSMAPOSL" in lines[0]
     )

@@ -25,7 +25,7 @@ from ..kernels.compiling import KernelCompilation, watching_compilations
 __all__ = ["KERNEL_COMMANDS", "CompilationNotice", "compilation_notice", "notice_line"]
 
 #: the subcommands that run CPU kernels (the others never load numba)
-KERNEL_COMMANDS = ("forward-project", "back-project", "osmaposl", "ossps", "demo")
+KERNEL_COMMANDS = ("forward-project", "back-project", "osmaposl", "ossps", "kosmaposl", "demo")
 
 
 def notice_line(folder: Path) -> str:

@@ -38,6 +38,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "stirgpu.cli.osmaposl",
     "stirgpu.cli.ossps",
     "stirgpu.cli.simulate_scatter",
+    "stirgpu.cli.kosmaposl",
     "stirgpu.cli.plan",
     "stirgpu.cli.demo",
     "stirgpu.cli.stir_plugin",

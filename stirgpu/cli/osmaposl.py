@@ -183,7 +183,7 @@ def reconstruct(args, prepare, method: str) -> int:
             f"{s.start_subiteration_num}..{s.num_subiterations}, image {osem.image_info.shape} (z, y, x), "
             f"backend {osem.projector.backend} {list(osem.projector.devices)}{on_ranks}"
         )
-        what = "sensitivities" if method == "OSMAPOSL" else "sensitivities and denominator"
+        what = "sensitivities and denominator" if method == "OSSPS" else "sensitivities"
         print(f"{what}: {setup:.2f} s" + "".join(f"\n  written: {shown(f)}" for f in osem.set_up_files()))
         seen = {"plan": None, "last": None}
         pictures: list[Path] = []

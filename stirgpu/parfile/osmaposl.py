@@ -353,7 +353,9 @@ def _refuse_stir_only(root: Block, ctx: Context) -> None:
     read, naming the command that runs them in STIR with stirgpu's plugin where there is one."""
     if root.key == _KOSMAPOSL:
         ctx.report(
-            f"KOSMAPOSL (kernelised EM) is not implemented by stirgpu; {plugin_hint('KOSMAPOSL', ctx.path)}", root.line
+            "not an OSMAPOSL parameter file but a KOSMAPOSL one (kernelised EM): run it with 'stirgpu kosmaposl' "
+            f"(or in STIR, {plugin_hint('KOSMAPOSL', ctx.path)})",
+            root.line,
         )
     elif root.key != _ROOT:
         ossps = ""

@@ -1,8 +1,8 @@
 """What a refusal says when STIR itself runs the file with stirgpu's plugin.
 
-KOSMAPOSL, the PLS prior and the kinetic-model objective functions (POSMAPOSL, POSSPS) are
-STIR's own algorithms: ``stirgpu osmaposl`` does not reimplement them, but STIR's executables
-run them with stirgpu's projectors through the plugin (``stirgpu stir PROGRAM FILE.par``, with
+The PLS prior and the kinetic-model objective functions (POSMAPOSL, POSSPS) are STIR's own
+algorithms that stirgpu does not reimplement (KOSMAPOSL it does: ``stirgpu kosmaposl``), but
+STIR's executables run them with stirgpu's projectors through the plugin (``stirgpu stir PROGRAM FILE.par``, with
 ``projector pair type := stirgpu`` in the file).  The refusal names that command.
 """
 

@@ -9,12 +9,16 @@
   STIR applies them (:mod:`.filtering`);
 * :func:`run_osmaposl` / :func:`prepare_osmaposl` -- from an OSMAPOSL ``.par`` file (all checks first);
 * :class:`OSSPS`, :func:`run_ossps` / :func:`prepare_ossps` -- STIR's OSSPS (:mod:`.ossps`);
+* :class:`KOSMAPOSL`, :class:`KernelSettings` -- STIR's kernelised EM (:mod:`.kosmaposl`,
+  :mod:`.kernel_method`);
 * :mod:`.simulate` -- phantoms and simulated data (demo, examples, tests).
 
 Nothing happens at import.
 """
 
 from .filtering import FilterSchedule
+from .kernel_method import Kernel, KernelSettings
+from .kosmaposl import KOSMAPOSL
 from .objective import PoissonLogLikelihood
 from .osem import OSEM, OSEMResult, SubiterationRecord, subsets_problem
 from .ossps import OSSPS
@@ -38,4 +42,7 @@ __all__ = [
     "OSSPS",
     "run_ossps",
     "prepare_ossps",
+    "KOSMAPOSL",
+    "KernelSettings",
+    "Kernel",
 ]

@@ -9,7 +9,8 @@
 * :func:`make_Poisson_loglikelihood`, :class:`OSMAPOSLReconstructor`, :class:`QuadraticPrior`,
   :class:`RelativeDifferencePrior` -- OSMAPOSL (OSEM, or OSL with stirgpu's priors) as SIRF
   drives it (:mod:`.objective`, :mod:`.reconstructor`, :mod:`.priors`); :class:`OSSPSReconstructor`
-  -- STIR's OSSPS the same way (:mod:`.ossps_reconstructor`);
+  -- STIR's OSSPS the same way (:mod:`.ossps_reconstructor`); :class:`KOSMAPOSLReconstructor` --
+  STIR's kernelised EM (:mod:`.kosmaposl_reconstructor`);
 * :class:`error`, :class:`MessageRedirector` -- SIRF's error class (every error of this package
   is one, and a :class:`stirgpu.errors.StirGpuError`) and message routing (:mod:`.messages`).
 
@@ -32,6 +33,7 @@ from .engine_info import (
 )
 from .errors import error
 from .image_data import GeometricalInfo, ImageData
+from .kosmaposl_reconstructor import KOSMAPOSLReconstructor
 from .messages import MessageRedirector
 from .noise import PoissonNoiseGenerator
 from .not_supported import (
@@ -72,6 +74,7 @@ __all__ = [
     "OSMAPOSLReconstructor",
     "OSSPSReconstructor",
     "SingleScatterSimulator",
+    "KOSMAPOSLReconstructor",
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",

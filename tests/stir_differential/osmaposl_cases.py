@@ -270,7 +270,7 @@ def _cwd(folder: Path):
 
 
 def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par", program: str = "OSMAPOSL"):
-    """STIR's ``program name`` (``OSMAPOSL`` or ``OSSPS``) in ``folder`` (created); the completed
+    """STIR's ``program name`` (``OSMAPOSL``, ``OSSPS`` or ``KOSMAPOSL``) in ``folder`` (created); the completed
     process (check=False)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(par_text)
@@ -278,15 +278,17 @@ def run_stir(reference_stir, folder: Path, par_text: str, name: str = "recon.par
 
 
 def run_stirgpu(folder: Path, par_text: str, name: str = "recon.par", program: str = "OSMAPOSL"):
-    """stirgpu's engine for ``program`` (``osmaposl`` or ``ossps``; CPU backend) on the same file
-    in ``folder``."""
+    """stirgpu's engine for ``program`` (``OSMAPOSL``, ``OSSPS`` or ``KOSMAPOSL``; CPU backend) on the
+    same file in ``folder``."""
+    from stirgpu.recon.kosmaposl_run import run_kosmaposl
     from stirgpu.recon.ossps_run import run_ossps
     from stirgpu.recon.run import run_osmaposl
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(par_text)
+    run = {"OSSPS": run_ossps, "KOSMAPOSL": run_kosmaposl}.get(program, run_osmaposl)
     with _cwd(folder), stirgpu.config(backend="cpu"):
-        return (run_ossps if program == "OSSPS" else run_osmaposl)(name)
+        return run(name)
 
 
 def run_both(
