@@ -181,7 +181,8 @@ def test_wide_back_kernels_add_what_the_narrow_ones_do(cp):
         kernel = jc._kernel(dev, name, jc.lor_order("back", image))
         frame_args = jc.frame_args(image, org, vs, r)
         if name.startswith("back_stir"):
-            jc.launch(kernel, parts, (*parts.args, values, image, along_x, *frame_args))
+            whole = (np.int32(0), np.int32(info.shape[0]))  # (the planes it adds into: all)
+            jc.launch(kernel, parts, (*parts.args, values, image, along_x, *frame_args, *whole))
         else:
             blocks = -(-chunk.num_lors // jc.THREADS)
             kernel((blocks,), (jc.THREADS,), (xs, xe, n, values, image, along_x, *frame_args[:-1]))
