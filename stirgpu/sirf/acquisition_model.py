@@ -37,11 +37,13 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import NonFiniteError
 from ..formats import ProjData, VoxelsOnCartesianGrid
 from ..geometry import ImageInfo
 from .acquisition_data import AcquisitionData
 from .errors import ConstModelError, InputError, InputTypeError, error, translate_class_errors
 from .image_data import ImageData
+from .outside_image import ImageReach
 from .processors import ImageDataProcessor
 from .sensitivity import AcquisitionSensitivityModel
 from .storage import chunk_bytes
@@ -117,6 +119,7 @@ class AcquisitionModelUsingParallelproj:
         )
         self.name = "AcqModUsingParallelproj"
         self._projector: Any = None
+        self._reach: ImageReach | None = None  # which bins reach the image (made when needed)
         self.acq_templ: AcquisitionData | None = None
         self.img_templ: ImageData | None = None
         self.at: AcquisitionData | None = None  # SIRF's names: additive term, background term, sensitivity
@@ -141,6 +144,7 @@ class AcquisitionModelUsingParallelproj:
         projector = self._new_projector()
         projector.set_up(acq_templ.get_proj_data_info(), img_templ.image_info)
         self._projector, self.acq_templ, self.img_templ = projector, acq_templ, img_templ
+        self._reach = ImageReach(projector, acq_templ, img_templ)
         for name, term in (("additive term", self.at), ("background term", self.bt)):
             if term is not None:
                 acq_templ._check_compatible(term, name)
@@ -327,7 +331,15 @@ class AcquisitionModelUsingParallelproj:
         target = img_templ._new_like() if out is None else _image_data(out, "backward: out")
         img_templ._check_compatible(target, "backward: out")
         f = self._terms().get("multiplicative")
-        projector.back_project(target.array, ad.proj_data, k, n, multiplicative=f)
+        try:
+            projector.back_project(target.array, ad.proj_data, k, n, multiplicative=f)
+        except NonFiniteError:
+            # NaN or Inf only in bins that miss the image (0/0 of SIRF's own ratios): they add
+            # nothing in SIRF either (outside_image.py); anywhere else they are refused
+            zeroed = None if self._reach is None else self._reach.zeroed_outside(ad)
+            if zeroed is None:
+                raise
+            projector.back_project(target.array, zeroed.proj_data, k, n, multiplicative=f)
         if self.processor is not None:
             self.processor.apply(target)
         return target if out is None else None
