@@ -6,6 +6,7 @@ from .from_parameters import ScatterRun, simulate_from_parameters
 from .physics import EnergyModel, max_cos_angle, total_compton_cross_section
 from .points import ScatterPoints, ZoomSettings, sample_scatter_points, scatter_point_image_info
 from .simulation import ScatterSettings, SingleScatterSimulation
+from .tail_mask import tail_mask_from_acfs, tail_mask_lines
 from .template import energy_model_from_header
 
 __all__ = [
@@ -23,4 +24,6 @@ __all__ = [
     "ScatterRun",
     "max_cos_angle",
     "total_compton_cross_section",
+    "tail_mask_from_acfs",
+    "tail_mask_lines",
 ]
