@@ -77,3 +77,20 @@ def test_empty_tails_fall_back_to_one():
     factors, defaulted = scale_factors_per_sinogram(ProjDataInMemory(pdi, fill=3.0), estimate, ProjDataInMemory(pdi))
     np.testing.assert_array_equal(factors[0], 1.0)
     assert len(defaulted) == pdi.get_num_axial_poss(0)
+
+
+def test_inverse_ssrb_from_rebinned_direct_sinograms():
+    """From STIR's SSRB geometry (one segment, half-ring axial steps) back to span-1 segments: each
+    sinogram is the direct sinogram at its own m."""
+    from stirgpu.sirf.rebin import ssrb_geometry
+
+    pdi = _pdi(1)
+    direct_pdi = ssrb_geometry(pdi, 3)
+    n = direct_pdi.get_num_axial_poss(0)
+    assert n == 2 * pdi.get_num_axial_poss(0) - 1
+    direct = np.arange(n, dtype=np.float32)[:, None, None] * np.ones(
+        (1, pdi.get_num_views(), pdi.get_num_tangential_poss()), np.float32
+    )
+    out = inverse_ssrb(direct, pdi, direct_pdi)
+    np.testing.assert_array_equal(out.get_segment_by_sinogram(0)[:, 0, 0], np.arange(0, n, 2))
+    np.testing.assert_array_equal(out.get_segment_by_sinogram(-1)[:, 0, 0], np.arange(1, n, 2))

@@ -57,9 +57,13 @@ class ScatterFit:
     defaulted: list[tuple[int, int]]
 
 
-def inverse_ssrb(direct: np.ndarray, pdi: ProjDataInfo) -> ProjDataInMemory:
-    """STIR's ``inverse_SSRB``: ``direct`` (segment 0 of ``pdi`` by sinogram) to every segment."""
-    in_m = np.asarray(pdi.get_m(0, np.arange(pdi.get_num_axial_poss(0))), dtype=_F)
+def inverse_ssrb(direct: np.ndarray, pdi: ProjDataInfo, direct_pdi: ProjDataInfo | None = None) -> ProjDataInMemory:
+    """STIR's ``inverse_SSRB``: ``direct`` (segment 0 of ``direct_pdi`` by sinogram; default:
+    of ``pdi``) to every segment of ``pdi``."""
+    src = pdi if direct_pdi is None else direct_pdi
+    if (src.get_num_views(), src.get_num_tangential_poss()) != (pdi.get_num_views(), pdi.get_num_tangential_poss()):
+        raise GeometryError("inverse SSRB: the direct sinograms must have the output's views and tangential positions")
+    in_m = np.asarray(src.get_m(0, np.arange(src.get_num_axial_poss(0))), dtype=_F)
     big = np.finfo(_F).max
     out = ProjDataInMemory(pdi)
     for seg in pdi.segment_nums:

@@ -47,6 +47,7 @@ from .priors import LogcoshPrior, PLSPrior, Prior, QuadraticPrior, RelativeDiffe
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .scatter import SingleScatterSimulator
+from .scatter_estimator import ScatterEstimator
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
@@ -72,6 +73,7 @@ __all__ = [
     "OSMAPOSLReconstructor",
     "OSSPSReconstructor",
     "SingleScatterSimulator",
+    "ScatterEstimator",
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
