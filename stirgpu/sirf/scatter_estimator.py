@@ -24,7 +24,10 @@ What runs, as STIR runs it (``ScatterEstimation::set_up`` and ``process_data``, 
 What differs from SIRF (docs/scatter.md): the projector is stirgpu's (STIR's Parallelproj pair)
 for the reconstructions and the mask, where SIRF's default is STIR's ray-tracing matrix; STIR's
 last reconstruction, after the last estimate, is not run (it changes no output); scatter points
-are placed as :class:`~.SingleScatterSimulator` places them (``set_randomly_place_scatter_points``).
+are placed as :class:`~.SingleScatterSimulator` places them (``set_randomly_place_scatter_points``),
+once per estimation as in STIR; without ``set_asm`` the efficiencies are 1 (STIR's
+``estimate_scatter`` without a normalisation, and SIRF's estimator with it, end in a segmentation
+fault: ``ScatterEstimation`` leaves its combined normalisation unset).
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ class _Setup:
     data_2d: AcquisitionData
     background_2d: AcquisitionData
     data_to_fit: ProjDataInMemory
-    norm_2d: np.ndarray  # STIR's 2D normalisation factors (as_array order)
+    norm_3d: np.ndarray  # STIR's normalisation factors of the input (as_array order)
+    norm_2d: np.ndarray  # ... and of the 2D data
     sensitivity_2d: AcquisitionSensitivityModel  # 1 / (norm_2d * ACF_2d)
     mask: ProjDataInMemory
     simulation: SingleScatterSimulation
@@ -200,6 +204,7 @@ class ScatterEstimator:
             data_2d=data_2d,
             background_2d=background_2d,
             data_to_fit=data_to_fit,
+            norm_3d=f3d,
             norm_2d=norm_2d,
             sensitivity_2d=AcquisitionSensitivityModel(efficiencies),
             mask=self._tail_mask(data_2d),
@@ -207,7 +212,8 @@ class ScatterEstimator:
         )
 
     def _norm_factors_3d(self) -> np.ndarray:
-        """STIR's normalisation factors ``f`` of the input (1 without a model)."""
+        """STIR's normalisation factors ``f`` of the input (1 without a model: STIR, and SIRF with
+        it, crash there)."""
         assert self._input is not None
         if self._asm is None:
             return np.ones(self._input.dimensions(), dtype=_F)
@@ -260,7 +266,7 @@ class ScatterEstimator:
         direct = x.reshape(-1, pdi.get_num_views(), pdi.get_num_tangential_poss())
         upsampled = inverse_ssrb(direct, pdi, s.data_2d.get_proj_data_info())
         out = self._input.get_uniform_copy(0)
-        out.fill(upsampled.as_array().reshape(out.dimensions()) / self._norm_factors_3d())
+        out.fill(upsampled.as_array().reshape(out.dimensions()) / s.norm_3d)
         return out
 
     def process(self) -> None:
