@@ -8,16 +8,14 @@ As STIR does it:
    (the last view's successor is view 0 with the tangential positions mirrored), the others the
    mean of their four neighbours; the first and last tangential positions are 0;
 2. the segment is extended by 5 bins on each side of each dimension: axial edge planes copied,
-   views wrapped (data over 180 degrees: view ``-1`` is the last view with ``s`` mirrored; over
-   360 degrees: plainly wrapped), then tangential edge values copied, in that order;
+   views wrapped over 180 degrees (view ``-1`` is the last view with ``s`` mirrored), then
+   tangential edge values copied, in that order;
 3. every output index maps to an input index ``index * step + offset`` per dimension (the ratios
    of the samplings in ``m``, ``phi`` and ``s`` at bin 0, and the offsets of bin 0), where the
    separable linear B-spline is evaluated, indices past the extended array mirrored back.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -61,42 +59,25 @@ def non_interleaved(sino: np.ndarray, min_tang: int) -> np.ndarray:
     return out
 
 
-def _view_coverage(phis: np.ndarray, segment_num: int) -> str:
-    """'flip' (180 degrees, segment 0), 'wrap' (360 degrees) or 'nearest' (STIR's tests)."""
-    phi_range = float(_F(phis.max()) - _F(phis.min()))
-    step = phi_range / (len(phis) - 1)
-    if abs(phi_range - 2 * math.pi) < 5 * step:
-        return "wrap"
-    if abs(phi_range - math.pi) < 5 * step and segment_num == 0:
-        return "flip"
-    return "nearest"
-
-
-def _extended(segment: np.ndarray, min_tang: int, coverage: str) -> np.ndarray:
+def _extended(segment: np.ndarray, min_tang: int) -> np.ndarray:
     """(axial, view, tangential) grown by EXTENSION on each side (step 2 of the docstring); index
     ``i`` of the result is index ``i - EXTENSION`` of the segment (``i - EXTENSION + min_tang``
-    tangentially)."""
+    tangentially).  The views of segment 0 of a cylindrical scanner cover 180 degrees, where STIR
+    flips (its wrapping for 360 degrees and nearest-neighbour fallback do not arise here)."""
     e = EXTENSION
     na, nv, nt = segment.shape
     out = np.zeros((na + 2 * e, nv + 2 * e, nt + 2 * e), dtype=np.float32)
     out[e : e + na, e : e + nv, e : e + nt] = segment
     out[:e] = out[e]
     out[na + e :] = out[na + e - 1]
-    if coverage == "flip":
-        # tangential index j holds position j - e + min_tang; its mirror -(j - e + min_tang)
-        j = np.arange(nt + 2 * e)
-        pos = j - e + min_tang
-        sym = min(abs(min_tang - e), min_tang + nt - 1 + e)
-        sym_idx = sym + e - min_tang
-        mirrored = np.where(pos < -sym, sym_idx, np.where(pos > sym, -sym + e - min_tang, -pos + e - min_tang))
-        out[:, :e] = out[:, nv : nv + e][:, :, mirrored]
-        out[:, nv + e :] = out[:, e : 2 * e][:, :, mirrored]
-    elif coverage == "wrap":
-        out[:, :e] = out[:, nv : nv + e]
-        out[:, nv + e :] = out[:, e : 2 * e]
-    else:
-        out[:, :e] = out[:, e : e + 1]
-        out[:, nv + e :] = out[:, nv + e - 1 : nv + e]
+    # tangential index j holds position j - e + min_tang; its mirror -(j - e + min_tang)
+    j = np.arange(nt + 2 * e)
+    pos = j - e + min_tang
+    sym = min(abs(min_tang - e), min_tang + nt - 1 + e)
+    sym_idx = sym + e - min_tang
+    mirrored = np.where(pos < -sym, sym_idx, np.where(pos > sym, -sym + e - min_tang, -pos + e - min_tang))
+    out[:, :e] = out[:, nv : nv + e][:, :, mirrored]
+    out[:, nv + e :] = out[:, e : 2 * e][:, :, mirrored]
     out[:, :, :e] = out[:, :, e : e + 1]
     out[:, :, nt + e :] = out[:, :, nt + e - 1 : nt + e]
     return out
@@ -155,8 +136,9 @@ def interpolate_segment_zero(
     if remove_interleaving:
         data = np.stack([non_interleaved(sino, min_tang) for sino in data])
         num_views *= 2
-    phis = in_pdi.get_azimuthal_angle_offset() + np.arange(num_views) * (math.pi / num_views)
-    coef = _extended(data, min_tang, _view_coverage(phis, 0)).astype(np.float64)
+    if num_views < EXTENSION:
+        raise GeometryError(f"interpolate_projdata: {num_views} views, fewer than STIR's extension by {EXTENSION}")
+    coef = _extended(data, min_tang).astype(np.float64)
     (a_off, a_step), (v_off, v_step), (t_off, t_step) = _index_map(out_pdi, in_pdi, remove_interleaving)
     e = EXTENSION
     axial = np.arange(out_pdi.get_num_axial_poss(0)) * float(a_step) + float(a_off) + e
