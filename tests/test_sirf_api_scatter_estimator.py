@@ -105,3 +105,12 @@ def test_without_asm_efficiencies_are_one(water_cylinder):
         outputs.append(se.get_output().as_array())
     assert outputs[0].max() > 0
     np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_mask_setters_are_accepted_as_sirf_accepts_them():
+    """SIRF passes them to STIR, which recomputes both masks by default: accepted, type-checked."""
+    se = pet.ScatterEstimator()
+    with pytest.raises(pet.error, match="expected ImageData"):
+        se.set_mask_image(np.zeros(3))
+    with pytest.raises(pet.error, match="expected AcquisitionData"):
+        se.set_mask_acq_data(np.zeros(3))

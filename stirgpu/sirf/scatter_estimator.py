@@ -171,9 +171,20 @@ class ScatterEstimator:
         self._scatter_settings = dataclasses.replace(self._scatter_settings, randomly_place_scatter_points=bool(flag))
         self._setup = None
 
+    def set_mask_image(self, image) -> None:
+        """Accepted as SIRF accepts it, without effect: STIR recomputes the mask image by default
+        and SIRF's Python cannot turn that off."""
+        _check(image, ImageData, "set_mask_image")
+        _LOG.info("ScatterEstimator: the mask image is recomputed from the attenuation image (as in STIR)")
+
+    def set_mask_acq_data(self, arg) -> None:
+        """Accepted as SIRF accepts it, without effect: STIR recomputes the tail mask by default."""
+        _check(arg, AcquisitionData, "set_mask_acq_data")
+        _LOG.info("ScatterEstimator: the tail mask is recomputed from the attenuation image (as in STIR)")
+
     # -- set_up -------------------------------------------------------------------------------
-    def set_up(self) -> None:
-        """Check the inputs and compute the 2D data, normalisation and tail mask (module docstring)."""
+    def _check_inputs(self) -> tuple[AcquisitionData, AcquisitionData, ImageData, str]:
+        """(input, ACFs, mu-map, input header), or STIR's error for the first one missing."""
         if self._mu is None:
             raise error("ScatterEstimation: No attenuation image has been set. Aborting.")
         if self._input is None:
@@ -182,33 +193,36 @@ class ScatterEstimator:
             raise error("ScatterEstimation: need attenuation correction factors to be set (sorry)")
         if self._input.exam_header is None:
             raise error("ScatterEstimator.set_up: the input data have no energy window (read them from a header)")
-        data = self._input
+        return self._input, self._acf, self._mu, self._input.exam_header
+
+    @staticmethod
+    def _norm_2d(data: AcquisitionData, f3d: np.ndarray) -> np.ndarray:
+        """STIR's 2D normalisation factors: ``1 / SSRB(1 / f)`` (summed), 1e-20 at least."""
+        if data.get_proj_data_info().get_num_segments() == 1:
+            return f3d
+        efficiencies_2d = _to_2d(data.get_uniform_copy(0).fill(1 / f3d), mean=False).as_array()
+        return np.asarray(1 / np.maximum(efficiencies_2d, _F(1e-20)), dtype=_F)
+
+    def set_up(self) -> None:
+        """Check the inputs and compute the 2D data, normalisation and tail mask (module docstring)."""
+        data, acf, mu_image, header = self._check_inputs()
         f3d = self._norm_factors_3d()
         data_2d = _to_2d(data, mean=False)
-        acf_2d = _to_2d(self._acf, mean=True)
-        norm_2d = (
-            f3d
-            if data.get_proj_data_info().get_num_segments() == 1
-            else 1 / np.maximum(_to_2d(data.get_uniform_copy(0).fill(1 / f3d), mean=False).as_array(), _F(1e-20))
-        )
-        norm_2d = np.asarray(norm_2d, dtype=_F)
+        norm_2d = self._norm_2d(data, f3d)
         background_2d = data_2d.get_uniform_copy(0) if self._randoms is None else _to_2d(self._randoms, mean=False)
-        fit = data_2d - background_2d
-        data_to_fit = ProjDataInMemory.from_proj_data(fit.proj_data)
-        efficiencies = data_2d.get_uniform_copy(0).fill(1 / (norm_2d * acf_2d.as_array()))
+        efficiencies = data_2d.get_uniform_copy(0).fill(1 / (norm_2d * _to_2d(acf, mean=True).as_array()))
         pdi2 = data_2d.get_proj_data_info()
-        energy = energy_model_from_header(self._input.exam_header, pdi2.get_scanner())
-        mu = VoxelsOnCartesianGrid.from_array(_host(self._mu.array), self._mu.image_info)
-        simulation = SingleScatterSimulation(pdi2, energy, mu, self._scatter_settings)
+        mu = VoxelsOnCartesianGrid.from_array(_host(mu_image.array), mu_image.image_info)
+        energy = energy_model_from_header(header, pdi2.get_scanner())
         self._setup = _Setup(
             data_2d=data_2d,
             background_2d=background_2d,
-            data_to_fit=data_to_fit,
+            data_to_fit=ProjDataInMemory.from_proj_data((data_2d - background_2d).proj_data),
             norm_3d=f3d,
             norm_2d=norm_2d,
             sensitivity_2d=AcquisitionSensitivityModel(efficiencies),
             mask=self._tail_mask(data_2d),
-            simulation=simulation,
+            simulation=SingleScatterSimulation(pdi2, energy, mu, self._scatter_settings),
         )
 
     def _norm_factors_3d(self) -> np.ndarray:
@@ -269,6 +283,16 @@ class ScatterEstimator:
         out.fill(upsampled.as_array().reshape(out.dimensions()) / s.norm_3d)
         return out
 
+    def _fitted_scatter(self, image: ImageData, settings: FitSettings, undo: ProjDataInMemory) -> ProjDataInMemory:
+        """The single scatter of ``image`` on the downsampled template, upsampled and fitted (2D)."""
+        s = self._setup
+        assert s is not None
+        activity = VoxelsOnCartesianGrid.from_array(_host(image.array), image.image_info)
+        estimate = ProjDataInMemory(s.simulation.proj_data_info)
+        for seg, values in s.simulation.simulate(activity).items():
+            estimate.set_segment_by_view(values, seg)
+        return upsample_and_fit(s.data_to_fit, estimate, s.mask, settings, undo_factors=undo).scatter
+
     def process(self) -> None:
         """Run the estimation (call :meth:`set_up` first)."""
         if self._setup is None:
@@ -283,12 +307,7 @@ class ScatterEstimator:
             if iteration == 2:
                 image.fill((image.as_array() + first.as_array()) / _F(2))
             _LOG.info("ScatterEstimator: iteration %d: simulating the scatter", iteration)
-            activity = VoxelsOnCartesianGrid.from_array(_host(image.array), image.image_info)
-            low = s.simulation.simulate(activity)
-            estimate = ProjDataInMemory(s.simulation.proj_data_info)
-            for seg, values in low.items():
-                estimate.set_segment_by_view(values, seg)
-            scaled = upsample_and_fit(s.data_to_fit, estimate, s.mask, settings, undo_factors=undo).scatter
+            scaled = self._fitted_scatter(image, settings, undo)
             last = iteration == self._num_iterations
             if last or self._prefix:
                 result = self._to_3d(scaled)
