@@ -49,6 +49,7 @@ from .priors import LogcoshPrior, PLSPrior, Prior, QuadraticPrior, RelativeDiffe
 from .processors import ImageDataProcessor, SeparableGaussianImageFilter, TruncateToCylinderProcessor
 from .reconstructor import OSMAPOSLReconstructor
 from .scatter import SingleScatterSimulator
+from .scatter_estimator import ScatterEstimator
 from .sensitivity import AcquisitionSensitivityModel
 from .shapes import EllipticCylinder, Shape
 from .storage import storage_scheme
@@ -75,6 +76,7 @@ __all__ = [
     "OSSPSReconstructor",
     "SingleScatterSimulator",
     "KOSMAPOSLReconstructor",
+    "ScatterEstimator",
     "Prior",
     "QuadraticPrior",
     "RelativeDifferencePrior",
