@@ -19,6 +19,7 @@ import pytest
 from stirgpu.errors import GeometryError
 from stirgpu.geometry import ImageInfo, ProjDataInfo, Scanner
 from stirgpu.kernels import JosephChunk, back_chunk, forward_chunk
+from stirgpu.kernels.joseph.cuda import PART_FIELDS
 from stirgpu.kernels.joseph.lors import axial_tables, stir_image_frame, stir_part_geometry
 from stirgpu.projectors import ProjectorPair
 
@@ -106,8 +107,10 @@ def test_multi_part_chunks_are_their_parts_one_after_the_other():
     packed = chunk.packed()
     assert int(packed.n_parts) == len(parts) and packed.num_lors == got.size
     k = 2
-    x_offset, _, nv, na, nt, _, lor, a_offset, view_offset, n_views = packed.directory[10 * k : 10 * k + 10]
+    row = packed.directory[PART_FIELDS * k : PART_FIELDS * (k + 1)]
+    x_offset, _, nv, na, nt, _, lor, a_offset, view_offset, n_views, first, end = row
     assert (nv, na, nt) == parts[k].shape and lor == sum(t.num_lors for t in parts[:k])
+    assert (first, end) == (0, nv * na * nt)  # one launch runs all the part's threads
     np.testing.assert_array_equal(packed.directory[view_offset : view_offset + nv], parts[k].views)
     m, mt = axial_tables(stir_part_geometry(pdi, parts[k]))
     np.testing.assert_array_equal(packed.A[a_offset : a_offset + na], m)
